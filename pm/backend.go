@@ -1,0 +1,132 @@
+package pm
+
+// Backend decides when each verb completes and when each persist becomes
+// durable. It is the one seam between the executors (package scope for GPU
+// kernels, package coro for CPU tasks) and the machine below them: the
+// functional reference backend, the hwmodel cycle model, the native backend on
+// memory-mapped files, and wrappers such as the crash checker's recorder all
+// implement it.
+//
+// The executor applies a verb's visible effect to Memory first and then
+// reports it with Op, so a backend sees the program's verbs in the order they
+// took effect, each thread's in program order. Calls come from one goroutine
+// at a time.
+//
+// Embed Base to get no-op defaults for the optional parts.
+type Backend interface {
+	// Name identifies the backend and its configuration, e.g. "functional"
+	// or "hwmodel/sbrp/pm-far".
+	Name() string
+	// Attach binds the backend to a machine's memory. It is called once,
+	// before any other call, by NewMachine or Reopen; for Reopen, mem
+	// already holds the image's regions.
+	Attach(mem *Memory) (Caps, error)
+	// Host reports a host-side change: a region created or removed, a
+	// volatile range allocated or freed, bytes copied in. Host changes to PM
+	// (the namespace and CopyIn) are durable when the call returns.
+	Host(ev HostEvent)
+	// Begin starts a kernel launch or a CPU run.
+	Begin(l Launch) error
+	// Op reports one verb of agent a after its visible effect. It is called
+	// only when Caps.Ops is set.
+	Op(a *Agent, op *Op)
+	// Sync reports that the agents in group passed a barrier together (a
+	// SyncThreads or a block or device PBarrier): none of them proceeds
+	// before the last arrived. Called only when Caps.Ops is set.
+	Sync(group []*Agent)
+	// Step ends a step of GPU warp w: each of its runnable lanes ran up to
+	// its next suspension point (or Caps.Batch verbs). It returns the cycle
+	// at which the warp can issue again; the executor resumes warps in order
+	// of (that cycle, warp id). Called only when Caps.Batch > 0.
+	Step(w int) uint64
+	// End finishes the run started by Begin and returns its statistics.
+	End() (Stats, error)
+	// Crash returns the durable image: every PM region as a crash now
+	// would leave it. The machine is unusable afterwards.
+	Crash() (*Image, error)
+}
+
+// Caps is what a backend asks of the executors.
+type Caps struct {
+	// Ops asks for every verb through Backend.Op and every barrier through
+	// Backend.Sync. A backend that needs neither (the functional one) leaves
+	// it false and the executors skip the calls.
+	Ops bool
+	// Batch > 0 makes the executor end a warp's step after Batch verbs per
+	// lane at most and call Backend.Step; 0 means the backend has no notion
+	// of time and threads run until they must wait.
+	Batch int
+	// GPU is the simulated GPU's shape and residency limits.
+	GPU GPULimits
+}
+
+// GPULimits are the shape and residency limits of a simulated GPU.
+type GPULimits struct {
+	SMs               int // streaming multiprocessors
+	WarpSize          int // threads per warp
+	MaxThreadsPerSM   int // resident threads per SM
+	MaxBlocksPerSM    int // resident blocks per SM
+	MaxThreadsPerBlock int // threads in one block
+}
+
+// DefaultGPU is the shape the functional backend reports: 30 SMs (the SBRP
+// baseline GPU of seed 001) with CUDA's per-SM limits of 2048 threads and 32
+// blocks and 1024 threads per block.
+var DefaultGPU = GPULimits{SMs: 30, WarpSize: 32, MaxThreadsPerSM: 2048, MaxBlocksPerSM: 32, MaxThreadsPerBlock: 1024}
+
+// HostEventKind is the kind of a HostEvent.
+type HostEventKind uint8
+
+// Host event kinds.
+const (
+	HostCreate HostEventKind = iota // a PM region was created (zero-filled)
+	HostRemove                      // a PM region was removed
+	HostAlloc                       // a volatile range was allocated (zero-filled)
+	HostFree                        // a volatile range was freed
+	HostWrite                       // the host copied Size bytes in at Addr
+)
+
+// HostEvent is a host-side change reported to Backend.Host.
+type HostEvent struct {
+	Kind  HostEventKind
+	Range Range // the range concerned
+	Addr  Addr  // HostWrite: first byte written
+	Size  uint64
+}
+
+// Launch describes a run reported to Backend.Begin.
+type Launch struct {
+	Name    string // kernel or run name, for statistics
+	Blocks  int    // GPU: blocks in the grid; 0 for a CPU run
+	Threads int    // GPU: threads per block; CPU: tasks
+}
+
+// Stats are a run's statistics as a backend counts them. Untimed backends
+// leave Cycles zero. Backends with more to say return it through their own
+// API; these are the counts every backend can give.
+type Stats struct {
+	Cycles   uint64 // simulated cycles from Begin to End
+	Persists uint64 // PM stores (persist records)
+}
+
+// Base gives a backend no-op defaults for Host, Begin, Op, Sync, Step and
+// End. Embed it and implement Name, Attach and Crash.
+type Base struct{}
+
+// Host does nothing.
+func (Base) Host(HostEvent) {}
+
+// Begin does nothing.
+func (Base) Begin(Launch) error { return nil }
+
+// Op does nothing.
+func (Base) Op(*Agent, *Op) {}
+
+// Sync does nothing.
+func (Base) Sync([]*Agent) {}
+
+// Step returns 0: no time passes.
+func (Base) Step(int) uint64 { return 0 }
+
+// End returns zero statistics.
+func (Base) End() (Stats, error) { return Stats{}, nil }

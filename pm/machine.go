@@ -1,0 +1,202 @@
+package pm
+
+import (
+	"bytes"
+	"fmt"
+)
+
+// Machine is a simulated machine: an address space whose PM regions survive a
+// crash, and the backend that decides timing and durability. The host API
+// (regions, allocation, copies, crash) lives here; kernels are launched with
+// package scope and CPU tasks run with package coro.
+//
+// A Machine is not safe for concurrent use.
+type Machine struct {
+	mem     *Memory
+	be      Backend
+	caps    Caps
+	crashed bool
+}
+
+// NewMachine returns an empty machine on backend be.
+func NewMachine(be Backend) (*Machine, error) {
+	return attach(newMemory(), be)
+}
+
+// Reopen returns a machine whose PM regions are those of img, at the same
+// base addresses and with the same bytes, on backend be. Volatile memory
+// starts empty: a crash lost it.
+func Reopen(img *Image, be Backend) (*Machine, error) {
+	if err := img.validate(); err != nil {
+		return nil, err
+	}
+	mem := newMemory()
+	for _, r := range img.Regions {
+		if _, err := mem.add(PMem, r.Name, uint64(len(r.Data)), int(r.Base>>OffsetBits), bytes.Clone(r.Data)); err != nil {
+			return nil, err
+		}
+	}
+	return attach(mem, be)
+}
+
+func attach(mem *Memory, be Backend) (*Machine, error) {
+	caps, err := be.Attach(mem)
+	if err != nil {
+		return nil, fmt.Errorf("%w: attach %s: %w", ErrBackend, be.Name(), err)
+	}
+	if caps.GPU == (GPULimits{}) {
+		caps.GPU = DefaultGPU
+	}
+	return &Machine{mem: mem, be: be, caps: caps}, nil
+}
+
+// Memory returns the machine's address space and visible image.
+func (m *Machine) Memory() *Memory { return m.mem }
+
+// Backend returns the machine's backend.
+func (m *Machine) Backend() Backend { return m.be }
+
+// Caps returns what the backend asked of the executors at Attach.
+func (m *Machine) Caps() Caps { return m.caps }
+
+// Err returns ErrCrashed after Crash and nil before.
+func (m *Machine) Err() error {
+	if m.crashed {
+		return ErrCrashed
+	}
+	return nil
+}
+
+// CreateRegion creates a zero-filled PM region of size bytes. The namespace
+// change is durable when it returns.
+func (m *Machine) CreateRegion(name string, size uint64) (Range, error) {
+	if m.crashed {
+		return Range{}, ErrCrashed
+	}
+	if err := checkName(name); err != nil {
+		return Range{}, err
+	}
+	if m.mem.region(name) != nil {
+		return Range{}, fmt.Errorf("%w: %q", ErrRegionExists, name)
+	}
+	s, err := m.mem.add(PMem, name, size, 0, nil)
+	if err != nil {
+		return Range{}, fmt.Errorf("region %q: %w", name, err)
+	}
+	m.be.Host(HostEvent{Kind: HostCreate, Range: s.Range})
+	return s.Range, nil
+}
+
+// OpenRegion returns the PM region named name.
+func (m *Machine) OpenRegion(name string) (Range, error) {
+	if m.crashed {
+		return Range{}, ErrCrashed
+	}
+	s := m.mem.region(name)
+	if s == nil {
+		return Range{}, fmt.Errorf("%w: %q", ErrNoRegion, name)
+	}
+	return s.Range, nil
+}
+
+// RemoveRegion removes the PM region named name; its addresses become
+// unmapped. The namespace change is durable when it returns.
+func (m *Machine) RemoveRegion(name string) error {
+	if m.crashed {
+		return ErrCrashed
+	}
+	s := m.mem.region(name)
+	if s == nil {
+		return fmt.Errorf("%w: %q", ErrNoRegion, name)
+	}
+	m.mem.remove(s)
+	m.be.Host(HostEvent{Kind: HostRemove, Range: s.Range})
+	return nil
+}
+
+// Regions lists the PM regions in name order.
+func (m *Machine) Regions() []Range { return m.mem.Regions() }
+
+// Alloc allocates a zero-filled volatile range of size bytes of kind
+// DeviceMem or HostMem and returns its base address.
+func (m *Machine) Alloc(kind Kind, size uint64) (Addr, error) {
+	if m.crashed {
+		return 0, ErrCrashed
+	}
+	if kind != DeviceMem && kind != HostMem {
+		return 0, fmt.Errorf("%w: Alloc of %s memory (use CreateRegion for PM)", ErrNotVolatile, kind)
+	}
+	s, err := m.mem.add(kind, "", size, 0, nil)
+	if err != nil {
+		return 0, err
+	}
+	m.be.Host(HostEvent{Kind: HostAlloc, Range: s.Range})
+	return s.Base, nil
+}
+
+// Free releases the volatile range whose base is a.
+func (m *Machine) Free(a Addr) error {
+	if m.crashed {
+		return ErrCrashed
+	}
+	s, off, err := m.mem.locate(a, 0, 1)
+	if err != nil {
+		return err
+	}
+	if off != 0 || s.Kind == PMem {
+		return fmt.Errorf("%w: %v", ErrNotVolatile, a)
+	}
+	m.mem.remove(s)
+	m.be.Host(HostEvent{Kind: HostFree, Range: s.Range})
+	return nil
+}
+
+// CopyIn copies data to address a, in one range. Bytes copied into PM are
+// durable when it returns, as after a host memcpy followed by a flush.
+func (m *Machine) CopyIn(a Addr, data []byte) error {
+	if m.crashed {
+		return ErrCrashed
+	}
+	s, off, err := m.mem.locate(a, uint64(len(data)), 1)
+	if err != nil {
+		return err
+	}
+	copy(s.data[off:], data)
+	m.be.Host(HostEvent{Kind: HostWrite, Range: s.Range, Addr: a, Size: uint64(len(data))})
+	return nil
+}
+
+// CopyOut copies len(buf) bytes at address a, in one range, into buf.
+func (m *Machine) CopyOut(a Addr, buf []byte) error {
+	if m.crashed {
+		return ErrCrashed
+	}
+	return m.mem.Read(a, buf)
+}
+
+// Crash crashes the machine and returns its durable image. Volatile memory
+// and every persist the backend had not made durable are lost; the machine
+// refuses further use. Reopen the image to continue.
+func (m *Machine) Crash() (*Image, error) {
+	if m.crashed {
+		return nil, ErrCrashed
+	}
+	img, err := m.be.Crash()
+	if err != nil {
+		return nil, fmt.Errorf("%w: crash %s: %w", ErrBackend, m.be.Name(), err)
+	}
+	m.crashed = true
+	return img, nil
+}
+
+// Snapshot returns the visible contents of every PM region as an Image. A
+// backend that makes every persist durable at once (the functional one)
+// returns it from Crash.
+func (m *Memory) Snapshot() *Image {
+	var img Image
+	for _, r := range m.Regions() {
+		s := m.segs[r.Base>>OffsetBits]
+		img.Regions = append(img.Regions, RegionImage{Name: r.Name, Base: r.Base, Data: bytes.Clone(s.data)})
+	}
+	return &img
+}

@@ -1,0 +1,253 @@
+package pm
+
+import (
+	"encoding/binary"
+	"fmt"
+	"slices"
+	"strings"
+)
+
+// Addr is a byte address in a machine's address space. The high bits select a
+// range (a volatile allocation or a PM region), the low OffsetBits bits are
+// the offset in it; address 0 is never mapped. A PM region keeps its base
+// address across a crash and reopen, so addresses stored in PM stay valid.
+type Addr uint64
+
+// OffsetBits is the number of low address bits that hold the offset in a
+// range; a range is at most 1<<OffsetBits bytes.
+const OffsetBits = 40
+
+// MaxRangeSize is the largest range Alloc or CreateRegion accepts.
+const MaxRangeSize = 1 << OffsetBits
+
+const offMask = 1<<OffsetBits - 1
+
+// maxRanges bounds the number of ranges a machine ever creates.
+const maxRanges = 1 << (64 - OffsetBits)
+
+// String formats a as "0x<range>:<offset>" in hex.
+func (a Addr) String() string {
+	return fmt.Sprintf("0x%x:%x", uint64(a)>>OffsetBits, uint64(a)&offMask)
+}
+
+// Add returns a+n.
+func (a Addr) Add(n uint64) Addr { return a + Addr(n) }
+
+// Kind is the kind of memory a range holds.
+type Kind uint8
+
+// Memory kinds.
+const (
+	DeviceMem Kind = iota // GPU device memory (volatile)
+	HostMem               // host DRAM (volatile)
+	PMem                  // a named persistent-memory region
+)
+
+// String returns "device", "host" or "pm".
+func (k Kind) String() string {
+	switch k {
+	case DeviceMem:
+		return "device"
+	case HostMem:
+		return "host"
+	case PMem:
+		return "pm"
+	}
+	return fmt.Sprintf("kind(%d)", uint8(k))
+}
+
+// Range describes one allocated range of the address space.
+type Range struct {
+	Name string // region name; empty for volatile ranges
+	Base Addr
+	Size uint64
+	Kind Kind
+}
+
+// Contains reports whether [a, a+n) lies inside r.
+func (r Range) Contains(a Addr, n uint64) bool {
+	return a >= r.Base && uint64(a-r.Base) <= r.Size && n <= r.Size-uint64(a-r.Base)
+}
+
+type segment struct {
+	Range
+	data []byte
+}
+
+// Memory is a machine's address space and its visible image: what loads
+// return. It does not know about durability; a Backend does.
+type Memory struct {
+	segs []*segment // indexed by Addr >> OffsetBits; nil entries are unmapped
+}
+
+func newMemory() *Memory { return &Memory{segs: []*segment{nil}} }
+
+// add maps a new range at index idx (or the next free index if idx == 0).
+func (m *Memory) add(kind Kind, name string, size uint64, idx int, data []byte) (*segment, error) {
+	if size == 0 || size > MaxRangeSize {
+		return nil, fmt.Errorf("%w: %d bytes (want 1..%d)", ErrBadSize, size, uint64(MaxRangeSize))
+	}
+	if idx == 0 {
+		idx = len(m.segs)
+	}
+	if idx >= maxRanges {
+		return nil, fmt.Errorf("%w: address space exhausted (%d ranges)", ErrBadSize, idx)
+	}
+	for len(m.segs) <= idx {
+		m.segs = append(m.segs, nil)
+	}
+	if m.segs[idx] != nil {
+		return nil, fmt.Errorf("%w: range index %d in use", ErrCorrupt, idx)
+	}
+	if data == nil {
+		data = make([]byte, size)
+	}
+	s := &segment{Range: Range{Name: name, Base: Addr(uint64(idx) << OffsetBits), Size: size, Kind: kind}, data: data}
+	m.segs[idx] = s
+	return s, nil
+}
+
+func (m *Memory) remove(s *segment) { m.segs[s.Base>>OffsetBits] = nil }
+
+// Lookup returns the range holding address a.
+func (m *Memory) Lookup(a Addr) (Range, error) {
+	s, _, err := m.locate(a, 1, 1)
+	if err != nil {
+		return Range{}, err
+	}
+	return s.Range, nil
+}
+
+// Ranges returns every mapped range in address order.
+func (m *Memory) Ranges() []Range {
+	var out []Range
+	for _, s := range m.segs {
+		if s != nil {
+			out = append(out, s.Range)
+		}
+	}
+	return out
+}
+
+// Regions returns the PM regions in name order.
+func (m *Memory) Regions() []Range {
+	var out []Range
+	for _, s := range m.segs {
+		if s != nil && s.Kind == PMem {
+			out = append(out, s.Range)
+		}
+	}
+	slices.SortFunc(out, func(a, b Range) int { return strings.Compare(a.Name, b.Name) })
+	return out
+}
+
+func (m *Memory) region(name string) *segment {
+	for _, s := range m.segs {
+		if s != nil && s.Kind == PMem && s.Name == name {
+			return s
+		}
+	}
+	return nil
+}
+
+// locate checks that [a, a+n) lies in one range and that a is a multiple of
+// align, and returns the range and the offset of a in it.
+func (m *Memory) locate(a Addr, n, align uint64) (*segment, uint64, error) {
+	idx := uint64(a) >> OffsetBits
+	if idx >= uint64(len(m.segs)) || m.segs[idx] == nil {
+		return nil, 0, fmt.Errorf("%w: %v", ErrUnmapped, a)
+	}
+	s := m.segs[idx]
+	off := uint64(a) & offMask
+	if off > s.Size || n > s.Size-off {
+		return nil, 0, fmt.Errorf("%w: %d bytes at %v in %s range of %d bytes", ErrOutOfRange, n, a, s.Kind, s.Size)
+	}
+	if uint64(a)&(align-1) != 0 {
+		return nil, 0, fmt.Errorf("%w: %d-byte access at %v", ErrMisaligned, n, a)
+	}
+	return s, off, nil
+}
+
+// Bytes returns the n bytes of the visible image at a, which must be a
+// multiple of align (a power of two), and whether they lie in PM. The slice
+// aliases the image: writes through it are stores that no backend sees, so
+// executors use it only to carry out a verb they report.
+func (m *Memory) Bytes(a Addr, n, align uint64) (b []byte, persistent bool, err error) {
+	s, off, err := m.locate(a, n, align)
+	if err != nil {
+		return nil, false, err
+	}
+	return s.data[off : off+n : off+n], s.Kind == PMem, nil
+}
+
+// Load reads a naturally aligned value of size 1, 2, 4 or 8 bytes at a.
+func (m *Memory) Load(a Addr, size uint64) (uint64, error) {
+	if !validSize(size) {
+		return 0, fmt.Errorf("%w: %d-byte value", ErrBadSize, size)
+	}
+	b, _, err := m.Bytes(a, size, size)
+	if err != nil {
+		return 0, err
+	}
+	return getLE(b), nil
+}
+
+// Store writes a naturally aligned value of size 1, 2, 4 or 8 bytes at a.
+// It changes only the visible image; see Machine.CopyIn for host writes that
+// a backend must see.
+func (m *Memory) Store(a Addr, size, v uint64) error {
+	if !validSize(size) {
+		return fmt.Errorf("%w: %d-byte value", ErrBadSize, size)
+	}
+	b, _, err := m.Bytes(a, size, size)
+	if err != nil {
+		return err
+	}
+	PutLE(b, v)
+	return nil
+}
+
+// Read copies len(buf) bytes at a into buf.
+func (m *Memory) Read(a Addr, buf []byte) error {
+	b, _, err := m.Bytes(a, uint64(len(buf)), 1)
+	if err != nil {
+		return err
+	}
+	copy(buf, b)
+	return nil
+}
+
+func validSize(n uint64) bool { return n == 1 || n == 2 || n == 4 || n == 8 }
+
+func getLE(b []byte) uint64 {
+	switch len(b) {
+	case 1:
+		return uint64(b[0])
+	case 2:
+		return uint64(binary.LittleEndian.Uint16(b))
+	case 4:
+		return uint64(binary.LittleEndian.Uint32(b))
+	case 8:
+		return binary.LittleEndian.Uint64(b)
+	}
+	panic(fmt.Sprintf("pm: value size %d", len(b)))
+}
+
+// GetLE decodes a little-endian value of len(b) = 1, 2, 4 or 8 bytes.
+func GetLE(b []byte) uint64 { return getLE(b) }
+
+// PutLE encodes v little-endian into len(b) = 1, 2, 4 or 8 bytes.
+func PutLE(b []byte, v uint64) {
+	switch len(b) {
+	case 1:
+		b[0] = byte(v)
+	case 2:
+		binary.LittleEndian.PutUint16(b, uint16(v))
+	case 4:
+		binary.LittleEndian.PutUint32(b, uint32(v))
+	case 8:
+		binary.LittleEndian.PutUint64(b, v)
+	default:
+		panic(fmt.Sprintf("pm: value size %d", len(b)))
+	}
+}

@@ -1,0 +1,690 @@
+package scope
+
+import (
+	"fmt"
+	"iter"
+	"runtime/debug"
+	"slices"
+	"strings"
+
+	"github.com/scopedpm/scopedpm/pm"
+)
+
+// Kernel is the code every thread of a launch runs.
+type Kernel func(t *Thread)
+
+// Option configures a launch.
+type Option func(*config)
+
+type config struct {
+	name      string
+	spinProbe int
+}
+
+// WithName names the launch in backend statistics and errors.
+func WithName(name string) Option { return func(c *config) { c.name = name } }
+
+// WithSpinProbe sets how many consecutive unchanged reads of one address a
+// parked thread may make, once nothing else can run, before the launch is
+// declared deadlocked (default 64). Raise it for kernels that legitimately
+// reread one word many times with no write in between.
+func WithSpinProbe(n int) Option { return func(c *config) { c.spinProbe = max(n, 1) } }
+
+// Result reports what a launch did.
+type Result struct {
+	Blocks, Threads int    // the grid
+	Verbs           uint64 // thread-verbs executed
+	Steps           uint64 // warp steps
+	Switches        uint64 // coroutine resumes
+	Coroutines      int    // coroutines created (peak of suspended threads)
+	PeakResident    int    // peak resident threads
+	Preempted       int    // blocks swapped out while waiting at a device barrier
+	Stats           pm.Stats
+}
+
+// KernelError is a fault or panic inside a kernel, with the thread that
+// raised it.
+type KernelError struct {
+	Agent pm.Agent
+	Err   error  // wraps ErrPanic or ErrFault (and the pm error)
+	Stack string // the goroutine stack at a panic
+}
+
+func (e *KernelError) Error() string { return fmt.Sprintf("%v: %v", &e.Agent, e.Err) }
+
+// Unwrap returns the underlying error.
+func (e *KernelError) Unwrap() error { return e.Err }
+
+// Thread states.
+const (
+	stNew      uint8 = iota // not started
+	stRunnable              // suspended, may run
+	stRunning               // executing
+	stBarrier               // waiting at a barrier
+	stParked                // spinning: waits for a write to its word
+	stDone                  // finished
+)
+
+type worker struct {
+	next  func() (*Thread, bool)
+	stop  func()
+	yield func(*Thread) bool
+	queue []*Thread // threads to start, in order
+}
+
+type warp struct {
+	id     int
+	blk    *block
+	lanes  []*Thread
+	live   int
+	ready  uint64
+	queued bool
+	bar    barrier
+}
+
+type block struct {
+	id, sm   int
+	threads  []Thread
+	warps    []warp
+	live     int
+	resident bool
+	bar      barrier
+	gridWait int // threads of this block waiting at the device barrier
+}
+
+// barrier counts arrivals of the live members of a group.
+type barrier struct {
+	waiting []*Thread
+}
+
+type engine struct {
+	m      *pm.Machine
+	mem    *pm.Memory
+	be     pm.Backend
+	ops    bool
+	batch  int
+	lim    pm.GPULimits
+	grid   Grid
+	kernel Kernel
+	cfg    config
+
+	warpsPerBlock int
+	wgen          uint64 // writes so far; a spin parks only if none happened since its last read
+	live          int    // threads not finished (including blocks not yet started)
+
+	smThreads, smBlocks []int
+	rr                  int
+	nextBlock           int
+	alive               []*block // started and not finished, in block order
+	readmit             []*block // blocks swapped out, ready to come back
+	blockPool           []*block
+	finished            []*block
+	residentThreads     int
+
+	ready  warpHeap
+	parked map[pm.Addr][]*Thread // spinning threads by 8-byte word
+	nPark  int
+	gridBar barrier
+
+	probing   bool
+	probeGen  uint64
+	workers   []*worker
+	free      []*worker
+	err       error
+	res       Result
+	syncGroup []*pm.Agent
+}
+
+// Launch runs kernel k on every thread of grid g on machine m and returns
+// when all threads have finished, or with the first error.
+func Launch(m *pm.Machine, g Grid, k Kernel, opts ...Option) (Result, error) {
+	if err := m.Err(); err != nil {
+		return Result{}, err
+	}
+	caps := m.Caps()
+	e := &engine{m: m, mem: m.Memory(), be: m.Backend(), ops: caps.Ops, batch: caps.Batch, lim: caps.GPU, grid: g, kernel: k,
+		cfg: config{name: "kernel", spinProbe: 64}, parked: map[pm.Addr][]*Thread{}}
+	for _, o := range opts {
+		o(&e.cfg)
+	}
+	if err := e.checkGeometry(); err != nil {
+		return Result{}, err
+	}
+	e.warpsPerBlock = (g.Threads + e.lim.WarpSize - 1) / e.lim.WarpSize
+	e.live = g.Total()
+	e.smThreads = make([]int, e.lim.SMs)
+	e.smBlocks = make([]int, e.lim.SMs)
+	e.res.Blocks, e.res.Threads = g.Blocks, g.Threads
+	if err := e.be.Begin(pm.Launch{Name: e.cfg.name, Blocks: g.Blocks, Threads: g.Threads}); err != nil {
+		return Result{}, fmt.Errorf("%w: begin %s: %w", pm.ErrBackend, e.be.Name(), err)
+	}
+	runErr := e.run()
+	e.shutdown()
+	stats, err := e.be.End()
+	e.res.Stats = stats
+	e.res.Coroutines = len(e.workers)
+	if runErr != nil {
+		return e.res, runErr
+	}
+	if err != nil {
+		return e.res, fmt.Errorf("%w: end %s: %w", pm.ErrBackend, e.be.Name(), err)
+	}
+	return e.res, nil
+}
+
+func (e *engine) checkGeometry() error {
+	l, g := e.lim, e.grid
+	switch {
+	case e.kernel == nil:
+		return fmt.Errorf("%w: nil kernel", ErrGeometry)
+	case l.SMs <= 0 || l.WarpSize <= 0 || l.MaxThreadsPerSM <= 0 || l.MaxBlocksPerSM <= 0 || l.MaxThreadsPerBlock <= 0:
+		return fmt.Errorf("%w: backend reports GPU limits %+v", ErrGeometry, l)
+	case g.Blocks <= 0 || g.Threads <= 0:
+		return fmt.Errorf("%w: %d blocks of %d threads", ErrGeometry, g.Blocks, g.Threads)
+	case g.Threads > l.MaxThreadsPerBlock:
+		return fmt.Errorf("%w: %d threads per block, limit %d", ErrGeometry, g.Threads, l.MaxThreadsPerBlock)
+	case g.Threads > l.MaxThreadsPerSM:
+		return fmt.Errorf("%w: %d threads per block, an SM holds %d", ErrGeometry, g.Threads, l.MaxThreadsPerSM)
+	case g.Blocks > (1<<31-1)/g.Threads:
+		return fmt.Errorf("%w: %d blocks of %d threads overflow the thread ids", ErrGeometry, g.Blocks, g.Threads)
+	}
+	return nil
+}
+
+// run is the scheduler loop.
+func (e *engine) run() error {
+	e.admit()
+	for e.err == nil {
+		w := e.ready.pop()
+		if w == nil {
+			if e.live == 0 {
+				return nil
+			}
+			if e.probe() {
+				continue
+			}
+			return e.deadlock()
+		}
+		e.step(w)
+		e.retire()
+	}
+	return e.err
+}
+
+// step runs each runnable lane of w until it suspends.
+func (e *engine) step(w *warp) {
+	e.res.Steps++
+	lanes := w.lanes
+	for i := 0; i < len(lanes) && e.err == nil; {
+		t := lanes[i]
+		switch t.state {
+		case stNew:
+			j := i + 1
+			for j < len(lanes) && lanes[j].state == stNew {
+				j++
+			}
+			wk := e.worker()
+			wk.queue = lanes[i:j]
+			e.drive(wk)
+			i = j
+		case stRunnable:
+			e.drive(t.wk)
+			i++
+		default:
+			i++
+		}
+	}
+	if e.batch > 0 {
+		w.ready = e.be.Step(w.id)
+	}
+	for _, t := range lanes {
+		if t.state == stRunnable {
+			e.push(w)
+			break
+		}
+	}
+}
+
+// drive resumes wk until its thread suspends or its queue is empty. When a
+// thread suspends it keeps wk; the rest of the queue moves to another worker.
+func (e *engine) drive(wk *worker) {
+	for {
+		e.res.Switches++
+		t, ok := wk.next()
+		if !ok {
+			panic("scope: worker coroutine ended unexpectedly")
+		}
+		if t == nil {
+			e.free = append(e.free, wk)
+			return
+		}
+		if len(wk.queue) == 0 || e.err != nil {
+			return
+		}
+		rest := wk.queue
+		wk.queue = nil
+		wk = e.worker()
+		wk.queue = rest
+	}
+}
+
+func (e *engine) worker() *worker {
+	if n := len(e.free); n > 0 {
+		wk := e.free[n-1]
+		e.free = e.free[:n-1]
+		return wk
+	}
+	wk := &worker{}
+	wk.next, wk.stop = iter.Pull(func(yield func(*Thread) bool) {
+		wk.yield = yield
+		for {
+			for len(wk.queue) > 0 && e.err == nil {
+				t := wk.queue[0]
+				wk.queue = wk.queue[1:]
+				if !e.runThread(wk, t) {
+					return
+				}
+			}
+			wk.queue = nil
+			if !yield(nil) {
+				return
+			}
+		}
+	})
+	e.workers = append(e.workers, wk)
+	return wk
+}
+
+// abortSignal unwinds a suspended thread when the launch is torn down.
+type abortSignal struct{}
+
+// faultSignal carries a verb's error out of the kernel.
+type faultSignal struct{ err error }
+
+// runThread runs the kernel on t. It returns false if the launch is being
+// torn down and the worker must exit.
+func (e *engine) runThread(wk *worker, t *Thread) (ok bool) {
+	ok = true
+	defer func() {
+		if r := recover(); r != nil {
+			switch r := r.(type) {
+			case abortSignal:
+				ok = false
+				return
+			case faultSignal:
+				e.fail(&KernelError{Agent: t.Agent, Err: fmt.Errorf("%w: %w", ErrFault, r.err)})
+			default:
+				e.fail(&KernelError{Agent: t.Agent, Err: fmt.Errorf("%w: %v", ErrPanic, r), Stack: string(debug.Stack())})
+			}
+			t.state = stDone
+		}
+	}()
+	t.wk = wk
+	t.state = stRunning
+	e.kernel(t)
+	e.exit(t)
+	return ok
+}
+
+func (e *engine) fail(err error) {
+	if e.err == nil {
+		e.err = err
+	}
+}
+
+// exit retires a finished thread and releases barriers it was holding up.
+func (e *engine) exit(t *Thread) {
+	t.state = stDone
+	t.wk = nil
+	w, b := t.w, t.blk
+	w.live--
+	b.live--
+	e.live--
+	e.residentThreads--
+	e.checkBarrier(&w.bar, w.live)
+	e.checkBarrier(&b.bar, b.live)
+	e.checkBarrier(&e.gridBar, e.live)
+	if b.live == 0 {
+		e.finished = append(e.finished, b)
+	} else if b.gridWait > 0 && b.gridWait == b.live {
+		e.swapOut(b)
+	}
+}
+
+// arrive makes t wait at bar until all live members of its group arrived;
+// the last to arrive releases the others and goes on.
+func (e *engine) arrive(t *Thread, bar *barrier, live int) {
+	bar.waiting = append(bar.waiting, t)
+	if e.checkBarrier(bar, live) {
+		return
+	}
+	t.state = stBarrier
+	if bar == &e.gridBar {
+		b := t.blk
+		b.gridWait++
+		if b.gridWait == b.live {
+			e.swapOut(b)
+		}
+	}
+	t.suspend()
+}
+
+// checkBarrier releases bar if every live member has arrived.
+func (e *engine) checkBarrier(bar *barrier, live int) bool {
+	if len(bar.waiting) == 0 || len(bar.waiting) < live {
+		return false
+	}
+	if e.ops {
+		e.syncGroup = e.syncGroup[:0]
+		for _, t := range bar.waiting {
+			e.syncGroup = append(e.syncGroup, &t.Agent)
+		}
+		e.be.Sync(e.syncGroup)
+	}
+	grid := bar == &e.gridBar
+	for _, t := range bar.waiting {
+		if grid {
+			t.blk.gridWait = 0
+		}
+		if t.state == stBarrier {
+			e.wake(t)
+		}
+	}
+	bar.waiting = bar.waiting[:0]
+	if grid {
+		// Bring back the blocks swapped out at this barrier.
+		e.admit()
+	}
+	return true
+}
+
+// wake makes a waiting thread runnable and queues its warp.
+func (e *engine) wake(t *Thread) {
+	t.state = stRunnable
+	if t.blk.resident {
+		e.push(t.w)
+	}
+}
+
+func (e *engine) push(w *warp) {
+	if !w.queued {
+		w.queued = true
+		e.ready.push(w)
+	}
+}
+
+// park suspends t until some thread writes the 8-byte word holding a.
+func (e *engine) park(t *Thread, a pm.Addr) {
+	word := a &^ 7
+	t.state = stParked
+	t.parkAt = word
+	e.parked[word] = append(e.parked[word], t)
+	e.nPark++
+	t.suspend()
+}
+
+// wrote records a write of n bytes at a and wakes threads spinning there.
+func (e *engine) wrote(a pm.Addr, n uint64) {
+	e.wgen++
+	if e.nPark == 0 {
+		return
+	}
+	for word := a &^ 7; word < a+pm.Addr(n); word += 8 {
+		ts, ok := e.parked[word]
+		if !ok {
+			continue
+		}
+		delete(e.parked, word)
+		e.nPark -= len(ts)
+		for _, t := range ts {
+			t.spins = 0
+			e.wake(t)
+		}
+	}
+}
+
+// probe runs when no warp is ready but threads are parked on spins: it wakes
+// them all once, letting each reread its word up to spinProbe times. If that
+// round ends with no write anywhere, the launch is deadlocked.
+func (e *engine) probe() bool {
+	if e.nPark == 0 || (e.probing && e.wgen == e.probeGen) {
+		return false
+	}
+	e.probing = true
+	e.probeGen = e.wgen
+	for _, t := range e.parkedThreads() {
+		e.wake(t)
+	}
+	clear(e.parked)
+	e.nPark = 0
+	return true
+}
+
+func (e *engine) parkedThreads() []*Thread {
+	var ts []*Thread
+	for _, l := range e.parked {
+		ts = append(ts, l...)
+	}
+	slices.SortFunc(ts, func(a, b *Thread) int { return a.Agent.ID - b.Agent.ID })
+	return ts
+}
+
+// deadlock builds the error naming blocked threads.
+func (e *engine) deadlock() error {
+	var blocked []*Thread
+	for _, b := range e.alive {
+		for i := range b.threads {
+			if t := &b.threads[i]; t.state == stBarrier || t.state == stParked {
+				blocked = append(blocked, t)
+			}
+		}
+	}
+	slices.SortFunc(blocked, func(a, b *Thread) int { return a.Agent.ID - b.Agent.ID })
+	var sb strings.Builder
+	fmt.Fprintf(&sb, "%d threads blocked", len(blocked))
+	if e.nextBlock < e.grid.Blocks {
+		fmt.Fprintf(&sb, ", %d blocks never started", e.grid.Blocks-e.nextBlock)
+	}
+	for i, t := range blocked {
+		if i == 8 {
+			fmt.Fprintf(&sb, "; and %d more", len(blocked)-i)
+			break
+		}
+		fmt.Fprintf(&sb, "; %v %s", &t.Agent, t.waitDesc())
+	}
+	return fmt.Errorf("%w: %s", ErrDeadlock, sb.String())
+}
+
+func (t *Thread) waitDesc() string {
+	if t.state == stParked {
+		return fmt.Sprintf("spins on %s at %v (read %d)", t.waitOp, t.parkAt, t.lastVal)
+	}
+	return "waits at " + t.waitOp
+}
+
+// admit makes blocks resident while some SM has room: swapped-out blocks
+// first, then new ones in block order.
+func (e *engine) admit() {
+	for len(e.readmit) > 0 {
+		b := e.readmit[0]
+		sm, ok := e.room()
+		if !ok {
+			return
+		}
+		e.readmit = e.readmit[1:]
+		e.place(b, sm)
+		for i := range b.warps {
+			w := &b.warps[i]
+			for _, t := range w.lanes {
+				if t.state == stRunnable {
+					e.push(w)
+					break
+				}
+			}
+		}
+	}
+	for e.nextBlock < e.grid.Blocks {
+		sm, ok := e.room()
+		if !ok {
+			return
+		}
+		b := e.newBlock(e.nextBlock, sm)
+		e.nextBlock++
+		e.alive = append(e.alive, b)
+		e.place(b, sm)
+		for i := range b.warps {
+			e.push(&b.warps[i])
+		}
+	}
+}
+
+// room returns the next SM, round robin, that can take one more block.
+func (e *engine) room() (int, bool) {
+	n := e.lim.SMs
+	for k := range n {
+		sm := (e.rr + k) % n
+		if e.smThreads[sm]+e.grid.Threads <= e.lim.MaxThreadsPerSM && e.smBlocks[sm] < e.lim.MaxBlocksPerSM {
+			e.rr = (sm + 1) % n
+			return sm, true
+		}
+	}
+	return 0, false
+}
+
+func (e *engine) place(b *block, sm int) {
+	b.sm, b.resident = sm, true
+	e.smThreads[sm] += e.grid.Threads
+	e.smBlocks[sm]++
+	for i := range b.threads {
+		b.threads[i].Unit = sm
+	}
+	e.residentThreads += b.live
+	e.res.PeakResident = max(e.res.PeakResident, e.residentThreads)
+}
+
+func (e *engine) unplace(b *block) {
+	b.resident = false
+	e.smThreads[b.sm] -= e.grid.Threads
+	e.smBlocks[b.sm]--
+	e.residentThreads -= b.live
+}
+
+// swapOut frees the SM slot of a block whose live threads all wait at the
+// device barrier (emulated preemption), so blocks not yet started can run
+// and reach the barrier too.
+func (e *engine) swapOut(b *block) {
+	if !b.resident || e.nextBlock == e.grid.Blocks && len(e.readmit) == 0 {
+		return // nothing is waiting for its slot
+	}
+	e.unplace(b)
+	e.res.Preempted++
+	e.readmit = append(e.readmit, b)
+	e.admit()
+}
+
+// retire frees the slots of finished blocks and admits new ones.
+func (e *engine) retire() {
+	if len(e.finished) == 0 {
+		return
+	}
+	for _, b := range e.finished {
+		e.unplace(b)
+		e.alive = slices.DeleteFunc(e.alive, func(x *block) bool { return x == b })
+		e.blockPool = append(e.blockPool, b)
+	}
+	e.finished = e.finished[:0]
+	e.admit()
+}
+
+func (e *engine) newBlock(id, sm int) *block {
+	var b *block
+	if n := len(e.blockPool); n > 0 {
+		b = e.blockPool[n-1]
+		e.blockPool = e.blockPool[:n-1]
+	} else {
+		b = &block{threads: make([]Thread, e.grid.Threads), warps: make([]warp, e.warpsPerBlock)}
+		for i := range b.warps {
+			lo := i * e.lim.WarpSize
+			hi := min(lo+e.lim.WarpSize, e.grid.Threads)
+			b.warps[i].lanes = make([]*Thread, hi-lo)
+			for j := range hi - lo {
+				b.warps[i].lanes[j] = &b.threads[lo+j]
+			}
+		}
+	}
+	b.id, b.sm, b.live, b.gridWait = id, sm, e.grid.Threads, 0
+	for i := range b.warps {
+		w := &b.warps[i]
+		w.id = id*e.warpsPerBlock + i
+		w.blk, w.live, w.ready, w.queued = b, len(w.lanes), 0, false
+	}
+	for i := range b.threads {
+		t := &b.threads[i]
+		wi := i / e.lim.WarpSize
+		*t = Thread{
+			Agent: pm.Agent{Kind: pm.GPUThread, ID: id*e.grid.Threads + i, Block: id, Warp: id*e.warpsPerBlock + wi, Lane: i % e.lim.WarpSize, Unit: sm},
+			e:     e, blk: b, w: &b.warps[wi], tib: i, budget: e.batch,
+		}
+	}
+	return b
+}
+
+// shutdown stops every worker; suspended threads unwind.
+func (e *engine) shutdown() {
+	for _, wk := range e.workers {
+		wk.stop()
+	}
+}
+
+// warpHeap orders warps by (ready, id).
+type warpHeap []*warp
+
+func (h warpHeap) less(i, j int) bool {
+	if h[i].ready != h[j].ready {
+		return h[i].ready < h[j].ready
+	}
+	return h[i].id < h[j].id
+}
+
+func (h *warpHeap) push(w *warp) {
+	*h = append(*h, w)
+	s := *h
+	for i := len(s) - 1; i > 0; {
+		p := (i - 1) / 2
+		if !s.less(i, p) {
+			break
+		}
+		s[i], s[p] = s[p], s[i]
+		i = p
+	}
+}
+
+func (h *warpHeap) pop() *warp {
+	s := *h
+	if len(s) == 0 {
+		return nil
+	}
+	w := s[0]
+	n := len(s) - 1
+	s[0] = s[n]
+	s[n] = nil
+	s = s[:n]
+	for i := 0; ; {
+		l := 2*i + 1
+		if l >= n {
+			break
+		}
+		m := l
+		if r := l + 1; r < n && s.less(r, l) {
+			m = r
+		}
+		if !s.less(m, i) {
+			break
+		}
+		s[i], s[m] = s[m], s[i]
+		i = m
+	}
+	*h = s
+	w.queued = false
+	return w
+}

@@ -1,0 +1,251 @@
+package scope_test
+
+import (
+	"encoding/binary"
+	"errors"
+	"testing"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/scopedpm/scopedpm/pm"
+	"github.com/scopedpm/scopedpm/pm/functional"
+	"github.com/scopedpm/scopedpm/scope"
+)
+
+func newMachine(t testing.TB, gpu pm.GPULimits) *pm.Machine {
+	t.Helper()
+	m, err := pm.NewMachine(functional.New(gpu))
+	require.NoError(t, err)
+	return m
+}
+
+func u32s(t testing.TB, m *pm.Machine, a pm.Addr, n int) []uint32 {
+	t.Helper()
+	buf := make([]byte, 4*n)
+	require.NoError(t, m.CopyOut(a, buf))
+	out := make([]uint32, n)
+	for i := range out {
+		out[i] = binary.LittleEndian.Uint32(buf[4*i:])
+	}
+	return out
+}
+
+func putU32s(t testing.TB, m *pm.Machine, a pm.Addr, vs []uint32) {
+	t.Helper()
+	buf := make([]byte, 4*len(vs))
+	for i, v := range vs {
+		binary.LittleEndian.PutUint32(buf[4*i:], v)
+	}
+	require.NoError(t, m.CopyIn(a, buf))
+}
+
+func TestVectorAdd(t *testing.T) {
+	for _, tc := range []struct {
+		name    string
+		n, bs   int
+		limits  pm.GPULimits
+	}{
+		{"one-block", 32, 32, pm.DefaultGPU},
+		{"ragged", 1000, 96, pm.DefaultGPU},
+		{"few-resident", 4096, 64, pm.GPULimits{SMs: 2, WarpSize: 32, MaxThreadsPerSM: 128, MaxBlocksPerSM: 2, MaxThreadsPerBlock: 128}},
+		{"warp-size-8", 300, 40, pm.GPULimits{SMs: 1, WarpSize: 8, MaxThreadsPerSM: 80, MaxBlocksPerSM: 2, MaxThreadsPerBlock: 80}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			m := newMachine(t, tc.limits)
+			n := tc.n
+			a, err := m.Alloc(pm.DeviceMem, uint64(4*n))
+			require.NoError(t, err)
+			b, err := m.Alloc(pm.DeviceMem, uint64(4*n))
+			require.NoError(t, err)
+			c, err := m.CreateRegion("c", uint64(4*n))
+			require.NoError(t, err)
+			av, bv := make([]uint32, n), make([]uint32, n)
+			for i := range n {
+				av[i], bv[i] = uint32(i), uint32(3*i+1)
+			}
+			putU32s(t, m, a, av)
+			putU32s(t, m, b, bv)
+			blocks := (n + tc.bs - 1) / tc.bs
+			res, err := scope.Launch(m, scope.Grid{Blocks: blocks, Threads: tc.bs}, func(t *scope.Thread) {
+				i := t.ID()
+				if i >= n {
+					return
+				}
+				off := uint64(4 * i)
+				t.Store32(c.Base.Add(off), t.Load32(a.Add(off))+t.Load32(b.Add(off)))
+			})
+			require.NoError(t, err)
+			require.Equal(t, uint64(3*n), res.Verbs)
+			got := u32s(t, m, c.Base, n)
+			for i := range n {
+				require.Equal(t, av[i]+bv[i], got[i], "element %d", i)
+			}
+			require.LessOrEqual(t, res.PeakResident, tc.limits.SMs*tc.limits.MaxThreadsPerSM)
+		})
+	}
+}
+
+func TestBlockReduction(t *testing.T) {
+	const blocks, bs = 7, 128
+	m := newMachine(t, pm.DefaultGPU)
+	in, err := m.Alloc(pm.DeviceMem, 4*blocks*bs)
+	require.NoError(t, err)
+	scratch, err := m.Alloc(pm.DeviceMem, 4*blocks*bs)
+	require.NoError(t, err)
+	out, err := m.CreateRegion("sums", 4*blocks)
+	require.NoError(t, err)
+	vals := make([]uint32, blocks*bs)
+	want := make([]uint32, blocks)
+	for i := range vals {
+		vals[i] = uint32(i*7 + 3)
+		want[i/bs] += vals[i]
+	}
+	putU32s(t, m, in, vals)
+	_, err = scope.Launch(m, scope.Grid{Blocks: blocks, Threads: bs}, func(t *scope.Thread) {
+		base := scratch.Add(uint64(4 * t.Block() * bs))
+		me := base.Add(uint64(4 * t.TID()))
+		t.Store32(me, t.Load32(in.Add(uint64(4*t.ID()))))
+		t.SyncThreads()
+		for s := bs / 2; s > 0; s /= 2 {
+			if t.TID() < s {
+				t.Store32(me, t.Load32(me)+t.Load32(base.Add(uint64(4*(t.TID()+s)))))
+			}
+			t.SyncThreads()
+		}
+		if t.TID() == 0 {
+			t.Store32(out.Base.Add(uint64(4*t.Block())), t.Load32(base))
+		}
+	})
+	require.NoError(t, err)
+	require.Equal(t, want, u32s(t, m, out.Base, blocks))
+}
+
+func TestProducerConsumer(t *testing.T) {
+	for _, s := range []pm.Scope{pm.Device, pm.System} {
+		t.Run(s.String(), func(t *testing.T) {
+			m := newMachine(t, pm.DefaultGPU)
+			data, err := m.CreateRegion("data", 4*64)
+			require.NoError(t, err)
+			flag, err := m.Alloc(pm.DeviceMem, 4)
+			require.NoError(t, err)
+			out, err := m.Alloc(pm.DeviceMem, 4*64)
+			require.NoError(t, err)
+			// Block 0 consumes, block 1 produces: the consumer starts first and spins.
+			res, err := scope.Launch(m, scope.Grid{Blocks: 2, Threads: 64}, func(t *scope.Thread) {
+				if t.Block() == 1 {
+					t.Store32(data.Base.Add(uint64(4*t.TID())), uint32(100+t.TID()))
+					t.SyncThreads()
+					if t.TID() == 0 {
+						t.PRel(flag, 1, s)
+					}
+					return
+				}
+				for t.PAcq(flag, s) == 0 {
+				}
+				t.Store32(out.Add(uint64(4*t.TID())), t.Load32(data.Base.Add(uint64(4*t.TID()))))
+			})
+			require.NoError(t, err)
+			got := u32s(t, m, out, 64)
+			for i, v := range got {
+				require.Equal(t, uint32(100+i), v)
+			}
+			require.Greater(t, res.Switches, uint64(64), "consumers must have parked")
+		})
+	}
+}
+
+func TestDeadlock(t *testing.T) {
+	m := newMachine(t, pm.DefaultGPU)
+	flag, err := m.Alloc(pm.DeviceMem, 4)
+	require.NoError(t, err)
+	for _, tc := range []struct {
+		name string
+		k    scope.Kernel
+		want string
+	}{
+		{"spin-forever", func(t *scope.Thread) {
+			for t.PAcq(flag, pm.Device) == 0 {
+			}
+		}, "spins on PAcq.device"},
+		{"half-barrier", func(t *scope.Thread) {
+			if t.TID()%2 == 0 {
+				t.SyncThreads()
+			} else {
+				for t.PAcq(flag, pm.Block) == 0 {
+				}
+			}
+		}, "waits at SyncThreads"},
+		{"reread-load", func(t *scope.Thread) {
+			for t.Load32(flag) == 0 {
+			}
+		}, "spins on Load"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			_, err := scope.Launch(m, scope.Grid{Blocks: 2, Threads: 64}, tc.k)
+			require.ErrorIs(t, err, scope.ErrDeadlock)
+			require.Contains(t, err.Error(), tc.want)
+			require.Contains(t, err.Error(), "thread 0 (block 0")
+		})
+	}
+}
+
+func TestRereadIsNotDeadlock(t *testing.T) {
+	// Reading one word a few times in a row with nothing else running is not a spin.
+	m := newMachine(t, pm.DefaultGPU)
+	a, err := m.Alloc(pm.DeviceMem, 8)
+	require.NoError(t, err)
+	_, err = scope.Launch(m, scope.Grid{Blocks: 1, Threads: 1}, func(t *scope.Thread) {
+		sum := uint32(0)
+		for range 10 {
+			sum += t.Load32(a)
+		}
+		t.Store32(a.Add(4), sum+1)
+	})
+	require.NoError(t, err)
+	require.Equal(t, []uint32{0, 1}, u32s(t, m, a, 2))
+}
+
+func TestKernelErrors(t *testing.T) {
+	m := newMachine(t, pm.DefaultGPU)
+	a, err := m.Alloc(pm.DeviceMem, 64)
+	require.NoError(t, err)
+	for _, tc := range []struct {
+		name string
+		k    scope.Kernel
+		is   []error
+	}{
+		{"panic", func(t *scope.Thread) {
+			if t.ID() == 37 {
+				panic("boom")
+			}
+		}, []error{scope.ErrPanic}},
+		{"out-of-range", func(t *scope.Thread) { t.Store32(a.Add(64), 1) }, []error{scope.ErrFault, pm.ErrOutOfRange}},
+		{"misaligned", func(t *scope.Thread) { t.Load64(a.Add(4)) }, []error{scope.ErrFault, pm.ErrMisaligned}},
+		{"unmapped", func(t *scope.Thread) { t.Load8(0) }, []error{scope.ErrFault, pm.ErrUnmapped}},
+		{"bad-scope", func(t *scope.Thread) { t.Fence(pm.Scope(9)) }, []error{scope.ErrFault, scope.ErrBadArg}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			_, err := scope.Launch(m, scope.Grid{Blocks: 2, Threads: 32}, tc.k)
+			for _, want := range tc.is {
+				require.ErrorIs(t, err, want)
+			}
+			var ke *scope.KernelError
+			require.True(t, errors.As(err, &ke))
+			if tc.name == "panic" {
+				require.Equal(t, 37, ke.Agent.ID)
+				require.Contains(t, err.Error(), "thread 37 (block 1, warp 1, lane 5)")
+				require.Contains(t, ke.Stack, "engine_test.go")
+			}
+		})
+	}
+}
+
+func TestGeometry(t *testing.T) {
+	m := newMachine(t, pm.DefaultGPU)
+	for _, g := range []scope.Grid{{0, 32}, {1, 0}, {-1, 32}, {1, 2048}, {1 << 30, 1024}} {
+		_, err := scope.Launch(m, g, func(*scope.Thread) {})
+		require.ErrorIs(t, err, scope.ErrGeometry, "%+v", g)
+	}
+	_, err := scope.Launch(m, scope.Grid{Blocks: 1, Threads: 1}, nil)
+	require.ErrorIs(t, err, scope.ErrGeometry)
+}

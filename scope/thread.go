@@ -1,0 +1,340 @@
+package scope
+
+import (
+	"fmt"
+
+	"github.com/scopedpm/scopedpm/pm"
+)
+
+// Thread is the handle of one simulated GPU thread, passed to the kernel. Its
+// methods are the GPU verbs. A Thread is valid only inside its kernel call
+// and must not be shared with other goroutines.
+//
+// A verb given a bad address (unmapped, out of range, misaligned) faults: the
+// thread stops and Launch returns a *KernelError wrapping ErrFault and the pm
+// error.
+type Thread struct {
+	pm.Agent
+	e   *engine
+	blk *block
+	w   *warp
+	tib int
+	wk  *worker
+
+	state    uint8
+	budget   int     // verbs left in this step (timing backends)
+	lastRead pm.Addr // last address read, for spin detection
+	lastGen  uint64  // engine write count at that read
+	lastVal  uint64  // value it read
+	spins    int     // consecutive unchanged rereads
+	parkAt   pm.Addr
+	waitOp   string
+	op       pm.Op // scratch, so reporting a verb does not allocate
+}
+
+// ID returns the global thread id, Block()*BlockDim()+TID().
+func (t *Thread) ID() int { return t.Agent.ID }
+
+// Block returns the block id.
+func (t *Thread) Block() int { return t.Agent.Block }
+
+// TID returns the thread's index in its block.
+func (t *Thread) TID() int { return t.tib }
+
+// Warp returns the global warp id (block-major).
+func (t *Thread) Warp() int { return t.Agent.Warp }
+
+// WarpInBlock returns the warp's index in its block.
+func (t *Thread) WarpInBlock() int { return t.tib / t.e.lim.WarpSize }
+
+// Lane returns the thread's lane in its warp.
+func (t *Thread) Lane() int { return t.Agent.Lane }
+
+// WarpSize returns the number of threads per warp.
+func (t *Thread) WarpSize() int { return t.e.lim.WarpSize }
+
+// BlockDim returns the number of threads per block.
+func (t *Thread) BlockDim() int { return t.e.grid.Threads }
+
+// GridDim returns the number of blocks in the grid.
+func (t *Thread) GridDim() int { return t.e.grid.Blocks }
+
+// SM returns the SM the thread's block is resident on.
+func (t *Thread) SM() int { return t.Agent.Unit }
+
+// suspend yields the thread's coroutine to the engine.
+func (t *Thread) suspend() {
+	if !t.wk.yield(t) {
+		panic(abortSignal{})
+	}
+	t.state = stRunning
+}
+
+func (t *Thread) fault(err error) { panic(faultSignal{err}) }
+
+// report hands the verb in t.op to the backend, counts it, and ends the
+// step when a timing backend's batch is used up.
+func (t *Thread) report() {
+	e := t.e
+	e.res.Verbs++
+	if e.ops {
+		e.be.Op(&t.Agent, &t.op)
+	}
+	if e.batch > 0 {
+		t.budget--
+		if t.budget <= 0 {
+			t.budget = e.batch
+			t.state = stRunnable
+			t.suspend()
+		}
+	}
+}
+
+// observe parks t if it is about to reread, with no write anywhere in
+// between, the address it read last: the read would return the same value,
+// so the thread is spinning and waits for a write to that word.
+func (t *Thread) observe(a pm.Addr, what string) {
+	e := t.e
+	if a != t.lastRead || e.wgen != t.lastGen {
+		t.spins = 0
+		return
+	}
+	t.spins++
+	if e.probing && e.wgen == e.probeGen && t.spins < e.cfg.spinProbe {
+		return
+	}
+	t.waitOp = what
+	e.park(t, a)
+}
+
+func (t *Thread) noteRead(a pm.Addr, v uint64) {
+	t.lastRead, t.lastGen, t.lastVal = a, t.e.wgen, v
+}
+
+func (t *Thread) load(a pm.Addr, size uint64) uint64 {
+	t.observe(a, "Load")
+	b, persistent, err := t.e.mem.Bytes(a, size, size)
+	if err != nil {
+		t.fault(err)
+	}
+	v := pm.GetLE(b)
+	t.noteRead(a, v)
+	t.op = pm.Op{Kind: pm.OpLoad, PM: persistent, Size: uint32(size), Addr: a}
+	t.report()
+	return v
+}
+
+func (t *Thread) store(a pm.Addr, size, v uint64) {
+	b, persistent, err := t.e.mem.Bytes(a, size, size)
+	if err != nil {
+		t.fault(err)
+	}
+	pm.PutLE(b, v)
+	t.e.wrote(a, size)
+	t.op = pm.Op{Kind: pm.OpStore, PM: persistent, Size: uint32(size), Addr: a, Value: v}
+	t.report()
+}
+
+// Load8 loads the byte at a.
+func (t *Thread) Load8(a pm.Addr) uint8 { return uint8(t.load(a, 1)) }
+
+// Load16 loads the 2-byte value at a, which must be 2-byte aligned.
+func (t *Thread) Load16(a pm.Addr) uint16 { return uint16(t.load(a, 2)) }
+
+// Load32 loads the 4-byte value at a, which must be 4-byte aligned.
+func (t *Thread) Load32(a pm.Addr) uint32 { return uint32(t.load(a, 4)) }
+
+// Load64 loads the 8-byte value at a, which must be 8-byte aligned.
+func (t *Thread) Load64(a pm.Addr) uint64 { return t.load(a, 8) }
+
+// Store8 stores the byte v at a. A store to PM is a persist.
+func (t *Thread) Store8(a pm.Addr, v uint8) { t.store(a, 1, uint64(v)) }
+
+// Store16 stores v at a, which must be 2-byte aligned.
+func (t *Thread) Store16(a pm.Addr, v uint16) { t.store(a, 2, uint64(v)) }
+
+// Store32 stores v at a, which must be 4-byte aligned.
+func (t *Thread) Store32(a pm.Addr, v uint32) { t.store(a, 4, uint64(v)) }
+
+// Store64 stores v at a, which must be 8-byte aligned. An aligned 8-byte
+// store to PM persists atomically.
+func (t *Thread) Store64(a pm.Addr, v uint64) { t.store(a, 8, v) }
+
+// LoadBytes copies len(buf) bytes at a into buf.
+func (t *Thread) LoadBytes(a pm.Addr, buf []byte) {
+	b, persistent, err := t.e.mem.Bytes(a, uint64(len(buf)), 1)
+	if err != nil {
+		t.fault(err)
+	}
+	copy(buf, b)
+	t.op = pm.Op{Kind: pm.OpLoad, PM: persistent, Size: uint32(len(buf)), Addr: a, Data: buf}
+	t.report()
+}
+
+// StoreBytes copies data to a. A store to PM persists in aligned 8-byte
+// words: a crash may keep some words and lose others.
+func (t *Thread) StoreBytes(a pm.Addr, data []byte) {
+	b, persistent, err := t.e.mem.Bytes(a, uint64(len(data)), 1)
+	if err != nil {
+		t.fault(err)
+	}
+	copy(b, data)
+	t.e.wrote(a, uint64(len(data)))
+	t.op = pm.Op{Kind: pm.OpStore, PM: persistent, Size: uint32(len(data)), Addr: a, Data: data}
+	t.report()
+}
+
+func (t *Thread) checkScope(s Scope) {
+	if !s.Valid() {
+		t.fault(fmt.Errorf("%w: scope %v", ErrBadArg, s))
+	}
+}
+
+// atomic applies f to the value at a as one indivisible step and returns the
+// old value. f returns the new value and whether to write it.
+func (t *Thread) atomic(a pm.Addr, size uint64, s Scope, f func(old uint64) (uint64, bool)) uint64 {
+	t.checkScope(s)
+	t.observe(a, "atomic")
+	b, persistent, err := t.e.mem.Bytes(a, size, size)
+	if err != nil {
+		t.fault(err)
+	}
+	old := pm.GetLE(b)
+	nv, write := f(old)
+	t.noteRead(a, old)
+	if write {
+		pm.PutLE(b, nv)
+		t.e.wrote(a, size)
+	}
+	t.op = pm.Op{Kind: pm.OpAtomic, Scope: s, Wrote: write, PM: persistent, Size: uint32(size), Addr: a, Value: nv, Old: old}
+	t.report()
+	return old
+}
+
+// AtomicAdd32 adds v to the 4-byte value at a, atomically within scope s,
+// and returns the old value.
+func (t *Thread) AtomicAdd32(a pm.Addr, v uint32, s Scope) uint32 {
+	return uint32(t.atomic(a, 4, s, func(o uint64) (uint64, bool) { return uint64(uint32(o) + v), true }))
+}
+
+// AtomicAdd64 adds v to the 8-byte value at a and returns the old value.
+func (t *Thread) AtomicAdd64(a pm.Addr, v uint64, s Scope) uint64 {
+	return t.atomic(a, 8, s, func(o uint64) (uint64, bool) { return o + v, true })
+}
+
+// AtomicCAS32 stores nv at a if it holds old, and returns what it held.
+func (t *Thread) AtomicCAS32(a pm.Addr, old, nv uint32, s Scope) uint32 {
+	return uint32(t.atomic(a, 4, s, func(o uint64) (uint64, bool) { return uint64(nv), uint32(o) == old }))
+}
+
+// AtomicCAS64 stores nv at a if it holds old, and returns what it held.
+func (t *Thread) AtomicCAS64(a pm.Addr, old, nv uint64, s Scope) uint64 {
+	return t.atomic(a, 8, s, func(o uint64) (uint64, bool) { return nv, o == old })
+}
+
+// AtomicExch32 stores v at a and returns the old value.
+func (t *Thread) AtomicExch32(a pm.Addr, v uint32, s Scope) uint32 {
+	return uint32(t.atomic(a, 4, s, func(uint64) (uint64, bool) { return uint64(v), true }))
+}
+
+// AtomicExch64 stores v at a and returns the old value.
+func (t *Thread) AtomicExch64(a pm.Addr, v uint64, s Scope) uint64 {
+	return t.atomic(a, 8, s, func(uint64) (uint64, bool) { return v, true })
+}
+
+// verb reports a verb with no visible effect.
+func (t *Thread) verb(k pm.OpKind, s Scope, v uint64) {
+	t.op = pm.Op{Kind: k, Scope: s, Value: v}
+	t.report()
+}
+
+// Fence is a scoped memory fence: the thread's earlier loads and stores are
+// visible to scope s before its later ones. It orders visibility, not
+// persists.
+func (t *Thread) Fence(s Scope) {
+	t.checkScope(s)
+	t.verb(pm.OpFence, s, 0)
+}
+
+// OFence orders the thread's earlier persists before its later ones.
+func (t *Thread) OFence() { t.verb(pm.OpOFence, pm.Thread, 0) }
+
+// DFence returns when the thread's earlier persists are durable.
+func (t *Thread) DFence() { t.verb(pm.OpDFence, pm.Thread, 0) }
+
+// EpochBarrier is a system-scope persist barrier (GPM's gpm_persist): the
+// thread's earlier persists are durable, and ordered before everything after.
+func (t *Thread) EpochBarrier() { t.verb(pm.OpEpochBarrier, pm.System, 0) }
+
+// Work charges cycles of computation the model cannot see.
+func (t *Thread) Work(cycles uint64) { t.verb(pm.OpWork, pm.Thread, cycles) }
+
+// PRel is a scoped persist release: it sets the 4-byte flag at a to v, made
+// visible to scope s after the thread's earlier persists. A PAcq of the flag
+// with a scope covering both threads orders those persists before the
+// acquirer's later ones.
+func (t *Thread) PRel(flag pm.Addr, v uint32, s Scope) {
+	t.checkScope(s)
+	b, persistent, err := t.e.mem.Bytes(flag, 4, 4)
+	if err != nil {
+		t.fault(err)
+	}
+	pm.PutLE(b, uint64(v))
+	t.e.wrote(flag, 4)
+	t.op = pm.Op{Kind: pm.OpPRel, Scope: s, PM: persistent, Size: 4, Addr: flag, Value: uint64(v)}
+	t.report()
+}
+
+// PAcq is a scoped persist acquire: it returns the 4-byte flag at a as scope
+// s sees it. Spin on it to wait for a PRel:
+//
+//	for t.PAcq(flag, pm.Device) == 0 {
+//	}
+//
+// A spinning thread waits without burning host time; if no thread can ever
+// write the flag, Launch fails with ErrDeadlock.
+func (t *Thread) PAcq(flag pm.Addr, s Scope) uint32 {
+	t.checkScope(s)
+	t.observe(flag, "PAcq."+s.String())
+	b, persistent, err := t.e.mem.Bytes(flag, 4, 4)
+	if err != nil {
+		t.fault(err)
+	}
+	v := pm.GetLE(b)
+	t.noteRead(flag, v)
+	t.op = pm.Op{Kind: pm.OpPAcq, Scope: s, PM: persistent, Size: 4, Addr: flag, Old: v}
+	t.report()
+	return uint32(v)
+}
+
+// SyncThreads is the block execution barrier: it returns when every live
+// thread of the block has reached a SyncThreads. Threads that have exited
+// do not count.
+func (t *Thread) SyncThreads() {
+	t.waitOp = "SyncThreads"
+	t.verb(pm.OpSyncThreads, pm.Block, 0)
+	t.e.arrive(t, &t.blk.bar, t.blk.live)
+}
+
+// PBarrier is the scoped persist barrier of seed 000: persists of the
+// members of scope s before it are ordered before their persists after it.
+// Thread scope orders only the thread's own persists; warp and block scope
+// are also execution barriers of the warp or block; device (and system)
+// scope is a barrier of the whole grid. When the grid is larger than the GPU
+// holds at once, blocks that wait at a device barrier are swapped out so the
+// remaining blocks can start and reach it (emulated preemption).
+func (t *Thread) PBarrier(s Scope) {
+	t.checkScope(s)
+	t.waitOp = "PBarrier." + s.String()
+	t.verb(pm.OpPBarrier, s, 0)
+	e := t.e
+	switch s {
+	case pm.Thread:
+	case pm.Warp:
+		e.arrive(t, &t.w.bar, t.w.live)
+	case pm.Block:
+		e.arrive(t, &t.blk.bar, t.blk.live)
+	default:
+		e.arrive(t, &e.gridBar, e.live)
+	}
+}
