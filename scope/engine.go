@@ -24,10 +24,10 @@ type config struct {
 // WithName names the launch in backend statistics and errors.
 func WithName(name string) Option { return func(c *config) { c.name = name } }
 
-// WithSpinProbe sets how many consecutive unchanged reads of one address a
-// parked thread may make, once nothing else can run, before the launch is
-// declared deadlocked (default 64). Raise it for kernels that legitimately
-// reread one word many times with no write in between.
+// WithSpinProbe sets how many consecutive unchanged plain loads of one
+// address a thread may make, once nothing else can run, before the launch is
+// declared deadlocked (default 1<<20). Raise it for a kernel that legitimately
+// rereads one word more often than that with nothing written in between.
 func WithSpinProbe(n int) Option { return func(c *config) { c.spinProbe = max(n, 1) } }
 
 // Result reports what a launch did.
@@ -90,6 +90,7 @@ type block struct {
 	resident bool
 	bar      barrier
 	gridWait int // threads of this block waiting at the device barrier
+	aliveIdx int // index in engine.alive
 }
 
 // barrier counts arrivals of the live members of a group.
@@ -115,7 +116,7 @@ type engine struct {
 	smThreads, smBlocks []int
 	rr                  int
 	nextBlock           int
-	alive               []*block // started and not finished, in block order
+	alive               []*block // started and not finished, in no order
 	readmit             []*block // blocks swapped out, ready to come back
 	blockPool           []*block
 	finished            []*block
@@ -128,6 +129,7 @@ type engine struct {
 
 	probing   bool
 	probeGen  uint64
+	op        pm.Op // scratch for reporting verbs; one thread runs at a time
 	workers   []*worker
 	free      []*worker
 	err       error
@@ -143,7 +145,7 @@ func Launch(m *pm.Machine, g Grid, k Kernel, opts ...Option) (Result, error) {
 	}
 	caps := m.Caps()
 	e := &engine{m: m, mem: m.Memory(), be: m.Backend(), ops: caps.Ops, batch: caps.Batch, lim: caps.GPU, grid: g, kernel: k,
-		cfg: config{name: "kernel", spinProbe: 64}, parked: map[pm.Addr][]*Thread{}}
+		cfg: config{name: "kernel", spinProbe: 1 << 20}, parked: map[pm.Addr][]*Thread{}}
 	for _, o := range opts {
 		o(&e.cfg)
 	}
@@ -341,9 +343,15 @@ func (e *engine) exit(t *Thread) {
 	b.live--
 	e.live--
 	e.residentThreads--
-	e.checkBarrier(&w.bar, w.live)
-	e.checkBarrier(&b.bar, b.live)
-	e.checkBarrier(&e.gridBar, e.live)
+	if len(w.bar.waiting) > 0 {
+		e.checkBarrier(&w.bar, w.live)
+	}
+	if len(b.bar.waiting) > 0 {
+		e.checkBarrier(&b.bar, b.live)
+	}
+	if len(e.gridBar.waiting) > 0 {
+		e.checkBarrier(&e.gridBar, e.live)
+	}
 	if b.live == 0 {
 		e.finished = append(e.finished, b)
 	} else if b.gridWait > 0 && b.gridWait == b.live {
@@ -426,9 +434,12 @@ func (e *engine) park(t *Thread, a pm.Addr) {
 // wrote records a write of n bytes at a and wakes threads spinning there.
 func (e *engine) wrote(a pm.Addr, n uint64) {
 	e.wgen++
-	if e.nPark == 0 {
-		return
+	if e.nPark != 0 {
+		e.wakeWords(a, n)
 	}
+}
+
+func (e *engine) wakeWords(a pm.Addr, n uint64) {
 	for word := a &^ 7; word < a+pm.Addr(n); word += 8 {
 		ts, ok := e.parked[word]
 		if !ok {
@@ -530,6 +541,7 @@ func (e *engine) admit() {
 		}
 		b := e.newBlock(e.nextBlock, sm)
 		e.nextBlock++
+		b.aliveIdx = len(e.alive)
 		e.alive = append(e.alive, b)
 		e.place(b, sm)
 		for i := range b.warps {
@@ -589,7 +601,9 @@ func (e *engine) retire() {
 	}
 	for _, b := range e.finished {
 		e.unplace(b)
-		e.alive = slices.DeleteFunc(e.alive, func(x *block) bool { return x == b })
+		last := e.alive[len(e.alive)-1]
+		e.alive[b.aliveIdx], last.aliveIdx = last, b.aliveIdx
+		e.alive = e.alive[:len(e.alive)-1]
 		e.blockPool = append(e.blockPool, b)
 	}
 	e.finished = e.finished[:0]

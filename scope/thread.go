@@ -29,8 +29,17 @@ type Thread struct {
 	spins    int     // consecutive unchanged rereads
 	parkAt   pm.Addr
 	waitOp   string
-	op       pm.Op // scratch, so reporting a verb does not allocate
 }
+
+// Spin thresholds: how many consecutive rereads of one address, with no
+// write anywhere in between, make a thread park. A synchronising read (PAcq,
+// an atomic) parks at the first; a plain load only after loadSpin, since
+// rereading a loop-invariant word is common. Once nothing else can run,
+// parked threads are woken to probe with the larger limits.
+const (
+	loadSpin  = 1024
+	syncProbe = 64
+)
 
 // ID returns the global thread id, Block()*BlockDim()+TID().
 func (t *Thread) ID() int { return t.Agent.ID }
@@ -72,13 +81,14 @@ func (t *Thread) suspend() {
 
 func (t *Thread) fault(err error) { panic(faultSignal{err}) }
 
-// report hands the verb in t.op to the backend, counts it, and ends the
-// step when a timing backend's batch is used up.
+// report hands the verb in e.op to the backend (if it wants verbs), counts
+// it, and ends the step when a timing backend's batch is used up. Callers
+// fill e.op only when e.ops is set.
 func (t *Thread) report() {
 	e := t.e
 	e.res.Verbs++
 	if e.ops {
-		e.be.Op(&t.Agent, &t.op)
+		e.be.Op(&t.Agent, &e.op)
 	}
 	if e.batch > 0 {
 		t.budget--
@@ -93,14 +103,24 @@ func (t *Thread) report() {
 // observe parks t if it is about to reread, with no write anywhere in
 // between, the address it read last: the read would return the same value,
 // so the thread is spinning and waits for a write to that word.
-func (t *Thread) observe(a pm.Addr, what string) {
+func (t *Thread) observe(a pm.Addr, what string, sync bool) {
 	e := t.e
 	if a != t.lastRead || e.wgen != t.lastGen {
 		t.spins = 0
 		return
 	}
 	t.spins++
-	if e.probing && e.wgen == e.probeGen && t.spins < e.cfg.spinProbe {
+	limit := 1
+	if !sync {
+		limit = loadSpin
+	}
+	if e.probing && e.wgen == e.probeGen {
+		limit = syncProbe
+		if !sync {
+			limit = e.cfg.spinProbe
+		}
+	}
+	if t.spins < limit {
 		return
 	}
 	t.waitOp = what
@@ -111,27 +131,35 @@ func (t *Thread) noteRead(a pm.Addr, v uint64) {
 	t.lastRead, t.lastGen, t.lastVal = a, t.e.wgen, v
 }
 
-func (t *Thread) load(a pm.Addr, size uint64) uint64 {
-	t.observe(a, "Load")
-	b, persistent, err := t.e.mem.Bytes(a, size, size)
+// access returns the bytes of a verb's operand or faults the thread.
+func (t *Thread) access(a pm.Addr, size, align uint64) ([]byte, bool) {
+	b, persistent, err := t.e.mem.Bytes(a, size, align)
 	if err != nil {
 		t.fault(err)
 	}
+	return b, persistent
+}
+
+func (t *Thread) load(a pm.Addr, size uint64) uint64 {
+	t.observe(a, "Load", false)
+	b, persistent := t.access(a, size, size)
 	v := pm.GetLE(b)
 	t.noteRead(a, v)
-	t.op = pm.Op{Kind: pm.OpLoad, PM: persistent, Size: uint32(size), Addr: a}
+	if e := t.e; e.ops {
+		e.op = pm.Op{Kind: pm.OpLoad, PM: persistent, Size: uint32(size), Addr: a}
+	}
 	t.report()
 	return v
 }
 
 func (t *Thread) store(a pm.Addr, size, v uint64) {
-	b, persistent, err := t.e.mem.Bytes(a, size, size)
-	if err != nil {
-		t.fault(err)
-	}
+	b, persistent := t.access(a, size, size)
 	pm.PutLE(b, v)
-	t.e.wrote(a, size)
-	t.op = pm.Op{Kind: pm.OpStore, PM: persistent, Size: uint32(size), Addr: a, Value: v}
+	e := t.e
+	e.wrote(a, size)
+	if e.ops {
+		e.op = pm.Op{Kind: pm.OpStore, PM: persistent, Size: uint32(size), Addr: a, Value: v}
+	}
 	t.report()
 }
 
@@ -162,27 +190,28 @@ func (t *Thread) Store64(a pm.Addr, v uint64) { t.store(a, 8, v) }
 
 // LoadBytes copies len(buf) bytes at a into buf.
 func (t *Thread) LoadBytes(a pm.Addr, buf []byte) {
-	b, persistent, err := t.e.mem.Bytes(a, uint64(len(buf)), 1)
-	if err != nil {
-		t.fault(err)
-	}
+	b, persistent := t.access(a, uint64(len(buf)), 1)
 	copy(buf, b)
-	t.op = pm.Op{Kind: pm.OpLoad, PM: persistent, Size: uint32(len(buf)), Addr: a, Data: buf}
+	if e := t.e; e.ops {
+		e.op = pm.Op{Kind: pm.OpLoad, PM: persistent, Size: uint32(len(buf)), Addr: a, Data: buf}
+	}
 	t.report()
 }
 
 // StoreBytes copies data to a. A store to PM persists in aligned 8-byte
 // words: a crash may keep some words and lose others.
 func (t *Thread) StoreBytes(a pm.Addr, data []byte) {
-	b, persistent, err := t.e.mem.Bytes(a, uint64(len(data)), 1)
-	if err != nil {
-		t.fault(err)
-	}
+	b, persistent := t.access(a, uint64(len(data)), 1)
 	copy(b, data)
-	t.e.wrote(a, uint64(len(data)))
-	t.op = pm.Op{Kind: pm.OpStore, PM: persistent, Size: uint32(len(data)), Addr: a, Data: data}
+	e := t.e
+	e.wrote(a, uint64(len(data)))
+	if e.ops {
+		e.op = pm.Op{Kind: pm.OpStore, PM: persistent, Size: uint32(len(data)), Addr: a, Data: data}
+	}
 	t.report()
 }
+
+var pacqNames = [...]string{"PAcq.thread", "PAcq.warp", "PAcq.block", "PAcq.device", "PAcq.system"}
 
 func (t *Thread) checkScope(s Scope) {
 	if !s.Valid() {
@@ -194,19 +223,19 @@ func (t *Thread) checkScope(s Scope) {
 // old value. f returns the new value and whether to write it.
 func (t *Thread) atomic(a pm.Addr, size uint64, s Scope, f func(old uint64) (uint64, bool)) uint64 {
 	t.checkScope(s)
-	t.observe(a, "atomic")
-	b, persistent, err := t.e.mem.Bytes(a, size, size)
-	if err != nil {
-		t.fault(err)
-	}
+	t.observe(a, "atomic", true)
+	b, persistent := t.access(a, size, size)
 	old := pm.GetLE(b)
 	nv, write := f(old)
 	t.noteRead(a, old)
+	e := t.e
 	if write {
 		pm.PutLE(b, nv)
-		t.e.wrote(a, size)
+		e.wrote(a, size)
 	}
-	t.op = pm.Op{Kind: pm.OpAtomic, Scope: s, Wrote: write, PM: persistent, Size: uint32(size), Addr: a, Value: nv, Old: old}
+	if e.ops {
+		e.op = pm.Op{Kind: pm.OpAtomic, Scope: s, Wrote: write, PM: persistent, Size: uint32(size), Addr: a, Value: nv, Old: old}
+	}
 	t.report()
 	return old
 }
@@ -244,7 +273,9 @@ func (t *Thread) AtomicExch64(a pm.Addr, v uint64, s Scope) uint64 {
 
 // verb reports a verb with no visible effect.
 func (t *Thread) verb(k pm.OpKind, s Scope, v uint64) {
-	t.op = pm.Op{Kind: k, Scope: s, Value: v}
+	if e := t.e; e.ops {
+		e.op = pm.Op{Kind: k, Scope: s, Value: v}
+	}
 	t.report()
 }
 
@@ -275,13 +306,13 @@ func (t *Thread) Work(cycles uint64) { t.verb(pm.OpWork, pm.Thread, cycles) }
 // acquirer's later ones.
 func (t *Thread) PRel(flag pm.Addr, v uint32, s Scope) {
 	t.checkScope(s)
-	b, persistent, err := t.e.mem.Bytes(flag, 4, 4)
-	if err != nil {
-		t.fault(err)
-	}
+	b, persistent := t.access(flag, 4, 4)
 	pm.PutLE(b, uint64(v))
-	t.e.wrote(flag, 4)
-	t.op = pm.Op{Kind: pm.OpPRel, Scope: s, PM: persistent, Size: 4, Addr: flag, Value: uint64(v)}
+	e := t.e
+	e.wrote(flag, 4)
+	if e.ops {
+		e.op = pm.Op{Kind: pm.OpPRel, Scope: s, PM: persistent, Size: 4, Addr: flag, Value: uint64(v)}
+	}
 	t.report()
 }
 
@@ -295,14 +326,13 @@ func (t *Thread) PRel(flag pm.Addr, v uint32, s Scope) {
 // write the flag, Launch fails with ErrDeadlock.
 func (t *Thread) PAcq(flag pm.Addr, s Scope) uint32 {
 	t.checkScope(s)
-	t.observe(flag, "PAcq."+s.String())
-	b, persistent, err := t.e.mem.Bytes(flag, 4, 4)
-	if err != nil {
-		t.fault(err)
-	}
+	t.observe(flag, pacqNames[s], true)
+	b, persistent := t.access(flag, 4, 4)
 	v := pm.GetLE(b)
 	t.noteRead(flag, v)
-	t.op = pm.Op{Kind: pm.OpPAcq, Scope: s, PM: persistent, Size: 4, Addr: flag, Old: v}
+	if e := t.e; e.ops {
+		e.op = pm.Op{Kind: pm.OpPAcq, Scope: s, PM: persistent, Size: 4, Addr: flag, Old: v}
+	}
 	t.report()
 	return uint32(v)
 }
@@ -316,6 +346,8 @@ func (t *Thread) SyncThreads() {
 	t.e.arrive(t, &t.blk.bar, t.blk.live)
 }
 
+var pbarNames = [...]string{"PBarrier.thread", "PBarrier.warp", "PBarrier.block", "PBarrier.device", "PBarrier.system"}
+
 // PBarrier is the scoped persist barrier of seed 000: persists of the
 // members of scope s before it are ordered before their persists after it.
 // Thread scope orders only the thread's own persists; warp and block scope
@@ -325,7 +357,7 @@ func (t *Thread) SyncThreads() {
 // remaining blocks can start and reach it (emulated preemption).
 func (t *Thread) PBarrier(s Scope) {
 	t.checkScope(s)
-	t.waitOp = "PBarrier." + s.String()
+	t.waitOp = pbarNames[s]
 	t.verb(pm.OpPBarrier, s, 0)
 	e := t.e
 	switch s {
