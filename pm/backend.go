@@ -62,10 +62,10 @@ type Caps struct {
 
 // GPULimits are the shape and residency limits of a simulated GPU.
 type GPULimits struct {
-	SMs               int // streaming multiprocessors
-	WarpSize          int // threads per warp
-	MaxThreadsPerSM   int // resident threads per SM
-	MaxBlocksPerSM    int // resident blocks per SM
+	SMs                int // streaming multiprocessors
+	WarpSize           int // threads per warp
+	MaxThreadsPerSM    int // resident threads per SM
+	MaxBlocksPerSM     int // resident blocks per SM
 	MaxThreadsPerBlock int // threads in one block
 }
 

@@ -122,9 +122,9 @@ type engine struct {
 	finished            []*block
 	residentThreads     int
 
-	ready  warpHeap
-	parked map[pm.Addr][]*Thread // spinning threads by 8-byte word
-	nPark  int
+	ready   warpHeap
+	parked  map[pm.Addr][]*Thread // spinning threads by 8-byte word
+	nPark   int
 	gridBar barrier
 
 	probing   bool
@@ -514,15 +514,19 @@ func (t *Thread) waitDesc() string {
 }
 
 // admit makes blocks resident while some SM has room: swapped-out blocks
-// first, then new ones in block order.
+// whose barrier has opened first, then new ones in block order.
 func (e *engine) admit() {
-	for len(e.readmit) > 0 {
-		b := e.readmit[0]
+	for i := 0; i < len(e.readmit); {
+		b := e.readmit[i]
+		if b.gridWait > 0 {
+			i++ // still waiting at the device barrier
+			continue
+		}
 		sm, ok := e.room()
 		if !ok {
 			return
 		}
-		e.readmit = e.readmit[1:]
+		e.readmit = slices.Delete(e.readmit, i, i+1)
 		e.place(b, sm)
 		for i := range b.warps {
 			w := &b.warps[i]
@@ -585,13 +589,23 @@ func (e *engine) unplace(b *block) {
 // device barrier (emulated preemption), so blocks not yet started can run
 // and reach the barrier too.
 func (e *engine) swapOut(b *block) {
-	if !b.resident || e.nextBlock == e.grid.Blocks && len(e.readmit) == 0 {
+	if !b.resident || e.nextBlock == e.grid.Blocks && !e.waitingReadmit() {
 		return // nothing is waiting for its slot
 	}
 	e.unplace(b)
 	e.res.Preempted++
 	e.readmit = append(e.readmit, b)
 	e.admit()
+}
+
+// waitingReadmit reports whether a swapped-out block is ready to come back.
+func (e *engine) waitingReadmit() bool {
+	for _, b := range e.readmit {
+		if b.gridWait == 0 {
+			return true
+		}
+	}
+	return false
 }
 
 // retire frees the slots of finished blocks and admits new ones.

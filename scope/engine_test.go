@@ -41,9 +41,9 @@ func putU32s(t testing.TB, m *pm.Machine, a pm.Addr, vs []uint32) {
 
 func TestVectorAdd(t *testing.T) {
 	for _, tc := range []struct {
-		name    string
-		n, bs   int
-		limits  pm.GPULimits
+		name   string
+		n, bs  int
+		limits pm.GPULimits
 	}{
 		{"one-block", 32, 32, pm.DefaultGPU},
 		{"ragged", 1000, 96, pm.DefaultGPU},
@@ -181,7 +181,7 @@ func TestDeadlock(t *testing.T) {
 		}, "spins on Load"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			_, err := scope.Launch(m, scope.Grid{Blocks: 2, Threads: 64}, tc.k)
+			_, err := scope.Launch(m, scope.Grid{Blocks: 2, Threads: 64}, tc.k, scope.WithSpinProbe(5000))
 			require.ErrorIs(t, err, scope.ErrDeadlock)
 			require.Contains(t, err.Error(), tc.want)
 			require.Contains(t, err.Error(), "thread 0 (block 0")

@@ -1,0 +1,149 @@
+// Package record wraps any pm.Backend with a recorder: every verb each agent
+// issues, in the order the verbs took effect, with the agent, its program-order
+// index and, on request, the call site. The crash checker builds PMO graphs
+// from it; tests compare the recordings of two runs for determinism.
+package record
+
+import (
+	"bytes"
+	"fmt"
+	"runtime"
+
+	"github.com/scopedpm/scopedpm/pm"
+)
+
+// Event is one recorded verb.
+type Event struct {
+	Agent pm.Agent
+	Seq   uint64 // program-order index among the agent's verbs in this run
+	Op    pm.Op  // Data is a private copy
+	Site  string // "file.go:123" of the kernel's call, if call sites are on
+}
+
+// String formats the event as one trace line.
+func (e *Event) String() string {
+	s := fmt.Sprintf("%v #%d %v", &e.Agent, e.Seq, &e.Op)
+	if e.Site != "" {
+		s += " @" + e.Site
+	}
+	return s
+}
+
+// Recorder is a pm.Backend that records every verb and passes every call on
+// to the backend it wraps. It asks for every verb (Caps.Ops) whatever the
+// inner backend asks.
+type Recorder struct {
+	inner  pm.Backend
+	sites  bool
+	events []Event
+	seq    map[agentKey]uint64
+	syncs  [][]pm.Agent
+}
+
+type agentKey struct {
+	kind pm.AgentKind
+	id   int
+}
+
+// New returns a recorder around inner. With sites set, each event carries
+// the file and line of the kernel code that issued it (slower).
+func New(inner pm.Backend, sites bool) *Recorder {
+	return &Recorder{inner: inner, sites: sites, seq: map[agentKey]uint64{}}
+}
+
+// Events returns the recorded events, in the order the verbs took effect.
+func (r *Recorder) Events() []Event { return r.events }
+
+// Syncs returns the recorded barrier groups, in order.
+func (r *Recorder) Syncs() [][]pm.Agent { return r.syncs }
+
+// Reset forgets everything recorded so far.
+func (r *Recorder) Reset() {
+	r.events, r.syncs = nil, nil
+	clear(r.seq)
+}
+
+// Name returns "record(<inner>)".
+func (r *Recorder) Name() string { return "record(" + r.inner.Name() + ")" }
+
+// Attach attaches the inner backend and asks for every verb.
+func (r *Recorder) Attach(mem *pm.Memory) (pm.Caps, error) {
+	caps, err := r.inner.Attach(mem)
+	caps.Ops = true
+	return caps, err
+}
+
+// Host passes the event on.
+func (r *Recorder) Host(ev pm.HostEvent) { r.inner.Host(ev) }
+
+// Begin passes the launch on.
+func (r *Recorder) Begin(l pm.Launch) error { return r.inner.Begin(l) }
+
+// Op records the verb and passes it on.
+func (r *Recorder) Op(a *pm.Agent, op *pm.Op) {
+	k := agentKey{a.Kind, a.ID}
+	ev := Event{Agent: *a, Seq: r.seq[k], Op: *op}
+	r.seq[k]++
+	if op.Data != nil {
+		ev.Op.Data = bytes.Clone(op.Data)
+	}
+	if r.sites {
+		ev.Site = callSite()
+	}
+	r.events = append(r.events, ev)
+	r.inner.Op(a, op)
+}
+
+// Sync records the group and passes it on.
+func (r *Recorder) Sync(group []*pm.Agent) {
+	g := make([]pm.Agent, len(group))
+	for i, a := range group {
+		g[i] = *a
+	}
+	r.syncs = append(r.syncs, g)
+	r.inner.Sync(group)
+}
+
+// Step passes the call on.
+func (r *Recorder) Step(w int) uint64 { return r.inner.Step(w) }
+
+// End passes the call on.
+func (r *Recorder) End() (pm.Stats, error) { return r.inner.End() }
+
+// Crash passes the call on.
+func (r *Recorder) Crash() (*pm.Image, error) { return r.inner.Crash() }
+
+// callSite returns the first caller outside scopedpm's executors and this
+// package: the kernel line that issued the verb.
+func callSite() string {
+	var pcs [16]uintptr
+	n := runtime.Callers(3, pcs[:])
+	frames := runtime.CallersFrames(pcs[:n])
+	for {
+		f, more := frames.Next()
+		if !isRuntimePkg(f.Function) {
+			return fmt.Sprintf("%s:%d", shortFile(f.File), f.Line)
+		}
+		if !more {
+			return ""
+		}
+	}
+}
+
+func isRuntimePkg(fn string) bool {
+	for _, p := range []string{"github.com/scopedpm/scopedpm/scope.", "github.com/scopedpm/scopedpm/coro.", "github.com/scopedpm/scopedpm/pm/record."} {
+		if len(fn) >= len(p) && fn[:len(p)] == p {
+			return true
+		}
+	}
+	return false
+}
+
+func shortFile(f string) string {
+	for i := len(f) - 1; i >= 0; i-- {
+		if f[i] == '/' {
+			return f[i+1:]
+		}
+	}
+	return f
+}
