@@ -1,0 +1,473 @@
+package hwmodel
+
+import (
+	"bytes"
+	"encoding/json"
+	"fmt"
+	"math"
+	"reflect"
+	"slices"
+	"strconv"
+	"strings"
+)
+
+// Config holds every physical parameter of the modelled machine. Latencies
+// are in core-clock cycles (the unit of the SBRP artifact and of the
+// GPGPU-Sim re-study; a table in nanoseconds is converted with the core
+// clock), bandwidths in GB/s (10^9 bytes per second), sizes in bytes.
+//
+// The JSON keys, joined with dots, are the keys of Set: for example
+// "nvm.write_latency_cycles=500" or "persist.window=8".
+type Config struct {
+	// Name names the configuration in Backend.Name ("pm-near", ...).
+	Name string `json:"name"`
+	// GPU is the shape of the GPU.
+	GPU GPUConfig `json:"gpu"`
+	// L1 is the per-SM L1 data cache.
+	L1 CacheConfig `json:"l1"`
+	// L2 is the shared L2 cache.
+	L2 CacheConfig `json:"l2"`
+	// DRAM is the GPU's device memory (GDDR/HBM).
+	DRAM MemConfig `json:"dram"`
+	// NVM is the persistent memory.
+	NVM MemConfig `json:"nvm"`
+	// PCIe is the link between the GPU and the host; PM crosses it when
+	// PCIe.PMFar is set.
+	PCIe LinkConfig `json:"pcie"`
+	// Persist holds the persistence point and the persist hardware.
+	Persist PersistConfig `json:"persist"`
+}
+
+// GPUConfig is the shape of the GPU and its clock.
+type GPUConfig struct {
+	ClockMHz           float64 `json:"clock_mhz"`              // core clock
+	SMs                int     `json:"sms"`                    // streaming multiprocessors
+	WarpSize           int     `json:"warp_size"`              // threads per warp
+	Schedulers         int     `json:"schedulers"`             // warp schedulers per SM (instructions issued per cycle)
+	MaxThreadsPerSM    int     `json:"max_threads_per_sm"`     // resident threads per SM
+	MaxBlocksPerSM     int     `json:"max_blocks_per_sm"`      // resident blocks per SM
+	MaxThreadsPerBlock int     `json:"max_threads_per_block"`  // threads in one block
+}
+
+// CacheConfig is a set-associative cache.
+type CacheConfig struct {
+	SizeBytes     int `json:"size_bytes"`     // capacity
+	LineBytes     int `json:"line_bytes"`     // line size; accesses coalesce into lines of the L1's size
+	Assoc         int `json:"assoc"`          // ways per set
+	LatencyCycles int `json:"latency_cycles"` // hit latency from the SM
+}
+
+// MemConfig is a memory device with separate read and write latency and
+// bandwidth.
+type MemConfig struct {
+	ReadLatencyCycles  int     `json:"read_latency_cycles"`  // from the L2 miss to the data
+	WriteLatencyCycles int     `json:"write_latency_cycles"` // from the L2 to the write's ack at the persistence point
+	ReadGBps           float64 `json:"read_gbps"`            // read bandwidth
+	WriteGBps          float64 `json:"write_gbps"`           // write bandwidth
+}
+
+// LinkConfig is the PCIe link.
+type LinkConfig struct {
+	PMFar         bool    `json:"pm_far"`         // PM is attached to the host: PM traffic crosses the link
+	LatencyCycles int     `json:"latency_cycles"` // one-way latency
+	GBps          float64 `json:"gbps"`           // bandwidth per direction
+}
+
+// PersistConfig describes the persistence point and the persist hardware of
+// the models.
+type PersistConfig struct {
+	// Point is "adr" (a persist is durable when it enters the memory
+	// controller's PM queue, after the NVM write latency) or "eadr" (durable
+	// when it reaches the last-level cache: the L2 for PM-near, the host's
+	// LLC across PCIe for PM-far).
+	Point string `json:"point"`
+	// EADRLatencyCycles is the latency from the L2 (PM-near) or the far end
+	// of the PCIe link (PM-far) to the eADR persistence point.
+	EADRLatencyCycles int `json:"eadr_latency_cycles"`
+	// BufferEntries is the SBRP persist buffer size per SM; order,
+	// acquire, release and durable markers take entries too.
+	BufferEntries int `json:"buffer_entries"`
+	// Window is the most outstanding (flushed, unacknowledged) lines per SM
+	// under SBRP.
+	Window int `json:"window"`
+	// NVWFIFOL1 and NVWFIFOL2 are the NVW-FIFO sizes of the scoped persist
+	// barrier hardware (seed 000): outstanding PM writes per L1 and in the L2.
+	NVWFIFOL1 int `json:"nvw_fifo_l1"`
+	NVWFIFOL2 int `json:"nvw_fifo_l2"`
+	// None turns off all persist work: PM behaves as device memory and every
+	// persistency verb is free, whatever the model (the DRAM-only baseline).
+	None bool `json:"none"`
+}
+
+const (
+	pointADR  = "adr"
+	pointEADR = "eadr"
+)
+
+// The SBRP baseline machine (seed 001 Table 1 and the calibration facts of
+// DESIGN.md, read from the SBRP artifact's GPGPU-Sim configuration).
+func sbrpBase() Config {
+	return Config{
+		GPU: GPUConfig{
+			ClockMHz:           1365, // Table 1: clock speed 1365 MHz
+			SMs:                30,   // Table 1: 30 SMs
+			WarpSize:           32,   // CUDA warp
+			Schedulers:         4,    // not in Table 1: GPGPU-Sim's Pascal/Volta configs use 4 schedulers per SM
+			MaxThreadsPerSM:    2048, // not in Table 1: CUDA per-SM limit (compute capability 6.x/7.x)
+			MaxBlocksPerSM:     32,   // not in Table 1: CUDA per-SM limit
+			MaxThreadsPerBlock: 1024, // Table 1: threads/block 1024
+		},
+		// Table 1: L1 64 KB/SM; artifact: L1 hit latency 20 cycles; 128-byte
+		// lines (the coalescing unit of the artifact's flushes); associativity
+		// not given, 4 ways assumed.
+		L1: CacheConfig{SizeBytes: 64 << 10, LineBytes: 128, Assoc: 4, LatencyCycles: 20},
+		// Table 1: L2 3 MB; artifact: L2 ROP latency 160 cycles; 16 ways assumed.
+		L2: CacheConfig{SizeBytes: 3 << 20, LineBytes: 128, Assoc: 16, LatencyCycles: 160},
+		// Table 1: GDDR 336 GB/s; artifact: device-memory latency 100 cycles.
+		DRAM: MemConfig{ReadLatencyCycles: 100, WriteLatencyCycles: 100, ReadGBps: 336, WriteGBps: 336},
+		// Table 1: NVM 84 GB/s read, 42 GB/s write (1/4 and 1/8 of GDDR in the
+		// artifact); artifact: PM-near adds 300 cycles to the 100 of device
+		// memory.
+		NVM: MemConfig{ReadLatencyCycles: 400, WriteLatencyCycles: 400, ReadGBps: 84, WriteGBps: 42},
+		// Table 1: PCIe 28 GB/s, 300 ns. Unused in PM-near.
+		PCIe: LinkConfig{LatencyCycles: 410, GBps: 28},
+		Persist: PersistConfig{
+			Point:             pointADR, // artifact: the memory partition's PM queue is the persistence point
+			EADRLatencyCycles: 100,      // artifact: PM-far eADR adds 600 = 900-300 cycles; the partition's 100-cycle base remains
+			BufferEntries:     256,      // artifact: 256 persist-buffer entries per L1 (Fig. 10a sweeps 32-256)
+			Window:            6,        // Table 1: window size 6 (Fig. 10c sweeps 2-12)
+			NVWFIFOL1:         16,       // seed 000 Table 2 (for ScopedBarrier on this machine)
+			NVWFIFOL2:         64,       // seed 000 Table 2
+		},
+	}
+}
+
+// PresetPMNear is SBRP's PM-near machine (seed 001 Table 1): NVM on the
+// GPU's memory partitions, 300 cycles more than device memory.
+func PresetPMNear() Config {
+	c := sbrpBase()
+	c.Name = "pm-near"
+	return c
+}
+
+// PresetPMFar is SBRP's PM-far machine (seed 001 Table 1, GPM's system): NVM
+// on the host, reached over PCIe. The artifact charges 900 cycles over
+// device memory and 1/12 of its bandwidth (336/12 = 28 GB/s, the PCIe
+// bandwidth of Table 1); here the 900 cycles are the NVM's own 300 plus a
+// 600-cycle link (Table 1's 300 ns each way is 410 cycles at 1365 MHz; the
+// artifact's figure, which includes the host side, is used).
+func PresetPMFar() Config {
+	c := sbrpBase()
+	c.Name = "pm-far"
+	c.PCIe = LinkConfig{PMFar: true, LatencyCycles: 600, GBps: 28}
+	return c
+}
+
+// PresetPMFarEADR is PM-far with eADR (seed 001 §7, Fig. 9): a persist is
+// durable in the host's LLC, so it pays the link (600 cycles) and the
+// 100-cycle partition base but not the NVM's 300: the artifact's +600.
+func PresetPMFarEADR() Config {
+	c := PresetPMFar()
+	c.Name = "pm-far-eadr"
+	c.Persist.Point = pointEADR
+	return c
+}
+
+// PresetGOPE is the machine of the scoped persist barrier paper (seed 000
+// Table 2): 4 CUs at 1 GHz (1 cycle = 1 ns), 40 wavefronts of 64 lanes per
+// CU, 16 KB 16-way L1 and 512 KB 16-way L2 with 64-byte lines, DRAM 25 ns,
+// NVRAM 75 ns read and 250 ns write, NVW-FIFOs of 16 (L1) and 64 (L2)
+// entries. Table 2 gives no cache latencies, bandwidths or block limits;
+// those are the SBRP machine's (seed 001 Table 1), noted per field.
+func PresetGOPE() Config {
+	c := sbrpBase()
+	c.Name = "gope"
+	c.GPU = GPUConfig{
+		ClockMHz:           1000, // Table 2: 1 GHz
+		SMs:                4,    // Table 2: 4 CUs
+		WarpSize:           64,   // Table 2: 64-wide SIMD wavefronts
+		Schedulers:         4,    // not in Table 2: GCN issues from 4 SIMDs per CU
+		MaxThreadsPerSM:    40 * 64, // Table 2: 40 wavefronts per CU
+		MaxBlocksPerSM:     40,   // not in Table 2: at least one wavefront per workgroup
+		MaxThreadsPerBlock: 1024, // not in Table 2: OpenCL limit used by gem5's HSA runtime
+	}
+	c.L1 = CacheConfig{SizeBytes: 16 << 10, LineBytes: 64, Assoc: 16, LatencyCycles: 20} // Table 2 size/ways/line; latency: SBRP artifact
+	c.L2 = CacheConfig{SizeBytes: 512 << 10, LineBytes: 64, Assoc: 16, LatencyCycles: 160} // Table 2 size/ways/line; latency: SBRP artifact
+	c.DRAM.ReadLatencyCycles, c.DRAM.WriteLatencyCycles = 25, 25   // Table 2: 25 ns
+	c.NVM.ReadLatencyCycles, c.NVM.WriteLatencyCycles = 75, 250    // Table 2: 75 ns read, 250 ns write
+	c.Persist.NVWFIFOL1, c.Persist.NVWFIFOL2 = 16, 64              // Table 2
+	c.Persist.EADRLatencyCycles = 25                               // DRAM-side base latency of Table 2
+	return c
+}
+
+// PresetVolta is the GPGPU-Sim 4.0 Volta QV100 machine of the persistency
+// re-study (seed 002 Table I): 80 SMs, 4 schedulers, 2048 threads, 64 warps
+// and 32 CTAs per SM, 32 KB L1, 6 MB L2, NVM 200 cycles read and 600 write,
+// DRAM 150 cycles. Table I gives no clock, cache latencies or bandwidths:
+// the clock (1132 MHz) and the L1/L2 latencies (20/160) are GPGPU-Sim's
+// QV100 configuration; the DRAM bandwidth is the V100's 900 GB/s and NVM
+// keeps SBRP's ratios (1/4 read, 1/8 write).
+func PresetVolta() Config {
+	c := sbrpBase()
+	c.Name = "volta"
+	c.GPU = GPUConfig{ClockMHz: 1132, SMs: 80, WarpSize: 32, Schedulers: 4, MaxThreadsPerSM: 2048, MaxBlocksPerSM: 32, MaxThreadsPerBlock: 1024}
+	c.L1 = CacheConfig{SizeBytes: 32 << 10, LineBytes: 128, Assoc: 4, LatencyCycles: 20}
+	c.L2 = CacheConfig{SizeBytes: 6 << 20, LineBytes: 128, Assoc: 16, LatencyCycles: 160}
+	c.DRAM = MemConfig{ReadLatencyCycles: 150, WriteLatencyCycles: 150, ReadGBps: 900, WriteGBps: 900}
+	c.NVM = MemConfig{ReadLatencyCycles: 200, WriteLatencyCycles: 600, ReadGBps: 225, WriteGBps: 112.5}
+	c.Persist.EADRLatencyCycles = 150
+	return c
+}
+
+// PresetDRAM is the DRAM-only baseline: the PM-near machine with PM at
+// device-memory latency and bandwidth and no persist work (Config.Persist.None).
+// Speedups in the SBRP figures are taken over machines like this one.
+func PresetDRAM() Config {
+	c := sbrpBase()
+	c.Name = "dram"
+	c.NVM = c.DRAM
+	c.Persist.None = true
+	return c
+}
+
+var presets = []struct {
+	name string
+	f    func() Config
+}{
+	{"pm-near", PresetPMNear},
+	{"pm-far", PresetPMFar},
+	{"pm-far-eadr", PresetPMFarEADR},
+	{"gope", PresetGOPE},
+	{"volta", PresetVolta},
+	{"dram", PresetDRAM},
+}
+
+// Presets returns the preset names in a fixed order.
+func Presets() []string {
+	out := make([]string, len(presets))
+	for i, p := range presets {
+		out[i] = p.name
+	}
+	return out
+}
+
+// Preset returns the preset named name (see Presets).
+func Preset(name string) (Config, error) {
+	for _, p := range presets {
+		if p.name == name {
+			return p.f(), nil
+		}
+	}
+	return Config{}, fmt.Errorf("%w: %q (have %s)", ErrPreset, name, strings.Join(Presets(), ", "))
+}
+
+// LoadConfig decodes JSON onto base (keys absent from data keep base's
+// values) and validates the result. An unknown key is an error naming it.
+func LoadConfig(data []byte, base Config) (Config, error) {
+	dec := json.NewDecoder(bytes.NewReader(data))
+	dec.DisallowUnknownFields()
+	c := base
+	if err := dec.Decode(&c); err != nil {
+		return Config{}, fmt.Errorf("%w: %w", ErrConfig, err)
+	}
+	if err := c.Validate(); err != nil {
+		return Config{}, err
+	}
+	return c, nil
+}
+
+// Set applies overrides of the form "key=value", where key is a dotted path
+// of JSON keys ("nvm.write_latency_cycles=500", "pcie.pm_far=true"), then
+// validates the result. On error c is unchanged.
+func (c *Config) Set(kv ...string) error {
+	nc := *c
+	for _, s := range kv {
+		key, val, ok := strings.Cut(s, "=")
+		if !ok {
+			return fmt.Errorf("%w: override %q is not key=value", ErrConfig, s)
+		}
+		key, val = strings.TrimSpace(key), strings.TrimSpace(val)
+		f, err := field(reflect.ValueOf(&nc).Elem(), key)
+		if err != nil {
+			return err
+		}
+		if err := setValue(f, key, val); err != nil {
+			return err
+		}
+	}
+	if err := nc.Validate(); err != nil {
+		return err
+	}
+	*c = nc
+	return nil
+}
+
+// Keys returns every settable key in declaration order.
+func Keys() []string {
+	var out []string
+	var walk func(t reflect.Type, prefix string)
+	walk = func(t reflect.Type, prefix string) {
+		for i := range t.NumField() {
+			f := t.Field(i)
+			name := prefix + jsonName(f)
+			if f.Type.Kind() == reflect.Struct {
+				walk(f.Type, name+".")
+				continue
+			}
+			out = append(out, name)
+		}
+	}
+	walk(reflect.TypeOf(Config{}), "")
+	return out
+}
+
+func jsonName(f reflect.StructField) string {
+	name, _, _ := strings.Cut(f.Tag.Get("json"), ",")
+	return name
+}
+
+func field(v reflect.Value, key string) (reflect.Value, error) {
+	parts := strings.Split(key, ".")
+	for i, p := range parts {
+		if v.Kind() != reflect.Struct {
+			return reflect.Value{}, fmt.Errorf("%w: unknown key %q", ErrConfig, key)
+		}
+		t := v.Type()
+		found := false
+		for j := range t.NumField() {
+			if jsonName(t.Field(j)) == p {
+				v = v.Field(j)
+				found = true
+				break
+			}
+		}
+		if !found {
+			return reflect.Value{}, fmt.Errorf("%w: unknown key %q", ErrConfig, strings.Join(parts[:i+1], "."))
+		}
+	}
+	if v.Kind() == reflect.Struct {
+		return reflect.Value{}, fmt.Errorf("%w: key %q names a group, not a parameter", ErrConfig, key)
+	}
+	return v, nil
+}
+
+func setValue(f reflect.Value, key, val string) error {
+	bad := func(err error) error { return fmt.Errorf("%w: %s=%q: %w", ErrConfig, key, val, err) }
+	switch f.Kind() {
+	case reflect.Int:
+		n, err := strconv.ParseInt(val, 0, 64)
+		if err != nil {
+			return bad(err)
+		}
+		if n > math.MaxInt32 || n < math.MinInt32 {
+			return bad(fmt.Errorf("out of range"))
+		}
+		f.SetInt(n)
+	case reflect.Float64:
+		x, err := strconv.ParseFloat(val, 64)
+		if err != nil {
+			return bad(err)
+		}
+		f.SetFloat(x)
+	case reflect.Bool:
+		b, err := strconv.ParseBool(val)
+		if err != nil {
+			return bad(err)
+		}
+		f.SetBool(b)
+	case reflect.String:
+		f.SetString(val)
+	default:
+		return bad(fmt.Errorf("unsupported kind %s", f.Kind()))
+	}
+	return nil
+}
+
+// Validate checks every field and returns an error wrapping ErrConfig that
+// names the first bad one.
+func (c *Config) Validate() error {
+	bad := func(key string, format string, args ...any) error {
+		return fmt.Errorf("%w: %s: %s", ErrConfig, key, fmt.Sprintf(format, args...))
+	}
+	pos := func(key string, v int) error {
+		if v <= 0 {
+			return bad(key, "%d, want > 0", v)
+		}
+		return nil
+	}
+	posf := func(key string, v float64) error {
+		if !(v > 0) || math.IsInf(v, 0) {
+			return bad(key, "%v, want a positive finite number", v)
+		}
+		return nil
+	}
+	g := c.GPU
+	for _, p := range []struct {
+		k string
+		v int
+	}{
+		{"gpu.sms", g.SMs}, {"gpu.warp_size", g.WarpSize}, {"gpu.schedulers", g.Schedulers},
+		{"gpu.max_threads_per_sm", g.MaxThreadsPerSM}, {"gpu.max_blocks_per_sm", g.MaxBlocksPerSM},
+		{"gpu.max_threads_per_block", g.MaxThreadsPerBlock},
+		{"l1.latency_cycles", c.L1.LatencyCycles}, {"l2.latency_cycles", c.L2.LatencyCycles},
+		{"dram.read_latency_cycles", c.DRAM.ReadLatencyCycles}, {"dram.write_latency_cycles", c.DRAM.WriteLatencyCycles},
+		{"nvm.read_latency_cycles", c.NVM.ReadLatencyCycles}, {"nvm.write_latency_cycles", c.NVM.WriteLatencyCycles},
+		{"pcie.latency_cycles", c.PCIe.LatencyCycles}, {"persist.eadr_latency_cycles", c.Persist.EADRLatencyCycles},
+		{"persist.buffer_entries", c.Persist.BufferEntries}, {"persist.window", c.Persist.Window},
+		{"persist.nvw_fifo_l1", c.Persist.NVWFIFOL1}, {"persist.nvw_fifo_l2", c.Persist.NVWFIFOL2},
+	} {
+		if err := pos(p.k, p.v); err != nil {
+			return err
+		}
+	}
+	for _, p := range []struct {
+		k string
+		v float64
+	}{
+		{"gpu.clock_mhz", g.ClockMHz}, {"dram.read_gbps", c.DRAM.ReadGBps}, {"dram.write_gbps", c.DRAM.WriteGBps},
+		{"nvm.read_gbps", c.NVM.ReadGBps}, {"nvm.write_gbps", c.NVM.WriteGBps}, {"pcie.gbps", c.PCIe.GBps},
+	} {
+		if err := posf(p.k, p.v); err != nil {
+			return err
+		}
+	}
+	for _, cc := range []struct {
+		name string
+		c    CacheConfig
+	}{{"l1", c.L1}, {"l2", c.L2}} {
+		if err := pos(cc.name+".size_bytes", cc.c.SizeBytes); err != nil {
+			return err
+		}
+		if err := pos(cc.name+".assoc", cc.c.Assoc); err != nil {
+			return err
+		}
+		if lb := cc.c.LineBytes; lb < 8 || lb&(lb-1) != 0 {
+			return bad(cc.name+".line_bytes", "%d, want a power of two >= 8", lb)
+		}
+		if cc.c.SizeBytes%(cc.c.LineBytes*cc.c.Assoc) != 0 {
+			return bad(cc.name+".size_bytes", "%d is not a multiple of line_bytes*assoc = %d", cc.c.SizeBytes, cc.c.LineBytes*cc.c.Assoc)
+		}
+	}
+	if c.L2.LineBytes != c.L1.LineBytes {
+		return bad("l2.line_bytes", "%d differs from l1.line_bytes %d", c.L2.LineBytes, c.L1.LineBytes)
+	}
+	if g.WarpSize > 1024 {
+		return bad("gpu.warp_size", "%d, want at most 1024", g.WarpSize)
+	}
+	if g.MaxThreadsPerBlock > g.MaxThreadsPerSM {
+		return bad("gpu.max_threads_per_block", "%d is more than an SM holds (gpu.max_threads_per_sm = %d)", g.MaxThreadsPerBlock, g.MaxThreadsPerSM)
+	}
+	if c.Persist.Window > c.Persist.BufferEntries {
+		return bad("persist.window", "%d is larger than the persist buffer (persist.buffer_entries = %d)", c.Persist.Window, c.Persist.BufferEntries)
+	}
+	if c.Persist.Window > 1024 || c.Persist.NVWFIFOL1 > 1<<16 || c.Persist.NVWFIFOL2 > 1<<16 {
+		return bad("persist.window", "window or NVW-FIFO too large to model")
+	}
+	if c.Persist.NVWFIFOL1 > c.Persist.NVWFIFOL2 {
+		return bad("persist.nvw_fifo_l1", "%d is larger than persist.nvw_fifo_l2 = %d", c.Persist.NVWFIFOL1, c.Persist.NVWFIFOL2)
+	}
+	if !slices.Contains([]string{pointADR, pointEADR}, c.Persist.Point) {
+		return bad("persist.point", "%q, want \"adr\" or \"eadr\"", c.Persist.Point)
+	}
+	return nil
+}

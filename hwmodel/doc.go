@@ -1,0 +1,28 @@
+// Package hwmodel is the default backend of scopedpm: a deterministic
+// cycle-accounting model of a GPU with persistent memory, implementing
+// pm.Backend.
+//
+// The model counts integer cycles of the GPU core clock. Every warp has its
+// own clock; each warp instruction (one verb per lane, gathered by the
+// execution engine into one step) is charged a latency taken from the
+// configuration: an L1 hit, an L2 access, device memory, NVM, and the PCIe
+// link when PM sits on the host (PM-far). Lane accesses of one instruction
+// are coalesced into cache lines. Bandwidth (device memory, NVM read and
+// write, PCIe) is a shared resource that a transfer occupies for
+// size/bandwidth cycles ("busy until"), so streaming never beats the
+// configured bandwidth.
+//
+// Each persistency model (Strict, Epoch, GPM, SBRP, ScopedBarrier, None)
+// decides when a persist is flushed towards the persistence point (ADR: the
+// memory controller's PM queue; eADR: the last-level cache) and which warps
+// wait for it. Every persist record gets the cycle at which it became
+// durable, so CrashAt(T) returns the durable image at cycle T.
+//
+// Same inputs, same cycles: the model reads no wall clock, never iterates a
+// map, and uses no randomness.
+//
+// The parameters live in Config, which loads from JSON and takes key=value
+// overrides; presets reproduce the simulated machines of the seed papers
+// (SBRP Table 1, the scoped persist barrier paper's Table 2, the GPGPU-Sim
+// re-study's Table I) and a DRAM-only baseline.
+package hwmodel

@@ -1,0 +1,23 @@
+package hwmodel
+
+import "errors"
+
+// Sentinel errors. Functions wrap them with %w and context (the field, the
+// key, the cycle); test for them with errors.Is.
+var (
+	// ErrConfig: a configuration is invalid (an unknown key, a value out of
+	// range, an inconsistent combination). The message names the field.
+	ErrConfig = errors.New("hwmodel: invalid configuration")
+	// ErrModel: an unknown persistency model.
+	ErrModel = errors.New("hwmodel: unknown model")
+	// ErrPreset: an unknown preset name.
+	ErrPreset = errors.New("hwmodel: unknown preset")
+	// ErrState: a call out of order (before Attach, during a launch, after
+	// Crash).
+	ErrState = errors.New("hwmodel: call out of order")
+	// ErrCrashTime: CrashAt was asked for a cycle the backend no longer
+	// holds the history of (before the start of the last launch).
+	ErrCrashTime = errors.New("hwmodel: crash cycle out of range")
+	// ErrGeometry: a launch does not fit the configured GPU.
+	ErrGeometry = errors.New("hwmodel: launch does not fit the GPU")
+)
