@@ -40,13 +40,13 @@ type Config struct {
 
 // GPUConfig is the shape of the GPU and its clock.
 type GPUConfig struct {
-	ClockMHz           float64 `json:"clock_mhz"`              // core clock
-	SMs                int     `json:"sms"`                    // streaming multiprocessors
-	WarpSize           int     `json:"warp_size"`              // threads per warp
-	Schedulers         int     `json:"schedulers"`             // warp schedulers per SM (instructions issued per cycle)
-	MaxThreadsPerSM    int     `json:"max_threads_per_sm"`     // resident threads per SM
-	MaxBlocksPerSM     int     `json:"max_blocks_per_sm"`      // resident blocks per SM
-	MaxThreadsPerBlock int     `json:"max_threads_per_block"`  // threads in one block
+	ClockMHz           float64 `json:"clock_mhz"`             // core clock
+	SMs                int     `json:"sms"`                   // streaming multiprocessors
+	WarpSize           int     `json:"warp_size"`             // threads per warp
+	Schedulers         int     `json:"schedulers"`            // warp schedulers per SM (instructions issued per cycle)
+	MaxThreadsPerSM    int     `json:"max_threads_per_sm"`    // resident threads per SM
+	MaxBlocksPerSM     int     `json:"max_blocks_per_sm"`     // resident blocks per SM
+	MaxThreadsPerBlock int     `json:"max_threads_per_block"` // threads in one block
 }
 
 // CacheConfig is a set-associative cache.
@@ -183,20 +183,20 @@ func PresetGOPE() Config {
 	c := sbrpBase()
 	c.Name = "gope"
 	c.GPU = GPUConfig{
-		ClockMHz:           1000, // Table 2: 1 GHz
-		SMs:                4,    // Table 2: 4 CUs
-		WarpSize:           64,   // Table 2: 64-wide SIMD wavefronts
-		Schedulers:         4,    // not in Table 2: GCN issues from 4 SIMDs per CU
+		ClockMHz:           1000,    // Table 2: 1 GHz
+		SMs:                4,       // Table 2: 4 CUs
+		WarpSize:           64,      // Table 2: 64-wide SIMD wavefronts
+		Schedulers:         4,       // not in Table 2: GCN issues from 4 SIMDs per CU
 		MaxThreadsPerSM:    40 * 64, // Table 2: 40 wavefronts per CU
-		MaxBlocksPerSM:     40,   // not in Table 2: at least one wavefront per workgroup
-		MaxThreadsPerBlock: 1024, // not in Table 2: OpenCL limit used by gem5's HSA runtime
+		MaxBlocksPerSM:     40,      // not in Table 2: at least one wavefront per workgroup
+		MaxThreadsPerBlock: 1024,    // not in Table 2: OpenCL limit used by gem5's HSA runtime
 	}
-	c.L1 = CacheConfig{SizeBytes: 16 << 10, LineBytes: 64, Assoc: 16, LatencyCycles: 20} // Table 2 size/ways/line; latency: SBRP artifact
+	c.L1 = CacheConfig{SizeBytes: 16 << 10, LineBytes: 64, Assoc: 16, LatencyCycles: 20}   // Table 2 size/ways/line; latency: SBRP artifact
 	c.L2 = CacheConfig{SizeBytes: 512 << 10, LineBytes: 64, Assoc: 16, LatencyCycles: 160} // Table 2 size/ways/line; latency: SBRP artifact
-	c.DRAM.ReadLatencyCycles, c.DRAM.WriteLatencyCycles = 25, 25   // Table 2: 25 ns
-	c.NVM.ReadLatencyCycles, c.NVM.WriteLatencyCycles = 75, 250    // Table 2: 75 ns read, 250 ns write
-	c.Persist.NVWFIFOL1, c.Persist.NVWFIFOL2 = 16, 64              // Table 2
-	c.Persist.EADRLatencyCycles = 25                               // DRAM-side base latency of Table 2
+	c.DRAM.ReadLatencyCycles, c.DRAM.WriteLatencyCycles = 25, 25                           // Table 2: 25 ns
+	c.NVM.ReadLatencyCycles, c.NVM.WriteLatencyCycles = 75, 250                            // Table 2: 75 ns read, 250 ns write
+	c.Persist.NVWFIFOL1, c.Persist.NVWFIFOL2 = 16, 64                                      // Table 2
+	c.Persist.EADRLatencyCycles = 25                                                       // DRAM-side base latency of Table 2
 	return c
 }
 

@@ -61,6 +61,3 @@ func (s *servers) maxFree() uint64 {
 	}
 	return m
 }
-
-// cyclesFor converts nanoseconds to cycles of a clockMHz clock, rounding up.
-func cyclesFor(ns, clockMHz float64) uint64 { return uint64(math.Ceil(ns * clockMHz / 1e3)) }

@@ -166,7 +166,7 @@ func (img *Image) validate() error {
 		if len(r.Data) == 0 || uint64(len(r.Data)) > MaxRangeSize {
 			return fmt.Errorf("%w: region %q has %d bytes", ErrBadSize, r.Name, len(r.Data))
 		}
-		if r.Base == 0 || uint64(r.Base)&offMask != 0 {
+		if r.Base == 0 || uint64(r.Base)&offMask != 0 || uint64(r.Base)>>OffsetBits >= MaxRanges {
 			return fmt.Errorf("%w: region %q at base %v", ErrUnmapped, r.Name, r.Base)
 		}
 		if other, dup := bases[r.Base]; dup {

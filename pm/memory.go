@@ -22,8 +22,9 @@ const MaxRangeSize = 1 << OffsetBits
 
 const offMask = 1<<OffsetBits - 1
 
-// maxRanges bounds the number of ranges a machine ever creates.
-const maxRanges = 1 << (64 - OffsetBits)
+// MaxRanges bounds the number of ranges mapped at once, and so the range
+// index in an address. Freed indices are reused, lowest first.
+const MaxRanges = 1 << 20
 
 // String formats a as "0x<range>:<offset>" in hex.
 func (a Addr) String() string {
@@ -78,6 +79,7 @@ type segment struct {
 // return. It does not know about durability; a Backend does.
 type Memory struct {
 	segs []*segment // indexed by Addr >> OffsetBits; nil entries are unmapped
+	holes int       // nil entries in segs above index 0
 }
 
 func newMemory() *Memory { return &Memory{segs: []*segment{nil}} }
@@ -88,13 +90,16 @@ func (m *Memory) add(kind Kind, name string, size uint64, idx int, data []byte) 
 		return nil, fmt.Errorf("%w: %d bytes (want 1..%d)", ErrBadSize, size, uint64(MaxRangeSize))
 	}
 	if idx == 0 {
-		idx = len(m.segs)
+		idx = m.freeIndex()
 	}
-	if idx >= maxRanges {
-		return nil, fmt.Errorf("%w: address space exhausted (%d ranges)", ErrBadSize, idx)
+	if idx >= MaxRanges {
+		return nil, fmt.Errorf("%w: range index %d, at most %d ranges", ErrBadSize, idx, MaxRanges)
 	}
-	for len(m.segs) <= idx {
-		m.segs = append(m.segs, nil)
+	if idx >= len(m.segs) {
+		m.holes += idx - len(m.segs)
+		m.segs = append(m.segs, make([]*segment, idx+1-len(m.segs))...)
+	} else if m.segs[idx] == nil {
+		m.holes--
 	}
 	if m.segs[idx] != nil {
 		return nil, fmt.Errorf("%w: range index %d in use", ErrCorrupt, idx)
@@ -107,7 +112,22 @@ func (m *Memory) add(kind Kind, name string, size uint64, idx int, data []byte) 
 	return s, nil
 }
 
-func (m *Memory) remove(s *segment) { m.segs[s.Base>>OffsetBits] = nil }
+func (m *Memory) remove(s *segment) {
+	m.segs[s.Base>>OffsetBits] = nil
+	m.holes++
+}
+
+// freeIndex returns the lowest unused range index.
+func (m *Memory) freeIndex() int {
+	if m.holes > 0 {
+		for i := 1; i < len(m.segs); i++ {
+			if m.segs[i] == nil {
+				return i
+			}
+		}
+	}
+	return len(m.segs)
+}
 
 // Lookup returns the range holding address a.
 func (m *Memory) Lookup(a Addr) (Range, error) {

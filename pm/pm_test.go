@@ -54,10 +54,15 @@ func TestRegions(t *testing.T) {
 	require.Equal(t, []pm.Range{b}, m.Regions())
 	_, err = m.Memory().Load(a.Base, 8)
 	require.ErrorIs(t, err, pm.ErrUnmapped)
-	// The name can be reused; the new region gets a fresh base.
+	// The name and the freed range index can be reused; the new region is
+	// zero-filled.
+	require.NoError(t, m.CopyIn(b.Base, []byte{7}))
 	c, err := m.CreateRegion("alpha", 8)
 	require.NoError(t, err)
-	require.NotEqual(t, a.Base, c.Base)
+	require.Equal(t, a.Base, c.Base, "lowest free index first")
+	v, err := m.Memory().Load(c.Base, 8)
+	require.NoError(t, err)
+	require.Zero(t, v)
 }
 
 func TestAccessErrors(t *testing.T) {

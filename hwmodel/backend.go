@@ -1,0 +1,1130 @@
+package hwmodel
+
+import (
+	"fmt"
+	"math"
+	"slices"
+
+	"github.com/scopedpm/scopedpm/pm"
+)
+
+// Batch is the number of verbs per lane in one warp step that the backend
+// asks of the executor: one, so that a step is one warp instruction whose
+// lane accesses coalesce.
+const Batch = 1
+
+// noAck marks a persist entry that has not been flushed yet.
+const noAck = math.MaxUint64
+
+// Stats are the backend's statistics, summed over the launches since
+// Attach (Backend.Stats) or for the last launch (Backend.LastLaunch).
+type Stats struct {
+	Launches     uint64 // kernel launches
+	Cycles       uint64 // simulated cycles, Begin to End (including the final L1 flush)
+	Instructions uint64 // warp instructions (a group of lanes doing one kind of verb in one step)
+	Verbs        uint64 // thread verbs
+
+	Persists        uint64 // PM stores (persist records), atomics that wrote PM and PRels of PM flags included
+	Flushes         uint64 // lines written towards the persistence point
+	CoalescedWrites uint64 // persists that joined a line already pending (same instruction or buffered)
+
+	Loads      uint64 // line accesses by loads, atomics and acquires
+	L1Misses   uint64 // of which missed in the L1
+	L1PMMisses uint64 // of which missed in the L1 on PM data
+	L2Misses   uint64 // of which missed in the L2 too
+
+	DRAMReadBytes uint64 // bytes read from device memory
+	NVMReadBytes  uint64 // bytes read from NVM
+	NVMWriteBytes uint64 // bytes written to NVM
+	PCIeBytes     uint64 // bytes over PCIe (both directions)
+
+	Stalls StallStats // warp stall cycles by cause
+}
+
+// StallStats are warp stall cycles by cause: cycles a warp could not issue
+// its next instruction because of the named wait (memory latency of loads
+// is counted under Memory).
+type StallStats struct {
+	Memory     uint64 // loads and atomics waiting for data
+	Strict     uint64 // Strict: PM stores waiting for their ack
+	BufferFull uint64 // SBRP: persist buffer full
+	Evict      uint64 // SBRP: evicting a buffered PM line had to wait for its order
+	NVWFull    uint64 // ScopedBarrier: NVW-FIFO full
+	Epoch      uint64 // Epoch/GPM: write-back and acks at an ordering verb
+	DFence     uint64 // DFence and EpochBarrier waiting for durability
+	Release    uint64 // device-scope PRel (and ScopedBarrier PRel) waiting for durability
+	PBarrier   uint64 // PBarrier waiting for drains
+	Barrier    uint64 // waiting for other warps at a barrier
+	Work       uint64 // Work(cycles)
+}
+
+func (s *Stats) add(o *Stats) {
+	s.Launches += o.Launches
+	s.Cycles += o.Cycles
+	s.Instructions += o.Instructions
+	s.Verbs += o.Verbs
+	s.Persists += o.Persists
+	s.Flushes += o.Flushes
+	s.CoalescedWrites += o.CoalescedWrites
+	s.Loads += o.Loads
+	s.L1Misses += o.L1Misses
+	s.L1PMMisses += o.L1PMMisses
+	s.L2Misses += o.L2Misses
+	s.DRAMReadBytes += o.DRAMReadBytes
+	s.NVMReadBytes += o.NVMReadBytes
+	s.NVMWriteBytes += o.NVMWriteBytes
+	s.PCIeBytes += o.PCIeBytes
+	a, b := &s.Stalls, &o.Stalls
+	a.Memory += b.Memory
+	a.Strict += b.Strict
+	a.BufferFull += b.BufferFull
+	a.Evict += b.Evict
+	a.NVWFull += b.NVWFull
+	a.Epoch += b.Epoch
+	a.DFence += b.DFence
+	a.Release += b.Release
+	a.PBarrier += b.PBarrier
+	a.Barrier += b.Barrier
+	a.Work += b.Work
+}
+
+// Event is one warp instruction as the model timed it, passed to the
+// function set with SetTrace.
+type Event struct {
+	Warp  int       // global warp id of the launch
+	SM    int       // SM the warp ran on
+	Kind  pm.OpKind // the verb
+	Scope pm.Scope  // its scope, where it has one
+	Lanes int       // lanes that issued it
+	Issue uint64    // cycle it issued
+	Done  uint64    // cycle the warp can issue again
+}
+
+// entry is one line write towards the persistence point: an SBRP persist
+// buffer entry, a dirty PM line of an L1, or a write-through.
+type entry struct {
+	line  uint64
+	start uint64 // cycle its flush started (noAck: not yet)
+	ack   uint64 // cycle it is durable (noAck: not yet)
+}
+
+// record is one persist: bytes at an address, durable with its entry.
+type record struct {
+	addr  pm.Addr
+	off   uint32 // bytes in the arena
+	size  uint32
+	entry int32 // -1 until the instruction is timed
+}
+
+// pendOp is a verb of the warp being stepped.
+type pendOp struct {
+	kind  pm.OpKind
+	scope pm.Scope
+	pm    bool
+	wrote bool
+	addr  pm.Addr
+	size  uint32
+	value uint64
+	rec0  int32 // first record of a persist (records rec0..rec1-1)
+	rec1  int32
+	lane  int
+	done  bool
+}
+
+type warpState struct {
+	init    bool
+	sm      int
+	clock   uint64 // the cycle the warp can issue again
+	lastAck uint64 // latest ack of this warp's flushed persists
+	front   uint64 // ordering frontier: the warp's later flushes start no earlier
+	stamp   uint64 // Sync de-duplication
+	bar     pm.OpKind
+	barS    pm.Scope
+}
+
+type smState struct {
+	l1      *cache
+	issue   servers  // warp schedulers
+	window  servers  // SBRP: outstanding flushes
+	fifo    servers  // ScopedBarrier: L1 NVW-FIFO
+	pbRel   []uint64 // SBRP: release cycles of buffer entries in FIFO order
+	pbHead  int
+	pbLast  uint64
+	pbLine  map[uint64]int32 // SBRP: newest buffer entry per line
+	dirty   []int32          // Epoch/GPM/None: dirty PM entries in order
+	lastAck uint64
+}
+
+// Backend is the hwmodel backend. It is not safe for concurrent use; the
+// executors call it from one goroutine.
+type Backend struct {
+	pm.Base
+	cfg   Config
+	model Model
+
+	mem      *pm.Memory
+	attached bool
+	running  bool
+	crashed  bool
+
+	lineShift                                       uint
+	lineBytes                                       uint64
+	l1Lat, l2Lat, dramLat, nvmRd, nvmWr, pcie, eadr uint64
+	far, eadrOn, pmAsDRAM                           bool
+
+	dramRd, nvmRdBW, nvmWrBW, pcieBW resource
+	l2                               *cache
+	l2FIFO                           servers
+	sms                              []smState
+	warps                            []warpState
+	now                              uint64 // issue cycle of the latest instruction
+	start, end                       uint64 // of the current or last launch
+	globalAck                        uint64
+	syncStamp                        uint64
+
+	pending  []pendOp
+	lines    []uint64
+	lineEnt  []int32
+	entries  []entry
+	records  []record
+	arena    []byte
+	applied  int // records before this index are in durable
+	lineAck  map[uint64]uint64
+	relFront map[pm.Addr]uint64
+	durable  *pm.Image
+	floor    uint64 // CrashAt accepts cycles >= floor
+
+	st, last Stats
+	trace    func(Event)
+}
+
+// New returns a backend for the machine cfg under model. It validates cfg.
+func New(cfg Config, model Model) (*Backend, error) {
+	if err := cfg.Validate(); err != nil {
+		return nil, err
+	}
+	if model >= numModels {
+		return nil, fmt.Errorf("%w: %d", ErrModel, uint8(model))
+	}
+	b := &Backend{cfg: cfg, model: model}
+	b.lineBytes = uint64(cfg.L1.LineBytes)
+	for uint64(1)<<b.lineShift < b.lineBytes {
+		b.lineShift++
+	}
+	b.l1Lat, b.l2Lat = uint64(cfg.L1.LatencyCycles), uint64(cfg.L2.LatencyCycles)
+	b.dramLat = uint64(cfg.DRAM.ReadLatencyCycles)
+	b.nvmRd, b.nvmWr = uint64(cfg.NVM.ReadLatencyCycles), uint64(cfg.NVM.WriteLatencyCycles)
+	b.pcie, b.eadr = uint64(cfg.PCIe.LatencyCycles), uint64(cfg.Persist.EADRLatencyCycles)
+	b.far, b.eadrOn, b.pmAsDRAM = cfg.PCIe.PMFar, cfg.Persist.Point == pointEADR, cfg.Persist.None
+	if b.pmAsDRAM {
+		b.model = None
+		b.far = false
+	}
+	clk := cfg.GPU.ClockMHz
+	b.dramRd = newResource(cfg.DRAM.ReadGBps, clk)
+	b.nvmRdBW = newResource(cfg.NVM.ReadGBps, clk)
+	b.nvmWrBW = newResource(cfg.NVM.WriteGBps, clk)
+	b.pcieBW = newResource(cfg.PCIe.GBps, clk)
+	b.l2 = newCache(cfg.L2)
+	b.l2FIFO = newServers(cfg.Persist.NVWFIFOL2)
+	b.sms = make([]smState, cfg.GPU.SMs)
+	for i := range b.sms {
+		b.sms[i] = smState{
+			l1: newCache(cfg.L1), issue: newServers(cfg.GPU.Schedulers),
+			window: newServers(cfg.Persist.Window), fifo: newServers(cfg.Persist.NVWFIFOL1),
+			pbLine: map[uint64]int32{},
+		}
+	}
+	b.lineAck = map[uint64]uint64{}
+	b.relFront = map[pm.Addr]uint64{}
+	return b, nil
+}
+
+// Config returns the backend's configuration.
+func (b *Backend) Config() Config { return b.cfg }
+
+// Model returns the backend's persistency model (None for a configuration
+// with persist.none set).
+func (b *Backend) Model() Model { return b.model }
+
+// Name returns "hwmodel/<model>/<config name>".
+func (b *Backend) Name() string { return "hwmodel/" + b.model.String() + "/" + b.cfg.Name }
+
+// SetTrace makes the backend call fn for every warp instruction it times;
+// nil turns tracing off.
+func (b *Backend) SetTrace(fn func(Event)) { b.trace = fn }
+
+// Stats returns the statistics summed over every launch since Attach.
+func (b *Backend) Stats() Stats { return b.st }
+
+// LastLaunch returns the statistics of the last finished launch.
+func (b *Backend) LastLaunch() Stats { return b.last }
+
+// Now returns the current cycle: the end of the last launch, or the latest
+// issue cycle during one.
+func (b *Backend) Now() uint64 {
+	if b.running {
+		return b.now
+	}
+	return b.end
+}
+
+// Attach binds the backend to mem and asks for every verb, one instruction
+// per step.
+func (b *Backend) Attach(mem *pm.Memory) (pm.Caps, error) {
+	if b.attached {
+		return pm.Caps{}, fmt.Errorf("%w: attached twice", ErrState)
+	}
+	b.mem, b.attached = mem, true
+	b.durable = mem.Snapshot()
+	g := b.cfg.GPU
+	return pm.Caps{Ops: true, Batch: Batch, GPU: pm.GPULimits{
+		SMs: g.SMs, WarpSize: g.WarpSize, MaxThreadsPerSM: g.MaxThreadsPerSM,
+		MaxBlocksPerSM: g.MaxBlocksPerSM, MaxThreadsPerBlock: g.MaxThreadsPerBlock,
+	}}, nil
+}
+
+// Host applies host-side changes to the durable image: regions created or
+// removed and bytes copied into PM are durable at once.
+func (b *Backend) Host(ev pm.HostEvent) {
+	if b.durable == nil || b.crashed {
+		return
+	}
+	switch ev.Kind {
+	case pm.HostCreate:
+		b.compact()
+		r := ev.Range
+		regs := append(b.durable.Regions, pm.RegionImage{Name: r.Name, Base: r.Base, Data: make([]byte, r.Size)})
+		slices.SortFunc(regs, func(x, y pm.RegionImage) int {
+			switch {
+			case x.Name < y.Name:
+				return -1
+			case x.Name > y.Name:
+				return 1
+			}
+			return 0
+		})
+		b.durable.Regions = regs
+	case pm.HostRemove:
+		b.compact()
+		b.durable.Regions = slices.DeleteFunc(b.durable.Regions, func(x pm.RegionImage) bool { return x.Name == ev.Range.Name })
+	case pm.HostWrite:
+		if ev.Range.Kind != pm.PMem {
+			return
+		}
+		b.compact()
+		data, _, err := b.mem.Bytes(ev.Addr, ev.Size, 1)
+		if err == nil {
+			_ = b.durable.Write(ev.Addr, data) // the range is one of the image's regions
+		}
+	}
+}
+
+// Begin starts a launch at the end of the previous one.
+func (b *Backend) Begin(l pm.Launch) error {
+	switch {
+	case !b.attached || b.crashed:
+		return fmt.Errorf("%w: Begin before Attach or after Crash", ErrState)
+	case b.running:
+		return fmt.Errorf("%w: Begin during a launch", ErrState)
+	case l.Blocks <= 0 && l.Threads > 0:
+		return fmt.Errorf("%w: CPU runs are not modelled yet", ErrGeometry)
+	}
+	b.compact()
+	b.running = true
+	b.start, b.now = b.end, b.end
+	b.floor = b.start
+	b.warps = b.warps[:0]
+	b.last = Stats{Launches: 1}
+	for i := range b.sms {
+		s := &b.sms[i]
+		s.l1.invalidate()
+		clear(s.pbLine)
+		s.dirty = s.dirty[:0]
+		s.pbRel, s.pbHead = s.pbRel[:0], 0
+	}
+	clear(b.relFront)
+	b.pending = b.pending[:0]
+	return nil
+}
+
+// warp returns the state of warp w, creating it at the current cycle.
+func (b *Backend) warp(w int) *warpState {
+	if w >= len(b.warps) {
+		b.warps = slices.Grow(b.warps, w+1-len(b.warps))
+		b.warps = b.warps[:w+1]
+	}
+	ws := &b.warps[w]
+	if !ws.init {
+		*ws = warpState{init: true, clock: b.now, lastAck: b.start, front: b.start}
+	}
+	return ws
+}
+
+// Op records one verb of the warp being stepped; Step times them.
+func (b *Backend) Op(a *pm.Agent, op *pm.Op) {
+	if !b.running || a.Warp < 0 {
+		return
+	}
+	ws := b.warp(a.Warp)
+	ws.sm = a.Unit % len(b.sms)
+	p := pendOp{kind: op.Kind, scope: op.Scope, pm: op.PM && !b.pmAsDRAM, wrote: op.Wrote, addr: op.Addr, size: op.Size, value: op.Value, lane: a.Lane, rec0: -1, rec1: -1}
+	switch op.Kind {
+	case pm.OpStore, pm.OpAtomic, pm.OpPRel:
+		if op.PM && (op.Kind != pm.OpAtomic || op.Wrote) {
+			p.rec0 = int32(len(b.records))
+			b.addRecords(op)
+			p.rec1 = int32(len(b.records))
+		}
+	case pm.OpSyncThreads, pm.OpPBarrier:
+		ws.bar, ws.barS = op.Kind, op.Scope
+	}
+	b.pending = append(b.pending, p)
+}
+
+// addRecords copies a persist into the arena, one record per line.
+func (b *Backend) addRecords(op *pm.Op) {
+	var data []byte
+	if op.Data != nil {
+		data = op.Data
+	} else {
+		var buf [8]byte
+		n := min(int(op.Size), 8)
+		switch n {
+		case 1, 2, 4, 8:
+			pm.PutLE(buf[:n], op.Value)
+		}
+		data = buf[:n]
+	}
+	a := op.Addr
+	for len(data) > 0 {
+		n := min(uint64(len(data)), b.lineBytes-uint64(a)&(b.lineBytes-1))
+		b.records = append(b.records, record{addr: a, off: uint32(len(b.arena)), size: uint32(n), entry: -1})
+		b.arena = append(b.arena, data[:n]...)
+		a += pm.Addr(n)
+		data = data[n:]
+		b.last.Persists++
+	}
+}
+
+// Step times the instructions of warp w gathered since its last step and
+// returns the cycle at which it can issue again.
+func (b *Backend) Step(w int) uint64 {
+	if !b.running {
+		return b.end
+	}
+	ws := b.warp(w)
+	for i := range b.pending {
+		p := &b.pending[i]
+		if p.done {
+			continue
+		}
+		// One instruction: every lane doing the same kind of verb at the same scope.
+		group := b.pending[i:]
+		lanes := 0
+		for j := range group {
+			if q := &group[j]; !q.done && q.kind == p.kind && q.scope == p.scope {
+				lanes++
+			}
+		}
+		b.instruction(w, ws, p.kind, p.scope, group, lanes)
+	}
+	b.last.Verbs += uint64(len(b.pending))
+	b.pending = b.pending[:0]
+	return ws.clock
+}
+
+// issue takes a scheduler slot of the warp's SM and returns the issue cycle.
+func (b *Backend) issue(ws *warpState) uint64 {
+	s := &b.sms[ws.sm]
+	i, free := s.issue.earliest()
+	t := max(ws.clock, free)
+	s.issue.free[i] = t + 1
+	b.now = max(b.now, t)
+	return t
+}
+
+// instruction times one warp instruction: the not yet done ops of group of
+// the given kind and scope.
+func (b *Backend) instruction(w int, ws *warpState, kind pm.OpKind, sc pm.Scope, group []pendOp, lanes int) {
+	b.last.Instructions++
+	t := b.issue(ws)
+	done := t + 1
+	switch kind {
+	case pm.OpLoad:
+		done = b.loads(ws, t, kind, sc, group, false)
+	case pm.OpStore:
+		done = b.stores(ws, t, kind, sc, group)
+	case pm.OpAtomic:
+		ready := b.loads(ws, t, kind, sc, group, true)
+		done = max(ready, b.persistOps(ws, ready, kind, sc, group))
+		b.markDone(group, kind, sc)
+	case pm.OpWork:
+		var most uint64
+		for i := range group {
+			if p := &group[i]; !p.done && p.kind == kind {
+				most = max(most, p.value)
+			}
+		}
+		b.last.Stalls.Work += most
+		done = t + max(most, 1)
+		b.markDone(group, kind, sc)
+	default:
+		done = b.verb(ws, t, kind, sc, group)
+	}
+	ws.clock = max(done, t+1)
+	if b.trace != nil {
+		b.trace(Event{Warp: w, SM: ws.sm, Kind: kind, Scope: sc, Lanes: lanes, Issue: t, Done: ws.clock})
+	}
+}
+
+func (b *Backend) markDone(group []pendOp, kind pm.OpKind, sc pm.Scope) {
+	for i := range group {
+		if p := &group[i]; p.kind == kind && p.scope == sc {
+			p.done = true
+		}
+	}
+}
+
+// collect gathers the distinct lines of the ops of one instruction into
+// b.lines, in first-touch order; pmOnly/volOnly filter by memory kind.
+func (b *Backend) collect(group []pendOp, kind pm.OpKind, sc pm.Scope, wantPM bool) {
+	b.lines = b.lines[:0]
+	for i := range group {
+		p := &group[i]
+		if p.done || p.kind != kind || p.scope != sc || p.pm != wantPM {
+			continue
+		}
+		first := uint64(p.addr) >> b.lineShift
+		last := (uint64(p.addr) + uint64(max(p.size, 1)) - 1) >> b.lineShift
+		for l := first; l <= last; l++ {
+			if !slices.Contains(b.lines, l) {
+				b.lines = append(b.lines, l)
+			}
+		}
+	}
+}
+
+// loads times the line reads of a load-like instruction (at the L2 for
+// atomics) and returns when the data is back.
+func (b *Backend) loads(ws *warpState, t uint64, kind pm.OpKind, sc pm.Scope, group []pendOp, atL2 bool) uint64 {
+	done := t + 1
+	for _, isPM := range [2]bool{false, true} {
+		b.collect(group, kind, sc, isPM)
+		b.last.Loads += uint64(len(b.lines))
+		for i, l := range b.lines {
+			tl := t + uint64(i)
+			var r uint64
+			if atL2 {
+				r = b.l2Read(l, isPM, tl)
+			} else {
+				r = b.read(ws, l, isPM, tl)
+			}
+			done = max(done, r)
+		}
+	}
+	if kind == pm.OpLoad {
+		b.markDone(group, kind, sc)
+	}
+	b.last.Stalls.Memory += done - t - 1
+	return done
+}
+
+// read times one line read through the L1 and returns when it is back.
+func (b *Backend) read(ws *warpState, line uint64, isPM bool, t uint64) uint64 {
+	s := &b.sms[ws.sm]
+	if s.l1.lookup(line) >= 0 {
+		return t + b.l1Lat
+	}
+	b.last.L1Misses++
+	if isPM {
+		b.last.L1PMMisses++
+	}
+	t = b.l1Fill(ws, line, t)
+	return b.l2Read(line, isPM, t)
+}
+
+// l1Fill makes room for line in the warp's L1, writing back or waiting for
+// the PM line it evicts, and returns when the warp may go on.
+func (b *Backend) l1Fill(ws *warpState, line uint64, t uint64) uint64 {
+	s := &b.sms[ws.sm]
+	way, _, ve, evicted := s.l1.insert(line)
+	_ = way
+	if !evicted || ve < 0 {
+		return t
+	}
+	e := &b.entries[ve]
+	if e.ack == noAck {
+		// A dirty PM line (Epoch, GPM, None): write it back in the background.
+		b.flush(ve, t, ws.sm)
+		return t
+	}
+	if b.model == SBRP && e.start > t {
+		// SBRP: evicting a buffered line must respect the buffer's order:
+		// wait until its flush may start.
+		b.last.Stalls.Evict += e.start - t
+		return e.start
+	}
+	return t
+}
+
+// l2Read times a line read at the L2 (and memory on a miss).
+func (b *Backend) l2Read(line uint64, isPM bool, t uint64) uint64 {
+	if b.l2.lookup(line) >= 0 {
+		return t + b.l2Lat
+	}
+	b.last.L2Misses++
+	b.l2.insert(line)
+	x := t + b.l2Lat
+	if !isPM {
+		b.last.DRAMReadBytes += b.lineBytes
+		return b.dramRd.transfer(x, b.lineBytes) + b.dramLat
+	}
+	if b.far {
+		x += b.pcie
+	}
+	b.last.NVMReadBytes += b.lineBytes
+	x = b.nvmRdBW.transfer(x, b.lineBytes) + b.nvmRd
+	if b.far {
+		b.last.PCIeBytes += b.lineBytes
+		x = b.pcieBW.transfer(x, b.lineBytes)
+	}
+	return x
+}
+
+// stores times a store instruction: volatile lines go to the L2 without
+// stalling the warp; PM lines follow the model.
+func (b *Backend) stores(ws *warpState, t uint64, kind pm.OpKind, sc pm.Scope, group []pendOp) uint64 {
+	b.collect(group, kind, sc, false)
+	done := t + 1
+	for i, l := range b.lines {
+		if b.l2.lookup(l) < 0 {
+			b.l2.insert(l)
+		}
+		done = max(done, t+uint64(i)+1)
+	}
+	done = max(done, b.persistOps(ws, t, kind, sc, group))
+	b.markDone(group, kind, sc)
+	return done
+}
+
+// persistOps times the persists of an instruction's ops (stores, atomics
+// that wrote PM, PRels of PM flags) under the model, attaching each record
+// to the entry that makes it durable, and returns when the warp may go on.
+func (b *Backend) persistOps(ws *warpState, t uint64, kind pm.OpKind, sc pm.Scope, group []pendOp) uint64 {
+	b.lines = b.lines[:0]
+	nrec := 0
+	for i := range group {
+		p := &group[i]
+		if p.done || p.kind != kind || p.scope != sc || p.rec0 < 0 {
+			continue
+		}
+		for r := p.rec0; r < p.rec1; r++ {
+			nrec++
+			l := uint64(b.records[r].addr) >> b.lineShift
+			if !slices.Contains(b.lines, l) {
+				b.lines = append(b.lines, l)
+			}
+		}
+	}
+	if len(b.lines) == 0 {
+		return t + 1
+	}
+	b.last.CoalescedWrites += uint64(nrec - len(b.lines))
+	b.lineEnt = b.lineEnt[:0]
+	done := t + 1
+	for i, l := range b.lines {
+		e, d, merged := b.persistLine(ws, l, t+uint64(i))
+		if merged {
+			b.last.CoalescedWrites++
+		}
+		b.lineEnt = append(b.lineEnt, e)
+		done = max(done, d)
+	}
+	for i := range group {
+		p := &group[i]
+		if p.done || p.kind != kind || p.scope != sc || p.rec0 < 0 {
+			continue
+		}
+		for r := p.rec0; r < p.rec1; r++ {
+			l := uint64(b.records[r].addr) >> b.lineShift
+			b.records[r].entry = b.lineEnt[slices.Index(b.lines, l)]
+		}
+	}
+	return done
+}
+
+func (b *Backend) newEntry(line uint64) int32 {
+	b.entries = append(b.entries, entry{line: line, start: noAck, ack: noAck})
+	return int32(len(b.entries) - 1)
+}
+
+// flush writes entry e towards the persistence point, starting at cycle
+// start, and returns its ack cycle. Writes of one line are acked in order.
+func (b *Backend) flush(e int32, start uint64, sm int) uint64 {
+	n := b.lineBytes
+	x := start + b.l2Lat
+	if b.far {
+		b.last.PCIeBytes += n
+		x = b.pcieBW.transfer(x, n) + b.pcie
+	}
+	b.last.NVMWriteBytes += n
+	var ack uint64
+	if b.eadrOn {
+		ack = x + b.eadr
+	} else {
+		ack = b.nvmWrBW.transfer(x, n) + b.nvmWr
+	}
+	ent := &b.entries[e]
+	if last, ok := b.lineAck[ent.line]; ok && last > ack {
+		ack = last
+	}
+	b.lineAck[ent.line] = ack
+	ent.start, ent.ack = start, ack
+	b.last.Flushes++
+	b.globalAck = max(b.globalAck, ack)
+	b.sms[sm].lastAck = max(b.sms[sm].lastAck, ack)
+	return ack
+}
+
+// persistLine handles one PM line of a store instruction at cycle t and
+// returns its entry, when the warp may go on, and whether the line joined a
+// pending entry.
+func (b *Backend) persistLine(ws *warpState, line uint64, t uint64) (int32, uint64, bool) {
+	s := &b.sms[ws.sm]
+	switch b.model {
+	case Strict:
+		if s.l1.lookup(line) < 0 {
+			t = b.l1Fill(ws, line, t)
+		}
+		e := b.newEntry(line)
+		ack := b.flush(e, t, ws.sm)
+		ws.lastAck = max(ws.lastAck, ack)
+		b.last.Stalls.Strict += ack - t
+		return e, ack, false
+	case ScopedBarrier:
+		if s.l1.lookup(line) < 0 {
+			t = b.l1Fill(ws, line, t)
+		}
+		i1, f1 := s.fifo.earliest()
+		i2, f2 := b.l2FIFO.earliest()
+		start := max(t, f1, f2)
+		e := b.newEntry(line)
+		ack := b.flush(e, start, ws.sm)
+		s.fifo.free[i1], b.l2FIFO.free[i2] = ack, ack
+		ws.lastAck = max(ws.lastAck, ack)
+		b.last.Stalls.NVWFull += start - t
+		return e, start + 1, false
+	case SBRP:
+		return b.sbrpStore(ws, s, line, t)
+	default: // Epoch, GPM, None: a dirty line in the L1
+		way := s.l1.lookup(line)
+		if way < 0 {
+			t = b.l1Fill(ws, line, t)
+			way = s.l1.lookup(line)
+		}
+		if e := s.l1.entry[way]; e >= 0 && b.entries[e].ack == noAck {
+			return e, t + 1, true
+		}
+		e := b.newEntry(line)
+		s.l1.entry[way] = e
+		s.dirty = append(s.dirty, e)
+		return e, t + 1, false
+	}
+}
+
+// sbrpStore puts a PM line into the SM's persist buffer.
+func (b *Backend) sbrpStore(ws *warpState, s *smState, line uint64, t uint64) (int32, uint64, bool) {
+	if e, ok := s.pbLine[line]; ok {
+		ent := &b.entries[e]
+		if ent.start > t && ent.start >= ws.front {
+			// Not flushed yet and no order marker of this warp since: merge.
+			ws.lastAck = max(ws.lastAck, ent.ack)
+			return e, t + 1, true
+		}
+		if ent.start > t {
+			// A marker of this warp lies between: wait for the flush to start.
+			b.last.Stalls.Evict += ent.start - t
+			t = ent.start
+		}
+	}
+	way := s.l1.lookup(line)
+	if way < 0 {
+		t = b.l1Fill(ws, line, t)
+		way = s.l1.lookup(line)
+	}
+	t = b.pbReserve(s, t)
+	wi, wfree := s.window.earliest()
+	start := max(t, ws.front, wfree)
+	e := b.newEntry(line)
+	ack := b.flush(e, start, ws.sm)
+	s.window.free[wi] = ack
+	b.pbPush(s, ack)
+	s.pbLine[line] = e
+	s.l1.entry[way] = e
+	ws.lastAck = max(ws.lastAck, ack)
+	return e, t + 1, false
+}
+
+// pbReserve waits, from cycle t, for a free persist buffer entry and
+// returns when one is free.
+func (b *Backend) pbReserve(s *smState, t uint64) uint64 {
+	for s.pbHead < len(s.pbRel) && s.pbRel[s.pbHead] <= t {
+		s.pbHead++
+	}
+	if len(s.pbRel)-s.pbHead >= b.cfg.Persist.BufferEntries {
+		free := s.pbRel[s.pbHead]
+		b.last.Stalls.BufferFull += free - t
+		t = free
+		s.pbHead++
+	}
+	if s.pbHead > 4096 && s.pbHead*2 > len(s.pbRel) {
+		s.pbRel = append(s.pbRel[:0], s.pbRel[s.pbHead:]...)
+		s.pbHead = 0
+	}
+	return t
+}
+
+// pbPush appends an entry that completes at done; entries leave the buffer
+// in order.
+func (b *Backend) pbPush(s *smState, done uint64) {
+	s.pbLast = max(s.pbLast, done)
+	s.pbRel = append(s.pbRel, s.pbLast)
+}
+
+// marker adds an order, acquire, release or durable marker of warp ws to
+// its SM's persist buffer (SBRP) at cycle t; it returns when it is in.
+func (b *Backend) marker(ws *warpState, t uint64) uint64 {
+	s := &b.sms[ws.sm]
+	t = b.pbReserve(s, t)
+	b.pbPush(s, ws.lastAck)
+	ws.front = max(ws.front, ws.lastAck)
+	return t
+}
+
+// epochFlush writes back every dirty PM line of the SM's L1 from cycle t,
+// invalidates the L1 and returns when every ack of the SM is back.
+func (b *Backend) epochFlush(ws *warpState, t uint64) uint64 {
+	s := &b.sms[ws.sm]
+	for _, e := range s.dirty {
+		if b.entries[e].ack == noAck {
+			b.flush(e, t, ws.sm)
+		}
+	}
+	s.dirty = s.dirty[:0]
+	s.l1.invalidate()
+	done := max(t+1, s.lastAck)
+	b.last.Stalls.Epoch += done - t - 1
+	return done
+}
+
+// writeBack flushes the SM's dirty PM lines without waiting and
+// invalidates its L1 (a device-scope acquire under None).
+func (b *Backend) writeBack(ws *warpState, t uint64) {
+	s := &b.sms[ws.sm]
+	for _, e := range s.dirty {
+		if b.entries[e].ack == noAck {
+			b.flush(e, t, ws.sm)
+		}
+	}
+	s.dirty = s.dirty[:0]
+	s.l1.invalidate()
+}
+
+// waitAcks stalls the warp from t until ack and counts the stall.
+func waitAcks(t, ack uint64, stall *uint64) uint64 {
+	done := max(t+1, ack)
+	*stall += done - t - 1
+	return done
+}
+
+// verb times fences, persistency verbs and barriers.
+func (b *Backend) verb(ws *warpState, t uint64, kind pm.OpKind, sc pm.Scope, group []pendOp) uint64 {
+	defer b.markDone(group, kind, sc)
+	st := &b.last.Stalls
+	switch kind {
+	case pm.OpFence:
+		if sc >= pm.Device {
+			return t + b.l2Lat
+		}
+		return t + 1
+	case pm.OpCLWB, pm.OpSFence, pm.OpSetCtx, pm.OpCFence, pm.OpYield:
+		return t + 1 // CPU verbs: nothing to do on a GPU
+	}
+	switch b.model {
+	case Epoch, GPM:
+		done := b.epochFlush(ws, t)
+		if kind == pm.OpPAcq {
+			done = max(done, b.loads(ws, done, kind, sc, group, false))
+		}
+		if kind == pm.OpPRel {
+			done = max(done, b.persistOps(ws, done, kind, sc, group))
+		}
+		if b.model == GPM && kind != pm.OpSyncThreads {
+			done += b.l2Lat // the extra device-scope fence
+		}
+		return done
+	case Strict:
+		switch kind {
+		case pm.OpPAcq:
+			return b.acquire(ws, t, sc, group)
+		case pm.OpPRel:
+			d := t + 1
+			if sc >= pm.Device {
+				d = t + b.l2Lat
+			}
+			return max(d, b.persistOps(ws, t, kind, sc, group))
+		case pm.OpDFence, pm.OpEpochBarrier:
+			return waitAcks(t, ws.lastAck, &st.DFence)
+		}
+		return t + 1
+	case None:
+		switch kind {
+		case pm.OpPAcq:
+			return b.acquire(ws, t, sc, group)
+		case pm.OpPRel:
+			return b.persistOps(ws, t, kind, sc, group)
+		}
+		return t + 1
+	case ScopedBarrier:
+		switch kind {
+		case pm.OpOFence, pm.OpDFence:
+			return waitAcks(t, ws.lastAck, &st.DFence)
+		case pm.OpEpochBarrier:
+			return waitAcks(t, b.globalAck, &st.DFence)
+		case pm.OpPBarrier:
+			if sc == pm.Thread {
+				return waitAcks(t, ws.lastAck, &st.PBarrier)
+			}
+			return t + 1 // the drain is timed when the scope has arrived (Sync)
+		case pm.OpPRel:
+			d := waitAcks(t, b.drainOf(ws, sc), &st.Release)
+			return max(d, b.persistOps(ws, d, kind, sc, group))
+		case pm.OpPAcq:
+			return b.acquire(ws, t, sc, group)
+		}
+		return t + 1
+	default: // SBRP
+		return b.sbrpVerb(ws, t, kind, sc, group)
+	}
+}
+
+// drainOf returns the cycle by which the NVW-FIFOs covering scope sc of the
+// warp have drained (ScopedBarrier): the warp's own writes for thread and
+// warp scope, its SM's L1 FIFO for block scope, every FIFO otherwise.
+func (b *Backend) drainOf(ws *warpState, sc pm.Scope) uint64 {
+	switch sc {
+	case pm.Thread, pm.Warp:
+		return ws.lastAck
+	case pm.Block:
+		return b.sms[ws.sm].lastAck
+	}
+	return b.globalAck
+}
+
+// acquire times a PAcq's flag read: block scope reads through the L1,
+// device scope at the L2 and invalidates the L1 after it.
+func (b *Backend) acquire(ws *warpState, t uint64, sc pm.Scope, group []pendOp) uint64 {
+	if sc <= pm.Block {
+		return b.loads(ws, t, pm.OpPAcq, sc, group, false)
+	}
+	done := b.loads(ws, t, pm.OpPAcq, sc, group, true)
+	if b.model == None || b.model == Epoch || b.model == GPM {
+		b.writeBack(ws, t)
+	} else {
+		b.sms[ws.sm].l1.invalidate()
+	}
+	return done
+}
+
+func (b *Backend) sbrpVerb(ws *warpState, t uint64, kind pm.OpKind, sc pm.Scope, group []pendOp) uint64 {
+	st := &b.last.Stalls
+	switch kind {
+	case pm.OpOFence:
+		return b.marker(ws, t) + 1
+	case pm.OpDFence:
+		t = b.marker(ws, t)
+		return waitAcks(t, ws.lastAck, &st.DFence)
+	case pm.OpEpochBarrier:
+		t = b.marker(ws, t)
+		d := waitAcks(t, ws.lastAck, &st.DFence)
+		b.sms[ws.sm].l1.invalidate()
+		return d + b.l2Lat
+	case pm.OpPRel:
+		t = b.marker(ws, t)
+		rel := ws.lastAck
+		for i := range group {
+			if p := &group[i]; !p.done && p.kind == kind && p.scope == sc {
+				b.relFront[p.addr] = max(b.relFront[p.addr], rel)
+			}
+		}
+		d := t + 1
+		if sc >= pm.Device {
+			// Device scope: the warp waits until its persists are durable,
+			// and the flag goes to the L2.
+			d = waitAcks(t, rel, &st.Release) + b.l2Lat
+		}
+		return max(d, b.persistOps(ws, d-1, kind, sc, group))
+	case pm.OpPAcq:
+		for i := range group {
+			if p := &group[i]; !p.done && p.kind == kind && p.scope == sc {
+				ws.front = max(ws.front, b.relFront[p.addr])
+			}
+		}
+		t = b.marker(ws, t)
+		return b.acquire(ws, t, sc, group)
+	case pm.OpPBarrier:
+		t = b.marker(ws, t)
+		if sc >= pm.Device {
+			return waitAcks(t, ws.lastAck, &st.PBarrier)
+		}
+		return t + 1
+	}
+	return t + 1 // SyncThreads: an execution barrier only
+}
+
+// Sync makes the warps of group wait for each other and applies the
+// ordering of the barrier they passed.
+func (b *Backend) Sync(group []*pm.Agent) {
+	if !b.running || len(group) == 0 {
+		return
+	}
+	b.syncStamp++
+	var at, acks, front uint64
+	var kind pm.OpKind
+	var sc pm.Scope
+	for _, a := range group {
+		ws := b.warp(a.Warp)
+		if ws.stamp == b.syncStamp {
+			continue
+		}
+		ws.stamp = b.syncStamp
+		at = max(at, ws.clock)
+		kind, sc = ws.bar, ws.barS
+		front = max(front, ws.lastAck)
+		switch {
+		case b.model == ScopedBarrier && kind == pm.OpPBarrier:
+			acks = max(acks, b.drainOf(ws, max(sc, pm.Block)))
+		}
+	}
+	if acks > at {
+		b.last.Stalls.PBarrier += acks - at
+		at = acks
+	}
+	b.syncStamp++
+	for _, a := range group {
+		ws := b.warp(a.Warp)
+		if ws.stamp == b.syncStamp {
+			continue
+		}
+		ws.stamp = b.syncStamp
+		b.last.Stalls.Barrier += at - ws.clock
+		ws.clock = at
+		if kind == pm.OpPBarrier {
+			// Persists of the scope before the barrier come before its
+			// persists after it.
+			ws.front = max(ws.front, front)
+		}
+	}
+}
+
+// End writes back the L1s' dirty PM lines (the L1 is flushed at kernel
+// end), waits for every ack, and returns the launch's statistics.
+func (b *Backend) End() (pm.Stats, error) {
+	if !b.running {
+		return pm.Stats{}, fmt.Errorf("%w: End without Begin", ErrState)
+	}
+	end := b.start
+	for i := range b.warps {
+		if b.warps[i].init {
+			end = max(end, b.warps[i].clock)
+		}
+	}
+	for i := range b.sms {
+		s := &b.sms[i]
+		for _, e := range s.dirty {
+			if b.entries[e].ack == noAck {
+				b.flush(e, end, i)
+			}
+		}
+		s.dirty = s.dirty[:0]
+	}
+	end = max(end, b.globalAck)
+	b.end, b.now = end, end
+	b.running = false
+	b.last.Cycles = end - b.start
+	b.st.add(&b.last)
+	return pm.Stats{Cycles: b.last.Cycles, Persists: b.last.Persists}, nil
+}
+
+// compact applies the records that are durable (every one, between
+// launches) to the durable image and drops them.
+func (b *Backend) compact() {
+	if b.applied == len(b.records) {
+		b.records, b.arena, b.entries, b.applied = b.records[:0], b.arena[:0], b.entries[:0], 0
+		return
+	}
+	b.apply(b.durable, math.MaxUint64)
+	b.records, b.arena, b.entries, b.applied = b.records[:0], b.arena[:0], b.entries[:0], 0
+}
+
+// apply writes the records durable by cycle at into img, in the order they
+// became durable (records of one cycle in program order).
+func (b *Backend) apply(img *pm.Image, at uint64) {
+	idx := make([]int32, 0, len(b.records)-b.applied)
+	for i := b.applied; i < len(b.records); i++ {
+		if ack := b.ackOf(i); ack <= at && (ack != noAck || at == math.MaxUint64) {
+			idx = append(idx, int32(i))
+		}
+	}
+	slices.SortStableFunc(idx, func(x, y int32) int {
+		ax, ay := b.ackOf(int(x)), b.ackOf(int(y))
+		switch {
+		case ax < ay:
+			return -1
+		case ax > ay:
+			return 1
+		}
+		return 0
+	})
+	for _, i := range idx {
+		r := &b.records[i]
+		_ = img.Write(r.addr, b.arena[r.off:r.off+r.size]) // a region removed since: nothing to keep
+	}
+}
+
+func (b *Backend) ackOf(i int) uint64 {
+	e := b.records[i].entry
+	if e < 0 {
+		return noAck
+	}
+	return b.entries[e].ack
+}
+
+// CrashAt returns the durable image at cycle at: the PM contents if power
+// failed at that cycle. at must not precede the start of the last launch.
+func (b *Backend) CrashAt(at uint64) (*pm.Image, error) {
+	if !b.attached || b.crashed {
+		return nil, fmt.Errorf("%w: CrashAt before Attach or after Crash", ErrState)
+	}
+	if at < b.floor {
+		return nil, fmt.Errorf("%w: cycle %d precedes the last launch's start %d", ErrCrashTime, at, b.floor)
+	}
+	img := b.durable.Clone()
+	if at == math.MaxUint64 {
+		at--
+	}
+	b.apply(img, at)
+	return img, nil
+}
+
+// Crash returns the durable image now (at the end of the last launch) and
+// makes the backend unusable.
+func (b *Backend) Crash() (*pm.Image, error) {
+	img, err := b.CrashAt(b.Now())
+	if err != nil {
+		return nil, err
+	}
+	b.crashed = true
+	return img, nil
+}
