@@ -179,6 +179,7 @@ type Backend struct {
 	warps                            []warpState
 	now                              uint64 // issue cycle of the latest instruction
 	start, end                       uint64 // of the current or last launch
+	drained                          uint64 // when the last launch's persists are all durable
 	globalAck                        uint64
 	syncStamp                        uint64
 
@@ -260,13 +261,14 @@ func (b *Backend) Stats() Stats { return b.st }
 // LastLaunch returns the statistics of the last finished launch.
 func (b *Backend) LastLaunch() Stats { return b.last }
 
-// Now returns the current cycle: the end of the last launch, or the latest
-// issue cycle during one.
+// Now returns the current cycle: during a launch, the latest issue cycle;
+// between launches, the cycle by which the last launch's persists are all
+// durable (the host waits for the device to drain).
 func (b *Backend) Now() uint64 {
 	if b.running {
 		return b.now
 	}
-	return b.end
+	return b.drained
 }
 
 // Attach binds the backend to mem and asks for every verb, one instruction
@@ -332,7 +334,7 @@ func (b *Backend) Begin(l pm.Launch) error {
 	}
 	b.compact()
 	b.running = true
-	b.start, b.now = b.end, b.end
+	b.start, b.now = b.drained, b.drained
 	b.floor = b.start
 	b.warps = b.warps[:0]
 	b.last = Stats{Launches: 1}
@@ -1029,7 +1031,10 @@ func (b *Backend) Sync(group []*pm.Agent) {
 }
 
 // End writes back the L1s' dirty PM lines (the L1 is flushed at kernel
-// end), waits for every ack, and returns the launch's statistics.
+// end) and returns the launch's statistics. The launch ends when its last
+// warp is done and the write-backs have reached the L2; the writes then
+// drain to the persistence point in the background, and the next launch (and
+// Crash) starts once they have.
 func (b *Backend) End() (pm.Stats, error) {
 	if !b.running {
 		return pm.Stats{}, fmt.Errorf("%w: End without Begin", ErrState)
@@ -1040,17 +1045,22 @@ func (b *Backend) End() (pm.Stats, error) {
 			end = max(end, b.warps[i].clock)
 		}
 	}
+	wrote := false
 	for i := range b.sms {
 		s := &b.sms[i]
 		for _, e := range s.dirty {
 			if b.entries[e].ack == noAck {
 				b.flush(e, end, i)
+				wrote = true
 			}
 		}
 		s.dirty = s.dirty[:0]
 	}
-	end = max(end, b.globalAck)
+	if wrote {
+		end += b.l2Lat
+	}
 	b.end, b.now = end, end
+	b.drained = max(end, b.globalAck)
 	b.running = false
 	b.last.Cycles = end - b.start
 	b.st.add(&b.last)
@@ -1118,8 +1128,8 @@ func (b *Backend) CrashAt(at uint64) (*pm.Image, error) {
 	return img, nil
 }
 
-// Crash returns the durable image now (at the end of the last launch) and
-// makes the backend unusable.
+// Crash returns the durable image now (see Now) and makes the backend
+// unusable.
 func (b *Backend) Crash() (*pm.Image, error) {
 	img, err := b.CrashAt(b.Now())
 	if err != nil {
