@@ -130,3 +130,27 @@ func (Base) Step(int) uint64 { return 0 }
 
 // End returns zero statistics.
 func (Base) End() (Stats, error) { return Stats{}, nil }
+
+// Storage is implemented by backends that keep the PM namespace and region
+// bytes themselves, such as the native backend, whose regions are
+// memory-mapped files. For such a backend the machine's PM regions are the
+// backend's: NewMachine maps the regions Stored lists, and CreateRegion and
+// RemoveRegion go through it. Other backends leave the namespace to the
+// machine, which keeps it in memory and in crash images.
+type Storage interface {
+	// Stored lists the regions the backend holds, in name order.
+	Stored() ([]StoredRegion, error)
+	// CreateStored makes a zero-filled region and returns its bytes, which
+	// become the region's visible image. The namespace change is durable
+	// on return.
+	CreateStored(name string, base Addr, size uint64) ([]byte, error)
+	// RemoveStored removes a region; durable on return.
+	RemoveStored(name string) error
+}
+
+// StoredRegion is a region held by a Storage backend.
+type StoredRegion struct {
+	Name string
+	Base Addr
+	Data []byte // the region's bytes (a mapping for the native backend)
+}

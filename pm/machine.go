@@ -18,15 +18,39 @@ type Machine struct {
 	crashed bool
 }
 
-// NewMachine returns an empty machine on backend be.
+// NewMachine returns a machine on backend be. Its PM regions are those the
+// backend stores, if it implements Storage; otherwise it starts empty.
 func NewMachine(be Backend) (*Machine, error) {
-	return attach(newMemory(), be)
+	mem := newMemory()
+	if st, ok := be.(Storage); ok {
+		regions, err := st.Stored()
+		if err != nil {
+			return nil, fmt.Errorf("%w: %s: list regions: %w", ErrBackend, be.Name(), err)
+		}
+		img := &Image{}
+		for _, r := range regions {
+			img.Regions = append(img.Regions, RegionImage{Name: r.Name, Base: r.Base, Data: r.Data})
+		}
+		if err := img.validate(); err != nil {
+			return nil, fmt.Errorf("%w: %s stores %w", ErrCorrupt, be.Name(), err)
+		}
+		for _, r := range regions {
+			if _, err := mem.add(PMem, r.Name, uint64(len(r.Data)), int(r.Base>>OffsetBits), r.Data); err != nil {
+				return nil, err
+			}
+		}
+	}
+	return attach(mem, be)
 }
 
 // Reopen returns a machine whose PM regions are those of img, at the same
 // base addresses and with the same bytes, on backend be. Volatile memory
-// starts empty: a crash lost it.
+// starts empty: a crash lost it. A Storage backend reopens its own regions
+// with NewMachine instead.
 func Reopen(img *Image, be Backend) (*Machine, error) {
+	if _, ok := be.(Storage); ok {
+		return nil, fmt.Errorf("%w: %s stores its own regions; use NewMachine", ErrBackend, be.Name())
+	}
 	if err := img.validate(); err != nil {
 		return nil, err
 	}
@@ -79,7 +103,23 @@ func (m *Machine) CreateRegion(name string, size uint64) (Range, error) {
 	if m.mem.region(name) != nil {
 		return Range{}, fmt.Errorf("%w: %q", ErrRegionExists, name)
 	}
-	s, err := m.mem.add(PMem, name, size, 0, nil)
+	if size == 0 || size > MaxRangeSize {
+		return Range{}, fmt.Errorf("region %q: %w: %d bytes (want 1..%d)", name, ErrBadSize, size, uint64(MaxRangeSize))
+	}
+	var data []byte
+	idx := 0
+	if st, ok := m.be.(Storage); ok {
+		idx = m.mem.freeIndex()
+		d, err := st.CreateStored(name, Addr(uint64(idx)<<OffsetBits), size)
+		if err != nil {
+			return Range{}, fmt.Errorf("%w: %s: create region %q: %w", ErrBackend, m.be.Name(), name, err)
+		}
+		if uint64(len(d)) != size {
+			return Range{}, fmt.Errorf("%w: %s: region %q has %d bytes, want %d", ErrBackend, m.be.Name(), name, len(d), size)
+		}
+		data = d
+	}
+	s, err := m.mem.add(PMem, name, size, idx, data)
 	if err != nil {
 		return Range{}, fmt.Errorf("region %q: %w", name, err)
 	}
@@ -108,6 +148,11 @@ func (m *Machine) RemoveRegion(name string) error {
 	s := m.mem.region(name)
 	if s == nil {
 		return fmt.Errorf("%w: %q", ErrNoRegion, name)
+	}
+	if st, ok := m.be.(Storage); ok {
+		if err := st.RemoveStored(name); err != nil {
+			return fmt.Errorf("%w: %s: remove region %q: %w", ErrBackend, m.be.Name(), name, err)
+		}
 	}
 	m.mem.remove(s)
 	m.be.Host(HostEvent{Kind: HostRemove, Range: s.Range})

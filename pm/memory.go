@@ -78,8 +78,8 @@ type segment struct {
 // Memory is a machine's address space and its visible image: what loads
 // return. It does not know about durability; a Backend does.
 type Memory struct {
-	segs []*segment // indexed by Addr >> OffsetBits; nil entries are unmapped
-	holes int       // nil entries in segs above index 0
+	segs  []*segment // indexed by Addr >> OffsetBits; nil entries are unmapped
+	holes int        // nil entries in segs above index 0
 }
 
 func newMemory() *Memory { return &Memory{segs: []*segment{nil}} }
