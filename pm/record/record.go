@@ -35,9 +35,10 @@ func (e *Event) String() string {
 type Recorder struct {
 	inner  pm.Backend
 	sites  bool
-	events []Event
-	seq    map[agentKey]uint64
-	syncs  [][]pm.Agent
+	events   []Event
+	persists []pm.Persist
+	seq      map[agentKey]uint64
+	syncs    [][]pm.Agent
 }
 
 type agentKey struct {
@@ -54,12 +55,16 @@ func New(inner pm.Backend, sites bool) *Recorder {
 // Events returns the recorded events, in the order the verbs took effect.
 func (r *Recorder) Events() []Event { return r.events }
 
+// Persists returns the persist records of the recorded verbs, in the order
+// the verbs took effect (each word of a multi-word store is its own record).
+func (r *Recorder) Persists() []pm.Persist { return r.persists }
+
 // Syncs returns the recorded barrier groups, in order.
 func (r *Recorder) Syncs() [][]pm.Agent { return r.syncs }
 
 // Reset forgets everything recorded so far.
 func (r *Recorder) Reset() {
-	r.events, r.syncs = nil, nil
+	r.events, r.syncs, r.persists = nil, nil, nil
 	clear(r.seq)
 }
 
@@ -91,6 +96,10 @@ func (r *Recorder) Op(a *pm.Agent, op *pm.Op) {
 		ev.Site = callSite()
 	}
 	r.events = append(r.events, ev)
+	op.Split(func(p *pm.Persist) {
+		p.Agent, p.Seq = *a, ev.Seq
+		r.persists = append(r.persists, *p)
+	})
 	r.inner.Op(a, op)
 }
 
@@ -146,4 +155,16 @@ func shortFile(f string) string {
 		}
 	}
 	return f
+}
+
+// Image returns base with the persists applied in order: the durable image
+// of a crash at which exactly those persists had become durable.
+func Image(base *pm.Image, persists []pm.Persist) (*pm.Image, error) {
+	img := base.Clone()
+	for i := range persists {
+		if err := img.Apply(&persists[i]); err != nil {
+			return nil, fmt.Errorf("record: persist %d: %w", i, err)
+		}
+	}
+	return img, nil
 }
