@@ -1,6 +1,7 @@
 package scope
 
 import (
+	"context"
 	"fmt"
 	"iter"
 	"runtime/debug"
@@ -19,7 +20,12 @@ type Option func(*config)
 type config struct {
 	name      string
 	spinProbe int
+	ctx       context.Context
 }
+
+// WithContext lets ctx cancel the launch: the engine checks it between warp
+// steps and returns ctx's error, wrapped, once it is done.
+func WithContext(ctx context.Context) Option { return func(c *config) { c.ctx = ctx } }
 
 // WithName names the launch in backend statistics and errors.
 func WithName(name string) Option { return func(c *config) { c.name = name } }
@@ -209,6 +215,11 @@ func (e *engine) run() error {
 		}
 		e.step(w)
 		e.retire()
+		if e.cfg.ctx != nil && e.res.Steps%256 == 0 {
+			if err := e.cfg.ctx.Err(); err != nil {
+				return fmt.Errorf("scope: launch %s cancelled: %w", e.cfg.name, err)
+			}
+		}
 	}
 	return e.err
 }

@@ -1,6 +1,7 @@
 package scope_test
 
 import (
+	"context"
 	"encoding/binary"
 	"errors"
 	"testing"
@@ -248,4 +249,18 @@ func TestGeometry(t *testing.T) {
 	}
 	_, err := scope.Launch(m, scope.Grid{Blocks: 1, Threads: 1}, nil)
 	require.ErrorIs(t, err, scope.ErrGeometry)
+}
+
+func TestCancel(t *testing.T) {
+	m := newMachine(t, pm.DefaultGPU)
+	ctx, cancel := context.WithCancel(context.Background())
+	a, err := m.Alloc(pm.DeviceMem, 8)
+	require.NoError(t, err)
+	res, err := scope.Launch(m, scope.Grid{Blocks: 4096, Threads: 64}, func(t *scope.Thread) {
+		if t.AtomicAdd64(a, 1, pm.Device) == 1000 {
+			cancel()
+		}
+	}, scope.WithContext(ctx))
+	require.ErrorIs(t, err, context.Canceled)
+	require.Less(t, res.Verbs, uint64(4096*64))
 }
