@@ -208,9 +208,9 @@ func Cases() []Case {
 				t.AtomicAdd64(v[0], uint64(t.ID()), pm.Device)
 				for t.AtomicCAS32(v[0].Add(8), 0, 1, pm.Device) != 0 { // a lock
 				}
-				n := t.Load32(v[0].Add(12))
-				t.Store64(r.Base.Add(uint64(8*n)), uint64(t.ID())) // log order is the schedule's; the set is not
-				t.Store32(v[0].Add(12), n+1)
+				sum := t.Load64(r.Base) // a read-modify-write under the lock
+				t.Store64(r.Base, sum+uint64(t.ID()))
+				t.Store64(r.Base.Add(uint64(8+8*t.ID())), uint64(t.ID()*t.ID()))
 				t.Fence(pm.Device)
 				t.AtomicExch32(v[0].Add(8), 0, pm.Device)
 				t.OFence()
