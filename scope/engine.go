@@ -21,6 +21,20 @@ type config struct {
 	name      string
 	spinProbe int
 	ctx       context.Context
+	scopes    [pm.System + 1]Scope // the scope each verb's scope argument becomes
+}
+
+// WithPromotion makes every verb of the launch that names scope from use
+// scope to instead: WithPromotion(pm.Block, pm.Device) runs a kernel with
+// its block-scope releases, acquires, barriers, fences and atomics widened
+// to device scope (seed 001 Figure 7, "importance of scopes"). It is an
+// error for to to be narrower than from.
+func WithPromotion(from, to Scope) Option {
+	return func(c *config) {
+		if from.Valid() && to.Valid() {
+			c.scopes[from] = to
+		}
+	}
 }
 
 // WithContext lets ctx cancel the launch: the engine checks it between warp
@@ -152,8 +166,16 @@ func Launch(m *pm.Machine, g Grid, k Kernel, opts ...Option) (Result, error) {
 	caps := m.Caps()
 	e := &engine{m: m, mem: m.Memory(), be: m.Backend(), ops: caps.Ops, batch: caps.Batch, lim: caps.GPU, grid: g, kernel: k,
 		cfg: config{name: "kernel", spinProbe: 1 << 20}, parked: map[pm.Addr][]*Thread{}}
+	for s := range e.cfg.scopes {
+		e.cfg.scopes[s] = Scope(s)
+	}
 	for _, o := range opts {
 		o(&e.cfg)
+	}
+	for s, to := range e.cfg.scopes {
+		if to < Scope(s) {
+			return Result{}, fmt.Errorf("%w: promotion of %v to narrower %v", ErrBadArg, Scope(s), to)
+		}
 	}
 	if err := e.checkGeometry(); err != nil {
 		return Result{}, err

@@ -10,6 +10,7 @@ import (
 
 	"github.com/scopedpm/scopedpm/pm"
 	"github.com/scopedpm/scopedpm/pm/functional"
+	"github.com/scopedpm/scopedpm/pm/record"
 	"github.com/scopedpm/scopedpm/scope"
 )
 
@@ -263,4 +264,35 @@ func TestCancel(t *testing.T) {
 	}, scope.WithContext(ctx))
 	require.ErrorIs(t, err, context.Canceled)
 	require.Less(t, res.Verbs, uint64(4096*64))
+}
+
+func TestPromotion(t *testing.T) {
+	rec := record.New(functional.New(pm.GPULimits{}), false)
+	m, err := pm.NewMachine(rec)
+	require.NoError(t, err)
+	f, err := m.Alloc(pm.DeviceMem, 8)
+	require.NoError(t, err)
+	k := func(t *scope.Thread) {
+		if t.TID() == 0 {
+			t.PRel(f, 1, pm.Block)
+		}
+		for t.PAcq(f, pm.Block) == 0 {
+		}
+		t.PBarrier(pm.Thread)
+		t.Fence(pm.Warp)
+	}
+	_, err = scope.Launch(m, scope.Grid{Blocks: 1, Threads: 4}, k, scope.WithPromotion(pm.Block, pm.Device))
+	require.NoError(t, err)
+	for _, ev := range rec.Events() {
+		switch ev.Op.Kind {
+		case pm.OpPRel, pm.OpPAcq:
+			require.Equal(t, pm.Device, ev.Op.Scope)
+		case pm.OpPBarrier:
+			require.Equal(t, pm.Thread, ev.Op.Scope, "only the named scope is promoted")
+		case pm.OpFence:
+			require.Equal(t, pm.Warp, ev.Op.Scope)
+		}
+	}
+	_, err = scope.Launch(m, scope.Grid{Blocks: 1, Threads: 4}, k, scope.WithPromotion(pm.Device, pm.Block))
+	require.ErrorIs(t, err, scope.ErrBadArg)
 }

@@ -213,16 +213,18 @@ func (t *Thread) StoreBytes(a pm.Addr, data []byte) {
 
 var pacqNames = [...]string{"PAcq.thread", "PAcq.warp", "PAcq.block", "PAcq.device", "PAcq.system"}
 
-func (t *Thread) checkScope(s Scope) {
+// scopeOf validates a verb's scope and applies the launch's promotions.
+func (t *Thread) scopeOf(s Scope) Scope {
 	if !s.Valid() {
 		t.fault(fmt.Errorf("%w: scope %v", ErrBadArg, s))
 	}
+	return t.e.cfg.scopes[s]
 }
 
 // atomic applies f to the value at a as one indivisible step and returns the
 // old value. f returns the new value and whether to write it.
 func (t *Thread) atomic(a pm.Addr, size uint64, s Scope, f func(old uint64) (uint64, bool)) uint64 {
-	t.checkScope(s)
+	s = t.scopeOf(s)
 	t.observe(a, "atomic", true)
 	b, persistent := t.access(a, size, size)
 	old := pm.GetLE(b)
@@ -283,7 +285,7 @@ func (t *Thread) verb(k pm.OpKind, s Scope, v uint64) {
 // visible to scope s before its later ones. It orders visibility, not
 // persists.
 func (t *Thread) Fence(s Scope) {
-	t.checkScope(s)
+	s = t.scopeOf(s)
 	t.verb(pm.OpFence, s, 0)
 }
 
@@ -305,7 +307,7 @@ func (t *Thread) Work(cycles uint64) { t.verb(pm.OpWork, pm.Thread, cycles) }
 // with a scope covering both threads orders those persists before the
 // acquirer's later ones.
 func (t *Thread) PRel(flag pm.Addr, v uint32, s Scope) {
-	t.checkScope(s)
+	s = t.scopeOf(s)
 	b, persistent := t.access(flag, 4, 4)
 	pm.PutLE(b, uint64(v))
 	e := t.e
@@ -325,7 +327,7 @@ func (t *Thread) PRel(flag pm.Addr, v uint32, s Scope) {
 // A spinning thread waits without burning host time; if no thread can ever
 // write the flag, Launch fails with ErrDeadlock.
 func (t *Thread) PAcq(flag pm.Addr, s Scope) uint32 {
-	t.checkScope(s)
+	s = t.scopeOf(s)
 	t.observe(flag, pacqNames[s], true)
 	b, persistent := t.access(flag, 4, 4)
 	v := pm.GetLE(b)
@@ -356,7 +358,7 @@ var pbarNames = [...]string{"PBarrier.thread", "PBarrier.warp", "PBarrier.block"
 // holds at once, blocks that wait at a device barrier are swapped out so the
 // remaining blocks can start and reach it (emulated preemption).
 func (t *Thread) PBarrier(s Scope) {
-	t.checkScope(s)
+	s = t.scopeOf(s)
 	t.waitOp = pbarNames[s]
 	t.verb(pm.OpPBarrier, s, 0)
 	e := t.e
