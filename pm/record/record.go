@@ -33,8 +33,8 @@ func (e *Event) String() string {
 // to the backend it wraps. It asks for every verb (Caps.Ops) whatever the
 // inner backend asks.
 type Recorder struct {
-	inner  pm.Backend
-	sites  bool
+	inner    pm.Backend
+	sites    bool
 	events   []Event
 	persists []pm.Persist
 	seq      map[agentKey]uint64
