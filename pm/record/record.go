@@ -12,16 +12,22 @@ import (
 	"github.com/scopedpm/scopedpm/pm"
 )
 
-// Event is one recorded verb.
+// Event is one recorded verb, or the opening of a barrier.
 type Event struct {
 	Agent pm.Agent
 	Seq   uint64 // program-order index among the agent's verbs in this run
 	Op    pm.Op  // Data is a private copy
 	Site  string // "file.go:123" of the kernel's call, if call sites are on
+	// Group is set, and Op is zero, for a barrier that opened: the agents
+	// that passed it together (Backend.Sync). Agent is the group's last member.
+	Group []pm.Agent
 }
 
 // String formats the event as one trace line.
 func (e *Event) String() string {
+	if e.Group != nil {
+		return fmt.Sprintf("barrier of %d opened by %v", len(e.Group), &e.Agent)
+	}
 	s := fmt.Sprintf("%v #%d %v", &e.Agent, e.Seq, &e.Op)
 	if e.Site != "" {
 		s += " @" + e.Site
@@ -38,7 +44,6 @@ type Recorder struct {
 	events   []Event
 	persists []pm.Persist
 	seq      map[agentKey]uint64
-	syncs    [][]pm.Agent
 }
 
 type agentKey struct {
@@ -59,12 +64,9 @@ func (r *Recorder) Events() []Event { return r.events }
 // the verbs took effect (each word of a multi-word store is its own record).
 func (r *Recorder) Persists() []pm.Persist { return r.persists }
 
-// Syncs returns the recorded barrier groups, in order.
-func (r *Recorder) Syncs() [][]pm.Agent { return r.syncs }
-
 // Reset forgets everything recorded so far.
 func (r *Recorder) Reset() {
-	r.events, r.syncs, r.persists = nil, nil, nil
+	r.events, r.persists = nil, nil
 	clear(r.seq)
 }
 
@@ -103,13 +105,13 @@ func (r *Recorder) Op(a *pm.Agent, op *pm.Op) {
 	r.inner.Op(a, op)
 }
 
-// Sync records the group and passes it on.
+// Sync records the barrier's opening as an event and passes it on.
 func (r *Recorder) Sync(group []*pm.Agent) {
 	g := make([]pm.Agent, len(group))
 	for i, a := range group {
 		g[i] = *a
 	}
-	r.syncs = append(r.syncs, g)
+	r.events = append(r.events, Event{Agent: g[len(g)-1], Group: g})
 	r.inner.Sync(group)
 }
 
