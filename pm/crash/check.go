@@ -1,0 +1,474 @@
+package crash
+
+import (
+	"fmt"
+	"math/rand/v2"
+	"slices"
+	"strings"
+
+	"github.com/scopedpm/scopedpm/pm"
+	"github.com/scopedpm/scopedpm/pm/functional"
+	"github.com/scopedpm/scopedpm/pm/record"
+)
+
+// Workload is a PM program the checker can crash: it sets up its inputs and
+// regions, runs (the part whose persists are checked), and after a crash
+// recovers from PM alone and checks its invariant (the result is right, or
+// a consistent earlier state). Recover and Check run on a fresh machine
+// reopened from the crash image; volatile memory is gone.
+type Workload interface {
+	Name() string
+	Setup(m *pm.Machine) error
+	Run(m *pm.Machine) error
+	Recover(m *pm.Machine) error
+	Check(m *pm.Machine) error
+}
+
+// Recording is one recorded run of a workload.
+type Recording struct {
+	Base   *pm.Image      // PM as Setup left it
+	Events []record.Event // what Run did
+	GPU    pm.GPULimits
+}
+
+// Record runs w once on the functional backend under a recorder with call
+// sites.
+func Record(w Workload, gpu pm.GPULimits) (*Recording, error) {
+	rec := record.New(functional.New(gpu), true)
+	m, err := pm.NewMachine(rec)
+	if err != nil {
+		return nil, err
+	}
+	if err := w.Setup(m); err != nil {
+		return nil, fmt.Errorf("%w: %s setup: %w", ErrWorkload, w.Name(), err)
+	}
+	base := m.Memory().Snapshot()
+	rec.Reset()
+	if err := w.Run(m); err != nil {
+		return nil, fmt.Errorf("%w: %s run: %w", ErrWorkload, w.Name(), err)
+	}
+	// The uncrashed result must pass the check: otherwise every crash
+	// state would be blamed for a plain bug.
+	img, err := m.Crash()
+	if err != nil {
+		return nil, err
+	}
+	r := &Recording{Base: base, Events: rec.Events(), GPU: gpu}
+	if err := r.oracle(w, img); err != nil {
+		return nil, fmt.Errorf("%w: %s fails its check without a crash: %w", ErrWorkload, w.Name(), err)
+	}
+	return r, nil
+}
+
+// oracle reopens img, recovers and checks.
+func (r *Recording) oracle(w Workload, img *pm.Image) error {
+	m, err := pm.Reopen(img, functional.New(r.GPU))
+	if err != nil {
+		return err
+	}
+	if err := w.Recover(m); err != nil {
+		return fmt.Errorf("recover: %w", err)
+	}
+	return w.Check(m)
+}
+
+// Strategy chooses which crash states to explore.
+type Strategy uint8
+
+// Strategies. Mixed explores every growing prefix, then exhaustively if the
+// whole space fits the budget, else random closed states for the rest.
+const (
+	Mixed Strategy = iota
+	Prefixes
+	RandomStates
+	Exhaustive
+)
+
+// Config tells Check what to explore.
+type Config struct {
+	Model    Model
+	States   int    // crash states to check at most (default 1000)
+	Seed     uint64 // for RandomStates and Mixed
+	Strategy Strategy
+	// Shrink, if set, shrinks each violation to a minimal set of dropped
+	// persists and explains it (costs a few oracle runs each).
+	Shrink bool
+	// MaxViolations stops the exploration after this many (default 1).
+	MaxViolations int
+}
+
+// Violation is a crash state after which recovery failed.
+type Violation struct {
+	State State
+	Err   error // what Recover or Check said
+	// Dropped are the persists whose loss (with everything PMO-ordered
+	// after them) breaks recovery: minimal if shrunk.
+	Dropped []int
+	// Explanation is a report a person can act on (set when shrunk).
+	Explanation string
+	Seed        uint64
+}
+
+// Report is the result of Check.
+type Report struct {
+	Workload   string
+	Model      Model
+	Seed       uint64
+	Persists   int
+	Checked    int
+	Complete   bool // Exhaustive or Mixed covered every allowed state
+	Violations []Violation
+}
+
+// Summary returns "checked N crash states, M violations".
+func (r *Report) Summary() string {
+	return fmt.Sprintf("checked %d crash states, %d violations", r.Checked, len(r.Violations))
+}
+
+// Check records w and explores its crash states under cfg.Model.
+func Check(w Workload, gpu pm.GPULimits, cfg Config) (*Report, error) {
+	rec, err := Record(w, gpu)
+	if err != nil {
+		return nil, err
+	}
+	return rec.Explore(w, Build(rec.Events, cfg.Model), cfg)
+}
+
+// Explore checks crash states of graph g (built from r's events, perhaps
+// mutated) with w's oracle.
+func (r *Recording) Explore(w Workload, g *Graph, cfg Config) (*Report, error) {
+	if cfg.States <= 0 {
+		cfg.States = 1000
+	}
+	if cfg.MaxViolations <= 0 {
+		cfg.MaxViolations = 1
+	}
+	rep := &Report{Workload: w.Name(), Model: g.Model, Seed: cfg.Seed, Persists: len(g.Persists)}
+	var oerr error
+	try := func(s State) bool {
+		img, err := g.Image(r.Base, s)
+		if err != nil {
+			oerr = err
+			return false
+		}
+		rep.Checked++
+		if err := r.oracle(w, img); err != nil {
+			v := Violation{State: s, Err: err, Seed: cfg.Seed}
+			for i, k := range s.Kept[:g.issued(s.Point)] {
+				if !k {
+					v.Dropped = append(v.Dropped, i)
+				}
+			}
+			if cfg.Shrink {
+				r.shrink(w, g, &v)
+			}
+			rep.Violations = append(rep.Violations, v)
+		}
+		return len(rep.Violations) < cfg.MaxViolations && rep.Checked < cfg.States
+	}
+	switch cfg.Strategy {
+	case Prefixes:
+		r.prefixes(g, try)
+	case RandomStates:
+		r.random(g, cfg.Seed, try)
+	case Exhaustive:
+		rep.Complete = g.Enumerate(cfg.States, try)
+	default:
+		if r.prefixes(g, try) {
+			budget := cfg.States - rep.Checked
+			if budget > 0 && g.Enumerate(budget+1, func(State) bool { return true }) {
+				// The whole space fits: enumerate it for real.
+				rep.Complete = g.Enumerate(cfg.States, try)
+			} else {
+				r.random(g, cfg.Seed, try)
+			}
+		}
+	}
+	return rep, oerr
+}
+
+func (r *Recording) prefixes(g *Graph, try func(State) bool) bool {
+	for k := 0; k <= len(g.Persists); k++ {
+		if !try(g.Prefix(k)) {
+			return false
+		}
+	}
+	return true
+}
+
+func (r *Recording) random(g *Graph, seed uint64, try func(State) bool) {
+	rng := rand.New(rand.NewPCG(seed, 0x5ca1ab1e))
+	for try(g.Random(rng)) {
+	}
+}
+
+// shrink reduces v.Dropped to a minimal set whose loss still breaks
+// recovery, then explains it.
+func (r *Recording) shrink(w Workload, g *Graph, v *Violation) {
+	fails := func(drop []int) (State, error, bool) {
+		s, err := g.Dropped(v.State.Point, drop)
+		if err != nil {
+			return s, nil, false
+		}
+		img, err := g.Image(r.Base, s)
+		if err != nil {
+			return s, nil, false
+		}
+		oerr := r.oracle(w, img)
+		return s, oerr, oerr != nil
+	}
+	drop := slices.Clone(v.Dropped)
+	if s, err, bad := fails(drop); bad {
+		v.State, v.Err = s, err
+	} else {
+		return // the closure of the drop set is a different state; keep the original
+	}
+	for i := 0; i < len(drop); {
+		cand := slices.Delete(slices.Clone(drop), i, i+1)
+		if s, err, bad := fails(cand); bad {
+			drop, v.State, v.Err = cand, s, err
+			continue
+		}
+		i++
+	}
+	v.Dropped = drop
+	v.Explanation = r.explain(w, g, v, fails)
+}
+
+// explain names, for the first dropped persist, a kept persist that became
+// durable without it and why nothing ordered them.
+func (r *Recording) explain(w Workload, g *Graph, v *Violation, fails func([]int) (State, error, bool)) string {
+	var sb strings.Builder
+	fmt.Fprintf(&sb, "%s under %s: %v\n", w.Name(), g.Model, v.Err)
+	if len(v.Dropped) == 0 {
+		sb.WriteString("  the state drops no persist: recovery fails on the issued prefix alone\n")
+		return sb.String()
+	}
+	d := v.Dropped[0]
+	dn := &g.Nodes[g.Persists[d]]
+	dev := &g.Events[dn.Event]
+	fmt.Fprintf(&sb, "  lost:    persist %v (%d bytes) by %v at %s\n", dn.Persist.Addr, dn.Persist.Size, &dev.Agent, site(dev))
+	// A kept persist issued after the lost one whose loss too makes
+	// recovery pass is one that became durable without its predecessor.
+	// Try the latest first: dropping it drops the fewest others with it.
+	for i := len(v.State.Kept) - 1; i > d; i-- {
+		if !v.State.Kept[i] {
+			continue
+		}
+		if _, _, bad := fails(append(slices.Clone(v.Dropped), i)); bad {
+			continue
+		}
+		xn := &g.Nodes[g.Persists[i]]
+		xev := &g.Events[xn.Event]
+		fmt.Fprintf(&sb, "  durable: persist %v by %v at %s, issued after it but not ordered after it\n", xn.Persist.Addr, &xev.Agent, site(xev))
+		sb.WriteString("  because: " + g.why(dn.Event, xn.Event) + "\n")
+		return sb.String()
+	}
+	sb.WriteString("  no single later durable persist depends on it\n")
+	return sb.String()
+}
+
+func site(ev *record.Event) string {
+	if ev.Site == "" {
+		return "(no call site)"
+	}
+	return ev.Site
+}
+
+// why explains why event a (a persist) is not PMO-ordered before event x.
+func (g *Graph) why(a, x int) string {
+	ea, ex := &g.Events[a], &g.Events[x]
+	if ea.Agent.Kind == ex.Agent.Kind && ea.Agent.ID == ex.Agent.ID {
+		for i := a + 1; i < x; i++ {
+			e := &g.Events[i]
+			if e.Agent == ea.Agent && e.Group == nil && isOrdering(e.Op.Kind) {
+				return fmt.Sprintf("the same thread's %s at %s does not order them under %s", e.Op.Kind, site(e), g.Model)
+			}
+		}
+		return fmt.Sprintf("no ordering verb (OFence, DFence, ...) between them in %v", &ea.Agent)
+	}
+	// Look for a release by a's agent after a that x's agent acquired
+	// before x.
+	for i := a + 1; i < x; i++ {
+		e := &g.Events[i]
+		if e.Group != nil || e.Agent != ex.Agent || e.Op.Kind != pm.OpPAcq {
+			continue
+		}
+		from, ok := g.ReadsFrom[i]
+		if !ok || from <= a || g.Events[from].Agent != ea.Agent || g.Events[from].Op.Kind != pm.OpPRel {
+			continue
+		}
+		rel := &g.Events[from]
+		need := narrowestCovering(&ea.Agent, &ex.Agent)
+		switch {
+		case !rel.Op.Scope.Covers(&ea.Agent, &ex.Agent):
+			return fmt.Sprintf("PRel.%s at %s is too narrow: %v and %v need %s scope (PAcq.%s at %s)",
+				rel.Op.Scope, site(rel), &ea.Agent, &ex.Agent, need, e.Op.Scope, site(e))
+		case !e.Op.Scope.Covers(&ea.Agent, &ex.Agent):
+			return fmt.Sprintf("PAcq.%s at %s is too narrow: %v and %v need %s scope (PRel.%s at %s)",
+				e.Op.Scope, site(e), &ea.Agent, &ex.Agent, need, rel.Op.Scope, site(rel))
+		}
+	}
+	return fmt.Sprintf("no release by %v after its persist is acquired by %v before its persist", &ea.Agent, &ex.Agent)
+}
+
+func isOrdering(k pm.OpKind) bool {
+	switch k {
+	case pm.OpOFence, pm.OpDFence, pm.OpPRel, pm.OpPAcq, pm.OpPBarrier, pm.OpEpochBarrier, pm.OpSFence, pm.OpCFence:
+		return true
+	}
+	return false
+}
+
+// narrowestCovering returns the narrowest scope that covers both agents.
+func narrowestCovering(a, b *pm.Agent) pm.Scope {
+	for s := pm.Thread; s < pm.System; s++ {
+		if s.Covers(a, b) {
+			return s
+		}
+	}
+	return pm.System
+}
+
+// Mutant is a change to the persistency verbs at one call site.
+type Mutant struct {
+	Site  string
+	Kind  pm.OpKind // the verb at the site
+	From  pm.Scope
+	To    pm.Scope // narrower scope; ignored when Drop
+	Drop  bool     // remove the verb (OFence)
+	Valid bool
+}
+
+// String describes the mutant.
+func (m Mutant) String() string {
+	if m.Drop {
+		return fmt.Sprintf("drop %s at %s", m.Kind, m.Site)
+	}
+	return fmt.Sprintf("%s at %s: %s -> %s", m.Kind, m.Site, m.From, m.To)
+}
+
+// Apply returns events with the mutant applied.
+func (m Mutant) Apply(events []record.Event) []record.Event {
+	out := make([]record.Event, 0, len(events))
+	for _, e := range events {
+		if e.Group == nil && e.Site == m.Site && e.Op.Kind == m.Kind {
+			if m.Drop {
+				continue
+			}
+			e.Op.Scope = m.To
+		}
+		out = append(out, e)
+	}
+	return out
+}
+
+// Mutants lists, for every call site of a scoped verb (PRel, PAcq,
+// PBarrier) each narrower scope, and for every OFence site its removal, in
+// order of first appearance.
+func Mutants(events []record.Event) []Mutant {
+	var out []Mutant
+	seen := map[string]bool{}
+	for _, e := range events {
+		if e.Group != nil || e.Site == "" {
+			continue
+		}
+		key := e.Site + "/" + e.Op.Kind.String()
+		if seen[key] {
+			continue
+		}
+		switch e.Op.Kind {
+		case pm.OpPRel, pm.OpPAcq, pm.OpPBarrier:
+			seen[key] = true
+			for s := e.Op.Scope; s > pm.Thread; {
+				s--
+				if s == pm.Warp {
+					continue // warp scope is not a persistency scope in the papers
+				}
+				out = append(out, Mutant{Site: e.Site, Kind: e.Op.Kind, From: e.Op.Scope, To: s})
+			}
+		case pm.OpOFence:
+			seen[key] = true
+			out = append(out, Mutant{Site: e.Site, Kind: e.Op.Kind, Drop: true})
+		}
+	}
+	return out
+}
+
+// MutationResult says whether exploration killed a mutant.
+type MutationResult struct {
+	Mutant  Mutant
+	Killed  bool
+	Checked int
+	Example string // the first violation's explanation
+}
+
+// Mutate explores each mutant of r under cfg and reports which are killed
+// (a violation found).
+func (r *Recording) Mutate(w Workload, cfg Config) ([]MutationResult, error) {
+	var out []MutationResult
+	for _, m := range Mutants(r.Events) {
+		g := Build(m.Apply(r.Events), cfg.Model)
+		rep, err := r.Explore(w, g, cfg)
+		if err != nil {
+			return out, err
+		}
+		res := MutationResult{Mutant: m, Killed: len(rep.Violations) > 0, Checked: rep.Checked}
+		if res.Killed {
+			res.Example = rep.Violations[0].Explanation
+			if res.Example == "" {
+				res.Example = rep.Violations[0].Err.Error()
+			}
+		}
+		out = append(out, res)
+	}
+	return out, nil
+}
+
+// Advice is the scope advisor's verdict on one call site.
+type Advice struct {
+	Site    string
+	Kind    pm.OpKind
+	Current pm.Scope
+	// Narrowest is the narrowest scope under which every explored crash
+	// state still recovers (Current if none narrower does).
+	Narrowest pm.Scope
+	Checked   int
+}
+
+// Advise finds, for each scoped call site, the narrowest scope under which
+// every explored crash state recovers, with the other sites unchanged.
+func (r *Recording) Advise(w Workload, cfg Config) ([]Advice, error) {
+	var out []Advice
+	groups := map[string]int{} // site/kind -> index in out
+	var muts [][]Mutant
+	for _, m := range Mutants(r.Events) {
+		if m.Drop {
+			continue
+		}
+		key := m.Site + "/" + m.Kind.String()
+		i, ok := groups[key]
+		if !ok {
+			i = len(out)
+			groups[key] = i
+			out = append(out, Advice{Site: m.Site, Kind: m.Kind, Current: m.From, Narrowest: m.From})
+			muts = append(muts, nil)
+		}
+		muts[i] = append(muts[i], m)
+	}
+	for i := range out {
+		// Mutants of a site come widest first: narrow while it holds.
+		for _, m := range muts[i] {
+			rep, err := r.Explore(w, Build(m.Apply(r.Events), cfg.Model), cfg)
+			if err != nil {
+				return nil, err
+			}
+			out[i].Checked += rep.Checked
+			if len(rep.Violations) > 0 {
+				break
+			}
+			out[i].Narrowest = m.To
+		}
+	}
+	return out, nil
+}

@@ -1,0 +1,415 @@
+// Package crash is scopedpm's crash-consistency checker. From a recording of
+// a run (package record) it builds the persist memory order (PMO) that a
+// persistency model guarantees, generates the crash states that order allows
+// (growing prefixes, random PMO-closed subsets, exhaustive enumeration within
+// a budget), runs a workload's recovery and invariant check on each, shrinks
+// a failing state to a minimal set of dropped persists, and explains it: the
+// persist that became durable without its predecessor, both threads, and the
+// verb whose scope was too narrow or that was missing.
+//
+// The checker reasons about one recorded execution: the visible behaviour of
+// a kernel (what its loads and acquires return) does not depend on the scopes
+// of its persistency verbs, so the same recording serves every model and
+// every mutation of those verbs.
+package crash
+
+import (
+	"errors"
+	"fmt"
+	"maps"
+	"slices"
+
+	"github.com/scopedpm/scopedpm/pm"
+	"github.com/scopedpm/scopedpm/pm/record"
+)
+
+// Sentinel errors of package crash.
+var (
+	// ErrModel: an unknown persistency model name.
+	ErrModel = errors.New("crash: unknown model")
+	// ErrState: a crash state that the model does not allow.
+	ErrState = errors.New("crash: invalid crash state")
+	// ErrWorkload: the workload failed outside a crash (setup or the
+	// recorded run itself).
+	ErrWorkload = errors.New("crash: workload failed")
+)
+
+// Model is a persistency model, as the checker orders persists under it.
+type Model uint8
+
+// The models (DESIGN.md "Persistency models").
+const (
+	Strict        Model = iota // persists in visible order
+	Epoch                      // every ordering verb and block barrier is a full barrier; scopes ignored
+	GPM                        // as Epoch (volatile write-backs do not change durability order)
+	SBRP                       // OFence, DFence, scoped PRel/PAcq (seed 001 Box 2)
+	ScopedBarrier              // PBarrier of a scope orders that scope's persists (seed 000)
+	X86                        // CLWB'd stores before an SFence persist before later stores
+	COSPlay                    // as X86 per persist context: CFence(c) orders context c only
+	None                       // no order but each word's own write order
+	numModels
+)
+
+var modelNames = [...]string{"strict", "epoch", "gpm", "sbrp", "scoped-barrier", "x86", "cosplay", "none"}
+
+// String returns the model's name as ParseModel accepts it.
+func (m Model) String() string {
+	if m < numModels {
+		return modelNames[m]
+	}
+	return fmt.Sprintf("model(%d)", uint8(m))
+}
+
+// ParseModel returns the model named name.
+func ParseModel(name string) (Model, error) {
+	for i, n := range modelNames {
+		if n == name {
+			return Model(i), nil
+		}
+	}
+	return 0, fmt.Errorf("%w: %q (want one of %v)", ErrModel, name, modelNames)
+}
+
+// Models returns every model.
+func Models() []Model {
+	out := make([]Model, numModels)
+	for i := range out {
+		out[i] = Model(i)
+	}
+	return out
+}
+
+// NodeKind is the kind of a PMO graph node.
+type NodeKind uint8
+
+// Node kinds.
+const (
+	NPersist NodeKind = iota // a persist record: kept or dropped by a crash
+	NOrder                   // an ordering point: passed once all its predecessors are durable
+)
+
+// Node is a node of the PMO graph. A persist may be durable only if every
+// predecessor is (a persist durable, an ordering point passed).
+type Node struct {
+	Kind  NodeKind
+	Event int     // index of the event that made it
+	Preds []int32 // predecessors, all earlier in the graph
+	// Durable marks a DFence, EpochBarrier or SFence: once the crash point
+	// is past its event, its predecessors are durable.
+	Durable bool
+	Persist pm.Persist // NPersist only
+}
+
+// Graph is the PMO of one recording under one model. Nodes are in the order
+// their events took effect, which is a topological order of the graph.
+type Graph struct {
+	Model  Model
+	Events []record.Event
+	Nodes  []Node
+	// Persists lists the persist nodes in order; a State's Kept is indexed
+	// like it.
+	Persists []int32
+	// ReadsFrom maps the event index of each PAcq to the event index of the
+	// write it read (-1 for none), whatever the scopes.
+	ReadsFrom map[int]int
+}
+
+type agentKey struct {
+	kind pm.AgentKind
+	id   int
+}
+
+type ctxState struct {
+	after   []int32 // ordering points later persists follow
+	flushed []int32 // CPU: persists written back by CLWB, not yet fenced
+}
+
+type agentState struct {
+	ctxState
+	pending   []int32            // GPU: persists since the last full fence
+	unflushed map[pm.Addr][]cpuPersist // CPU: persists by cache line, not written back
+	ctx       uint64             // COSPlay: current persist context
+	ctxs      map[uint64]*ctxState
+	arrival   int32 // node of the agent's last barrier arrival, or -1
+}
+
+// cpuPersist is a CPU persist not yet written back, with the context it
+// was stored under.
+type cpuPersist struct {
+	node int32
+	ctx  *ctxState
+}
+
+type relInfo struct {
+	node  int32 // the release's node, or -1 if the last write was not a release
+	event int
+	scope pm.Scope
+	agent pm.Agent
+}
+
+type builder struct {
+	g        *Graph
+	agents   map[agentKey]*agentState
+	lastWord map[pm.Addr]*[pm.WordSize]int32 // per 8-byte word, the last persist node of each byte (-1: none)
+	lastRel  map[pm.Addr]relInfo
+	lastP    int32 // Strict: last persist node
+}
+
+const lineSize = 64 // CPU cache line for CLWB
+
+// Build returns the PMO graph of events under model m.
+func Build(events []record.Event, m Model) *Graph {
+	b := &builder{
+		g:        &Graph{Model: m, Events: events, ReadsFrom: map[int]int{}},
+		agents:   map[agentKey]*agentState{},
+		lastWord: map[pm.Addr]*[pm.WordSize]int32{},
+		lastRel:  map[pm.Addr]relInfo{},
+		lastP:    -1,
+	}
+	for i := range events {
+		b.event(i)
+	}
+	return b.g
+}
+
+func (b *builder) agent(a *pm.Agent) *agentState {
+	k := agentKey{a.Kind, a.ID}
+	s := b.agents[k]
+	if s == nil {
+		s = &agentState{unflushed: map[pm.Addr][]cpuPersist{}, ctxs: map[uint64]*ctxState{}, arrival: -1}
+		b.agents[k] = s
+	}
+	return s
+}
+
+func (b *builder) add(n Node) int32 {
+	b.g.Nodes = append(b.g.Nodes, n)
+	return int32(len(b.g.Nodes) - 1)
+}
+
+// fence adds an ordering point after everything the agent did so far and
+// makes its later persists follow it.
+func (b *builder) fence(i int, s *agentState, durable bool, extra ...int32) int32 {
+	preds := append(append(append([]int32(nil), s.after...), s.pending...), extra...)
+	f := b.add(Node{Kind: NOrder, Event: i, Preds: preds, Durable: durable})
+	s.after, s.pending = []int32{f}, nil
+	return f
+}
+
+// cpu reports whether the model orders this agent's persists with
+// CLWB/SFence rather than GPU verbs.
+func (b *builder) cpu(a *pm.Agent) bool {
+	return a.Kind == pm.CPUTask && (b.g.Model == X86 || b.g.Model == COSPlay)
+}
+
+func (b *builder) event(i int) {
+	ev := &b.g.Events[i]
+	m := b.g.Model
+	if ev.Group != nil {
+		b.barrier(i, ev.Group)
+		return
+	}
+	s := b.agent(&ev.Agent)
+	op := &ev.Op
+	b.trackWrites(i, ev)
+	switch op.Kind {
+	case pm.OpStore, pm.OpAtomic, pm.OpPRel:
+		if op.Persists() {
+			b.persists(i, ev, s)
+		}
+	}
+	switch m {
+	case Strict, None:
+		if op.Kind == pm.OpPAcq {
+			b.readsFrom(i, ev)
+		}
+		return
+	}
+	if b.cpu(&ev.Agent) {
+		b.cpuVerb(i, ev, s)
+		return
+	}
+	epochLike := m == Epoch || m == GPM
+	switch op.Kind {
+	case pm.OpOFence:
+		b.fence(i, s, false)
+	case pm.OpDFence, pm.OpEpochBarrier, pm.OpSFence:
+		b.fence(i, s, true)
+	case pm.OpCFence:
+		b.fence(i, s, true)
+	case pm.OpPRel:
+		var r int32
+		if m == SBRP {
+			// A release orders the thread's earlier persists before it,
+			// not its later ones.
+			r = b.add(Node{Kind: NOrder, Event: i, Preds: append(append([]int32(nil), s.after...), s.pending...)})
+		} else {
+			// Epoch-like models and ScopedBarrier drain before the flag
+			// is written: a full, durable fence.
+			r = b.fence(i, s, true)
+		}
+		b.lastRel[op.Addr] = relInfo{node: r, event: i, scope: op.Scope, agent: ev.Agent}
+	case pm.OpPAcq:
+		var preds []int32
+		if rel, ok := b.readsFrom(i, ev); ok && rel.node >= 0 {
+			if m != SBRP || (rel.scope.Covers(&rel.agent, &ev.Agent) && op.Scope.Covers(&rel.agent, &ev.Agent)) {
+				preds = []int32{rel.node}
+			}
+		}
+		if m == SBRP {
+			a := b.add(Node{Kind: NOrder, Event: i, Preds: preds})
+			s.after = append(s.after, a)
+		} else {
+			b.fence(i, s, false, preds...)
+		}
+	case pm.OpPBarrier:
+		if op.Scope == pm.Thread {
+			b.fence(i, s, false)
+			break
+		}
+		s.arrival = b.fence(i, s, false)
+	case pm.OpSyncThreads:
+		if epochLike {
+			s.arrival = b.fence(i, s, true)
+		}
+	}
+}
+
+// readsFrom records which write the PAcq at event i read.
+func (b *builder) readsFrom(i int, ev *record.Event) (relInfo, bool) {
+	rel, ok := b.lastRel[ev.Op.Addr]
+	if ok {
+		b.g.ReadsFrom[i] = rel.event
+	} else {
+		b.g.ReadsFrom[i] = -1
+	}
+	return rel, ok
+}
+
+// trackWrites keeps lastRel current: any write to a flag's bytes other than
+// a release replaces the release as what an acquire would read.
+func (b *builder) trackWrites(i int, ev *record.Event) {
+	op := &ev.Op
+	switch op.Kind {
+	case pm.OpStore, pm.OpAtomic:
+		if op.Kind == pm.OpAtomic && !op.Wrote || len(b.lastRel) == 0 {
+			return
+		}
+		for a := op.Addr &^ 3; a < op.Addr+pm.Addr(op.Size); a += 4 {
+			if _, ok := b.lastRel[a]; ok {
+				b.lastRel[a] = relInfo{node: -1, event: i}
+			}
+		}
+	}
+}
+
+func (b *builder) persists(i int, ev *record.Event, s *agentState) {
+	m := b.g.Model
+	ev.Op.Split(func(p *pm.Persist) {
+		p.Agent, p.Seq = ev.Agent, ev.Seq
+		word := p.Addr &^ (pm.WordSize - 1)
+		last := b.lastWord[word]
+		if last == nil {
+			last = &[pm.WordSize]int32{-1, -1, -1, -1, -1, -1, -1, -1}
+			b.lastWord[word] = last
+		}
+		var preds []int32
+		lo := int(p.Addr - word)
+		for k := lo; k < lo+int(p.Size); k++ {
+			// Writes to the same bytes persist in the order they took
+			// effect; other bytes of the word are independent.
+			if l := last[k]; l >= 0 && !slices.Contains(preds, l) {
+				preds = append(preds, l)
+			}
+		}
+		switch {
+		case m == Strict:
+			if b.lastP >= 0 {
+				preds = append(preds, b.lastP)
+			}
+		case m == None:
+		case b.cpu(&ev.Agent):
+			preds = append(preds, b.cpuCtx(s, s.ctx).after...)
+		default:
+			preds = append(preds, s.after...)
+		}
+		n := b.add(Node{Kind: NPersist, Event: i, Preds: preds, Persist: *p})
+		b.g.Persists = append(b.g.Persists, n)
+		for k := lo; k < lo+int(p.Size); k++ {
+			last[k] = n
+		}
+		b.lastP = n
+		if b.cpu(&ev.Agent) {
+			line := p.Addr &^ (lineSize - 1)
+			s.unflushed[line] = append(s.unflushed[line], cpuPersist{n, b.cpuCtx(s, s.ctx)})
+		} else {
+			s.pending = append(s.pending, n)
+		}
+	})
+}
+
+// cpuCtx returns the state of persist context id (the agent's only context
+// unless the model is COSPlay).
+func (b *builder) cpuCtx(s *agentState, id uint64) *ctxState {
+	if b.g.Model != COSPlay {
+		return &s.ctxState
+	}
+	c := s.ctxs[id]
+	if c == nil {
+		c = &ctxState{}
+		s.ctxs[id] = c
+	}
+	return c
+}
+
+// cpuVerb handles CLWB, SFence, SetCtx and CFence for a CPU task.
+func (b *builder) cpuVerb(i int, ev *record.Event, s *agentState) {
+	op := &ev.Op
+	switch op.Kind {
+	case pm.OpCLWB:
+		line := op.Addr &^ (lineSize - 1)
+		for _, u := range s.unflushed[line] {
+			u.ctx.flushed = append(u.ctx.flushed, u.node)
+		}
+		delete(s.unflushed, line)
+	case pm.OpSFence, pm.OpDFence, pm.OpEpochBarrier:
+		// Orders every context's written-back persists.
+		ctxs := []*ctxState{&s.ctxState}
+		for _, k := range sortedKeys(s.ctxs) {
+			ctxs = append(ctxs, s.ctxs[k])
+		}
+		var preds []int32
+		for _, c := range ctxs {
+			preds = append(append(preds, c.after...), c.flushed...)
+		}
+		f := b.add(Node{Kind: NOrder, Event: i, Preds: preds, Durable: true})
+		for _, c := range ctxs {
+			c.after, c.flushed = []int32{f}, nil
+		}
+	case pm.OpSetCtx:
+		s.ctx = op.Value
+	case pm.OpCFence:
+		c := b.cpuCtx(s, op.Value)
+		f := b.add(Node{Kind: NOrder, Event: i, Preds: append(append([]int32(nil), c.after...), c.flushed...), Durable: true})
+		c.after, c.flushed = []int32{f}, nil
+	}
+}
+
+func sortedKeys(m map[uint64]*ctxState) []uint64 { return slices.Sorted(maps.Keys(m)) }
+
+// barrier joins the arrivals of a barrier group that opened at event i.
+func (b *builder) barrier(i int, group []pm.Agent) {
+	var preds []int32
+	for k := range group {
+		s := b.agent(&group[k])
+		if s.arrival < 0 {
+			return // a barrier this model does not order persists by
+		}
+		preds = append(preds, s.arrival)
+	}
+	n := b.add(Node{Kind: NOrder, Event: i, Preds: preds})
+	for k := range group {
+		s := b.agent(&group[k])
+		s.after, s.pending, s.arrival = []int32{n}, nil, -1
+	}
+}
