@@ -126,9 +126,9 @@ type ctxState struct {
 
 type agentState struct {
 	ctxState
-	pending   []int32            // GPU: persists since the last full fence
+	pending   []int32                  // GPU: persists since the last full fence
 	unflushed map[pm.Addr][]cpuPersist // CPU: persists by cache line, not written back
-	ctx       uint64             // COSPlay: current persist context
+	ctx       uint64                   // COSPlay: current persist context
 	ctxs      map[uint64]*ctxState
 	arrival   int32 // node of the agent's last barrier arrival, or -1
 }
