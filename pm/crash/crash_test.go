@@ -1,184 +1,19 @@
 package crash_test
 
 import (
-	"errors"
-	"fmt"
 	"strings"
 	"testing"
 
 	"github.com/stretchr/testify/require"
 
+	"github.com/scopedpm/scopedpm/examples"
 	"github.com/scopedpm/scopedpm/pm"
 	"github.com/scopedpm/scopedpm/pm/crash"
 	"github.com/scopedpm/scopedpm/scope"
 )
 
-const empty = 0xFFFFFFFF
-
-// reduction is a two-level persistent reduction after seed 001 Figure 3:
-// inside a block, threads persist their values and release them at block
-// scope to thread 0, which persists the block's partial sum and releases it
-// at relScope (device scope is right: the final reducer is in another
-// block); the final reducer acquires every partial, persists the total and
-// then a done flag. Recovery resumes from the persisted partial sums and
-// validates a persisted total against them.
-type reduction struct {
-	blocks, threads int
-	relScope        pm.Scope
-	in              []uint32
-}
-
-func newReduction(blocks, threads int, rel pm.Scope) *reduction {
-	r := &reduction{blocks: blocks, threads: threads, relScope: rel}
-	for i := range blocks * threads {
-		r.in = append(r.in, uint32(3*i+1))
-	}
-	return r
-}
-
-func (r *reduction) Name() string { return fmt.Sprintf("reduction(%s)", r.relScope) }
-
-func (r *reduction) Setup(m *pm.Machine) error {
-	n := r.blocks * r.threads
-	// vals: per-thread values; parts: per-block sums; res: total, done.
-	for _, reg := range []struct {
-		name string
-		size int
-	}{{"vals", 4 * n}, {"parts", 4 * r.blocks}, {"res", 8}} {
-		rg, err := m.CreateRegion(reg.name, uint64(reg.size))
-		if err != nil {
-			return err
-		}
-		if err := m.CopyIn(rg.Base, fill(reg.size)); err != nil {
-			return err
-		}
-	}
-	return nil
-}
-
-func fill(n int) []byte {
-	b := make([]byte, n)
-	for i := range b {
-		b[i] = 0xFF
-	}
-	return b
-}
-
-func (r *reduction) regions(m *pm.Machine) (vals, parts, res pm.Addr, err error) {
-	var rg [3]pm.Range
-	for i, name := range []string{"vals", "parts", "res"} {
-		if rg[i], err = m.OpenRegion(name); err != nil {
-			return
-		}
-	}
-	return rg[0].Base, rg[1].Base, rg[2].Base, nil
-}
-
-func (r *reduction) kernel(m *pm.Machine) (scope.Kernel, error) {
-	vals, parts, res, err := r.regions(m)
-	if err != nil {
-		return nil, err
-	}
-	n := r.blocks * r.threads
-	flags, err := m.Alloc(pm.DeviceMem, uint64(4*(n+r.blocks)))
-	if err != nil {
-		return nil, err
-	}
-	in := r.in
-	return func(t *scope.Thread) {
-		b, j := t.Block(), t.TID()
-		// Resume: a persisted value or partial sum is not recomputed.
-		v := vals.Add(uint64(4 * t.ID()))
-		if t.Load32(v) == empty {
-			t.Store32(v, in[t.ID()])
-		}
-		t.PRel(flags.Add(uint64(4*t.ID())), 1, pm.Block)
-		if j != 0 {
-			return
-		}
-		part := parts.Add(uint64(4 * b))
-		if t.Load32(part) == empty {
-			var sum uint32
-			for k := range r.threads {
-				for t.PAcq(flags.Add(uint64(4*(b*r.threads+k))), pm.Block) == 0 {
-				}
-				sum += t.Load32(vals.Add(uint64(4 * (b*r.threads + k))))
-			}
-			t.Store32(part, sum)
-		}
-		t.PRel(flags.Add(uint64(4*(n+b))), 1, r.relScope)
-		if b != r.blocks-1 {
-			return
-		}
-		if t.Load32(res.Add(4)) == 1 {
-			return // done before the crash
-		}
-		var total uint32
-		for k := range r.blocks {
-			for t.PAcq(flags.Add(uint64(4*(n+k))), pm.Device) == 0 {
-			}
-			total += t.Load32(parts.Add(uint64(4 * k)))
-		}
-		t.Store32(res, total)
-		t.OFence()
-		t.Store32(res.Add(4), 1)
-	}, nil
-}
-
-func (r *reduction) launch(m *pm.Machine) error {
-	k, err := r.kernel(m)
-	if err != nil {
-		return err
-	}
-	_, err = scope.Launch(m, scope.Grid{Blocks: r.blocks, Threads: r.threads}, k)
-	return err
-}
-
-func (r *reduction) Run(m *pm.Machine) error { return r.launch(m) }
-
-var errInconsistent = errors.New("inconsistent durable state")
-
-// Recover validates the durable state (a total is never durable without the
-// partial sums it was computed from) and resumes the kernel.
-func (r *reduction) Recover(m *pm.Machine) error {
-	_, parts, res, err := r.regions(m)
-	if err != nil {
-		return err
-	}
-	mem := m.Memory()
-	done, _ := mem.Load(res.Add(4), 4)
-	if done == 1 {
-		total, _ := mem.Load(res, 4)
-		var sum uint64
-		for b := range r.blocks {
-			p, _ := mem.Load(parts.Add(uint64(4*b)), 4)
-			if p == empty {
-				return fmt.Errorf("%w: total %d durable but partial sum %d is not", errInconsistent, total, b)
-			}
-			sum += p
-		}
-		if uint32(sum) != uint32(total) {
-			return fmt.Errorf("%w: total %d, partial sums add to %d", errInconsistent, total, sum)
-		}
-	}
-	return r.launch(m)
-}
-
-func (r *reduction) Check(m *pm.Machine) error {
-	_, _, res, err := r.regions(m)
-	if err != nil {
-		return err
-	}
-	var want uint32
-	for _, v := range r.in {
-		want += v
-	}
-	total, _ := m.Memory().Load(res, 4)
-	done, _ := m.Memory().Load(res.Add(4), 4)
-	if done != 1 || uint32(total) != want {
-		return fmt.Errorf("total %d done %d, want %d", total, done, want)
-	}
-	return nil
+func newReduction(blocks, threads int, cross pm.Scope) *examples.Reduction {
+	return examples.NewReduction(scope.Grid{Blocks: blocks, Threads: threads}, cross)
 }
 
 var gpu = pm.GPULimits{SMs: 4, WarpSize: 4, MaxThreadsPerSM: 64, MaxBlocksPerSM: 4, MaxThreadsPerBlock: 64}
@@ -204,10 +39,10 @@ func TestTooNarrowReleaseCaught(t *testing.T) {
 	require.NoError(t, err)
 	require.Len(t, rep.Violations, 1)
 	v := rep.Violations[0]
-	require.ErrorIs(t, v.Err, errInconsistent)
+	require.ErrorIs(t, v.Err, examples.ErrInconsistent)
 	require.Len(t, v.Dropped, 1, "shrunk to one lost persist")
 	t.Log(v.Explanation)
-	require.Contains(t, v.Explanation, "PRel.block at crash_test.go:")
+	require.Contains(t, v.Explanation, "PRel.block at reduction.go:")
 	require.Contains(t, v.Explanation, "is too narrow")
 	require.Contains(t, v.Explanation, "need device scope")
 
@@ -280,4 +115,21 @@ func TestStatesAreValid(t *testing.T) {
 			require.Equal(t, len(g.Persists)+1, n, "under Strict the states are the prefixes")
 		}
 	}
+}
+
+// BenchmarkCheck reports crash states checked per second (each: build the
+// image, reopen, run the recovery kernel, check) on the reduction workload.
+func BenchmarkCheck(b *testing.B) {
+	w := newReduction(4, 8, pm.Device)
+	rec, err := crash.Record(w, gpu)
+	require.NoError(b, err)
+	g := crash.Build(rec.Events, crash.SBRP)
+	states := 0
+	for b.Loop() {
+		rep, err := rec.Explore(w, g, crash.Config{Model: crash.SBRP, States: 1000, Seed: 1, Strategy: crash.RandomStates})
+		require.NoError(b, err)
+		require.Empty(b, rep.Violations)
+		states += rep.Checked
+	}
+	b.ReportMetric(float64(states)/b.Elapsed().Seconds(), "states/s")
 }

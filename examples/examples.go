@@ -1,0 +1,69 @@
+// Package examples holds scopedpm's PM applications as crash-checkable
+// workloads (crash.Workload): each sets up its inputs and PM regions, runs
+// its kernels, recovers from PM alone after a crash, and checks its
+// invariant. bench/cmd/pmcheck explores their crash states.
+package examples
+
+import (
+	"errors"
+	"fmt"
+	"slices"
+
+	"github.com/scopedpm/scopedpm/pm/crash"
+)
+
+// ErrUnknown is returned for a workload name that is not registered.
+var ErrUnknown = errors.New("examples: unknown workload")
+
+// ErrInconsistent is returned by a recovery that finds a durable state the
+// program's persist order should have made impossible.
+var ErrInconsistent = errors.New("examples: inconsistent durable state")
+
+// Size selects a workload's input size.
+type Size uint8
+
+// Sizes.
+const (
+	Tiny  Size = iota // for exhaustive crash checking: a handful of threads
+	Quick             // seconds
+	Paper             // the paper's input size
+)
+
+type entry struct {
+	name, desc string
+	make       func(Size) crash.Workload
+}
+
+var registry []entry
+
+func register(name, desc string, f func(Size) crash.Workload) {
+	registry = append(registry, entry{name, desc, f})
+	slices.SortFunc(registry, func(a, b entry) int {
+		if a.name < b.name {
+			return -1
+		}
+		if a.name > b.name {
+			return 1
+		}
+		return 0
+	})
+}
+
+// Names returns the registered workloads with their descriptions.
+func Names() [][2]string {
+	out := make([][2]string, len(registry))
+	for i, e := range registry {
+		out[i] = [2]string{e.name, e.desc}
+	}
+	return out
+}
+
+// New returns the workload called name at the given size.
+func New(name string, size Size) (crash.Workload, error) {
+	for _, e := range registry {
+		if e.name == name {
+			return e.make(size), nil
+		}
+	}
+	return nil, fmt.Errorf("%w: %q", ErrUnknown, name)
+}
