@@ -279,6 +279,19 @@ func site(ev *record.Event) string {
 func (g *Graph) why(a, x int) string {
 	ea, ex := &g.Events[a], &g.Events[x]
 	if ea.Agent.Kind == ex.Agent.Kind && ea.Agent.ID == ex.Agent.ID {
+		if ea.Agent.Kind == pm.CPUTask && (g.Model == X86 || g.Model == COSPlay) {
+			line := ea.Op.Addr &^ (lineSize - 1)
+			flushed := false
+			for i := a + 1; i < x; i++ {
+				e := &g.Events[i]
+				if e.Agent == ea.Agent && e.Op.Kind == pm.OpCLWB && e.Op.Addr&^(lineSize-1) == line {
+					flushed = true
+				}
+				if e.Agent == ea.Agent && (e.Op.Kind == pm.OpSFence || e.Op.Kind == pm.OpCFence) && !flushed {
+					return fmt.Sprintf("its line %v was not written back (no CLWB) before the %s at %s", line, e.Op.Kind, site(e))
+				}
+			}
+		}
 		for i := a + 1; i < x; i++ {
 			e := &g.Events[i]
 			if e.Agent == ea.Agent && e.Group == nil && isOrdering(e.Op.Kind) {
