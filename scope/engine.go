@@ -97,9 +97,10 @@ type warp struct {
 	blk    *block
 	lanes  []*Thread
 	live   int
-	ready  uint64
-	queued bool
-	bar    barrier
+	ready    uint64
+	queued   bool
+	stepping bool
+	bar      barrier
 }
 
 type block struct {
@@ -246,9 +247,12 @@ func (e *engine) run() error {
 	return e.err
 }
 
-// step runs each runnable lane of w until it suspends.
+// step runs each runnable lane of w until it suspends. While it runs, w is
+// not queued: a barrier that a lane opens only marks its lanes runnable, and
+// the warp is queued after the step with its new ready cycle.
 func (e *engine) step(w *warp) {
 	e.res.Steps++
+	w.stepping = true
 	lanes := w.lanes
 	for i := 0; i < len(lanes) && e.err == nil; {
 		t := lanes[i]
@@ -272,6 +276,7 @@ func (e *engine) step(w *warp) {
 	if e.batch > 0 {
 		w.ready = e.be.Step(w.id)
 	}
+	w.stepping = false
 	for _, t := range lanes {
 		if t.state == stRunnable {
 			e.push(w)
@@ -448,7 +453,7 @@ func (e *engine) wake(t *Thread) {
 }
 
 func (e *engine) push(w *warp) {
-	if !w.queued {
+	if !w.queued && !w.stepping {
 		w.queued = true
 		e.ready.push(w)
 	}

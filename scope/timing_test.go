@@ -106,3 +106,24 @@ func TestTimingContract(t *testing.T) {
 		}
 	}
 }
+
+// A warp whose own step opens a barrier is queued with the ready cycle of
+// that step, not the one it had before it (found in review of hwmodel).
+func TestBarrierInOwnStepKeepsTimeOrder(t *testing.T) {
+	clk := newToyClock(64)
+	m, err := pm.NewMachine(clk)
+	require.NoError(t, err)
+	a, err := m.Alloc(pm.DeviceMem, 8*16)
+	require.NoError(t, err)
+	_, err = scope.Launch(m, scope.Grid{Blocks: 2, Threads: 8}, func(t *scope.Thread) {
+		me := a.Add(uint64(8 * t.ID()))
+		if t.Block() == 0 {
+			t.DFence() // 100 cycles
+			t.SyncThreads()
+		}
+		t.Store64(me, 1)
+	})
+	require.NoError(t, err)
+	require.GreaterOrEqual(t, len(clk.order), 3)
+	require.Equal(t, []int{0, 1, 0}, clk.order[:3], "warp 1 (cycle 0) goes before warp 0 (cycle 100)")
+}
