@@ -9,9 +9,11 @@ import (
 )
 
 // Batch is the number of verbs per lane in one warp step that the backend
-// asks of the executor: one, so that a step is one warp instruction whose
-// lane accesses coalesce.
-const Batch = 1
+// asks of the executor. The k-th verbs of the lanes of a step form the
+// warp's k-th instruction of the step (lanes doing different kinds of verb
+// at that position are issued one kind after the other, as divergent
+// paths), and the lane accesses of an instruction coalesce into lines.
+const Batch = 8
 
 // noAck marks a persist entry that has not been flushed yet.
 const noAck = math.MaxUint64
@@ -104,6 +106,7 @@ type Event struct {
 // buffer entry, a dirty PM line of an L1, or a write-through.
 type entry struct {
 	line  uint64
+	dirty uint64 // Epoch/GPM/None: cycle of the first store into the dirty line
 	start uint64 // cycle its flush started (noAck: not yet)
 	ack   uint64 // cycle it is durable (noAck: not yet)
 }
@@ -116,6 +119,10 @@ type record struct {
 	entry int32 // -1 until the instruction is timed
 }
 
+// release is the last PRel of a flag: its value and the cycle it was
+// visible at.
+type release struct{ value, at uint64 }
+
 // pendOp is a verb of the warp being stepped.
 type pendOp struct {
 	kind  pm.OpKind
@@ -125,9 +132,10 @@ type pendOp struct {
 	addr  pm.Addr
 	size  uint32
 	value uint64
+	old   uint64
 	rec0  int32 // first record of a persist (records rec0..rec1-1)
 	rec1  int32
-	lane  int
+	idx   int32 // the lane's verb index in the step
 	done  bool
 }
 
@@ -144,15 +152,29 @@ type warpState struct {
 
 type smState struct {
 	l1      *cache
-	issue   servers  // warp schedulers
-	window  servers  // SBRP: outstanding flushes
-	fifo    servers  // ScopedBarrier: L1 NVW-FIFO
+	issue   resource  // warp schedulers: Schedulers instructions per cycle
+	log     []span    // recent flushes of the SM (those not known to be over)
+	slots   occupancy // SBRP: the flush window; ScopedBarrier: the L1 NVW-FIFO
+	pruneAt int
 	pbRel   []uint64 // SBRP: release cycles of buffer entries in FIFO order
 	pbHead  int
 	pbLast  uint64
 	pbLine  map[uint64]int32 // SBRP: newest buffer entry per line
 	dirty   []int32          // Epoch/GPM/None: dirty PM entries in order
-	lastAck uint64
+}
+
+// span is one flush: it is outstanding from start until ack.
+type span struct{ start, ack uint64 }
+
+// ackBy returns the latest ack among the SM's flushes started by cycle t.
+func (s *smState) ackBy(t uint64) uint64 {
+	var m uint64
+	for _, f := range s.log {
+		if f.start <= t {
+			m = max(m, f.ack)
+		}
+	}
+	return m
 }
 
 // Backend is the hwmodel backend. It is not safe for concurrent use; the
@@ -174,16 +196,23 @@ type Backend struct {
 
 	dramRd, nvmRdBW, nvmWrBW, pcieBW resource
 	l2                               *cache
-	l2FIFO                           servers
 	sms                              []smState
 	warps                            []warpState
-	now                              uint64 // issue cycle of the latest instruction
-	start, end                       uint64 // of the current or last launch
-	drained                          uint64 // when the last launch's persists are all durable
-	globalAck                        uint64
+	now                              uint64    // issue cycle of the latest instruction
+	start, end                       uint64    // of the current or last launch
+	drained                          uint64    // when the last launch's persists are all durable
+	popTime                          uint64    // latest cycle the engine resumed a warp at
+	firstWave                        int       // warps of the blocks resident from the launch's start
+	globalAck                        uint64    // latest ack of any flush
+	l2Slots                          occupancy // ScopedBarrier: the L2 NVW-FIFO
+	steps                            uint64
 	syncStamp                        uint64
 
 	pending  []pendOp
+	spare    []pendOp
+	laneIdx  []int32 // verbs per lane so far in the step
+	inStep   bool    // a step has begun (an Op came) and not ended (Step)
+	curWarp  int     // the warp the pending ops belong to
 	lines    []uint64
 	lineEnt  []int32
 	entries  []entry
@@ -192,6 +221,7 @@ type Backend struct {
 	applied  int // records before this index are in durable
 	lineAck  map[uint64]uint64
 	relFront map[pm.Addr]uint64
+	released map[pm.Addr]release // the last PRel of each flag
 	durable  *pm.Image
 	floor    uint64 // CrashAt accepts cycles >= floor
 
@@ -227,17 +257,16 @@ func New(cfg Config, model Model) (*Backend, error) {
 	b.nvmWrBW = newResource(cfg.NVM.WriteGBps, clk)
 	b.pcieBW = newResource(cfg.PCIe.GBps, clk)
 	b.l2 = newCache(cfg.L2)
-	b.l2FIFO = newServers(cfg.Persist.NVWFIFOL2)
 	b.sms = make([]smState, cfg.GPU.SMs)
 	for i := range b.sms {
 		b.sms[i] = smState{
-			l1: newCache(cfg.L1), issue: newServers(cfg.GPU.Schedulers),
-			window: newServers(cfg.Persist.Window), fifo: newServers(cfg.Persist.NVWFIFOL1),
+			l1: newCache(cfg.L1), issue: resource{perByte: (1<<fracBits + uint64(cfg.GPU.Schedulers) - 1) / uint64(cfg.GPU.Schedulers)},
 			pbLine: map[uint64]int32{},
 		}
 	}
 	b.lineAck = map[uint64]uint64{}
 	b.relFront = map[pm.Addr]uint64{}
+	b.released = map[pm.Addr]release{}
 	return b, nil
 }
 
@@ -270,6 +299,10 @@ func (b *Backend) Now() uint64 {
 	}
 	return b.drained
 }
+
+// LastStart returns the cycle at which the current or last launch began;
+// CrashAt accepts no earlier cycle.
+func (b *Backend) LastStart() uint64 { return b.start }
 
 // Attach binds the backend to mem and asks for every verb, one instruction
 // per step.
@@ -329,12 +362,21 @@ func (b *Backend) Begin(l pm.Launch) error {
 		return fmt.Errorf("%w: Begin before Attach or after Crash", ErrState)
 	case b.running:
 		return fmt.Errorf("%w: Begin during a launch", ErrState)
-	case l.Blocks <= 0 && l.Threads > 0:
-		return fmt.Errorf("%w: CPU runs are not modelled yet", ErrGeometry)
+	case l.Blocks <= 0:
+		return fmt.Errorf("%w: a run of %d blocks (CPU runs are not modelled yet)", ErrGeometry, l.Blocks)
+	case l.Threads <= 0 || l.Threads > b.cfg.GPU.MaxThreadsPerBlock:
+		return fmt.Errorf("%w: %d threads per block, gpu.max_threads_per_block is %d", ErrGeometry, l.Threads, b.cfg.GPU.MaxThreadsPerBlock)
 	}
 	b.compact()
 	b.running = true
-	b.start, b.now = b.drained, b.drained
+	b.start, b.now, b.popTime = b.drained, b.drained, b.drained
+	if l.Blocks > 0 && l.Threads > 0 {
+		// The blocks resident from the start, and their warps.
+		g := b.cfg.GPU
+		perSM := min(g.MaxBlocksPerSM, g.MaxThreadsPerSM/l.Threads)
+		wave := min(l.Blocks, perSM*g.SMs)
+		b.firstWave = wave * ((l.Threads + g.WarpSize - 1) / g.WarpSize)
+	}
 	b.floor = b.start
 	b.warps = b.warps[:0]
 	b.last = Stats{Launches: 1}
@@ -346,7 +388,18 @@ func (b *Backend) Begin(l pm.Launch) error {
 		s.pbRel, s.pbHead = s.pbRel[:0], 0
 	}
 	clear(b.relFront)
+	clear(b.lineAck) // every earlier write is durable by now
+	clear(b.released)
 	b.pending = b.pending[:0]
+	for _, r := range []*resource{&b.dramRd, &b.nvmRdBW, &b.nvmWrBW, &b.pcieBW} {
+		r.reset(b.start)
+	}
+	for i := range b.sms {
+		b.sms[i].issue.reset(b.start)
+		b.sms[i].slots.reset(b.start)
+		b.sms[i].log = b.sms[i].log[:0]
+	}
+	b.l2Slots.reset(b.start)
 	return nil
 }
 
@@ -358,7 +411,14 @@ func (b *Backend) warp(w int) *warpState {
 	}
 	ws := &b.warps[w]
 	if !ws.init {
-		*ws = warpState{init: true, clock: b.now, lastAck: b.start, front: b.start}
+		// A warp starts when its block became resident: at the launch for
+		// the first wave of blocks, else at the engine's current time (a
+		// block retired and freed the slot).
+		at := b.popTime
+		if w < b.firstWave {
+			at = b.start
+		}
+		*ws = warpState{init: true, clock: at, lastAck: b.start, front: b.start}
 	}
 	return ws
 }
@@ -369,8 +429,14 @@ func (b *Backend) Op(a *pm.Agent, op *pm.Op) {
 		return
 	}
 	ws := b.warp(a.Warp)
-	ws.sm = a.Unit % len(b.sms)
-	p := pendOp{kind: op.Kind, scope: op.Scope, pm: op.PM && !b.pmAsDRAM, wrote: op.Wrote, addr: op.Addr, size: op.Size, value: op.Value, lane: a.Lane, rec0: -1, rec1: -1}
+	if !b.inStep {
+		// The first verb of a step: the engine resumed this warp at its
+		// clock, which is the engine's current time.
+		b.inStep = true
+		b.popTime = max(b.popTime, ws.clock)
+	}
+	ws.sm = max(a.Unit, 0) % len(b.sms)
+	p := pendOp{kind: op.Kind, scope: op.Scope, pm: op.PM && !b.pmAsDRAM, wrote: op.Wrote, addr: op.Addr, size: op.Size, value: op.Value, old: op.Old, rec0: -1, rec1: -1}
 	switch op.Kind {
 	case pm.OpStore, pm.OpAtomic, pm.OpPRel:
 		if op.PM && (op.Kind != pm.OpAtomic || op.Wrote) {
@@ -381,6 +447,13 @@ func (b *Backend) Op(a *pm.Agent, op *pm.Op) {
 	case pm.OpSyncThreads, pm.OpPBarrier:
 		ws.bar, ws.barS = op.Kind, op.Scope
 	}
+	lane := a.Lane
+	if lane >= len(b.laneIdx) {
+		b.laneIdx = append(b.laneIdx, make([]int32, lane+1-len(b.laneIdx))...)
+	}
+	p.idx = b.laneIdx[lane]
+	b.laneIdx[lane]++
+	b.curWarp = a.Warp
 	b.pending = append(b.pending, p)
 }
 
@@ -416,32 +489,91 @@ func (b *Backend) Step(w int) uint64 {
 		return b.end
 	}
 	ws := b.warp(w)
+	b.timePending(w, ws)
+	b.inStep = false
+	if b.steps++; b.steps%4096 == 0 {
+		b.trim()
+	}
+	return ws.clock
+}
+
+// sortPending orders the pending ops by verb index, keeping the order of
+// ops with the same index (a counting sort: indexes are below Batch).
+func (b *Backend) sortPending() {
+	var count [Batch + 1]int
+	sorted := true
 	for i := range b.pending {
-		p := &b.pending[i]
-		if p.done {
-			continue
+		k := min(int(b.pending[i].idx), Batch-1)
+		count[k+1]++
+		if i > 0 && b.pending[i].idx < b.pending[i-1].idx {
+			sorted = false
 		}
-		// One instruction: every lane doing the same kind of verb at the same scope.
-		group := b.pending[i:]
-		lanes := 0
-		for j := range group {
-			if q := &group[j]; !q.done && q.kind == p.kind && q.scope == p.scope {
-				lanes++
+	}
+	if sorted {
+		return
+	}
+	for k := 1; k <= Batch; k++ {
+		count[k] += count[k-1]
+	}
+	b.spare = append(b.spare[:0], b.pending...)
+	for _, p := range b.spare {
+		k := min(int(p.idx), Batch-1)
+		b.pending[count[k]] = p
+		count[k]++
+	}
+}
+
+// timePending times the pending ops of warp w as instructions: the k-th
+// verbs of the lanes together.
+func (b *Backend) timePending(w int, ws *warpState) {
+	if len(b.pending) == 0 {
+		return
+	}
+	b.sortPending()
+	for lo := 0; lo < len(b.pending); {
+		hi := lo + 1
+		for hi < len(b.pending) && b.pending[hi].idx == b.pending[lo].idx {
+			hi++
+		}
+		seg := b.pending[lo:hi]
+		for i := range seg {
+			p := &seg[i]
+			if p.done {
+				continue
 			}
+			// One instruction: the lanes doing this kind of verb at this scope.
+			lanes := 0
+			for j := i; j < len(seg); j++ {
+				if q := &seg[j]; !q.done && q.kind == p.kind && q.scope == p.scope {
+					lanes++
+				}
+			}
+			b.instruction(w, ws, p.kind, p.scope, seg[i:], lanes)
 		}
-		b.instruction(w, ws, p.kind, p.scope, group, lanes)
+		lo = hi
 	}
 	b.last.Verbs += uint64(len(b.pending))
 	b.pending = b.pending[:0]
-	return ws.clock
+	clear(b.laneIdx)
+}
+
+// trim drops calendar history before the engine's current time.
+func (b *Backend) trim() {
+	at := b.popTime
+	for _, r := range []*resource{&b.dramRd, &b.nvmRdBW, &b.nvmWrBW, &b.pcieBW} {
+		r.trim(at)
+	}
+	for i := range b.sms {
+		b.sms[i].issue.trim(at)
+		b.sms[i].slots.trim(at)
+	}
+	b.l2Slots.trim(at)
 }
 
 // issue takes a scheduler slot of the warp's SM and returns the issue cycle.
 func (b *Backend) issue(ws *warpState) uint64 {
 	s := &b.sms[ws.sm]
-	i, free := s.issue.earliest()
-	t := max(ws.clock, free)
-	s.issue.free[i] = t + 1
+	t := max(ws.clock, s.issue.transfer(ws.clock, 1)-1)
 	b.now = max(b.now, t)
 	return t
 }
@@ -473,6 +605,30 @@ func (b *Backend) instruction(w int, ws *warpState, kind pm.OpKind, sc pm.Scope,
 		b.markDone(group, kind, sc)
 	default:
 		done = b.verb(ws, t, kind, sc, group)
+	}
+	switch kind {
+	case pm.OpPRel:
+		for i := range group {
+			if p := &group[i]; p.kind == kind && p.scope == sc {
+				// The flag is visible in the L1 to the block at once, to the
+				// device once the store has reached the L2.
+				vis := done
+				if sc >= pm.Device {
+					vis += b.l2Lat
+				}
+				b.released[p.addr] = release{value: p.value, at: vis}
+			}
+		}
+	case pm.OpPAcq:
+		// An acquire that read a released value completes no earlier than
+		// the release made it visible.
+		for i := range group {
+			if p := &group[i]; p.kind == kind && p.scope == sc {
+				if r, ok := b.released[p.addr]; ok && r.value == p.old {
+					done = max(done, r.at)
+				}
+			}
+		}
 	}
 	ws.clock = max(done, t+1)
 	if b.trace != nil {
@@ -666,6 +822,9 @@ func (b *Backend) newEntry(line uint64) int32 {
 func (b *Backend) flush(e int32, start uint64, sm int) uint64 {
 	n := b.lineBytes
 	x := start + b.l2Lat
+	if b.l2.lookup(b.entries[e].line) < 0 {
+		b.l2.insert(b.entries[e].line) // the write passes through the L2
+	}
 	if b.far {
 		b.last.PCIeBytes += n
 		x = b.pcieBW.transfer(x, n) + b.pcie
@@ -685,8 +844,23 @@ func (b *Backend) flush(e int32, start uint64, sm int) uint64 {
 	ent.start, ent.ack = start, ack
 	b.last.Flushes++
 	b.globalAck = max(b.globalAck, ack)
-	b.sms[sm].lastAck = max(b.sms[sm].lastAck, ack)
+	s := &b.sms[sm]
+	s.log = append(s.log, span{start, ack})
+	if len(s.log) > s.pruneAt {
+		// Forget flushes over before the engine's current time.
+		s.log = slices.DeleteFunc(s.log, func(f span) bool { return f.ack <= b.popTime })
+		s.pruneAt = 2*len(s.log) + 64
+	}
 	return ack
+}
+
+// ackBy returns the latest ack among all flushes started by cycle t.
+func (b *Backend) ackBy(t uint64) uint64 {
+	var m uint64
+	for i := range b.sms {
+		m = max(m, b.sms[i].ackBy(t))
+	}
+	return m
 }
 
 // persistLine handles one PM line of a store instruction at cycle t and
@@ -708,12 +882,20 @@ func (b *Backend) persistLine(ws *warpState, line uint64, t uint64) (int32, uint
 		if s.l1.lookup(line) < 0 {
 			t = b.l1Fill(ws, line, t)
 		}
-		i1, f1 := s.fifo.earliest()
-		i2, f2 := b.l2FIFO.earliest()
-		start := max(t, f1, f2)
+		start := t
+		for {
+			a := s.slots.firstFree(start, b.cfg.Persist.NVWFIFOL1)
+			g := b.l2Slots.firstFree(a, b.cfg.Persist.NVWFIFOL2)
+			if g == a {
+				start = a
+				break
+			}
+			start = g
+		}
 		e := b.newEntry(line)
 		ack := b.flush(e, start, ws.sm)
-		s.fifo.free[i1], b.l2FIFO.free[i2] = ack, ack
+		s.slots.add(start, ack)
+		b.l2Slots.add(start, ack)
 		ws.lastAck = max(ws.lastAck, ack)
 		b.last.Stalls.NVWFull += start - t
 		return e, start + 1, false
@@ -726,9 +908,11 @@ func (b *Backend) persistLine(ws *warpState, line uint64, t uint64) (int32, uint
 			way = s.l1.lookup(line)
 		}
 		if e := s.l1.entry[way]; e >= 0 && b.entries[e].ack == noAck {
+			b.entries[e].dirty = min(b.entries[e].dirty, t)
 			return e, t + 1, true
 		}
 		e := b.newEntry(line)
+		b.entries[e].dirty = t
 		s.l1.entry[way] = e
 		s.dirty = append(s.dirty, e)
 		return e, t + 1, false
@@ -756,11 +940,10 @@ func (b *Backend) sbrpStore(ws *warpState, s *smState, line uint64, t uint64) (i
 		way = s.l1.lookup(line)
 	}
 	t = b.pbReserve(s, t)
-	wi, wfree := s.window.earliest()
-	start := max(t, ws.front, wfree)
+	start := s.slots.firstFree(max(t, ws.front), b.cfg.Persist.Window)
 	e := b.newEntry(line)
 	ack := b.flush(e, start, ws.sm)
-	s.window.free[wi] = ack
+	s.slots.add(start, ack)
 	b.pbPush(s, ack)
 	s.pbLine[line] = e
 	s.l1.entry[way] = e
@@ -807,15 +990,8 @@ func (b *Backend) marker(ws *warpState, t uint64) uint64 {
 // epochFlush writes back every dirty PM line of the SM's L1 from cycle t,
 // invalidates the L1 and returns when every ack of the SM is back.
 func (b *Backend) epochFlush(ws *warpState, t uint64) uint64 {
-	s := &b.sms[ws.sm]
-	for _, e := range s.dirty {
-		if b.entries[e].ack == noAck {
-			b.flush(e, t, ws.sm)
-		}
-	}
-	s.dirty = s.dirty[:0]
-	s.l1.invalidate()
-	done := max(t+1, s.lastAck)
+	b.writeBack(ws, t)
+	done := max(t+1, b.sms[ws.sm].ackBy(t))
 	b.last.Stalls.Epoch += done - t - 1
 	return done
 }
@@ -823,14 +999,30 @@ func (b *Backend) epochFlush(ws *warpState, t uint64) uint64 {
 // writeBack flushes the SM's dirty PM lines without waiting and
 // invalidates its L1 (a device-scope acquire under None).
 func (b *Backend) writeBack(ws *warpState, t uint64) {
+	b.publish(ws, t)
+	b.sms[ws.sm].l1.invalidate()
+}
+
+// publish makes the SM's dirty PM lines visible device-wide (a
+// device-scope release or fence under None, Epoch or GPM): they are written
+// back without waiting for their acks.
+//
+// Lines first dirtied after cycle t (by a warp the model ran ahead) stay
+// dirty.
+func (b *Backend) publish(ws *warpState, t uint64) {
 	s := &b.sms[ws.sm]
+	kept := s.dirty[:0]
 	for _, e := range s.dirty {
-		if b.entries[e].ack == noAck {
+		ent := &b.entries[e]
+		switch {
+		case ent.ack != noAck:
+		case ent.dirty <= t:
 			b.flush(e, t, ws.sm)
+		default:
+			kept = append(kept, e)
 		}
 	}
-	s.dirty = s.dirty[:0]
-	s.l1.invalidate()
+	s.dirty = kept
 }
 
 // waitAcks stalls the warp from t until ack and counts the stall.
@@ -847,6 +1039,7 @@ func (b *Backend) verb(ws *warpState, t uint64, kind pm.OpKind, sc pm.Scope, gro
 	switch kind {
 	case pm.OpFence:
 		if sc >= pm.Device {
+			b.publish(ws, t)
 			return t + b.l2Lat
 		}
 		return t + 1
@@ -871,11 +1064,7 @@ func (b *Backend) verb(ws *warpState, t uint64, kind pm.OpKind, sc pm.Scope, gro
 		case pm.OpPAcq:
 			return b.acquire(ws, t, sc, group)
 		case pm.OpPRel:
-			d := t + 1
-			if sc >= pm.Device {
-				d = t + b.l2Lat
-			}
-			return max(d, b.persistOps(ws, t, kind, sc, group))
+			return b.persistOps(ws, t, kind, sc, group)
 		case pm.OpDFence, pm.OpEpochBarrier:
 			return waitAcks(t, ws.lastAck, &st.DFence)
 		}
@@ -885,7 +1074,15 @@ func (b *Backend) verb(ws *warpState, t uint64, kind pm.OpKind, sc pm.Scope, gro
 		case pm.OpPAcq:
 			return b.acquire(ws, t, sc, group)
 		case pm.OpPRel:
+			if sc >= pm.Device {
+				b.publish(ws, t)
+			}
 			return b.persistOps(ws, t, kind, sc, group)
+		case pm.OpPBarrier, pm.OpEpochBarrier:
+			if sc >= pm.Device {
+				b.publish(ws, t)
+				return t + b.l2Lat
+			}
 		}
 		return t + 1
 	case ScopedBarrier:
@@ -893,14 +1090,14 @@ func (b *Backend) verb(ws *warpState, t uint64, kind pm.OpKind, sc pm.Scope, gro
 		case pm.OpOFence, pm.OpDFence:
 			return waitAcks(t, ws.lastAck, &st.DFence)
 		case pm.OpEpochBarrier:
-			return waitAcks(t, b.globalAck, &st.DFence)
+			return waitAcks(t, b.ackBy(t), &st.DFence)
 		case pm.OpPBarrier:
 			if sc == pm.Thread {
 				return waitAcks(t, ws.lastAck, &st.PBarrier)
 			}
 			return t + 1 // the drain is timed when the scope has arrived (Sync)
 		case pm.OpPRel:
-			d := waitAcks(t, b.drainOf(ws, sc), &st.Release)
+			d := waitAcks(t, b.drainOf(ws, sc, t), &st.Release)
 			return max(d, b.persistOps(ws, d, kind, sc, group))
 		case pm.OpPAcq:
 			return b.acquire(ws, t, sc, group)
@@ -914,14 +1111,14 @@ func (b *Backend) verb(ws *warpState, t uint64, kind pm.OpKind, sc pm.Scope, gro
 // drainOf returns the cycle by which the NVW-FIFOs covering scope sc of the
 // warp have drained (ScopedBarrier): the warp's own writes for thread and
 // warp scope, its SM's L1 FIFO for block scope, every FIFO otherwise.
-func (b *Backend) drainOf(ws *warpState, sc pm.Scope) uint64 {
+func (b *Backend) drainOf(ws *warpState, sc pm.Scope, t uint64) uint64 {
 	switch sc {
 	case pm.Thread, pm.Warp:
 		return ws.lastAck
 	case pm.Block:
-		return b.sms[ws.sm].lastAck
+		return b.sms[ws.sm].ackBy(t)
 	}
-	return b.globalAck
+	return b.ackBy(t)
 }
 
 // acquire times a PAcq's flag read: block scope reads through the L1,
@@ -962,9 +1159,8 @@ func (b *Backend) sbrpVerb(ws *warpState, t uint64, kind pm.OpKind, sc pm.Scope,
 		}
 		d := t + 1
 		if sc >= pm.Device {
-			// Device scope: the warp waits until its persists are durable,
-			// and the flag goes to the L2.
-			d = waitAcks(t, rel, &st.Release) + b.l2Lat
+			// Device scope: the warp waits until its persists are durable.
+			d = waitAcks(t, rel, &st.Release)
 		}
 		return max(d, b.persistOps(ws, d-1, kind, sc, group))
 	case pm.OpPAcq:
@@ -991,6 +1187,10 @@ func (b *Backend) Sync(group []*pm.Agent) {
 	if !b.running || len(group) == 0 {
 		return
 	}
+	// The stepping warp's verbs so far precede the barrier.
+	if len(b.pending) > 0 {
+		b.timePending(b.curWarp, b.warp(b.curWarp))
+	}
 	b.syncStamp++
 	var at, acks, front uint64
 	var kind pm.OpKind
@@ -1004,9 +1204,21 @@ func (b *Backend) Sync(group []*pm.Agent) {
 		at = max(at, ws.clock)
 		kind, sc = ws.bar, ws.barS
 		front = max(front, ws.lastAck)
-		switch {
-		case b.model == ScopedBarrier && kind == pm.OpPBarrier:
-			acks = max(acks, b.drainOf(ws, max(sc, pm.Block)))
+	}
+	if b.model == ScopedBarrier && kind == pm.OpPBarrier {
+		// Conservative scoped barrier: once the scope has arrived, the
+		// NVW-FIFOs covering it drain and the scope waits for the acks.
+		if sc >= pm.Device {
+			acks = b.ackBy(at)
+		} else {
+			b.syncStamp++
+			for _, a := range group {
+				ws := b.warp(a.Warp)
+				if ws.stamp != b.syncStamp {
+					ws.stamp = b.syncStamp
+					acks = max(acks, b.drainOf(ws, pm.Block, at))
+				}
+			}
 		}
 	}
 	if acks > at {

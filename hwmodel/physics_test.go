@@ -1,0 +1,309 @@
+package hwmodel
+
+import (
+	"encoding/binary"
+	"testing"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/scopedpm/scopedpm/pm"
+	"github.com/scopedpm/scopedpm/scope"
+)
+
+// setupHW returns a backend and a machine on it.
+func setupHW(t testing.TB, cfg Config, model Model) (*Backend, *pm.Machine) {
+	t.Helper()
+	be, err := New(cfg, model)
+	require.NoError(t, err)
+	m, err := pm.NewMachine(be)
+	require.NoError(t, err)
+	return be, m
+}
+
+func word(t testing.TB, img *pm.Image, name string, off int) uint64 {
+	t.Helper()
+	r, ok := img.Region(name)
+	require.True(t, ok)
+	return binary.LittleEndian.Uint64(r.Data[off:])
+}
+
+// The models that make DFence wait for durability.
+var durableModels = []Model{Strict, Epoch, GPM, SBRP, ScopedBarrier}
+
+func TestPersistDFenceLatency(t *testing.T) {
+	for _, preset := range []string{"pm-near", "pm-far", "pm-far-eadr", "gope", "volta"} {
+		cfg, err := Preset(preset)
+		require.NoError(t, err)
+		// The least a persist can take from its store to its ack.
+		floor := uint64(cfg.NVM.WriteLatencyCycles)
+		if cfg.Persist.Point == pointEADR {
+			floor = uint64(cfg.Persist.EADRLatencyCycles)
+		}
+		if cfg.PCIe.PMFar {
+			floor += uint64(cfg.PCIe.LatencyCycles)
+		}
+		for _, model := range durableModels {
+			t.Run(preset+"/"+model.String(), func(t *testing.T) {
+				be, m := setupHW(t, cfg, model)
+				r := region(t, m, "p", 64)
+				var store, fence Event
+				be.SetTrace(func(e Event) {
+					switch e.Kind {
+					case pm.OpStore:
+						store = e
+					case pm.OpDFence:
+						fence = e
+					}
+				})
+				_, err := scope.Launch(m, scope.Grid{Blocks: 1, Threads: 1}, func(t *scope.Thread) {
+					t.Store64(r.Base, 42)
+					t.DFence()
+				})
+				require.NoError(t, err)
+				require.GreaterOrEqual(t, fence.Done-store.Issue, floor, "persist + DFence faster than the persistence point")
+				img, err := be.CrashAt(fence.Done)
+				require.NoError(t, err)
+				require.Equal(t, uint64(42), word(t, img, "p", 0), "durable when DFence returns")
+				img, err = be.CrashAt(store.Issue + floor - 1)
+				require.NoError(t, err)
+				require.Equal(t, uint64(0), word(t, img, "p", 0), "not durable before the persistence latency")
+			})
+		}
+	}
+}
+
+func TestEADRLatency(t *testing.T) {
+	// Under eADR a persist is durable once it reaches the host LLC: the L2,
+	// the link and the eADR point's latency, plus the link transfer, and no
+	// NVM write latency.
+	for _, preset := range []string{"pm-far", "pm-far-eadr"} {
+		cfg, err := Preset(preset)
+		require.NoError(t, err)
+		be, m := setupHW(t, cfg, SBRP)
+		r := region(t, m, "p", 64)
+		_, err = scope.Launch(m, scope.Grid{Blocks: 1, Threads: 1}, func(t *scope.Thread) { t.Store64(r.Base, 1) })
+		require.NoError(t, err)
+		require.Len(t, be.entries, 1)
+		e := be.entries[0]
+		lat := e.ack - e.start
+		base := uint64(cfg.L2.LatencyCycles + cfg.PCIe.LatencyCycles)
+		xfer := uint64(128*cfg.GPU.ClockMHz/(cfg.PCIe.GBps*1e3)) + 1
+		if preset == "pm-far-eadr" {
+			require.GreaterOrEqual(t, lat, base+uint64(cfg.Persist.EADRLatencyCycles))
+			require.LessOrEqual(t, lat, base+uint64(cfg.Persist.EADRLatencyCycles)+xfer)
+		} else {
+			require.GreaterOrEqual(t, lat, base+uint64(cfg.NVM.WriteLatencyCycles))
+		}
+	}
+}
+
+func TestStreamingBandwidth(t *testing.T) {
+	const blocks, bs, iters = 30, 256, 48
+	const lines = blocks * bs / 32 * iters
+	for _, preset := range []string{"pm-near", "pm-far"} {
+		cfg, err := Preset(preset)
+		require.NoError(t, err)
+		gbps := min(cfg.NVM.WriteGBps, cfg.PCIe.GBps)
+		if !cfg.PCIe.PMFar {
+			gbps = cfg.NVM.WriteGBps
+		}
+		bound := uint64(float64(lines*128) * cfg.GPU.ClockMHz / (gbps * 1e3))
+		for _, model := range Models() {
+			t.Run(preset+"/"+model.String(), func(t *testing.T) {
+				be, m := setupHW(t, cfg, model)
+				r := region(t, m, "s", lines*128)
+				_, err := scope.Launch(m, scope.Grid{Blocks: blocks, Threads: bs}, func(t *scope.Thread) {
+					n := uint64(t.GridDim() * t.BlockDim())
+					for i := range uint64(iters) {
+						t.Store32(r.Base.Add(4*(i*n+uint64(t.ID()))), uint32(i))
+					}
+					t.DFence()
+				})
+				require.NoError(t, err)
+				s := be.Stats()
+				require.GreaterOrEqual(t, s.NVMWriteBytes, uint64(lines*128))
+				require.GreaterOrEqual(t, be.Now(), bound, "streaming beat the write bandwidth")
+				t.Logf("%d lines: %d cycles to durable, bound %d (%.2fx)", lines, be.Now(), bound, float64(be.Now())/float64(bound))
+			})
+		}
+	}
+}
+
+func TestSBRPReleaseScope(t *testing.T) {
+	for _, sc := range []pm.Scope{pm.Block, pm.Device} {
+		t.Run(sc.String(), func(t *testing.T) {
+			be, m := setupHW(t, PresetPMNear(), SBRP)
+			r := region(t, m, "d", 4096)
+			flag := alloc(t, m, 4)
+			var rel Event
+			be.SetTrace(func(e Event) {
+				if e.Kind == pm.OpPRel {
+					rel = e
+				}
+			})
+			_, err := scope.Launch(m, scope.Grid{Blocks: 1, Threads: 64}, func(t *scope.Thread) {
+				switch t.TID() {
+				case 0:
+					t.Store64(r.Base, 7)
+					t.PRel(flag, 1, sc)
+				case 32:
+					for t.PAcq(flag, sc) == 0 {
+					}
+					t.Store64(r.Base.Add(1024), 8)
+				}
+			})
+			require.NoError(t, err)
+			img, err := be.CrashAt(rel.Done)
+			require.NoError(t, err)
+			// The acquirer's persist is ordered after the releaser's in
+			// both cases: it never becomes durable first.
+			require.Len(t, be.entries, 2)
+			require.GreaterOrEqual(t, be.entries[1].start, be.entries[0].ack)
+			s := be.Stats()
+			if sc == pm.Block {
+				require.Zero(t, s.Stalls.Release, "a block-scope release does not wait for NVM")
+				require.Equal(t, uint64(0), word(t, img, "d", 0), "nothing reached NVM by the release")
+				require.Less(t, rel.Done-rel.Issue, uint64(PresetPMNear().NVM.WriteLatencyCycles))
+			} else {
+				require.NotZero(t, s.Stalls.Release, "a device-scope release waits for NVM")
+				require.Equal(t, uint64(7), word(t, img, "d", 0), "the release made the data durable")
+			}
+		})
+	}
+}
+
+func TestEpochInvalidates(t *testing.T) {
+	verbs := map[string]func(t *scope.Thread, flag pm.Addr){
+		"OFence":       func(t *scope.Thread, _ pm.Addr) { t.OFence() },
+		"DFence":       func(t *scope.Thread, _ pm.Addr) { t.DFence() },
+		"PRel.block":   func(t *scope.Thread, f pm.Addr) { t.PRel(f, 1, pm.Block) },
+		"PAcq.block":   func(t *scope.Thread, f pm.Addr) { t.PAcq(f, pm.Block) },
+		"PBarrier":     func(t *scope.Thread, _ pm.Addr) { t.PBarrier(pm.Thread) },
+		"EpochBarrier": func(t *scope.Thread, _ pm.Addr) { t.EpochBarrier() },
+		"SyncThreads":  func(t *scope.Thread, _ pm.Addr) { t.SyncThreads() },
+	}
+	for _, name := range []string{"OFence", "DFence", "PRel.block", "PAcq.block", "PBarrier", "EpochBarrier", "SyncThreads"} {
+		verb := verbs[name]
+		for _, model := range []Model{Epoch, GPM, SBRP} {
+			t.Run(name+"/"+model.String(), func(t *testing.T) {
+				be, m := setupHW(t, PresetPMNear(), model)
+				r := region(t, m, "x", 64)
+				flag := alloc(t, m, 4)
+				_, err := scope.Launch(m, scope.Grid{Blocks: 1, Threads: 1}, func(t *scope.Thread) {
+					t.Load64(r.Base)
+					t.Load64(r.Base)
+					verb(t, flag)
+					t.Load64(r.Base)
+				})
+				require.NoError(t, err)
+				want := uint64(1) // the first load misses
+				if model != SBRP && name != "" {
+					want = 2 // the verb invalidated the L1: the last load misses too
+				}
+				if model == SBRP && name == "EpochBarrier" {
+					want = 2 // a system-scope barrier invalidates under SBRP too
+				}
+				require.Equal(t, want, be.Stats().L1PMMisses)
+			})
+		}
+	}
+}
+
+func TestWindowBoundsFlushes(t *testing.T) {
+	var cycles []uint64
+	for _, w := range []int{2, 6} {
+		cfg := PresetPMNear()
+		require.NoError(t, cfg.Set("persist.window="+string(rune('0'+w))))
+		be, m := setupHW(t, cfg, SBRP)
+		r := region(t, m, "w", 64*128)
+		_, err := scope.Launch(m, scope.Grid{Blocks: 1, Threads: 32}, func(t *scope.Thread) {
+			for i := range uint64(64) {
+				t.Store32(r.Base.Add(128*i+4*uint64(t.Lane())), uint32(i))
+			}
+			t.DFence()
+		})
+		require.NoError(t, err)
+		require.Len(t, be.entries, 64)
+		most := 0
+		for _, e := range be.entries {
+			n := 0
+			for _, o := range be.entries {
+				if o.start <= e.start && e.start < o.ack {
+					n++
+				}
+			}
+			most = max(most, n)
+		}
+		require.LessOrEqual(t, most, w, "outstanding flushes on one SM")
+		require.Equal(t, w, most, "the window is used in full")
+		cycles = append(cycles, be.Stats().Cycles)
+	}
+	require.Greater(t, cycles[0], cycles[1], "a narrower window is slower")
+}
+
+func TestBufferFull(t *testing.T) {
+	cfg := PresetPMNear()
+	require.NoError(t, cfg.Set("persist.buffer_entries=8", "persist.window=2"))
+	be, m := setupHW(t, cfg, SBRP)
+	r := region(t, m, "b", 64*128)
+	_, err := scope.Launch(m, scope.Grid{Blocks: 1, Threads: 32}, func(t *scope.Thread) {
+		for i := range uint64(64) {
+			t.Store32(r.Base.Add(128*i+4*uint64(t.Lane())), uint32(i))
+		}
+	})
+	require.NoError(t, err)
+	require.NotZero(t, be.Stats().Stalls.BufferFull)
+}
+
+func TestCrashAtAndState(t *testing.T) {
+	be, m := setupHW(t, PresetPMNear(), SBRP)
+	r := region(t, m, "c", 64)
+	require.NoError(t, m.CopyIn(r.Base, []byte{1, 2, 3}))
+	_, err := scope.Launch(m, scope.Grid{Blocks: 1, Threads: 1}, func(t *scope.Thread) { t.Store8(r.Base, 9) })
+	require.NoError(t, err)
+	_, err = scope.Launch(m, scope.Grid{Blocks: 1, Threads: 1}, func(t *scope.Thread) { t.Store8(r.Base.Add(1), 8) })
+	require.NoError(t, err)
+	_, err = be.CrashAt(0)
+	require.ErrorIs(t, err, ErrCrashTime, "history before the last launch is gone")
+	img, err := be.CrashAt(be.LastStart())
+	require.NoError(t, err)
+	rg, _ := img.Region("c")
+	require.Equal(t, []byte{9, 2, 3}, rg.Data[:3], "host copy and first launch durable, second not yet")
+	img, err = m.Crash()
+	require.NoError(t, err)
+	rg, _ = img.Region("c")
+	require.Equal(t, []byte{9, 8, 3}, rg.Data[:3])
+	require.ErrorIs(t, be.Begin(pm.Launch{Blocks: 1, Threads: 1}), ErrState)
+	_, err = be.CrashAt(1 << 40)
+	require.ErrorIs(t, err, ErrState)
+
+	// Reopen on a fresh backend: the image carries over.
+	be2, err := New(PresetPMFar(), Epoch)
+	require.NoError(t, err)
+	m2, err := pm.Reopen(img, be2)
+	require.NoError(t, err)
+	img2, err := m2.Crash()
+	require.NoError(t, err)
+	require.True(t, img.Equal(img2))
+}
+
+func TestBadInputIsAnError(t *testing.T) {
+	be, err := New(PresetPMNear(), SBRP)
+	require.NoError(t, err)
+	require.ErrorIs(t, be.Begin(pm.Launch{Blocks: 1, Threads: 1}), ErrState, "Begin before Attach")
+	m, err := pm.NewMachine(be)
+	require.NoError(t, err)
+	require.ErrorIs(t, be.Begin(pm.Launch{Blocks: 0, Threads: 4}), ErrGeometry)
+	require.ErrorIs(t, be.Begin(pm.Launch{Blocks: 1, Threads: 4096}), ErrGeometry)
+	_, err = be.End()
+	require.ErrorIs(t, err, ErrState, "End without Begin")
+	require.NoError(t, be.Begin(pm.Launch{Blocks: 1, Threads: 1}))
+	require.ErrorIs(t, be.Begin(pm.Launch{Blocks: 1, Threads: 1}), ErrState, "Begin twice")
+	// Odd agents do not crash the model.
+	be.Op(&pm.Agent{Warp: 0, Unit: -3, Lane: 40}, &pm.Op{Kind: pm.OpStore, PM: false, Size: 4, Addr: 1 << pm.OffsetBits})
+	require.NotZero(t, be.Step(0))
+	_, err = be.End()
+	require.NoError(t, err)
+	_, err = m.Crash()
+	require.NoError(t, err)
+}
