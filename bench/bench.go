@@ -33,6 +33,9 @@ type Row struct {
 type Options struct {
 	// Quick asks for small inputs (seconds, not minutes).
 	Quick bool
+	// Set holds hwmodel overrides ("nvm.write_latency_cycles=500") that
+	// experiments on hwmodel apply to every configuration they build.
+	Set []string
 }
 
 // Experiment is a registered experiment.

@@ -14,6 +14,7 @@ import (
 	"io"
 	"os"
 	"os/signal"
+	"strings"
 
 	"github.com/pkg/profile"
 
@@ -36,6 +37,8 @@ func run(args []string, stdout, stderr io.Writer) error {
 	exps := fs.String("exp", "", "comma-separated experiments to run (default: the quick default set)")
 	quick := fs.Bool("quick", false, "small inputs")
 	format := fs.String("format", "table", "output format: table or csv")
+	var sets multiFlag
+	fs.Var(&sets, "set", "hwmodel override key=value, repeatable (e.g. -set nvm.write_latency_cycles=500)")
 	cpuprofile := fs.String("cpuprofile", "", "write a CPU profile to this directory")
 	memprofile := fs.String("memprofile", "", "write a memory profile to this directory")
 	if err := fs.Parse(args); err != nil {
@@ -73,7 +76,7 @@ func run(args []string, stdout, stderr io.Writer) error {
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt)
 	defer stop()
 	for i, e := range selected {
-		rows, err := e.Run(ctx, bench.Options{Quick: *quick})
+		rows, err := e.Run(ctx, bench.Options{Quick: *quick, Set: sets})
 		if err != nil {
 			return fmt.Errorf("%s: %w", e.Name, err)
 		}
@@ -91,5 +94,15 @@ func run(args []string, stdout, stderr io.Writer) error {
 			return err
 		}
 	}
+	return nil
+}
+
+// multiFlag is a repeatable string flag.
+type multiFlag []string
+
+func (f *multiFlag) String() string { return strings.Join(*f, ",") }
+
+func (f *multiFlag) Set(v string) error {
+	*f = append(*f, v)
 	return nil
 }

@@ -1,0 +1,50 @@
+package bench_test
+
+import (
+	"context"
+	"testing"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/scopedpm/scopedpm/bench"
+)
+
+func rowsBy(rows []bench.Row) map[[3]string]float64 {
+	out := map[[3]string]float64{}
+	for _, r := range rows {
+		out[[3]string{r.Workload, r.Config, r.Metric}] = r.Value
+	}
+	return out
+}
+
+func TestMicroPersist(t *testing.T) {
+	e, ok := bench.Lookup("micro-persist")
+	require.True(t, ok)
+	rows, err := e.Run(context.Background(), bench.Options{Quick: true})
+	require.NoError(t, err)
+	v := rowsBy(rows)
+	for _, model := range []string{"strict", "epoch", "gpm", "sbrp", "scoped-barrier"} {
+		// Physics: a persist then DFence never beats the NVM write
+		// latency (400 cycles near; far adds the link), streaming never
+		// beats the write bandwidth (42 GB/s near, 28 GB/s far).
+		require.GreaterOrEqual(t, v[[3]string{"persist-dfence", "pm-near/" + model, "cycles"}], 400.0, model)
+		require.GreaterOrEqual(t, v[[3]string{"persist-dfence", "pm-far/" + model, "cycles"}], 400.0+410, model)
+		require.LessOrEqual(t, v[[3]string{"stream", "pm-near/" + model, "write_gbps"}], 42.0, model)
+		require.LessOrEqual(t, v[[3]string{"stream", "pm-far/" + model, "write_gbps"}], 28.0, model)
+	}
+	// SBRP buffers OFence and block-scope release/acquire; Epoch pays a
+	// write-back and acks for each.
+	for _, verb := range []string{"ofence", "prel-pacq-block"} {
+		require.Less(t, v[[3]string{verb, "pm-near/sbrp", "cycles_per_op"}], v[[3]string{verb, "pm-near/epoch", "cycles_per_op"}], verb)
+	}
+	require.Less(t, v[[3]string{"prel-pacq-block", "pm-near/sbrp", "cycles_per_op"}], v[[3]string{"prel-pacq-device", "pm-near/sbrp", "cycles_per_op"}])
+
+	// -set reaches the model: halving the NVM write bandwidth halves the
+	// near stream's bandwidth (give or take).
+	rows, err = e.Run(context.Background(), bench.Options{Quick: true, Set: []string{"nvm.write_gbps=21"}})
+	require.NoError(t, err)
+	half := rowsBy(rows)[[3]string{"stream", "pm-near/sbrp", "write_gbps"}]
+	require.InDelta(t, v[[3]string{"stream", "pm-near/sbrp", "write_gbps"}]/2, half, 2.0)
+	_, err = e.Run(context.Background(), bench.Options{Quick: true, Set: []string{"nvm.no_such_key=1"}})
+	require.Error(t, err)
+}
