@@ -93,10 +93,10 @@ type worker struct {
 }
 
 type warp struct {
-	id     int
-	blk    *block
-	lanes  []*Thread
-	live   int
+	id       int
+	blk      *block
+	lanes    []*Thread
+	live     int
 	ready    uint64
 	queued   bool
 	stepping bool
