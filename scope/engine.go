@@ -7,6 +7,7 @@ import (
 	"runtime/debug"
 	"slices"
 	"strings"
+	"sync"
 
 	"github.com/scopedpm/scopedpm/pm"
 )
@@ -56,7 +57,7 @@ type Result struct {
 	Verbs           uint64 // thread-verbs executed
 	Steps           uint64 // warp steps
 	Switches        uint64 // coroutine resumes
-	Coroutines      int    // coroutines created (peak of suspended threads)
+	Coroutines      int    // coroutines used (about the peak of suspended threads)
 	PeakResident    int    // peak resident threads
 	Preempted       int    // blocks swapped out while waiting at a device barrier
 	Stats           pm.Stats
@@ -86,6 +87,7 @@ const (
 )
 
 type worker struct {
+	e     *engine // the launch it serves, while it serves one
 	next  func() (*Thread, bool)
 	stop  func()
 	yield func(*Thread) bool
@@ -190,10 +192,10 @@ func Launch(m *pm.Machine, g Grid, k Kernel, opts ...Option) (Result, error) {
 		return Result{}, fmt.Errorf("%w: begin %s: %w", pm.ErrBackend, e.be.Name(), err)
 	}
 	runErr := e.run()
+	e.res.Coroutines = len(e.workers)
 	e.shutdown()
 	stats, err := e.be.End()
 	e.res.Stats = stats
-	e.res.Coroutines = len(e.workers)
 	if runErr != nil {
 		return e.res, runErr
 	}
@@ -314,14 +316,26 @@ func (e *engine) worker() *worker {
 		e.free = e.free[:n-1]
 		return wk
 	}
+	wk := pool.get()
+	if wk == nil {
+		wk = newWorker()
+	}
+	wk.e = e
+	e.workers = append(e.workers, wk)
+	return wk
+}
+
+// newWorker starts a coroutine that runs the threads queued on it, one after
+// another, and yields nil when its queue is empty.
+func newWorker() *worker {
 	wk := &worker{}
 	wk.next, wk.stop = iter.Pull(func(yield func(*Thread) bool) {
 		wk.yield = yield
 		for {
-			for len(wk.queue) > 0 && e.err == nil {
+			for len(wk.queue) > 0 && wk.e.err == nil {
 				t := wk.queue[0]
 				wk.queue = wk.queue[1:]
-				if !e.runThread(wk, t) {
+				if !wk.e.runThread(wk, t) {
 					return
 				}
 			}
@@ -331,8 +345,42 @@ func (e *engine) worker() *worker {
 			}
 		}
 	})
-	e.workers = append(e.workers, wk)
 	return wk
+}
+
+// pool keeps idle worker coroutines between launches, so that a run of many
+// launches (an experiment sweep) does not start a goroutine per thread each
+// time. It holds at most poolCap workers (about 3 KiB each).
+var pool workerPool
+
+const poolCap = 1 << 14
+
+type workerPool struct {
+	mu   sync.Mutex
+	free []*worker
+}
+
+func (p *workerPool) get() *worker {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if n := len(p.free); n > 0 {
+		wk := p.free[n-1]
+		p.free = p.free[:n-1]
+		return wk
+	}
+	return nil
+}
+
+// put keeps idle workers up to the cap and returns the ones it did not keep.
+func (p *workerPool) put(ws []*worker) []*worker {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	n := min(len(ws), poolCap-len(p.free))
+	for _, wk := range ws[:n] {
+		wk.e = nil
+		p.free = append(p.free, wk)
+	}
+	return ws[n:]
 }
 
 // abortSignal unwinds a suspended thread when the launch is torn down.
@@ -696,10 +744,23 @@ func (e *engine) newBlock(id, sm int) *block {
 }
 
 // shutdown stops every worker; suspended threads unwind.
+// Idle workers go back to the pool; the pool's overflow and workers whose
+// threads are still suspended (after an error) are stopped.
 func (e *engine) shutdown() {
+	idle := map[*worker]bool{}
+	for _, wk := range e.free {
+		idle[wk] = true
+	}
+	var busy []*worker
 	for _, wk := range e.workers {
+		if !idle[wk] {
+			busy = append(busy, wk)
+		}
+	}
+	for _, wk := range append(busy, pool.put(e.free)...) {
 		wk.stop()
 	}
+	e.free, e.workers = nil, nil
 }
 
 // warpHeap orders warps by (ready, id).

@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/binary"
 	"errors"
+	"runtime"
 	"testing"
 
 	"github.com/stretchr/testify/require"
@@ -295,4 +296,27 @@ func TestPromotion(t *testing.T) {
 	}
 	_, err = scope.Launch(m, scope.Grid{Blocks: 1, Threads: 4}, k, scope.WithPromotion(pm.Device, pm.Block))
 	require.ErrorIs(t, err, scope.ErrBadArg)
+}
+
+// Failed launches stop their suspended threads; idle coroutines are kept
+// for reuse only up to a bound. Either way goroutines do not pile up.
+func TestNoGoroutineLeak(t *testing.T) {
+	m := newMachine(t, pm.DefaultGPU)
+	flag, err := m.Alloc(pm.DeviceMem, 4)
+	require.NoError(t, err)
+	run := func() {
+		_, err := scope.Launch(m, scope.Grid{Blocks: 4, Threads: 64}, func(t *scope.Thread) {
+			for t.PAcq(flag, pm.Device) == 0 {
+			}
+		})
+		require.ErrorIs(t, err, scope.ErrDeadlock)
+		_, err = scope.Launch(m, scope.Grid{Blocks: 4, Threads: 64}, func(t *scope.Thread) { t.SyncThreads() })
+		require.NoError(t, err)
+	}
+	run()
+	before := runtime.NumGoroutine()
+	for range 20 {
+		run()
+	}
+	require.LessOrEqual(t, runtime.NumGoroutine(), before+8)
 }
