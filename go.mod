@@ -1,10 +1,11 @@
 module github.com/scopedpm/scopedpm
 
-go 1.26
+go 1.26.0
 
 require (
 	github.com/pkg/profile v1.7.0
 	github.com/stretchr/testify v1.12.1
+	golang.org/x/sync v0.24.0
 )
 
 require (

@@ -9,48 +9,67 @@ import (
 )
 
 func init() {
-	register("reduction", "two-level persistent reduction (seed 001 Fig. 3): block-scope release inside a block, device scope across blocks",
-		func(s Size) crash.Workload { return NewReduction(reductionShape(s), pm.Device) })
+	register("reduction", "persistent reduction (seed 001 Fig. 3): a tree inside each block ordered by block-scope release/acquire, device scope across blocks",
+		func(s Size) crash.Workload { return newReductionOfSize(s, pm.Device) })
 	register("reduction-narrow", "the reduction with its cross-block release narrowed to block scope: a scoped persistency bug (seed 001 §5.3)",
-		func(s Size) crash.Workload { return NewReduction(reductionShape(s), pm.Block) })
+		func(s Size) crash.Workload { return newReductionOfSize(s, pm.Block) })
 }
 
-func reductionShape(s Size) scope.Grid {
+// reductionShape returns the grid and the inputs per thread for a size.
+func reductionShape(s Size) (scope.Grid, int) {
 	switch s {
 	case Tiny:
-		return scope.Grid{Blocks: 3, Threads: 4}
+		return scope.Grid{Blocks: 3, Threads: 4}, 2
 	case Quick:
-		return scope.Grid{Blocks: 8, Threads: 64}
+		return scope.Grid{Blocks: 8, Threads: 64}, 16
 	}
-	return scope.Grid{Blocks: 60, Threads: 512} // the SBRP artifact's 60 blocks of 512 threads
+	// The SBRP artifact: 60 blocks of 512 threads over about 4 M ints
+	// (136 per thread: 4,177,920 ints).
+	return scope.Grid{Blocks: 60, Threads: 512}, 136
 }
 
-const empty = 0xFFFFFFFF
+const empty64 = ^uint64(0)
 
-// Reduction is a two-level persistent sum after seed 001 Figure 3. Each
-// thread persists its value and releases it at block scope to its block's
-// thread 0, which persists the block's partial sum and releases it at
-// CrossScope; the last block's thread 0 acquires every partial sum at device
-// scope, persists the total, orders it with OFence, and persists a done
-// flag. Device scope is the right CrossScope: the final reducer is in
-// another block.
+// Reduction is a persistent sum after seed 001 Figure 3. The input lives in
+// volatile device memory (the host still has it after a crash). Each thread
+// sums its chunk of the input and persists the sum in its slot of the PM
+// array vals; the block then reduces the slots as a tree, in place: at
+// stride s, thread j (a multiple of 2s) acquires at block scope the slot of
+// thread j+s and persists its own slot one level up. Each slot is one
+// 8-byte word holding (level, value), so it persists atomically. Thread 0
+// of each block ends with the block's sum and releases it at CrossScope;
+// the last block's thread 0 acquires every block's sum at device scope,
+// persists the total, orders it with OFence, and persists a done flag.
+// Device scope is the right CrossScope: the final reducer is in another
+// block.
 //
-// Recovery resumes from the persisted values and partial sums (a value or
-// partial already durable is not recomputed) after validating that a durable
-// total agrees with the durable partial sums it was computed from.
+// Recovery is native: the same kernel runs again and every thread resumes
+// from the level its slot reached. Before that, recovery validates that a
+// durable total agrees with the durable block sums it was computed from.
 type Reduction struct {
 	Grid       scope.Grid
+	PerThread  int
 	CrossScope pm.Scope
 	in         []uint32
+	levels     int
 }
 
-// NewReduction returns a reduction over grid with inputs 3i+1.
-func NewReduction(grid scope.Grid, cross pm.Scope) *Reduction {
-	r := &Reduction{Grid: grid, CrossScope: cross}
-	for i := range grid.Total() {
+// NewReduction returns a reduction over grid, perThread inputs per thread
+// (3i+1 for input i); grid.Threads must be a power of two.
+func NewReduction(grid scope.Grid, perThread int, cross pm.Scope) *Reduction {
+	r := &Reduction{Grid: grid, PerThread: perThread, CrossScope: cross}
+	for i := range grid.Total() * perThread {
 		r.in = append(r.in, uint32(3*i+1))
 	}
+	for 1<<r.levels < grid.Threads {
+		r.levels++
+	}
 	return r
+}
+
+func newReductionOfSize(s Size, cross pm.Scope) crash.Workload {
+	g, per := reductionShape(s)
+	return NewReduction(g, per, cross)
 }
 
 // Name returns "reduction" or "reduction(<scope>)" for a non-device cross scope.
@@ -61,12 +80,15 @@ func (r *Reduction) Name() string {
 	return fmt.Sprintf("reduction(%s)", r.CrossScope)
 }
 
-// Setup creates the regions vals, parts and res, filled with EMPTY.
+// Setup creates the regions vals and res, filled with EMPTY.
 func (r *Reduction) Setup(m *pm.Machine) error {
+	if r.Grid.Threads != 1<<r.levels {
+		return fmt.Errorf("examples: reduction needs a power-of-two block, got %d", r.Grid.Threads)
+	}
 	for _, reg := range []struct {
 		name string
 		size int
-	}{{"vals", 4 * r.Grid.Total()}, {"parts", 4 * r.Grid.Blocks}, {"res", 8}} {
+	}{{"vals", 8 * r.Grid.Total()}, {"res", 8}} {
 		rg, err := m.CreateRegion(reg.name, uint64(reg.size))
 		if err != nil {
 			return err
@@ -82,48 +104,62 @@ func (r *Reduction) Setup(m *pm.Machine) error {
 	return nil
 }
 
-func (r *Reduction) regions(m *pm.Machine) (vals, parts, res pm.Addr, err error) {
-	var rg [3]pm.Range
-	for i, name := range []string{"vals", "parts", "res"} {
-		if rg[i], err = m.OpenRegion(name); err != nil {
-			return
-		}
+func (r *Reduction) regions(m *pm.Machine) (vals, res pm.Addr, err error) {
+	v, err := m.OpenRegion("vals")
+	if err != nil {
+		return 0, 0, err
 	}
-	return rg[0].Base, rg[1].Base, rg[2].Base, nil
+	s, err := m.OpenRegion("res")
+	return v.Base, s.Base, err
 }
 
-// Kernel returns the reduction kernel for machine m (its flags live in
-// fresh device memory).
+// Kernel uploads the input to fresh device memory and returns the kernel.
 func (r *Reduction) Kernel(m *pm.Machine) (scope.Kernel, error) {
-	vals, parts, res, err := r.regions(m)
+	vals, res, err := r.regions(m)
 	if err != nil {
 		return nil, err
 	}
 	n, blocks, bs := r.Grid.Total(), r.Grid.Blocks, r.Grid.Threads
+	in, err := m.Alloc(pm.DeviceMem, uint64(4*len(r.in)))
+	if err != nil {
+		return nil, err
+	}
+	buf := make([]byte, 4*len(r.in))
+	for i, v := range r.in {
+		pm.PutLE(buf[4*i:4*i+4], uint64(v))
+	}
+	if err := m.CopyIn(in, buf); err != nil {
+		return nil, err
+	}
 	flags, err := m.Alloc(pm.DeviceMem, uint64(4*(n+blocks)))
 	if err != nil {
 		return nil, err
 	}
-	in, cross := r.in, r.CrossScope
+	per, levels, cross := r.PerThread, r.levels, r.CrossScope
 	return func(t *scope.Thread) {
 		b, j := t.Block(), t.TID()
-		v := vals.Add(uint64(4 * t.ID()))
-		if t.Load32(v) == empty {
-			t.Store32(v, in[t.ID()])
+		slot := func(k int) pm.Addr { return vals.Add(uint64(8 * (b*bs + k))) }
+		flag := func(k int) pm.Addr { return flags.Add(uint64(4 * (b*bs + k))) }
+		w := t.Load64(slot(j))
+		level, v := int(w>>32), uint32(w)
+		if w == empty64 {
+			level, v = 0, 0
+			for i := range per {
+				v += t.Load32(in.Add(uint64(4 * (t.ID()*per + i))))
+			}
+			t.Store64(slot(j), uint64(v))
 		}
-		t.PRel(flags.Add(uint64(4*t.ID())), 1, pm.Block)
+		t.PRel(flag(j), uint32(level+1), pm.Block)
+		for ; level < levels && j%(2<<level) == 0; level++ {
+			partner := j + 1<<level
+			for t.PAcq(flag(partner), pm.Block) < uint32(level+1) {
+			}
+			v += uint32(t.Load64(slot(partner)))
+			t.Store64(slot(j), uint64(level+1)<<32|uint64(v))
+			t.PRel(flag(j), uint32(level+2), pm.Block)
+		}
 		if j != 0 {
 			return
-		}
-		part := parts.Add(uint64(4 * b))
-		if t.Load32(part) == empty {
-			var sum uint32
-			for k := range bs {
-				for t.PAcq(flags.Add(uint64(4*(b*bs+k))), pm.Block) == 0 {
-				}
-				sum += t.Load32(vals.Add(uint64(4 * (b*bs + k))))
-			}
-			t.Store32(part, sum)
 		}
 		t.PRel(flags.Add(uint64(4*(n+b))), 1, cross)
 		if b != blocks-1 || t.Load32(res.Add(4)) == 1 {
@@ -133,7 +169,7 @@ func (r *Reduction) Kernel(m *pm.Machine) (scope.Kernel, error) {
 		for k := range blocks {
 			for t.PAcq(flags.Add(uint64(4*(n+k))), pm.Device) == 0 {
 			}
-			total += t.Load32(parts.Add(uint64(4 * k)))
+			total += uint32(t.Load64(vals.Add(uint64(8 * k * bs))))
 		}
 		t.Store32(res, total)
 		t.OFence()
@@ -155,7 +191,7 @@ func (r *Reduction) Run(m *pm.Machine) error { return r.launch(m) }
 
 // Recover validates the durable state and resumes the kernel.
 func (r *Reduction) Recover(m *pm.Machine) error {
-	_, parts, res, err := r.regions(m)
+	vals, res, err := r.regions(m)
 	if err != nil {
 		return err
 	}
@@ -164,14 +200,14 @@ func (r *Reduction) Recover(m *pm.Machine) error {
 		total, _ := mem.Load(res, 4)
 		var sum uint32
 		for b := range r.Grid.Blocks {
-			p, _ := mem.Load(parts.Add(uint64(4*b)), 4)
-			if p == empty {
-				return fmt.Errorf("%w: total %d durable but partial sum %d is not", ErrInconsistent, total, b)
+			w, _ := mem.Load(vals.Add(uint64(8*b*r.Grid.Threads)), 8)
+			if int(w>>32) != r.levels || w == empty64 {
+				return fmt.Errorf("%w: total %d durable but the sum of block %d is not (slot %#x)", ErrInconsistent, total, b, w)
 			}
-			sum += uint32(p)
+			sum += uint32(w)
 		}
 		if sum != uint32(total) {
-			return fmt.Errorf("%w: total %d, partial sums add to %d", ErrInconsistent, total, sum)
+			return fmt.Errorf("%w: total %d, block sums add to %d", ErrInconsistent, total, sum)
 		}
 	}
 	return r.launch(m)
@@ -188,7 +224,7 @@ func (r *Reduction) Want() uint32 {
 
 // Check requires the done flag and the right total.
 func (r *Reduction) Check(m *pm.Machine) error {
-	_, _, res, err := r.regions(m)
+	_, res, err := r.regions(m)
 	if err != nil {
 		return err
 	}

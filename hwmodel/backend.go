@@ -436,7 +436,13 @@ func (b *Backend) Op(a *pm.Agent, op *pm.Op) {
 		b.popTime = max(b.popTime, ws.clock)
 	}
 	ws.sm = max(a.Unit, 0) % len(b.sms)
-	p := pendOp{kind: op.Kind, scope: op.Scope, pm: op.PM && !b.pmAsDRAM, wrote: op.Wrote, addr: op.Addr, size: op.Size, value: op.Value, old: op.Old, rec0: -1, rec1: -1}
+	sc := op.Scope
+	if sc == pm.Block && b.cfg.Persist.PromoteBlock {
+		if op.Kind == pm.OpPRel || op.Kind == pm.OpPAcq {
+			sc = pm.Device
+		}
+	}
+	p := pendOp{kind: op.Kind, scope: sc, pm: op.PM && !b.pmAsDRAM, wrote: op.Wrote, addr: op.Addr, size: op.Size, value: op.Value, old: op.Old, rec0: -1, rec1: -1}
 	switch op.Kind {
 	case pm.OpStore, pm.OpAtomic, pm.OpPRel:
 		if op.PM && (op.Kind != pm.OpAtomic || op.Wrote) {

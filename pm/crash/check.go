@@ -333,9 +333,11 @@ func isOrdering(k pm.OpKind) bool {
 	return false
 }
 
-// narrowestCovering returns the narrowest scope that covers both agents.
+// narrowestCovering returns the narrowest persistency scope (thread, block,
+// device, system: the papers have no warp-scope persistency verbs) that
+// covers both agents.
 func narrowestCovering(a, b *pm.Agent) pm.Scope {
-	for s := pm.Thread; s < pm.System; s++ {
+	for _, s := range []pm.Scope{pm.Thread, pm.Block, pm.Device} {
 		if s.Covers(a, b) {
 			return s
 		}
@@ -443,15 +445,27 @@ type Advice struct {
 	Site    string
 	Kind    pm.OpKind
 	Current pm.Scope
+	// Floor is the narrowest scope that still covers every pair of threads
+	// that synchronised through this site in the recording: narrower would
+	// break visibility (the acquire could read a stale flag on hardware),
+	// whatever persistence needs. The advisor never goes below it.
+	Floor pm.Scope
 	// Narrowest is the narrowest scope under which every explored crash
-	// state still recovers (Current if none narrower does).
+	// state still recovers (Current if none narrower does): what
+	// persistence alone needs.
 	Narrowest pm.Scope
 	Checked   int
 }
 
+// Recommended is the scope to use: what persistence needs, but never below
+// what visibility needs.
+func (a Advice) Recommended() pm.Scope { return max(a.Narrowest, a.Floor) }
+
 // Advise finds, for each scoped call site, the narrowest scope under which
-// every explored crash state recovers, with the other sites unchanged.
+// every explored crash state recovers, with the other sites unchanged, and
+// the narrowest that visibility allows (see Advice.Recommended).
 func (r *Recording) Advise(w Workload, cfg Config) ([]Advice, error) {
+	floors := syncFloors(r.Events)
 	var out []Advice
 	groups := map[string]int{} // site/kind -> index in out
 	var muts [][]Mutant
@@ -464,7 +478,7 @@ func (r *Recording) Advise(w Workload, cfg Config) ([]Advice, error) {
 		if !ok {
 			i = len(out)
 			groups[key] = i
-			out = append(out, Advice{Site: m.Site, Kind: m.Kind, Current: m.From, Narrowest: m.From})
+			out = append(out, Advice{Site: m.Site, Kind: m.Kind, Current: m.From, Narrowest: m.From, Floor: floors[key]})
 			muts = append(muts, nil)
 		}
 		muts[i] = append(muts[i], m)
@@ -484,4 +498,42 @@ func (r *Recording) Advise(w Workload, cfg Config) ([]Advice, error) {
 		}
 	}
 	return out, nil
+}
+
+// syncFloors returns, per "site/kind" of PRel and PAcq, the narrowest scope
+// covering every (releaser, acquirer) pair of different threads that
+// synchronised through it: each acquire reads the last write to its flag.
+func syncFloors(events []record.Event) map[string]pm.Scope {
+	type rel struct {
+		site  string
+		agent pm.Agent
+		ok    bool
+	}
+	last := map[pm.Addr]rel{}
+	floors := map[string]pm.Scope{}
+	raise := func(key string, s pm.Scope) { floors[key] = max(floors[key], s) }
+	for _, e := range events {
+		if e.Group != nil {
+			continue
+		}
+		switch e.Op.Kind {
+		case pm.OpPRel:
+			last[e.Op.Addr] = rel{e.Site, e.Agent, true}
+		case pm.OpStore, pm.OpAtomic:
+			for a := e.Op.Addr &^ 3; a < e.Op.Addr+pm.Addr(e.Op.Size); a += 4 {
+				if _, ok := last[a]; ok && (e.Op.Kind == pm.OpStore || e.Op.Wrote) {
+					last[a] = rel{}
+				}
+			}
+		case pm.OpPAcq:
+			r := last[e.Op.Addr]
+			if !r.ok || r.agent == e.Agent {
+				continue
+			}
+			s := narrowestCovering(&r.agent, &e.Agent)
+			raise(r.site+"/"+pm.OpPRel.String(), s)
+			raise(e.Site+"/"+pm.OpPAcq.String(), s)
+		}
+	}
+	return floors
 }

@@ -114,10 +114,11 @@ func run(args []string, stdout, stderr io.Writer) error {
 		}
 		for _, a := range adv {
 			note := "keep"
-			if a.Narrowest < a.Current {
-				note = "can narrow"
+			if a.Recommended() < a.Current {
+				note = "narrow"
 			}
-			fmt.Fprintf(stdout, "%-6s at %-20s %-6s -> %-6s %s (%d states)\n", a.Kind, a.Site, a.Current, a.Narrowest, note, a.Checked)
+			fmt.Fprintf(stdout, "%-6s at %-20s %-6s -> %-6s %-6s (persistence needs %s, visibility %s; %d states)\n",
+				a.Kind, a.Site, a.Current, a.Recommended(), note, a.Narrowest, a.Floor, a.Checked)
 		}
 		return nil
 	}

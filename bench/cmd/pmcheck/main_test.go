@@ -18,7 +18,7 @@ func TestPmcheck(t *testing.T) {
 			[]string{"1 violations", "PRel.block at reduction.go:", "too narrow", "replay: pmcheck -workload reduction-narrow -model sbrp -strategy mixed -states 2000 -seed 5"}},
 		{[]string{"-workload", "reduction", "-model", "epoch", "-strategy", "random", "-states", "300"}, nil, []string{"checked 300 crash states, 0 violations"}},
 		{[]string{"-workload", "reduction", "-mutate", "-states", "300"}, nil, []string{"killed   PRel at reduction.go:", "device -> block"}},
-		{[]string{"-workload", "reduction", "-advise", "-states", "300"}, nil, []string{"device -> device keep"}},
+		{[]string{"-workload", "reduction", "-advise", "-states", "300"}, nil, []string{"device -> device keep", "block  -> block  keep"}},
 		{[]string{"-list"}, nil, []string{"reduction-narrow"}},
 	} {
 		var out, errb bytes.Buffer

@@ -1,0 +1,305 @@
+package bench
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"math"
+	"runtime"
+
+	"golang.org/x/sync/errgroup"
+
+	"github.com/scopedpm/scopedpm/examples"
+	"github.com/scopedpm/scopedpm/hwmodel"
+	"github.com/scopedpm/scopedpm/pm"
+)
+
+// The six applications of seed 001 Table 2, by their label in the figures.
+var sbrpApps = []struct{ label, workload string }{
+	{"gpKVS", "gpkvs"}, {"HM", "hashmap"}, {"SRAD", "srad"},
+	{"Red", "reduction"}, {"MQ", "multiqueue"}, {"Scan", "scan"},
+}
+
+// sysConfig is one bar of a figure: a preset, a model and overrides.
+type sysConfig struct {
+	name   string
+	preset string
+	model  hwmodel.Model
+	set    []string
+}
+
+var (
+	gpmFar    = sysConfig{"gpm", "pm-far", hwmodel.GPM, nil}
+	epochFar  = sysConfig{"epoch-far", "pm-far", hwmodel.Epoch, nil}
+	sbrpFar   = sysConfig{"sbrp-far", "pm-far", hwmodel.SBRP, nil}
+	epochNear = sysConfig{"epoch-near", "pm-near", hwmodel.Epoch, nil}
+	sbrpNear  = sysConfig{"sbrp-near", "pm-near", hwmodel.SBRP, nil}
+)
+
+func with(c sysConfig, name string, set ...string) sysConfig {
+	c.name = name
+	c.set = append(append([]string(nil), c.set...), set...)
+	return c
+}
+
+func init() {
+	for _, e := range []Experiment{
+		{Name: "sbrp-fig6", Description: "seed 001 Fig. 6: speedup over epoch-far of gpm, epoch-far, sbrp-far, epoch-near, sbrp-near per app, and the geometric mean", Run: runFig6},
+		{Name: "sbrp-fig7", Description: "seed 001 Fig. 7: SBRP speedup over epoch with and without scopes (block scope promoted to device) for apps with intra-block PMO", Run: runFig7},
+		{Name: "sbrp-fig8", Description: "seed 001 Fig. 8: L1 read misses on PM data, normalised to epoch-far", Run: runFig8},
+		{Name: "sbrp-fig9", Description: "seed 001 Fig. 9: sbrp-far speedup over epoch-far with eADR", Run: runFig9},
+		{Name: "sbrp-fig10a", Description: "seed 001 Fig. 10a: sbrp-near speedup over epoch-near against persist-buffer entries", Run: runFig10a},
+		{Name: "sbrp-fig10c", Description: "seed 001 Fig. 10c: sbrp-near speedup over epoch-near against the flush window", Run: runFig10c},
+		{Name: "sbrp-fig11", Description: "seed 001 Fig. 11: recovery-kernel time after a crash just before the end, normalised to epoch-near", Run: runFig11},
+	} {
+		Register(e)
+	}
+}
+
+// appRun is what one run of an application on one configuration measured.
+type appRun struct {
+	cycles     uint64 // the application's kernels, Setup excluded
+	l1PMMisses uint64
+	recovery   uint64 // recovery cycles after a crash (when asked)
+}
+
+// runApp sets up and runs workload on a fresh machine of configuration c
+// and, if recover is set, crashes it just before its last persist became
+// durable and times the recovery on a fresh machine of the same
+// configuration.
+func runApp(workload string, c sysConfig, o Options, recover bool) (appRun, error) {
+	size := examples.Paper
+	if o.Quick {
+		size = examples.Quick
+	}
+	w, err := examples.New(workload, size)
+	if err != nil {
+		return appRun{}, err
+	}
+	cfg, err := hwmodel.Preset(c.preset)
+	if err != nil {
+		return appRun{}, err
+	}
+	if err := cfg.Set(append(append([]string(nil), c.set...), o.Set...)...); err != nil {
+		return appRun{}, err
+	}
+	be, err := hwmodel.New(cfg, c.model)
+	if err != nil {
+		return appRun{}, err
+	}
+	m, err := pm.NewMachine(be)
+	if err != nil {
+		return appRun{}, err
+	}
+	if err := w.Setup(m); err != nil {
+		return appRun{}, fmt.Errorf("%s setup: %w", workload, err)
+	}
+	before := be.Stats()
+	if err := w.Run(m); err != nil {
+		return appRun{}, fmt.Errorf("%s on %s: %w", workload, c.name, err)
+	}
+	after := be.Stats()
+	r := appRun{cycles: after.Cycles - before.Cycles, l1PMMisses: after.L1PMMisses - before.L1PMMisses}
+	if !recover {
+		return r, w.Check(m)
+	}
+	img, err := be.CrashAt(be.Now() - 1)
+	if err != nil {
+		return r, err
+	}
+	be2, err := hwmodel.New(cfg, c.model)
+	if err != nil {
+		return r, err
+	}
+	m2, err := pm.Reopen(img, be2)
+	if err != nil {
+		return r, err
+	}
+	s0 := be2.Stats()
+	if err := w.Recover(m2); err != nil {
+		return r, fmt.Errorf("%s recovery on %s: %w", workload, c.name, err)
+	}
+	r.recovery = be2.Stats().Cycles - s0.Cycles
+	return r, w.Check(m2)
+}
+
+// sweep runs every (app, config) pair in parallel, at most GOMAXPROCS at a
+// time, and returns the results indexed [app][config]. Apps not yet in the
+// examples registry are left out.
+func sweep(ctx context.Context, apps []string, configs []sysConfig, o Options, recover bool) (map[string][]appRun, error) {
+	out := map[string][]appRun{}
+	g, ctx := errgroup.WithContext(ctx)
+	g.SetLimit(runtime.GOMAXPROCS(0))
+	for _, app := range apps {
+		if _, err := examples.New(app, examples.Tiny); errors.Is(err, examples.ErrUnknown) {
+			continue
+		}
+		runs := make([]appRun, len(configs))
+		out[app] = runs
+		for i, c := range configs {
+			g.Go(func() error {
+				if err := ctx.Err(); err != nil {
+					return err
+				}
+				r, err := runApp(app, c, o, recover)
+				runs[i] = r
+				return err
+			})
+		}
+	}
+	return out, g.Wait()
+}
+
+func appNames(filter func(label string) bool) (labels, names []string) {
+	for _, a := range sbrpApps {
+		if filter == nil || filter(a.label) {
+			labels = append(labels, a.label)
+			names = append(names, a.workload)
+		}
+	}
+	return labels, names
+}
+
+// ratioRows emits, per app and config, metric = f(run of config, run of
+// base config) and a geomean row per config.
+func ratioRows(exp, metric string, labels, names []string, configs []sysConfig, res map[string][]appRun, f func(r, base appRun) float64, base func(runs []appRun, i int) appRun) []Row {
+	var rows []Row
+	logs := make([]float64, len(configs))
+	n := 0
+	for k, app := range names {
+		runs, ok := res[app]
+		if !ok {
+			continue
+		}
+		n++
+		for i, c := range configs {
+			v := f(runs[i], base(runs, i))
+			rows = append(rows, Row{exp, labels[k], c.name, metric, v})
+			logs[i] += math.Log(v)
+		}
+	}
+	if n > 0 {
+		for i, c := range configs {
+			rows = append(rows, Row{exp, "geomean", c.name, metric, math.Exp(logs[i] / float64(n))})
+		}
+	}
+	return rows
+}
+
+func speedup(r, base appRun) float64 { return float64(base.cycles) / float64(r.cycles) }
+
+func runFig6(ctx context.Context, o Options) ([]Row, error) {
+	configs := []sysConfig{gpmFar, epochFar, sbrpFar, epochNear, sbrpNear}
+	labels, names := appNames(nil)
+	res, err := sweep(ctx, names, configs, o, false)
+	if err != nil {
+		return nil, err
+	}
+	return ratioRows("sbrp-fig6", "speedup", labels, names, configs, res, speedup,
+		func(runs []appRun, _ int) appRun { return runs[1] }), nil
+}
+
+func runFig7(ctx context.Context, o Options) ([]Row, error) {
+	// Pairs (epoch, sbrp, sbrp without scopes) per placement; the speedup
+	// is over epoch of the same placement.
+	configs := []sysConfig{
+		epochFar, sbrpFar, with(sbrpFar, "sbrp-far-noscope", "persist.promote_block=true"),
+		epochNear, sbrpNear, with(sbrpNear, "sbrp-near-noscope", "persist.promote_block=true"),
+	}
+	labels, names := appNames(func(l string) bool { return l == "Red" || l == "MQ" || l == "Scan" })
+	res, err := sweep(ctx, names, configs, o, false)
+	if err != nil {
+		return nil, err
+	}
+	rows := ratioRows("sbrp-fig7", "speedup", labels, names, configs, res, speedup,
+		func(runs []appRun, i int) appRun { return runs[i/3*3] })
+	return dropConfigs(rows, "epoch-far", "epoch-near"), nil
+}
+
+func dropConfigs(rows []Row, names ...string) []Row {
+	var out []Row
+	for _, r := range rows {
+		keep := true
+		for _, n := range names {
+			keep = keep && r.Config != n
+		}
+		if keep {
+			out = append(out, r)
+		}
+	}
+	return out
+}
+
+func runFig8(ctx context.Context, o Options) ([]Row, error) {
+	configs := []sysConfig{gpmFar, epochFar, sbrpFar, epochNear, sbrpNear}
+	labels, names := appNames(nil)
+	res, err := sweep(ctx, names, configs, o, false)
+	if err != nil {
+		return nil, err
+	}
+	return ratioRows("sbrp-fig8", "l1_pm_read_misses_norm", labels, names, configs, res,
+		func(r, base appRun) float64 { return float64(max(r.l1PMMisses, 1)) / float64(max(base.l1PMMisses, 1)) },
+		func(runs []appRun, _ int) appRun { return runs[1] }), nil
+}
+
+func runFig9(ctx context.Context, o Options) ([]Row, error) {
+	configs := []sysConfig{
+		{"epoch-far-eadr", "pm-far-eadr", hwmodel.Epoch, nil},
+		{"sbrp-far-eadr", "pm-far-eadr", hwmodel.SBRP, nil},
+	}
+	labels, names := appNames(nil)
+	res, err := sweep(ctx, names, configs, o, false)
+	if err != nil {
+		return nil, err
+	}
+	rows := ratioRows("sbrp-fig9", "speedup", labels, names, configs, res, speedup,
+		func(runs []appRun, _ int) appRun { return runs[0] })
+	return dropConfigs(rows, "epoch-far-eadr"), nil
+}
+
+// sensitivity runs epoch-near and sbrp-near at each value of key and emits
+// the speedup of sbrp over epoch at that value.
+func sensitivity(ctx context.Context, o Options, exp, key string, values []int) ([]Row, error) {
+	var configs []sysConfig
+	for _, v := range values {
+		kv := fmt.Sprintf("%s=%d", key, v)
+		configs = append(configs,
+			with(epochNear, fmt.Sprintf("epoch-near/%d", v), kv),
+			with(sbrpNear, fmt.Sprintf("%d", v), kv))
+	}
+	labels, names := appNames(nil)
+	res, err := sweep(ctx, names, configs, o, false)
+	if err != nil {
+		return nil, err
+	}
+	rows := ratioRows(exp, "speedup", labels, names, configs, res, speedup,
+		func(runs []appRun, i int) appRun { return runs[i/2*2] })
+	var out []Row
+	for _, r := range rows {
+		if len(r.Config) < 6 || r.Config[:6] != "epoch-" {
+			r.Config = key + "=" + r.Config
+			out = append(out, r)
+		}
+	}
+	return out, nil
+}
+
+func runFig10a(ctx context.Context, o Options) ([]Row, error) {
+	return sensitivity(ctx, o, "sbrp-fig10a", "persist.buffer_entries", []int{32, 64, 128, 256})
+}
+
+func runFig10c(ctx context.Context, o Options) ([]Row, error) {
+	return sensitivity(ctx, o, "sbrp-fig10c", "persist.window", []int{2, 4, 6, 8, 10, 12})
+}
+
+func runFig11(ctx context.Context, o Options) ([]Row, error) {
+	configs := []sysConfig{epochNear, sbrpNear}
+	labels, names := appNames(nil)
+	res, err := sweep(ctx, names, configs, o, true)
+	if err != nil {
+		return nil, err
+	}
+	return ratioRows("sbrp-fig11", "recovery_norm", labels, names, configs, res,
+		func(r, base appRun) float64 { return float64(max(r.recovery, 1)) / float64(max(base.recovery, 1)) },
+		func(runs []appRun, _ int) appRun { return runs[0] }), nil
+}
