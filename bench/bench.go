@@ -36,6 +36,23 @@ type Options struct {
 	// Set holds hwmodel overrides ("nvm.write_latency_cycles=500") that
 	// experiments on hwmodel apply to every configuration they build.
 	Set []string
+	// Shard, Shards run only the part of a sweep with index%Shards ==
+	// Shard (Shards 0 or 1: all of it), so any batch scheduler can run the
+	// parts. Sweeps shard by application; summary rows (geomean) are left
+	// to the unsharded run.
+	Shard, Shards int
+	// Progress, if set, is told of work to do (total > 0) and work done
+	// (done > 0) as a sweep runs.
+	Progress func(total, done int)
+}
+
+// mine reports whether sweep item i belongs to this shard.
+func (o Options) mine(i int) bool { return o.Shards <= 1 || i%o.Shards == o.Shard }
+
+func (o Options) progress(total, done int) {
+	if o.Progress != nil {
+		o.Progress(total, done)
+	}
 }
 
 // Experiment is a registered experiment.

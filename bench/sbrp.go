@@ -130,12 +130,13 @@ func sweep(ctx context.Context, apps []string, configs []sysConfig, o Options, r
 	out := map[string][]appRun{}
 	g, ctx := errgroup.WithContext(ctx)
 	g.SetLimit(runtime.GOMAXPROCS(0))
-	for _, app := range apps {
-		if _, err := examples.New(app, examples.Tiny); errors.Is(err, examples.ErrUnknown) {
+	for k, app := range apps {
+		if _, err := examples.New(app, examples.Tiny); errors.Is(err, examples.ErrUnknown) || !o.mine(k) {
 			continue
 		}
 		runs := make([]appRun, len(configs))
 		out[app] = runs
+		o.progress(len(configs), 0)
 		for i, c := range configs {
 			g.Go(func() error {
 				if err := ctx.Err(); err != nil {
@@ -143,6 +144,7 @@ func sweep(ctx context.Context, apps []string, configs []sysConfig, o Options, r
 				}
 				r, err := runApp(app, c, o, recover)
 				runs[i] = r
+				o.progress(0, 1)
 				return err
 			})
 		}
@@ -162,7 +164,7 @@ func appNames(filter func(label string) bool) (labels, names []string) {
 
 // ratioRows emits, per app and config, metric = f(run of config, run of
 // base config) and a geomean row per config.
-func ratioRows(exp, metric string, labels, names []string, configs []sysConfig, res map[string][]appRun, f func(r, base appRun) float64, base func(runs []appRun, i int) appRun) []Row {
+func ratioRows(o Options, exp, metric string, labels, names []string, configs []sysConfig, res map[string][]appRun, f func(r, base appRun) float64, base func(runs []appRun, i int) appRun) []Row {
 	var rows []Row
 	logs := make([]float64, len(configs))
 	n := 0
@@ -178,7 +180,7 @@ func ratioRows(exp, metric string, labels, names []string, configs []sysConfig, 
 			logs[i] += math.Log(v)
 		}
 	}
-	if n > 0 {
+	if n > 0 && o.Shards <= 1 {
 		for i, c := range configs {
 			rows = append(rows, Row{exp, "geomean", c.name, metric, math.Exp(logs[i] / float64(n))})
 		}
@@ -195,7 +197,7 @@ func runFig6(ctx context.Context, o Options) ([]Row, error) {
 	if err != nil {
 		return nil, err
 	}
-	return ratioRows("sbrp-fig6", "speedup", labels, names, configs, res, speedup,
+	return ratioRows(o, "sbrp-fig6", "speedup", labels, names, configs, res, speedup,
 		func(runs []appRun, _ int) appRun { return runs[1] }), nil
 }
 
@@ -211,7 +213,7 @@ func runFig7(ctx context.Context, o Options) ([]Row, error) {
 	if err != nil {
 		return nil, err
 	}
-	rows := ratioRows("sbrp-fig7", "speedup", labels, names, configs, res, speedup,
+	rows := ratioRows(o, "sbrp-fig7", "speedup", labels, names, configs, res, speedup,
 		func(runs []appRun, i int) appRun { return runs[i/3*3] })
 	return dropConfigs(rows, "epoch-far", "epoch-near"), nil
 }
@@ -237,7 +239,7 @@ func runFig8(ctx context.Context, o Options) ([]Row, error) {
 	if err != nil {
 		return nil, err
 	}
-	return ratioRows("sbrp-fig8", "l1_pm_read_misses_norm", labels, names, configs, res,
+	return ratioRows(o, "sbrp-fig8", "l1_pm_read_misses_norm", labels, names, configs, res,
 		func(r, base appRun) float64 { return float64(max(r.l1PMMisses, 1)) / float64(max(base.l1PMMisses, 1)) },
 		func(runs []appRun, _ int) appRun { return runs[1] }), nil
 }
@@ -252,7 +254,7 @@ func runFig9(ctx context.Context, o Options) ([]Row, error) {
 	if err != nil {
 		return nil, err
 	}
-	rows := ratioRows("sbrp-fig9", "speedup", labels, names, configs, res, speedup,
+	rows := ratioRows(o, "sbrp-fig9", "speedup", labels, names, configs, res, speedup,
 		func(runs []appRun, _ int) appRun { return runs[0] })
 	return dropConfigs(rows, "epoch-far-eadr"), nil
 }
@@ -272,7 +274,7 @@ func sensitivity(ctx context.Context, o Options, exp, key string, values []int) 
 	if err != nil {
 		return nil, err
 	}
-	rows := ratioRows(exp, "speedup", labels, names, configs, res, speedup,
+	rows := ratioRows(o, exp, "speedup", labels, names, configs, res, speedup,
 		func(runs []appRun, i int) appRun { return runs[i/2*2] })
 	var out []Row
 	for _, r := range rows {
@@ -299,7 +301,7 @@ func runFig11(ctx context.Context, o Options) ([]Row, error) {
 	if err != nil {
 		return nil, err
 	}
-	return ratioRows("sbrp-fig11", "recovery_norm", labels, names, configs, res,
+	return ratioRows(o, "sbrp-fig11", "recovery_norm", labels, names, configs, res,
 		func(r, base appRun) float64 { return float64(max(r.recovery, 1)) / float64(max(base.recovery, 1)) },
 		func(runs []appRun, _ int) appRun { return runs[0] }), nil
 }

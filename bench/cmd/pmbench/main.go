@@ -14,9 +14,12 @@ import (
 	"io"
 	"os"
 	"os/signal"
+	"path/filepath"
 	"strings"
 
 	"github.com/pkg/profile"
+	"github.com/schollz/progressbar/v3"
+	"golang.org/x/term"
 
 	"github.com/scopedpm/scopedpm/bench"
 )
@@ -39,6 +42,8 @@ func run(args []string, stdout, stderr io.Writer) error {
 	format := fs.String("format", "table", "output format: table or csv")
 	var sets multiFlag
 	fs.Var(&sets, "set", "hwmodel override key=value, repeatable (e.g. -set nvm.write_latency_cycles=500)")
+	out := fs.String("out", "", "also write <experiment>.csv and <experiment>.svg (a bar chart) per experiment to this directory")
+	shard := fs.String("shard", "", "run only part i of n of each sweep, as i/n (0-based), for a batch scheduler")
 	cpuprofile := fs.String("cpuprofile", "", "write a CPU profile to this directory")
 	memprofile := fs.String("memprofile", "", "write a memory profile to this directory")
 	if err := fs.Parse(args); err != nil {
@@ -64,6 +69,17 @@ func run(args []string, stdout, stderr io.Writer) error {
 	if err != nil {
 		return err
 	}
+	opts := bench.Options{Set: sets}
+	if *shard != "" {
+		if _, err := fmt.Sscanf(*shard, "%d/%d", &opts.Shard, &opts.Shards); err != nil || opts.Shards < 1 || opts.Shard < 0 || opts.Shard >= opts.Shards {
+			return fmt.Errorf("bad -shard %q: want i/n with 0 <= i < n", *shard)
+		}
+	}
+	if *out != "" {
+		if err := os.MkdirAll(*out, 0o755); err != nil {
+			return err
+		}
+	}
 	if *exps == "" {
 		*quick = true
 	}
@@ -75,10 +91,19 @@ func run(args []string, stdout, stderr io.Writer) error {
 	}
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt)
 	defer stop()
+	opts.Quick = *quick
 	for i, e := range selected {
-		rows, err := e.Run(ctx, bench.Options{Quick: *quick, Set: sets})
+		bar := newProgress(stderr, e.Name)
+		opts.Progress = bar.update
+		rows, err := e.Run(ctx, opts)
+		bar.finish()
 		if err != nil {
 			return fmt.Errorf("%s: %w", e.Name, err)
+		}
+		if *out != "" {
+			if err := writeOut(*out, e, rows); err != nil {
+				return err
+			}
 		}
 		if *format == "csv" {
 			if err := bench.WriteCSV(stdout, rows, i == 0); err != nil {
@@ -105,4 +130,59 @@ func (f *multiFlag) String() string { return strings.Join(*f, ",") }
 func (f *multiFlag) Set(v string) error {
 	*f = append(*f, v)
 	return nil
+}
+
+// writeOut writes the experiment's CSV and figure into dir.
+func writeOut(dir string, e bench.Experiment, rows []bench.Row) error {
+	f, err := os.Create(filepath.Join(dir, e.Name+".csv"))
+	if err != nil {
+		return err
+	}
+	if err := bench.WriteCSV(f, rows, true); err != nil {
+		f.Close()
+		return err
+	}
+	if err := f.Close(); err != nil {
+		return err
+	}
+	if len(rows) == 0 {
+		return nil
+	}
+	return bench.WriteFigure(filepath.Join(dir, e.Name+".svg"), e.Name, rows)
+}
+
+// progress is a progress bar on stderr, shown only when stderr is a
+// terminal.
+type progress struct {
+	bar *progressbar.ProgressBar
+	max int
+}
+
+func newProgress(w io.Writer, name string) *progress {
+	f, ok := w.(*os.File)
+	if !ok || !term.IsTerminal(int(f.Fd())) {
+		return &progress{}
+	}
+	return &progress{bar: progressbar.NewOptions(-1, progressbar.OptionSetWriter(w), progressbar.OptionSetDescription(name),
+		progressbar.OptionShowCount(), progressbar.OptionClearOnFinish())}
+}
+
+// update is called from the sweep's goroutines.
+func (p *progress) update(total, done int) {
+	if p.bar == nil {
+		return
+	}
+	if total > 0 {
+		p.max += total
+		p.bar.ChangeMax(p.max)
+	}
+	if done > 0 {
+		_ = p.bar.Add(done)
+	}
+}
+
+func (p *progress) finish() {
+	if p.bar != nil {
+		_ = p.bar.Finish()
+	}
 }

@@ -2,6 +2,8 @@ package main
 
 import (
 	"bytes"
+	"os"
+	"path/filepath"
 	"strings"
 	"testing"
 
@@ -35,4 +37,33 @@ func TestPmbenchFlags(t *testing.T) {
 	require.Error(t, run([]string{"-exp", "nope"}, &out, &errb))
 	require.Error(t, run([]string{"-format", "xml"}, &out, &errb))
 	require.Error(t, run([]string{"stray"}, &out, &errb))
+}
+
+func TestPmbenchOutAndShard(t *testing.T) {
+	dir := t.TempDir()
+	var out, errb bytes.Buffer
+	require.NoError(t, run([]string{"-exp", "micro-persist", "-quick", "-out", dir, "-set", "persist.window=4"}, &out, &errb))
+	csv, err := os.ReadFile(filepath.Join(dir, "micro-persist.csv"))
+	require.NoError(t, err)
+	require.True(t, strings.HasPrefix(string(csv), "experiment,workload,config,metric,value\n"))
+	svg, err := os.ReadFile(filepath.Join(dir, "micro-persist.svg"))
+	require.NoError(t, err)
+	require.Contains(t, string(svg), "<svg")
+
+	// The shards of a sweep together give the unsharded rows, minus the
+	// summary rows.
+	var all, s0, s1 bytes.Buffer
+	require.NoError(t, run([]string{"-exp", "sbrp-fig6", "-quick", "-format", "csv"}, &all, &errb))
+	require.NoError(t, run([]string{"-exp", "sbrp-fig6", "-quick", "-format", "csv", "-shard", "0/2"}, &s0, &errb))
+	require.NoError(t, run([]string{"-exp", "sbrp-fig6", "-quick", "-format", "csv", "-shard", "1/2"}, &s1, &errb))
+	var want []string
+	for _, l := range strings.Split(strings.TrimSpace(all.String()), "\n")[1:] {
+		if !strings.Contains(l, ",geomean,") {
+			want = append(want, l)
+		}
+	}
+	got := append(strings.Split(strings.TrimSpace(s0.String()), "\n")[1:], strings.Split(strings.TrimSpace(s1.String()), "\n")[1:]...)
+	require.ElementsMatch(t, want, got)
+	require.Error(t, run([]string{"-exp", "sbrp-fig6", "-shard", "2/2"}, &out, &errb))
+	require.Error(t, run([]string{"-exp", "micro-persist", "-quick", "-set", "nope=1"}, &out, &errb))
 }
