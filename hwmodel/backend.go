@@ -312,11 +312,7 @@ func (b *Backend) Attach(mem *pm.Memory) (pm.Caps, error) {
 	}
 	b.mem, b.attached = mem, true
 	b.durable = mem.Snapshot()
-	g := b.cfg.GPU
-	return pm.Caps{Ops: true, Batch: Batch, GPU: pm.GPULimits{
-		SMs: g.SMs, WarpSize: g.WarpSize, MaxThreadsPerSM: g.MaxThreadsPerSM,
-		MaxBlocksPerSM: g.MaxBlocksPerSM, MaxThreadsPerBlock: g.MaxThreadsPerBlock,
-	}}, nil
+	return pm.Caps{Ops: true, Batch: Batch, GPU: b.cfg.GPULimits()}, nil
 }
 
 // Host applies host-side changes to the durable image: regions created or

@@ -9,6 +9,8 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+
+	"github.com/scopedpm/scopedpm/pm"
 )
 
 // Config holds every physical parameter of the modelled machine. Latencies
@@ -245,6 +247,13 @@ var presets = []struct {
 	{"gope", PresetGOPE},
 	{"volta", PresetVolta},
 	{"dram", PresetDRAM},
+}
+
+// GPULimits returns the GPU shape the executors schedule on.
+func (c Config) GPULimits() pm.GPULimits {
+	g := c.GPU
+	return pm.GPULimits{SMs: g.SMs, WarpSize: g.WarpSize, MaxThreadsPerSM: g.MaxThreadsPerSM,
+		MaxBlocksPerSM: g.MaxBlocksPerSM, MaxThreadsPerBlock: g.MaxThreadsPerBlock}
 }
 
 // Presets returns the preset names in a fixed order.

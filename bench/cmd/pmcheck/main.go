@@ -19,6 +19,7 @@ import (
 	"github.com/pkg/profile"
 
 	"github.com/scopedpm/scopedpm/examples"
+	"github.com/scopedpm/scopedpm/hwmodel"
 	"github.com/scopedpm/scopedpm/pm"
 	"github.com/scopedpm/scopedpm/pm/crash"
 )
@@ -52,6 +53,7 @@ func run(args []string, stdout, stderr io.Writer) error {
 	size := fs.String("size", "tiny", "input size: tiny, quick or paper")
 	mutate := fs.Bool("mutate", false, "mutation analysis: narrow each scoped verb, drop each OFence, report which mutants the exploration kills")
 	advise := fs.Bool("advise", false, "scope advisor: the narrowest scope at each site under which every explored state recovers")
+	timed := fs.String("timed", "", "instead of exploring the model's crash states, crash the hwmodel preset named here (pm-near, pm-far, ...) at -states cycles of the run")
 	cpuprofile := fs.String("cpuprofile", "", "write a CPU profile to this directory")
 	if err := fs.Parse(args); err != nil {
 		return err
@@ -85,6 +87,9 @@ func run(args []string, stdout, stderr io.Writer) error {
 		return err
 	}
 	gpu := pm.DefaultGPU
+	if *timed != "" {
+		return runTimed(stdout, w, *timed, *modelName, *states, *seed)
+	}
 	rec, err := crash.Record(w, gpu)
 	if err != nil {
 		return err
@@ -135,6 +140,31 @@ func run(args []string, stdout, stderr io.Writer) error {
 	for _, v := range rep.Violations {
 		fmt.Fprint(stdout, v.Explanation)
 		fmt.Fprintf(stdout, "  replay: pmcheck -workload %s -model %s -strategy %s -states %d -seed %d\n", *name, model, *strategy, *states, v.Seed)
+	}
+	if len(rep.Violations) > 0 {
+		return errViolations
+	}
+	return nil
+}
+
+// runTimed crashes the workload on hwmodel at many cycles.
+func runTimed(stdout io.Writer, w crash.Workload, preset, modelName string, states int, seed uint64) error {
+	cfg, err := hwmodel.Preset(preset)
+	if err != nil {
+		return err
+	}
+	model, err := hwmodel.ParseModel(modelName)
+	if err != nil {
+		return err
+	}
+	newBE := func() (crash.TimedBackend, error) { return hwmodel.New(cfg, model) }
+	rep, err := crash.CheckTimed(w, newBE, cfg.GPULimits(), states, seed)
+	if err != nil {
+		return err
+	}
+	fmt.Fprintf(stdout, "%s on hwmodel %s/%s, seed %d: %s\n", w.Name(), preset, model, seed, rep.Summary())
+	for _, v := range rep.Violations {
+		fmt.Fprint(stdout, v.Explanation)
 	}
 	if len(rep.Violations) > 0 {
 		return errViolations

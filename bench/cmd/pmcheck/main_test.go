@@ -37,3 +37,10 @@ func TestPmcheck(t *testing.T) {
 		require.Error(t, run(bad, &out, &errb), "%v", bad)
 	}
 }
+
+func TestPmcheckTimed(t *testing.T) {
+	var out, errb bytes.Buffer
+	require.NoError(t, run([]string{"-workload", "reduction", "-timed", "pm-near", "-model", "epoch", "-states", "100"}, &out, &errb))
+	require.Contains(t, out.String(), "reduction on hwmodel pm-near/epoch, seed 1: checked")
+	require.Error(t, run([]string{"-workload", "reduction", "-timed", "pm-mars"}, &out, &errb))
+}
