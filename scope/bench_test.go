@@ -1,7 +1,6 @@
 package scope_test
 
 import (
-	"runtime"
 	"testing"
 	"time"
 
@@ -12,9 +11,8 @@ import (
 )
 
 // BenchmarkEngine measures the engine on the functional backend in simulated
-// thread-verbs per wall second (verbs/s) and, for a kernel in which every
-// resident thread is suspended at once, the memory held per resident thread
-// (B/thread).
+// thread-verbs per wall second (verbs/s). BenchmarkResidentMemory (in
+// mem_test.go) measures memory per resident thread.
 func BenchmarkEngine(b *testing.B) {
 	kernels := []struct {
 		name    string
@@ -79,42 +77,4 @@ func BenchmarkEngine(b *testing.B) {
 			b.ReportMetric(float64(verbs)/time.Since(start).Seconds(), "verbs/s")
 		})
 	}
-	b.Run("resident-memory", func(b *testing.B) {
-		m := newMachine(b, pm.DefaultGPU)
-		lim := m.Caps().GPU
-		const bs = 256
-		n := lim.SMs * lim.MaxThreadsPerSM
-		cnt, _ := m.Alloc(pm.DeviceMem, 16)
-		var perThread float64
-		for b.Loop() {
-			require.NoError(b, m.CopyIn(cnt, make([]byte, 16)))
-			runtime.GC()
-			var before runtime.MemStats
-			runtime.ReadMemStats(&before)
-			res, err := scope.Launch(m, scope.Grid{Blocks: n / bs, Threads: bs}, func(t *scope.Thread) {
-				if t.AtomicAdd32(cnt, 1, pm.Device) == uint32(n-1) {
-					// Every other resident thread is parked on the flag now.
-					perThread = bytesPerThread(&before, n)
-					t.PRel(cnt.Add(8), 1, pm.Device)
-				}
-				for t.PAcq(cnt.Add(8), pm.Device) == 0 {
-				}
-			})
-			require.NoError(b, err)
-			require.Equal(b, n, res.PeakResident)
-		}
-		b.ReportMetric(perThread, "B/thread")
-	})
-}
-
-// bytesPerThread returns the heap and stack grown since before, per thread.
-// It is a function of its own so that the MemStats it reads does not sit in
-// the kernel's stack frame.
-//
-//go:noinline
-func bytesPerThread(before *runtime.MemStats, n int) float64 {
-	runtime.GC()
-	var at runtime.MemStats
-	runtime.ReadMemStats(&at)
-	return float64(at.HeapAlloc+at.StackInuse-before.HeapAlloc-before.StackInuse) / float64(n)
 }
