@@ -182,6 +182,8 @@ func (s *smState) ackBy(t uint64) uint64 {
 type Backend struct {
 	pm.Base
 	cfg   Config
+	// cpuRun is set during a CPU run (Begin with no blocks).
+	cpuRun bool
 	model Model
 
 	mem      *pm.Memory
@@ -358,8 +360,16 @@ func (b *Backend) Begin(l pm.Launch) error {
 		return fmt.Errorf("%w: Begin before Attach or after Crash", ErrState)
 	case b.running:
 		return fmt.Errorf("%w: Begin during a launch", ErrState)
+	case l.Blocks == 0 && l.Threads > 0:
+		// A CPU run (package coro). CPU timing (store queue, CLWB,
+		// SFence, COSPlay contexts) is not modelled yet: each CPU persist
+		// is durable when it is stored, as on the functional backend, and
+		// the run takes no cycles.
+		b.compact()
+		b.cpuRun = true
+		return nil
 	case l.Blocks <= 0:
-		return fmt.Errorf("%w: a run of %d blocks (CPU runs are not modelled yet)", ErrGeometry, l.Blocks)
+		return fmt.Errorf("%w: a run of %d blocks", ErrGeometry, l.Blocks)
 	case l.Threads <= 0 || l.Threads > b.cfg.GPU.MaxThreadsPerBlock:
 		return fmt.Errorf("%w: %d threads per block, gpu.max_threads_per_block is %d", ErrGeometry, l.Threads, b.cfg.GPU.MaxThreadsPerBlock)
 	}
@@ -421,6 +431,13 @@ func (b *Backend) warp(w int) *warpState {
 
 // Op records one verb of the warp being stepped; Step times them.
 func (b *Backend) Op(a *pm.Agent, op *pm.Op) {
+	if b.cpuRun && a.Kind == pm.CPUTask {
+		op.Split(func(p *pm.Persist) {
+			_ = b.durable.Apply(p) // the address is in a region of the image
+			b.last.Persists++
+		})
+		return
+	}
 	if !b.running || a.Warp < 0 {
 		return
 	}
@@ -1250,6 +1267,12 @@ func (b *Backend) Sync(group []*pm.Agent) {
 // drain to the persistence point in the background, and the next launch (and
 // Crash) starts once they have.
 func (b *Backend) End() (pm.Stats, error) {
+	if b.cpuRun {
+		b.cpuRun = false
+		st := pm.Stats{Persists: b.last.Persists}
+		b.last = Stats{}
+		return st, nil
+	}
 	if !b.running {
 		return pm.Stats{}, fmt.Errorf("%w: End without Begin", ErrState)
 	}
