@@ -181,10 +181,10 @@ func (s *smState) ackBy(t uint64) uint64 {
 // executors call it from one goroutine.
 type Backend struct {
 	pm.Base
-	cfg   Config
+	cfg Config
 	// cpuRun is set during a CPU run (Begin with no blocks).
 	cpuRun bool
-	model Model
+	model  Model
 
 	mem      *pm.Memory
 	attached bool
