@@ -11,6 +11,12 @@ import (
 func init() {
 	register("reduction", "persistent reduction (seed 001 Fig. 3): a tree inside each block ordered by block-scope release/acquire, device scope across blocks",
 		func(s Size) crash.Workload { return newReductionOfSize(s, pm.Device) })
+	register("reduction-wide", "the reduction with device scope inside blocks too: correct, but wider than needed (for the scope advisor)",
+		func(s Size) crash.Workload {
+			r := newReductionOfSize(s, pm.Device).(*Reduction)
+			r.InnerScope = pm.Device
+			return r
+		})
 	register("reduction-narrow", "the reduction with its cross-block release narrowed to block scope: a scoped persistency bug (seed 001 §5.3)",
 		func(s Size) crash.Workload { return newReductionOfSize(s, pm.Block) })
 }
@@ -47,8 +53,12 @@ const empty64 = ^uint64(0)
 // from the level its slot reached. Before that, recovery validates that a
 // durable total agrees with the durable block sums it was computed from.
 type Reduction struct {
-	Grid       scope.Grid
-	PerThread  int
+	Grid      scope.Grid
+	PerThread int
+	// InnerScope is the scope of the releases and acquires inside a block
+	// (Block; Device is correct but wider than needed), CrossScope that of
+	// the release of each block's sum (Device; Block is a bug).
+	InnerScope pm.Scope
 	CrossScope pm.Scope
 	in         []uint32
 	levels     int
@@ -57,7 +67,7 @@ type Reduction struct {
 // NewReduction returns a reduction over grid, perThread inputs per thread
 // (3i+1 for input i); grid.Threads must be a power of two.
 func NewReduction(grid scope.Grid, perThread int, cross pm.Scope) *Reduction {
-	r := &Reduction{Grid: grid, PerThread: perThread, CrossScope: cross}
+	r := &Reduction{Grid: grid, PerThread: perThread, InnerScope: pm.Block, CrossScope: cross}
 	for i := range grid.Total() * perThread {
 		r.in = append(r.in, uint32(3*i+1))
 	}
@@ -72,12 +82,12 @@ func newReductionOfSize(s Size, cross pm.Scope) crash.Workload {
 	return NewReduction(g, per, cross)
 }
 
-// Name returns "reduction" or "reduction(<scope>)" for a non-device cross scope.
+// Name returns "reduction", or "reduction(<inner>,<cross>)" for other scopes.
 func (r *Reduction) Name() string {
-	if r.CrossScope == pm.Device {
+	if r.CrossScope == pm.Device && r.InnerScope == pm.Block {
 		return "reduction"
 	}
-	return fmt.Sprintf("reduction(%s)", r.CrossScope)
+	return fmt.Sprintf("reduction(%s,%s)", r.InnerScope, r.CrossScope)
 }
 
 // Setup creates the regions vals and res, filled with EMPTY.
@@ -135,7 +145,7 @@ func (r *Reduction) Kernel(m *pm.Machine) (scope.Kernel, error) {
 	if err != nil {
 		return nil, err
 	}
-	per, levels, cross := r.PerThread, r.levels, r.CrossScope
+	per, levels, inner, cross := r.PerThread, r.levels, r.InnerScope, r.CrossScope
 	return func(t *scope.Thread) {
 		b, j := t.Block(), t.TID()
 		slot := func(k int) pm.Addr { return vals.Add(uint64(8 * (b*bs + k))) }
@@ -149,14 +159,14 @@ func (r *Reduction) Kernel(m *pm.Machine) (scope.Kernel, error) {
 			}
 			t.Store64(slot(j), uint64(v))
 		}
-		t.PRel(flag(j), uint32(level+1), pm.Block)
+		t.PRel(flag(j), uint32(level+1), inner)
 		for ; level < levels && j%(2<<level) == 0; level++ {
 			partner := j + 1<<level
-			for t.PAcq(flag(partner), pm.Block) < uint32(level+1) {
+			for t.PAcq(flag(partner), inner) < uint32(level+1) {
 			}
 			v += uint32(t.Load64(slot(partner)))
 			t.Store64(slot(j), uint64(level+1)<<32|uint64(v))
-			t.PRel(flag(j), uint32(level+2), pm.Block)
+			t.PRel(flag(j), uint32(level+2), inner)
 		}
 		if j != 0 {
 			return

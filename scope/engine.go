@@ -23,6 +23,7 @@ type config struct {
 	spinProbe int
 	ctx       context.Context
 	scopes    [pm.System + 1]Scope // the scope each verb's scope argument becomes
+	sites     map[string]Scope     // per call site overrides
 }
 
 // WithPromotion makes every verb of the launch that names scope from use
@@ -50,6 +51,36 @@ func WithName(name string) Option { return func(c *config) { c.name = name } }
 // declared deadlocked (default 1<<20). Raise it for a kernel that legitimately
 // rereads one word more often than that with nothing written in between.
 func WithSpinProbe(n int) Option { return func(c *config) { c.spinProbe = max(n, 1) } }
+
+// WithSiteScopes overrides the scope of the verbs issued from given call
+// sites, keyed "file.go:line" (the file's base name, as pm/record reports
+// sites). The scope advisor uses it to time a program with one site
+// narrowed. It costs a stack walk per scoped verb.
+func WithSiteScopes(sites map[string]Scope) Option {
+	return func(c *config) { c.sites = sites }
+}
+
+// defaults holds options applied to every launch on a machine (SetDefaults).
+var defaults sync.Map // *pm.Machine -> []Option
+
+// SetDefaults makes every later Launch on m apply opts before its own
+// options; with no opts it removes m's defaults. Harnesses use it to run a
+// workload, which launches its own kernels, with an option such as
+// WithSiteScopes or WithPromotion.
+func SetDefaults(m *pm.Machine, opts ...Option) {
+	if len(opts) == 0 {
+		defaults.Delete(m)
+		return
+	}
+	defaults.Store(m, opts)
+}
+
+func defaultsOf(m *pm.Machine) []Option {
+	if v, ok := defaults.Load(m); ok {
+		return v.([]Option)
+	}
+	return nil
+}
 
 // Result reports what a launch did.
 type Result struct {
@@ -171,6 +202,9 @@ func Launch(m *pm.Machine, g Grid, k Kernel, opts ...Option) (Result, error) {
 		cfg: config{name: "kernel", spinProbe: 1 << 20}, parked: map[pm.Addr][]*Thread{}}
 	for s := range e.cfg.scopes {
 		e.cfg.scopes[s] = Scope(s)
+	}
+	for _, o := range defaultsOf(m) {
+		o(&e.cfg)
 	}
 	for _, o := range opts {
 		o(&e.cfg)

@@ -320,3 +320,27 @@ func TestNoGoroutineLeak(t *testing.T) {
 	}
 	require.LessOrEqual(t, runtime.NumGoroutine(), before+8)
 }
+
+func TestSiteScopesAndDefaults(t *testing.T) {
+	rec := record.New(functional.New(pm.GPULimits{}), true)
+	m, err := pm.NewMachine(rec)
+	require.NoError(t, err)
+	f, err := m.Alloc(pm.DeviceMem, 8)
+	require.NoError(t, err)
+	k := func(t *scope.Thread) {
+		t.PRel(f, 1, pm.Device)
+		t.PRel(f.Add(4), 1, pm.Device)
+	}
+	// Find the first PRel's site, then override it alone, as a default.
+	_, err = scope.Launch(m, scope.Grid{Blocks: 1, Threads: 1}, k)
+	require.NoError(t, err)
+	site := rec.Events()[0].Site
+	rec.Reset()
+	scope.SetDefaults(m, scope.WithSiteScopes(map[string]pm.Scope{site: pm.Block}))
+	defer scope.SetDefaults(m)
+	_, err = scope.Launch(m, scope.Grid{Blocks: 1, Threads: 1}, k)
+	require.NoError(t, err)
+	ev := rec.Events()
+	require.Equal(t, pm.Block, ev[0].Op.Scope)
+	require.Equal(t, pm.Device, ev[1].Op.Scope)
+}

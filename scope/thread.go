@@ -2,6 +2,8 @@ package scope
 
 import (
 	"fmt"
+	"path/filepath"
+	"runtime"
 
 	"github.com/scopedpm/scopedpm/pm"
 )
@@ -217,6 +219,14 @@ var pacqNames = [...]string{"PAcq.thread", "PAcq.warp", "PAcq.block", "PAcq.devi
 func (t *Thread) scopeOf(s Scope) Scope {
 	if !s.Valid() {
 		t.fault(fmt.Errorf("%w: scope %v", ErrBadArg, s))
+	}
+	if t.e.cfg.sites != nil {
+		// The verb's caller is two frames up: scopeOf, the verb.
+		if _, file, line, ok := runtime.Caller(2); ok {
+			if o, ok := t.e.cfg.sites[fmt.Sprintf("%s:%d", filepath.Base(file), line)]; ok && o.Valid() {
+				return o
+			}
+		}
 	}
 	return t.e.cfg.scopes[s]
 }

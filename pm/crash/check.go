@@ -75,8 +75,9 @@ func (r *Recording) oracle(w Workload, img *pm.Image) error {
 // Strategy chooses which crash states to explore.
 type Strategy uint8
 
-// Strategies. Mixed explores every growing prefix, then exhaustively if the
-// whole space fits the budget, else random closed states for the rest.
+// Strategies. Mixed explores growing prefixes (all of them, or half the
+// budget spread evenly), then every allowed state if the whole space fits
+// the budget, else random closed states for the rest.
 const (
 	Mixed Strategy = iota
 	Prefixes
@@ -174,7 +175,7 @@ func (r *Recording) Explore(w Workload, g *Graph, cfg Config) (*Report, error) {
 	case Exhaustive:
 		rep.Complete = g.Enumerate(cfg.States, try)
 	default:
-		if r.prefixes(g, try) {
+		if r.prefixesWithin(g, cfg.States/2, try) {
 			budget := cfg.States - rep.Checked
 			if budget > 0 && g.Enumerate(budget+1, func(State) bool { return true }) {
 				// The whole space fits: enumerate it for real.
@@ -185,6 +186,22 @@ func (r *Recording) Explore(w Workload, g *Graph, cfg Config) (*Report, error) {
 		}
 	}
 	return rep, oerr
+}
+
+// prefixesWithin tries at most n prefixes, evenly spread, always including
+// the empty and the full one.
+func (r *Recording) prefixesWithin(g *Graph, n int, try func(State) bool) bool {
+	total := len(g.Persists) + 1
+	if n >= total {
+		return r.prefixes(g, try)
+	}
+	n = max(n, 2)
+	for i := range n {
+		if !try(g.Prefix(i * (total - 1) / (n - 1))) {
+			return false
+		}
+	}
+	return true
 }
 
 func (r *Recording) prefixes(g *Graph, try func(State) bool) bool {
@@ -455,6 +472,9 @@ type Advice struct {
 	// persistence alone needs.
 	Narrowest pm.Scope
 	Checked   int
+	// Speedup is the simulated speedup of adopting the recommended scope at
+	// this site (set by Speedups; 1 when nothing changes).
+	Speedup float64
 }
 
 // Recommended is the scope to use: what persistence needs, but never below

@@ -7,6 +7,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/scopedpm/scopedpm/examples"
+	"github.com/scopedpm/scopedpm/hwmodel"
 	"github.com/scopedpm/scopedpm/pm"
 	"github.com/scopedpm/scopedpm/pm/crash"
 	"github.com/scopedpm/scopedpm/scope"
@@ -139,4 +140,31 @@ func BenchmarkCheck(b *testing.B) {
 		states += rep.Checked
 	}
 	b.ReportMetric(float64(states)/b.Elapsed().Seconds(), "states/s")
+}
+
+// The advisor narrows a too-wide scope inside a block and measures what it
+// buys on hwmodel.
+func TestAdviceSpeedup(t *testing.T) {
+	w, err := examples.New("reduction-wide", examples.Quick)
+	require.NoError(t, err)
+	rec, err := crash.Record(w, gpu)
+	require.NoError(t, err)
+	adv, err := rec.Advise(w, crash.Config{Model: crash.SBRP, States: 300, Seed: 1})
+	require.NoError(t, err)
+	newBE := func() (pm.Backend, error) { return hwmodel.New(hwmodel.PresetPMFar(), hwmodel.SBRP) }
+	require.NoError(t, crash.Speedups(w, adv, newBE))
+	narrowed := 0
+	for _, a := range adv {
+		t.Logf("%s %s at %s: %s -> %s, speedup %.3f", a.Kind, a.Current, a.Site, a.Current, a.Recommended(), a.Speedup)
+		if a.Current == pm.Device && a.Floor == pm.Block {
+			require.Equal(t, pm.Block, a.Recommended(), "inside a block, block scope is enough")
+			require.Greater(t, a.Speedup, 1.0)
+			narrowed++
+		}
+		if a.Floor == pm.Device {
+			require.Equal(t, pm.Device, a.Recommended())
+			require.Equal(t, 1.0, a.Speedup)
+		}
+	}
+	require.Positive(t, narrowed)
 }

@@ -139,13 +139,25 @@ func (g *Graph) Prefix(k int) State {
 	return s
 }
 
-// Random returns a random PMO-closed state: a crash point drawn from the
-// events, then each issued persist kept with probability q if its
-// predecessors are durable, and always if a completed fence forces it.
+// Random returns a random PMO-closed state. Half the time it drops one to
+// three random issued persists, and everything PMO-ordered after them, and
+// keeps the rest (the shape of a minimal counterexample: one predecessor
+// lost); otherwise it keeps each issued persist with probability q if its
+// predecessors are durable. The crash point is the end or a random event;
+// a persist a completed fence forces is always kept.
 func (g *Graph) Random(rng *rand.Rand) State {
 	point := len(g.Events)
 	if rng.IntN(4) != 0 && len(g.Events) > 0 {
 		point = rng.IntN(len(g.Events) + 1)
+	}
+	if issued := g.issued(point); issued > 0 && rng.IntN(2) == 0 {
+		drop := make([]int, 1+rng.IntN(3))
+		for i := range drop {
+			drop[i] = rng.IntN(issued)
+		}
+		if s, err := g.Dropped(point, drop); err == nil {
+			return s
+		}
 	}
 	q := []float64{0.1, 0.5, 0.9}[rng.IntN(3)]
 	forced := g.forced(point)

@@ -53,6 +53,7 @@ func run(args []string, stdout, stderr io.Writer) error {
 	size := fs.String("size", "tiny", "input size: tiny, quick or paper")
 	mutate := fs.Bool("mutate", false, "mutation analysis: narrow each scoped verb, drop each OFence, report which mutants the exploration kills")
 	advise := fs.Bool("advise", false, "scope advisor: the narrowest scope at each site under which every explored state recovers")
+	preset := fs.String("preset", "pm-near", "hwmodel preset for -advise speedups (the model is SBRP)")
 	timed := fs.String("timed", "", "instead of exploring the model's crash states, crash the hwmodel preset named here (pm-near, pm-far, ...) at -states cycles of the run")
 	cpuprofile := fs.String("cpuprofile", "", "write a CPU profile to this directory")
 	if err := fs.Parse(args); err != nil {
@@ -117,13 +118,21 @@ func run(args []string, stdout, stderr io.Writer) error {
 		if err != nil {
 			return err
 		}
+		hw, err := hwmodel.Preset(*preset)
+		if err != nil {
+			return err
+		}
+		newBE := func() (pm.Backend, error) { return hwmodel.New(hw, hwmodel.SBRP) }
+		if err := crash.Speedups(w, adv, newBE); err != nil {
+			return err
+		}
 		for _, a := range adv {
 			note := "keep"
 			if a.Recommended() < a.Current {
 				note = "narrow"
 			}
-			fmt.Fprintf(stdout, "%-6s at %-20s %-6s -> %-6s %-6s (persistence needs %s, visibility %s; %d states)\n",
-				a.Kind, a.Site, a.Current, a.Recommended(), note, a.Narrowest, a.Floor, a.Checked)
+			fmt.Fprintf(stdout, "%-6s at %-20s %-6s -> %-6s %-6s speedup %.3f on %s/sbrp (persistence needs %s, visibility %s; %d states)\n",
+				a.Kind, a.Site, a.Current, a.Recommended(), note, a.Speedup, *preset, a.Narrowest, a.Floor, a.Checked)
 		}
 		return nil
 	}
