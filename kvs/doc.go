@@ -1,0 +1,70 @@
+// Package kvs is gpKVS, the GPU key-value store of GPM (seed 003 §5.2) as
+// the SBRP paper runs it (seed 001 §5.1, Figure 4): a persistent hash table
+// in a PM region, updated by batched GPU kernels with one thread per
+// request, made crash-consistent by write-ahead undo logging through
+// package txn and a transaction flag.
+//
+// # Table
+//
+// The table is an array of 8-way set-associative buckets, each one aligned
+// 128-byte line: eight 32-bit signatures, then eight 64-bit values, then 32
+// unused bytes. A key has two candidate buckets (two-choice hashing); a new
+// key goes to the candidate with more free ways. Keys are 32-bit and
+// nonzero, and the signature stored is the key itself, so a lookup needs no
+// second read to confirm a match (MegaKV and GPM keep a hash signature here
+// and the full key behind a 64-bit location; with 32-bit keys the two
+// coincide). Signature 0 marks a free way.
+//
+// # Batches and crash consistency
+//
+// A SET or DELETE batch runs four kernels:
+//
+//  1. begin: one thread persists the transaction flag "batch n active"
+//     and waits for it (DFence);
+//  2. the batch kernel: each thread finds its key's way (claiming a free
+//     way with an atomic on a volatile occupancy mask for a new key), logs
+//     the way's old signature and value in the undo log, issues an OFence
+//     so the entry persists before the update, updates the way in place,
+//     and waits for its persists (DFence);
+//  3. commit: one thread persists "batch n committed" (the commit point);
+//  4. truncate: one thread per log partition discards its entries.
+//
+// Recovery (Store.Recover) reads the flag: if a batch was active, a
+// recovery kernel restores every logged way, waits for the restores, clears
+// the log and then the flag; otherwise it only discards leftover entries.
+// Recovery is idempotent, so a crash during recovery is recovered by
+// running it again.
+//
+// The undo log is either GPM's HCL (every thread of the batch grid owns a
+// lock-free slot; a warp's entries coalesce into whole 128-byte lines) or a
+// conventional log whose partitions are appended under locks
+// (LogHCL, LogConv). The same kernels run on every backend and under every
+// persistency model: with hwmodel they are timed, with the crash checker's
+// recorder their persists are explored.
+//
+// A batch's keys must be distinct: a way changed twice in one batch would
+// be logged twice, and restoring the entries of different threads has no
+// defined order.
+//
+// A Store is not safe for concurrent use, like the pm.Machine it runs on.
+package kvs
+
+import "errors"
+
+// Sentinel errors; functions wrap them with %w and context.
+var (
+	// ErrBadArg: an argument is out of range (a key of 0, a duplicate key
+	// in a batch, a batch larger than the store's, a bad configuration).
+	ErrBadArg = errors.New("kvs: bad argument")
+	// ErrCorrupt: persistent bytes do not decode (header, flag, log
+	// entries) or break the table's invariant.
+	ErrCorrupt = errors.New("kvs: corrupt store")
+	// ErrFull: both candidate buckets of a new key have no free way.
+	ErrFull = errors.New("kvs: table full")
+	// ErrNeedsRecovery: the store holds an uncommitted batch or leftover
+	// log entries; call Recover first.
+	ErrNeedsRecovery = errors.New("kvs: store needs recovery")
+	// ErrKernel: a batch kernel reported a failure (a log insert that did
+	// not fit or an undo entry that did not decode).
+	ErrKernel = errors.New("kvs: kernel failed")
+)
