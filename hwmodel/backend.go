@@ -224,6 +224,7 @@ type Backend struct {
 	lineAck  map[uint64]uint64
 	relFront map[pm.Addr]uint64
 	released map[pm.Addr]release // the last PRel of each flag
+	atomics  map[pm.Addr]uint64  // per 8-byte word, when the last atomic that wrote it completed
 	durable  *pm.Image
 	floor    uint64 // CrashAt accepts cycles >= floor
 
@@ -269,6 +270,7 @@ func New(cfg Config, model Model) (*Backend, error) {
 	b.lineAck = map[uint64]uint64{}
 	b.relFront = map[pm.Addr]uint64{}
 	b.released = map[pm.Addr]release{}
+	b.atomics = map[pm.Addr]uint64{}
 	return b, nil
 }
 
@@ -396,6 +398,7 @@ func (b *Backend) Begin(l pm.Launch) error {
 	clear(b.relFront)
 	clear(b.lineAck) // every earlier write is durable by now
 	clear(b.released)
+	clear(b.atomics)
 	b.pending = b.pending[:0]
 	for _, r := range []*resource{&b.dramRd, &b.nvmRdBW, &b.nvmWrBW, &b.pcieBW} {
 		r.reset(b.start)
@@ -610,6 +613,19 @@ func (b *Backend) instruction(w int, ws *warpState, kind pm.OpKind, sc pm.Scope,
 		done = b.stores(ws, t, kind, sc, group)
 	case pm.OpAtomic:
 		ready := b.loads(ws, t, kind, sc, group, true)
+		// Atomics to one word serialize at the L2: each completes after
+		// the last one that wrote the word (so a lock handed from warp to
+		// warp costs time), one cycle apart.
+		for i := range group {
+			if p := &group[i]; !p.done && p.kind == kind && p.scope == sc {
+				word := p.addr &^ 7
+				at := max(ready, b.atomics[word]+1)
+				if p.wrote {
+					b.atomics[word] = at
+				}
+				ready = max(ready, at)
+			}
+		}
 		done = max(ready, b.persistOps(ws, ready, kind, sc, group))
 		b.markDone(group, kind, sc)
 	case pm.OpWork:
