@@ -41,12 +41,6 @@ const gpmConvParts = 32
 // entry (bucket, way, old signature, old value).
 const gpmEntry = 20
 
-// Figures GPM reports (seed 003 §6, Figure 11), shown beside ours.
-const (
-	paperKVSSpeedup = 3.3 // gpKVS, HCL over conventional logging
-	paperLogSpeedup = 3.6 // logging latency, HCL over conventional, on average
-)
-
 func gpmMachine(o Options) (*pm.Machine, *hwmodel.Backend, error) {
 	cfg, err := hwmodel.Preset(gpmPreset)
 	if err != nil {
@@ -159,7 +153,6 @@ func gpmFig11a(ctx context.Context, o Options) ([]Row, error) {
 	rows = append(rows,
 		Row{"gpm-fig11", "gpKVS", cfg, "hcl_speedup", mean["conv"] / mean["hcl"]},
 		Row{"gpm-fig11", "gpKVS", cfg, "hcl_speedup_vs_conv_per_warp", mean["conv-per-warp"] / mean["hcl"]},
-		Row{"gpm-fig11", "gpKVS", "paper", "hcl_speedup", paperKVSSpeedup},
 	)
 	return rows, nil
 }
@@ -257,7 +250,6 @@ func gpmFig11b(ctx context.Context, o Options) ([]Row, error) {
 	rows = append(rows,
 		Row{"gpm-fig11", "logging", cfgBase, "mean_hcl_speedup", sum / k},
 		Row{"gpm-fig11", "logging", cfgBase, "geomean_hcl_speedup", math.Exp(logSum / k)},
-		Row{"gpm-fig11", "logging", "paper", "mean_hcl_speedup", paperLogSpeedup},
 	)
 	return rows, nil
 }
