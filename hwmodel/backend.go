@@ -741,8 +741,11 @@ func (b *Backend) read(ws *warpState, line uint64, isPM bool, t uint64) uint64 {
 // the PM line it evicts, and returns when the warp may go on.
 func (b *Backend) l1Fill(ws *warpState, line uint64, t uint64) uint64 {
 	s := &b.sms[ws.sm]
-	way, _, ve, evicted := s.l1.insert(line)
-	_ = way
+	var pinned func(int32) bool
+	if b.model == SBRP {
+		pinned = func(e int32) bool { return e >= 0 && b.entries[e].start > t }
+	}
+	_, _, ve, evicted := s.l1.insertAvoiding(line, pinned)
 	if !evicted || ve < 0 {
 		return t
 	}

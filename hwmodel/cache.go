@@ -46,16 +46,30 @@ func (k *cache) lookup(line uint64) int {
 // insert places line in its set and returns its way and the line and entry
 // of the valid way it evicted (evicted is false when the way was free).
 func (k *cache) insert(line uint64) (way int, victim uint64, victimEntry int32, evicted bool) {
+	return k.insertAvoiding(line, nil)
+}
+
+// insertAvoiding is insert whose victim is the least recently used way
+// whose entry pinned rejects, if there is one (the L1 keeps lines the
+// persist buffer still holds rather than stall on their eviction).
+func (k *cache) insertAvoiding(line uint64, pinned func(entry int32) bool) (way int, victim uint64, victimEntry int32, evicted bool) {
 	base := int(line%uint64(k.sets)) * k.assoc
-	way = base
+	way = -1
+	lru := base
 	for w := base; w < base+k.assoc; w++ {
 		if k.tag[w] == 0 || k.gen[w] != k.curGen {
 			way = w
 			goto place
 		}
-		if k.stamp[w] < k.stamp[way] {
+		if k.stamp[w] < k.stamp[lru] {
+			lru = w
+		}
+		if (pinned == nil || !pinned(k.entry[w])) && (way < 0 || k.stamp[w] < k.stamp[way]) {
 			way = w
 		}
+	}
+	if way < 0 {
+		way = lru
 	}
 	victim, victimEntry, evicted = k.tag[way]-1, k.entry[way], true
 place:
