@@ -224,7 +224,7 @@ type Backend struct {
 	lineAck  map[uint64]uint64
 	relFront map[pm.Addr]uint64
 	released map[pm.Addr]release // the last PRel of each flag
-	atomics  map[pm.Addr]uint64  // per 8-byte word, when the last atomic that wrote it completed
+	atomics  map[pm.Addr]release // per address, the value and completion of the last atomic that wrote it
 	durable  *pm.Image
 	floor    uint64 // CrashAt accepts cycles >= floor
 
@@ -270,7 +270,7 @@ func New(cfg Config, model Model) (*Backend, error) {
 	b.lineAck = map[uint64]uint64{}
 	b.relFront = map[pm.Addr]uint64{}
 	b.released = map[pm.Addr]release{}
-	b.atomics = map[pm.Addr]uint64{}
+	b.atomics = map[pm.Addr]release{}
 	return b, nil
 }
 
@@ -613,15 +613,19 @@ func (b *Backend) instruction(w int, ws *warpState, kind pm.OpKind, sc pm.Scope,
 		done = b.stores(ws, t, kind, sc, group)
 	case pm.OpAtomic:
 		ready := b.loads(ws, t, kind, sc, group, true)
-		// Atomics to one word serialize at the L2: each completes after
-		// the last one that wrote the word (so a lock handed from warp to
-		// warp costs time), one cycle apart.
+		// An atomic that read the value the last atomic on its address
+		// wrote completes after it (a lock handed from warp to warp costs
+		// time). Only a value actually observed orders them: warps run a
+		// few instructions out of time order, and unrelated atomics must
+		// not wait for one that is ahead in simulated time.
 		for i := range group {
 			if p := &group[i]; !p.done && p.kind == kind && p.scope == sc {
-				word := p.addr &^ 7
-				at := max(ready, b.atomics[word]+1)
+				at := ready
+				if last, ok := b.atomics[p.addr]; ok && last.value == p.old {
+					at = max(at, last.at+1)
+				}
 				if p.wrote {
-					b.atomics[word] = at
+					b.atomics[p.addr] = release{value: p.value, at: at}
 				}
 				ready = max(ready, at)
 			}
