@@ -1,0 +1,7 @@
+//go:build race
+
+package examples
+
+// raceEnabled reports that the race detector is on: the exhaustive crash
+// tests then explore fewer states (the code paths are the same).
+const raceEnabled = true
