@@ -148,7 +148,7 @@ func run(args []string, stdout, stderr io.Writer) error {
 	fmt.Fprintln(stdout)
 	for _, v := range rep.Violations {
 		fmt.Fprint(stdout, v.Explanation)
-		fmt.Fprintf(stdout, "  replay: pmcheck -workload %s -model %s -strategy %s -states %d -seed %d\n", *name, model, *strategy, *states, v.Seed)
+		fmt.Fprintf(stdout, "  replay: pmcheck -workload %s -size %s -model %s -strategy %s -states %d -seed %d\n", *name, *size, model, *strategy, *states, v.Seed)
 	}
 	if len(rep.Violations) > 0 {
 		return errViolations

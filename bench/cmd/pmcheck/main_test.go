@@ -15,7 +15,7 @@ func TestPmcheck(t *testing.T) {
 	}{
 		{[]string{"-workload", "reduction", "-states", "2000"}, nil, []string{"0 violations"}},
 		{[]string{"-workload", "reduction-narrow", "-states", "2000", "-seed", "5"}, errViolations,
-			[]string{"1 violations", "PRel.block at reduction.go:", "too narrow", "replay: pmcheck -workload reduction-narrow -model sbrp -strategy mixed -states 2000 -seed 5"}},
+			[]string{"1 violations", "PRel.block at reduction.go:", "too narrow", "replay: pmcheck -workload reduction-narrow -size tiny -model sbrp -strategy mixed -states 2000 -seed 5"}},
 		{[]string{"-workload", "reduction", "-model", "epoch", "-strategy", "random", "-states", "300"}, nil, []string{"checked 300 crash states, 0 violations"}},
 		{[]string{"-workload", "reduction", "-mutate", "-states", "300"}, nil, []string{"killed   PRel at reduction.go:", "device -> block"}},
 		{[]string{"-workload", "reduction", "-advise", "-states", "300"}, nil, []string{"device -> device keep", "block  -> block  keep"}},
