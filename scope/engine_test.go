@@ -344,3 +344,19 @@ func TestSiteScopesAndDefaults(t *testing.T) {
 	require.Equal(t, pm.Block, ev[0].Op.Scope)
 	require.Equal(t, pm.Device, ev[1].Op.Scope)
 }
+
+func TestSiteScopesOnAtomics(t *testing.T) {
+	rec := record.New(functional.New(pm.GPULimits{}), true)
+	m, err := pm.NewMachine(rec)
+	require.NoError(t, err)
+	a, err := m.Alloc(pm.DeviceMem, 8)
+	require.NoError(t, err)
+	k := func(t *scope.Thread) { t.AtomicAdd32(a, 1, pm.Device) }
+	_, err = scope.Launch(m, scope.Grid{Blocks: 1, Threads: 1}, k)
+	require.NoError(t, err)
+	site := rec.Events()[0].Site
+	rec.Reset()
+	_, err = scope.Launch(m, scope.Grid{Blocks: 1, Threads: 1}, k, scope.WithSiteScopes(map[string]pm.Scope{site: pm.Block}))
+	require.NoError(t, err)
+	require.Equal(t, pm.Block, rec.Events()[0].Op.Scope)
+}

@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"path/filepath"
 	"runtime"
+	"strings"
 
 	"github.com/scopedpm/scopedpm/pm"
 )
@@ -221,14 +222,28 @@ func (t *Thread) scopeOf(s Scope) Scope {
 		t.fault(fmt.Errorf("%w: scope %v", ErrBadArg, s))
 	}
 	if t.e.cfg.sites != nil {
-		// The verb's caller is two frames up: scopeOf, the verb.
-		if _, file, line, ok := runtime.Caller(2); ok {
-			if o, ok := t.e.cfg.sites[fmt.Sprintf("%s:%d", filepath.Base(file), line)]; ok && o.Valid() {
-				return o
-			}
+		if o, ok := t.e.cfg.sites[callerSite()]; ok && o.Valid() {
+			return o
 		}
 	}
 	return t.e.cfg.scopes[s]
+}
+
+// callerSite returns "file.go:line" of the first caller outside package
+// scope: the kernel line that issued the verb.
+func callerSite() string {
+	var pcs [8]uintptr
+	n := runtime.Callers(3, pcs[:])
+	frames := runtime.CallersFrames(pcs[:n])
+	for {
+		f, more := frames.Next()
+		if !strings.HasPrefix(f.Function, "github.com/scopedpm/scopedpm/scope.") {
+			return fmt.Sprintf("%s:%d", filepath.Base(f.File), f.Line)
+		}
+		if !more {
+			return ""
+		}
+	}
 }
 
 // atomic applies f to the value at a as one indivisible step and returns the
