@@ -38,3 +38,47 @@ func TestAtomicsSerialize(t *testing.T) {
 	require.Greater(t, many, 8*one/2, "16 critical sections of 100 cycles cannot overlap")
 	require.GreaterOrEqual(t, many, uint64(16*100))
 }
+
+// One word written by many warps in turn (some of them waiting on DFence):
+// at no crash cycle does the durable image go back to an older value once a
+// newer one was durable, and the last value is durable at the end.
+func TestDurableValueNeverGoesBack(t *testing.T) {
+	for _, model := range []hwmodel.Model{hwmodel.SBRP, hwmodel.Epoch, hwmodel.None} {
+		be, err := hwmodel.New(hwmodel.PresetPMFar(), model)
+		require.NoError(t, err)
+		m, err := pm.NewMachine(be)
+		require.NoError(t, err)
+		r, err := m.CreateRegion("r", 128)
+		require.NoError(t, err)
+		turn, err := m.Alloc(pm.DeviceMem, 4)
+		require.NoError(t, err)
+		const warps = 12
+		_, err = scope.Launch(m, scope.Grid{Blocks: warps, Threads: 32}, func(t *scope.Thread) {
+			if t.Lane() != 0 {
+				return
+			}
+			w := uint32(t.Block())
+			for t.PAcq(turn, pm.Device) != w {
+			}
+			t.Store64(r.Base, uint64(w+1))
+			if w%3 == 0 {
+				t.DFence() // some writers run far ahead in simulated time
+			}
+			t.PRel(turn, w+1, pm.Device)
+		})
+		require.NoError(t, err)
+		var last uint64
+		for c := be.LastStart(); ; c = min(c+7, be.Now()) {
+			img, err := be.CrashAt(c)
+			require.NoError(t, err)
+			ri, _ := img.Region("r")
+			v := pm.GetLE(ri.Data[:8])
+			require.GreaterOrEqual(t, v, last, "%s: cycle %d shows %d after %d", model, c, v, last)
+			last = v
+			if c == be.Now() {
+				break
+			}
+		}
+		require.Equal(t, uint64(warps), last, model.String())
+	}
+}

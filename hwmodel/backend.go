@@ -141,6 +141,7 @@ type pendOp struct {
 
 type warpState struct {
 	init    bool
+	retired bool // the engine said its last thread ended
 	sm      int
 	clock   uint64 // the cycle the warp can issue again
 	lastAck uint64 // latest ack of this warp's flushed persists
@@ -221,7 +222,6 @@ type Backend struct {
 	records  []record
 	arena    []byte
 	applied  int // records before this index are in durable
-	lineAck  map[uint64]uint64
 	relFront map[pm.Addr]uint64
 	released map[pm.Addr]release // the last PRel of each flag
 	atomics  map[pm.Addr]release // per address, the value and completion of the last atomic that wrote it
@@ -267,7 +267,6 @@ func New(cfg Config, model Model) (*Backend, error) {
 			pbLine: map[uint64]int32{},
 		}
 	}
-	b.lineAck = map[uint64]uint64{}
 	b.relFront = map[pm.Addr]uint64{}
 	b.released = map[pm.Addr]release{}
 	b.atomics = map[pm.Addr]release{}
@@ -396,7 +395,6 @@ func (b *Backend) Begin(l pm.Launch) error {
 		s.pbRel, s.pbHead = s.pbRel[:0], 0
 	}
 	clear(b.relFront)
-	clear(b.lineAck) // every earlier write is durable by now
 	clear(b.released)
 	clear(b.atomics)
 	b.pending = b.pending[:0]
@@ -579,9 +577,40 @@ func (b *Backend) timePending(w int, ws *warpState) {
 	clear(b.laneIdx)
 }
 
-// trim drops calendar history before the engine's current time.
-func (b *Backend) trim() {
+// Admit starts warp w of a block that became resident on sm at cycle at
+// (pm.Residency): its clock starts there, not at the latest cycle seen.
+func (b *Backend) Admit(w, sm int, at uint64) {
+	if !b.running {
+		return
+	}
+	b.warp(w) // grow the table
+	ws := &b.warps[w]
+	*ws = warpState{init: true, sm: sm % len(b.sms), clock: max(at, b.start), lastAck: b.start, front: b.start}
+}
+
+// Retire notes that warp w has finished (pm.Residency).
+func (b *Backend) Retire(w int) {
+	if b.running && w < len(b.warps) {
+		b.warps[w].retired = true
+	}
+}
+
+// safeTime returns a cycle no live warp can issue before: the least clock
+// of the warps not retired. Warps run a few instructions out of time order,
+// so the latest cycle seen (popTime) is not safe to forget history at.
+func (b *Backend) safeTime() uint64 {
 	at := b.popTime
+	for i := range b.warps {
+		if ws := &b.warps[i]; ws.init && !ws.retired {
+			at = min(at, ws.clock)
+		}
+	}
+	return at
+}
+
+// trim drops calendar history no live warp can reach any more.
+func (b *Backend) trim() {
+	at := b.safeTime()
 	for _, r := range []*resource{&b.dramRd, &b.nvmRdBW, &b.nvmWrBW, &b.pcieBW} {
 		r.trim(at)
 	}
@@ -879,10 +908,6 @@ func (b *Backend) flush(e int32, start uint64, sm int) uint64 {
 		ack = b.nvmWrBW.transfer(x, n) + b.nvmWr
 	}
 	ent := &b.entries[e]
-	if last, ok := b.lineAck[ent.line]; ok && last > ack {
-		ack = last
-	}
-	b.lineAck[ent.line] = ack
 	ent.start, ent.ack = start, ack
 	b.last.Flushes++
 	b.globalAck = max(b.globalAck, ack)
@@ -890,7 +915,8 @@ func (b *Backend) flush(e int32, start uint64, sm int) uint64 {
 	s.log = append(s.log, span{start, ack})
 	if len(s.log) > s.pruneAt {
 		// Forget flushes over before the engine's current time.
-		s.log = slices.DeleteFunc(s.log, func(f span) bool { return f.ack <= b.popTime })
+		safe := b.safeTime()
+		s.log = slices.DeleteFunc(s.log, func(f span) bool { return f.ack <= safe })
 		s.pruneAt = 2*len(s.log) + 64
 	}
 	return ack
@@ -1338,28 +1364,17 @@ func (b *Backend) compact() {
 	b.records, b.arena, b.entries, b.applied = b.records[:0], b.arena[:0], b.entries[:0], 0
 }
 
-// apply writes the records durable by cycle at into img, in the order they
-// became durable (records of one cycle in program order).
+// apply writes the records durable by cycle at into img, in the order the
+// stores took effect: each byte holds the newest visible value among its
+// durable writes. (Warps run a few instructions out of time order, so a
+// store that took effect later can be acked earlier; applying in ack order
+// would then let an older value overwrite a newer one.)
 func (b *Backend) apply(img *pm.Image, at uint64) {
-	idx := make([]int32, 0, len(b.records)-b.applied)
 	for i := b.applied; i < len(b.records); i++ {
 		if ack := b.ackOf(i); ack <= at && (ack != noAck || at == math.MaxUint64) {
-			idx = append(idx, int32(i))
+			r := &b.records[i]
+			_ = img.Write(r.addr, b.arena[r.off:r.off+r.size]) // a region removed since: nothing to keep
 		}
-	}
-	slices.SortStableFunc(idx, func(x, y int32) int {
-		ax, ay := b.ackOf(int(x)), b.ackOf(int(y))
-		switch {
-		case ax < ay:
-			return -1
-		case ax > ay:
-			return 1
-		}
-		return 0
-	})
-	for _, i := range idx {
-		r := &b.records[i]
-		_ = img.Write(r.addr, b.arena[r.off:r.off+r.size]) // a region removed since: nothing to keep
 	}
 }
 

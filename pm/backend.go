@@ -154,3 +154,14 @@ type StoredRegion struct {
 	Base Addr
 	Data []byte // the region's bytes (a mapping for the native backend)
 }
+
+// Residency is implemented by timing backends that want to know when warps
+// come and go. The executor calls Admit for each warp of a block that
+// becomes resident, with the cycle its SM slot became free (when the block
+// it replaces finished; 0 for the first wave), and Retire when a warp's last
+// thread has ended. A backend can then start new warps at the right cycle
+// and know the earliest cycle any live warp may still issue at.
+type Residency interface {
+	Admit(warp, sm int, at uint64)
+	Retire(warp int)
+}

@@ -181,6 +181,8 @@ type engine struct {
 	nPark   int
 	gridBar barrier
 
+	res2      pm.Residency // the backend's, if it has one and is timed
+	smFree    [][]uint64   // per SM, cycles at which block slots became free
 	probing   bool
 	probeGen  uint64
 	op        pm.Op // scratch for reporting verbs; one thread runs at a time
@@ -220,6 +222,10 @@ func Launch(m *pm.Machine, g Grid, k Kernel, opts ...Option) (Result, error) {
 	e.warpsPerBlock = (g.Threads + e.lim.WarpSize - 1) / e.lim.WarpSize
 	e.live = g.Total()
 	e.smThreads = make([]int, e.lim.SMs)
+	e.smFree = make([][]uint64, e.lim.SMs)
+	if r, ok := e.be.(pm.Residency); ok && e.batch > 0 {
+		e.res2 = r
+	}
 	e.smBlocks = make([]int, e.lim.SMs)
 	e.res.Blocks, e.res.Threads = g.Blocks, g.Threads
 	if err := e.be.Begin(pm.Launch{Name: e.cfg.name, Blocks: g.Blocks, Threads: g.Threads}); err != nil {
@@ -460,6 +466,9 @@ func (e *engine) exit(t *Thread) {
 	t.wk = nil
 	w, b := t.w, t.blk
 	w.live--
+	if w.live == 0 && e.res2 != nil {
+		e.res2.Retire(w.id)
+	}
 	b.live--
 	e.live--
 	e.residentThreads--
@@ -668,6 +677,13 @@ func (e *engine) admit() {
 		b.aliveIdx = len(e.alive)
 		e.alive = append(e.alive, b)
 		e.place(b, sm)
+		if e.res2 != nil {
+			at := e.slotFree(sm)
+			for i := range b.warps {
+				b.warps[i].ready = at
+				e.res2.Admit(b.warps[i].id, sm, at)
+			}
+		}
 		for i := range b.warps {
 			e.push(&b.warps[i])
 		}
@@ -718,6 +734,24 @@ func (e *engine) swapOut(b *block) {
 	e.admit()
 }
 
+// slotFree takes the earliest cycle at which a block slot of sm became free
+// (0 if none was recorded: the first wave).
+func (e *engine) slotFree(sm int) uint64 {
+	f := e.smFree[sm]
+	if len(f) == 0 {
+		return 0
+	}
+	i := 0
+	for j := range f {
+		if f[j] < f[i] {
+			i = j
+		}
+	}
+	at := f[i]
+	e.smFree[sm] = append(f[:i], f[i+1:]...)
+	return at
+}
+
 // waitingReadmit reports whether a swapped-out block is ready to come back.
 func (e *engine) waitingReadmit() bool {
 	for _, b := range e.readmit {
@@ -734,6 +768,13 @@ func (e *engine) retire() {
 		return
 	}
 	for _, b := range e.finished {
+		if e.res2 != nil {
+			var done uint64
+			for i := range b.warps {
+				done = max(done, b.warps[i].ready)
+			}
+			e.smFree[b.sm] = append(e.smFree[b.sm], done)
+		}
 		e.unplace(b)
 		last := e.alive[len(e.alive)-1]
 		e.alive[b.aliveIdx], last.aliveIdx = last, b.aliveIdx
