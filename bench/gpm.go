@@ -18,7 +18,8 @@ func init() {
 		Name: "gpm-fig11",
 		Description: "GPM Fig. 11: HCL against conventional logging on hwmodel pm-far/gpm: (a) gpKVS batch latency, " +
 			"(b) logging latency against concurrent logging threads",
-		Run: runGPMFig11,
+		Default: true,
+		Run:     runGPMFig11,
 	})
 }
 

@@ -44,7 +44,7 @@ func with(c sysConfig, name string, set ...string) sysConfig {
 
 func init() {
 	for _, e := range []Experiment{
-		{Name: "sbrp-fig6", Description: "seed 001 Fig. 6: speedup over epoch-far of gpm, epoch-far, sbrp-far, epoch-near, sbrp-near per app, and the geometric mean", Run: runFig6},
+		{Name: "sbrp-fig6", Description: "seed 001 Fig. 6: speedup over epoch-far of gpm, epoch-far, sbrp-far, epoch-near, sbrp-near per app, and the geometric mean", Default: true, Run: runFig6},
 		{Name: "sbrp-fig7", Description: "seed 001 Fig. 7: SBRP speedup over epoch with and without scopes (block scope promoted to device) for apps with intra-block PMO", Run: runFig7},
 		{Name: "sbrp-fig8", Description: "seed 001 Fig. 8: L1 read misses on PM data, normalised to epoch-far", Run: runFig8},
 		{Name: "sbrp-fig9", Description: "seed 001 Fig. 9: sbrp-far speedup over epoch-far with eADR", Run: runFig9},
