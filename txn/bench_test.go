@@ -6,6 +6,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/scopedpm/scopedpm/coro"
+	"github.com/scopedpm/scopedpm/hwmodel"
 	"github.com/scopedpm/scopedpm/pm"
 	"github.com/scopedpm/scopedpm/scope"
 	"github.com/scopedpm/scopedpm/txn"
@@ -101,6 +102,48 @@ func BenchmarkTx(b *testing.B) {
 			_, err = coro.Run(m, ts)
 			require.NoError(b, err)
 			b.ReportMetric(float64(per*tasks)/b.Elapsed().Seconds(), "tx/s")
+		})
+	}
+}
+
+// BenchmarkLogInsertCycles: the same grid inserting one entry per thread on
+// hwmodel (PM-far, the GPM model, as GPM's hardware), HCL against the
+// conventional log; reported in simulated cycles per launch (the latency of
+// a round of concurrent inserts) and per insert.
+func BenchmarkLogInsertCycles(b *testing.B) {
+	grid := scope.Grid{Blocks: 4, Threads: 128}
+	for _, kind := range []string{"hcl", "conv"} {
+		b.Run(kind, func(b *testing.B) {
+			be, err := hwmodel.New(hwmodel.PresetPMFar(), hwmodel.GPM)
+			require.NoError(b, err)
+			m, err := pm.NewMachine(be)
+			require.NoError(b, err)
+			var l txn.Log
+			if kind == "hcl" {
+				l, err = txn.CreateHCL(m, "log", grid.Blocks, grid.Threads, 64)
+			} else {
+				l, err = txn.CreateConv(m, "log", 8, 128*64)
+			}
+			require.NoError(b, err)
+			entry := make([]byte, 16)
+			var cycles uint64
+			for b.Loop() {
+				res, err := scope.Launch(m, grid, func(t *scope.Thread) {
+					x := txn.GPU(t)
+					p, _ := l.Part(x)
+					if err := l.Insert(x, p, entry); err != nil {
+						panic(err)
+					}
+				})
+				require.NoError(b, err)
+				cycles += res.Stats.Cycles
+				h := txn.Host(m)
+				for p := range l.Parts() {
+					_ = l.Clear(h, p)
+				}
+			}
+			b.ReportMetric(float64(cycles)/float64(b.N), "sim-cycles/launch")
+			b.ReportMetric(float64(cycles)/float64(b.N)/float64(grid.Total()), "sim-cycles/insert")
 		})
 	}
 }
