@@ -256,10 +256,12 @@ func getLE(b []byte) uint64 {
 	panic(fmt.Sprintf("pm: value size %d", len(b)))
 }
 
-// GetLE decodes a little-endian value of len(b) = 1, 2, 4 or 8 bytes.
+// GetLE decodes a little-endian value of len(b) = 1, 2, 4 or 8 bytes. Other
+// lengths are a programming error and panic.
 func GetLE(b []byte) uint64 { return getLE(b) }
 
-// PutLE encodes v little-endian into len(b) = 1, 2, 4 or 8 bytes.
+// PutLE encodes v little-endian into len(b) = 1, 2, 4 or 8 bytes. Other
+// lengths are a programming error and panic.
 func PutLE(b []byte, v uint64) {
 	switch len(b) {
 	case 1:
