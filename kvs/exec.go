@@ -11,11 +11,10 @@ import (
 // txn.ConvLog's partition locks are) waits for the lock word with a
 // device-scope PAcq before it swaps, and its release (a swap of 1 for 0) is
 // a device-scope PRel of 0. The memory effect is the same lock; the
-// release and acquire make the handoff visible to a timing backend, which
-// then starts the next holder's critical section no earlier than the last
-// one ended (hwmodel carries time from a PRel to the PAcq that reads it,
-// but not from one atomic to another), and to the crash checker, which
-// orders the holders' persists by it.
+// release and acquire make the handoff a persist order the crash checker
+// sees (a lock taken and released with plain atomics orders nothing under
+// SBRP), and a timing backend starts the next holder's critical section no
+// earlier than the last one ended.
 func GPUExec(t *scope.Thread) txn.Exec { return lockExec{Exec: txn.GPU(t), t: t} }
 
 type lockExec struct {
