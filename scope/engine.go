@@ -181,7 +181,7 @@ type engine struct {
 	nPark   int
 	gridBar barrier
 
-	res2      pm.Residency // the backend's, if it has one and is timed
+	residency      pm.Residency // the backend's, if it has one and is timed
 	smFree    [][]uint64   // per SM, cycles at which block slots became free
 	probing   bool
 	probeGen  uint64
@@ -224,7 +224,7 @@ func Launch(m *pm.Machine, g Grid, k Kernel, opts ...Option) (Result, error) {
 	e.smThreads = make([]int, e.lim.SMs)
 	e.smFree = make([][]uint64, e.lim.SMs)
 	if r, ok := e.be.(pm.Residency); ok && e.batch > 0 {
-		e.res2 = r
+		e.residency = r
 	}
 	e.smBlocks = make([]int, e.lim.SMs)
 	e.res.Blocks, e.res.Threads = g.Blocks, g.Threads
@@ -466,8 +466,8 @@ func (e *engine) exit(t *Thread) {
 	t.wk = nil
 	w, b := t.w, t.blk
 	w.live--
-	if w.live == 0 && e.res2 != nil {
-		e.res2.Retire(w.id)
+	if w.live == 0 && e.residency != nil {
+		e.residency.Retire(w.id)
 	}
 	b.live--
 	e.live--
@@ -677,11 +677,11 @@ func (e *engine) admit() {
 		b.aliveIdx = len(e.alive)
 		e.alive = append(e.alive, b)
 		e.place(b, sm)
-		if e.res2 != nil {
+		if e.residency != nil {
 			at := e.slotFree(sm)
 			for i := range b.warps {
 				b.warps[i].ready = at
-				e.res2.Admit(b.warps[i].id, sm, at)
+				e.residency.Admit(b.warps[i].id, sm, at)
 			}
 		}
 		for i := range b.warps {
@@ -768,7 +768,7 @@ func (e *engine) retire() {
 		return
 	}
 	for _, b := range e.finished {
-		if e.res2 != nil {
+		if e.residency != nil {
 			var done uint64
 			for i := range b.warps {
 				done = max(done, b.warps[i].ready)
