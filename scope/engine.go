@@ -181,7 +181,7 @@ type engine struct {
 	nPark   int
 	gridBar barrier
 
-	residency      pm.Residency // the backend's, if it has one and is timed
+	residency pm.Residency // the backend's, if it has one and is timed
 	smFree    [][]uint64   // per SM, cycles at which block slots became free
 	probing   bool
 	probeGen  uint64
