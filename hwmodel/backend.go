@@ -155,7 +155,7 @@ type smState struct {
 	l1      *cache
 	issue   resource  // warp schedulers: Schedulers instructions per cycle
 	log     []span    // recent flushes of the SM (those not known to be over)
-	slots   occupancy // SBRP: the flush window; ScopedBarrier: the L1 NVW-FIFO
+	slots   occupancy // the flush window (every model but ScopedBarrier); ScopedBarrier: the L1 NVW-FIFO
 	pruneAt int
 	pbRel   []uint64 // SBRP: release cycles of buffer entries in FIFO order
 	pbHead  int
@@ -785,7 +785,7 @@ func (b *Backend) l1Fill(ws *warpState, line uint64, t uint64) uint64 {
 	e := &b.entries[ve]
 	if e.ack == noAck {
 		// A dirty PM line (Epoch, GPM, None): write it back in the background.
-		b.flush(ve, t, ws.sm)
+		b.flushWindowed(ve, t, ws.sm)
 		return t
 	}
 	if b.model == SBRP && e.start > t {
@@ -942,7 +942,7 @@ func (b *Backend) persistLine(ws *warpState, line uint64, t uint64) (int32, uint
 			t = b.l1Fill(ws, line, t)
 		}
 		e := b.newEntry(line)
-		ack := b.flush(e, t, ws.sm)
+		ack := b.flushWindowed(e, t, ws.sm)
 		ws.lastAck = max(ws.lastAck, ack)
 		b.last.Stalls.Strict += ack - t
 		return e, ack, false
@@ -985,6 +985,20 @@ func (b *Backend) persistLine(ws *warpState, line uint64, t uint64) (int32, uint
 		s.dirty = append(s.dirty, e)
 		return e, t + 1, false
 	}
+}
+
+// flushWindowed flushes entry e from SM sm no earlier than t, in the first
+// cycle the SM has fewer than persist.window flushes outstanding: the limit
+// on an SM's outstanding writes to PM holds for every model's flushes
+// (Epoch's and GPM's write-backs, Strict's write-throughs, evictions and the
+// end-of-kernel flush), not only for SBRP's persist buffer, which schedules
+// its own flushes through the same window.
+func (b *Backend) flushWindowed(e int32, t uint64, sm int) uint64 {
+	s := &b.sms[sm]
+	start := s.slots.firstFree(t, b.cfg.Persist.Window)
+	ack := b.flush(e, start, sm)
+	s.slots.add(start, ack)
+	return ack
 }
 
 // sbrpStore puts a PM line into the SM's persist buffer.
@@ -1085,7 +1099,7 @@ func (b *Backend) publish(ws *warpState, t uint64) {
 		switch {
 		case ent.ack != noAck:
 		case ent.dirty <= t:
-			b.flush(e, t, ws.sm)
+			b.flushWindowed(e, t, ws.sm)
 		default:
 			kept = append(kept, e)
 		}
@@ -1336,7 +1350,7 @@ func (b *Backend) End() (pm.Stats, error) {
 		s := &b.sms[i]
 		for _, e := range s.dirty {
 			if b.entries[e].ack == noAck {
-				b.flush(e, end, i)
+				b.flushWindowed(e, end, i)
 				wrote = true
 			}
 		}

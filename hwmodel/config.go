@@ -89,8 +89,10 @@ type PersistConfig struct {
 	// BufferEntries is the SBRP persist buffer size per SM; order,
 	// acquire, release and durable markers take entries too.
 	BufferEntries int `json:"buffer_entries"`
-	// Window is the most outstanding (flushed, unacknowledged) lines per SM
-	// under SBRP.
+	// Window is the most outstanding (flushed, unacknowledged) PM lines per
+	// SM. It bounds the SM's writes to PM under every model (SBRP's
+	// persist-buffer drain, Epoch's and GPM's write-backs, Strict's
+	// write-throughs); ScopedBarrier is bounded by its NVW-FIFOs instead.
 	Window int `json:"window"`
 	// NVWFIFOL1 and NVWFIFOL2 are the NVW-FIFO sizes of the scoped persist
 	// barrier hardware (seed 000): outstanding PM writes per L1 and in the L2.
