@@ -42,6 +42,7 @@ const (
 	DeviceMem Kind = iota // GPU device memory (volatile)
 	HostMem               // host DRAM (volatile)
 	PMem                  // a named persistent-memory region
+	SharedMem             // a block's on-chip shared memory (volatile, mapped by the executor)
 )
 
 // String returns "device", "host" or "pm".
@@ -53,6 +54,8 @@ func (k Kind) String() string {
 		return "host"
 	case PMem:
 		return "pm"
+	case SharedMem:
+		return "shared"
 	}
 	return fmt.Sprintf("kind(%d)", uint8(k))
 }
@@ -127,6 +130,30 @@ func (m *Memory) freeIndex() int {
 		}
 	}
 	return len(m.segs)
+}
+
+// MapShared maps a zero-filled range of size bytes of SharedMem for an
+// executor (a block's shared memory). Host code allocates with
+// Machine.Alloc instead; no backend hears of these ranges.
+func (m *Memory) MapShared(size uint64) (Addr, error) {
+	s, err := m.add(SharedMem, "", size, 0, nil)
+	if err != nil {
+		return 0, err
+	}
+	return s.Base, nil
+}
+
+// UnmapShared unmaps a range MapShared returned.
+func (m *Memory) UnmapShared(a Addr) error {
+	s, off, err := m.locate(a, 0, 1)
+	if err != nil {
+		return err
+	}
+	if off != 0 || s.Kind != SharedMem {
+		return fmt.Errorf("%w: %v is not a shared range", ErrNotVolatile, a)
+	}
+	m.remove(s)
+	return nil
 }
 
 // Lookup returns the range holding address a.

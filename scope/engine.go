@@ -24,7 +24,14 @@ type config struct {
 	ctx       context.Context
 	scopes    [pm.System + 1]Scope // the scope each verb's scope argument becomes
 	sites     map[string]Scope     // per call site overrides
+	shared    int                  // bytes of shared memory per block
 }
+
+// WithShared gives every block a zero-filled scratchpad of n bytes of
+// shared memory (pm.SharedMem, CUDA's __shared__): Thread.Shared returns its
+// address. It is mapped while the block is resident and gone after; its
+// accesses are timed by the backend as any volatile access.
+func WithShared(n int) Option { return func(c *config) { c.shared = max(n, 0) } }
 
 // WithPromotion makes every verb of the launch that names scope from use
 // scope to instead: WithPromotion(pm.Block, pm.Device) runs a kernel with
@@ -143,8 +150,9 @@ type block struct {
 	live     int
 	resident bool
 	bar      barrier
-	gridWait int // threads of this block waiting at the device barrier
-	aliveIdx int // index in engine.alive
+	gridWait int     // threads of this block waiting at the device barrier
+	aliveIdx int     // index in engine.alive
+	shared   pm.Addr // its shared memory (WithShared), or 0
 }
 
 // barrier counts arrivals of the live members of a group.
@@ -181,16 +189,17 @@ type engine struct {
 	nPark   int
 	gridBar barrier
 
-	residency pm.Residency // the backend's, if it has one and is timed
-	smFree    [][]uint64   // per SM, cycles at which block slots became free
-	probing   bool
-	probeGen  uint64
-	op        pm.Op // scratch for reporting verbs; one thread runs at a time
-	workers   []*worker
-	free      []*worker
-	err       error
-	res       Result
-	syncGroup []*pm.Agent
+	residency    pm.Residency // the backend's, if it has one and is timed
+	smFree       [][]uint64   // per SM, cycles at which block slots became free
+	probing      bool
+	probeGen     uint64
+	op           pm.Op // scratch for reporting verbs; one thread runs at a time
+	workers      []*worker
+	free         []*worker
+	sharedRanges []pm.Addr // shared memory mapped for blocks, unmapped at the end
+	err          error
+	res          Result
+	syncGroup    []*pm.Agent
 }
 
 // Launch runs kernel k on every thread of grid g on machine m and returns
@@ -219,6 +228,9 @@ func Launch(m *pm.Machine, g Grid, k Kernel, opts ...Option) (Result, error) {
 	if err := e.checkGeometry(); err != nil {
 		return Result{}, err
 	}
+	if e.cfg.shared > 0 && uint64(e.cfg.shared) > pm.MaxRangeSize {
+		return Result{}, fmt.Errorf("%w: %d bytes of shared memory", ErrGeometry, e.cfg.shared)
+	}
 	e.warpsPerBlock = (g.Threads + e.lim.WarpSize - 1) / e.lim.WarpSize
 	e.live = g.Total()
 	e.smThreads = make([]int, e.lim.SMs)
@@ -234,6 +246,7 @@ func Launch(m *pm.Machine, g Grid, k Kernel, opts ...Option) (Result, error) {
 	runErr := e.run()
 	e.res.Coroutines = len(e.workers)
 	e.shutdown()
+	e.unmapShared()
 	stats, err := e.be.End()
 	e.res.Stats = stats
 	if runErr != nil {
@@ -802,6 +815,18 @@ func (e *engine) newBlock(id, sm int) *block {
 		}
 	}
 	b.id, b.sm, b.live, b.gridWait = id, sm, e.grid.Threads, 0
+	if n := uint64(e.cfg.shared); n > 0 {
+		if b.shared == 0 {
+			a, err := e.mem.MapShared(n)
+			if err != nil {
+				e.fail(fmt.Errorf("%w: shared memory for block %d: %w", ErrGeometry, id, err))
+			}
+			b.shared = a
+			e.sharedRanges = append(e.sharedRanges, a)
+		} else if buf, _, err := e.mem.Bytes(b.shared, n, 1); err == nil {
+			clear(buf) // a new block finds its shared memory zeroed
+		}
+	}
 	for i := range b.warps {
 		w := &b.warps[i]
 		w.id = id*e.warpsPerBlock + i
@@ -816,6 +841,14 @@ func (e *engine) newBlock(id, sm int) *block {
 		}
 	}
 	return b
+}
+
+// unmapShared unmaps the blocks' shared memory.
+func (e *engine) unmapShared() {
+	for _, a := range e.sharedRanges {
+		_ = e.mem.UnmapShared(a) // mapped by newBlock: cannot fail
+	}
+	e.sharedRanges = nil
 }
 
 // shutdown stops every worker; suspended threads unwind.

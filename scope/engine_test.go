@@ -360,3 +360,43 @@ func TestSiteScopesOnAtomics(t *testing.T) {
 	require.NoError(t, err)
 	require.Equal(t, pm.Block, rec.Events()[0].Op.Scope)
 }
+
+func TestSharedMemoryReduction(t *testing.T) {
+	const blocks, bs = 40, 64 // more blocks than fit at once: slots are reused
+	lim := pm.GPULimits{SMs: 2, WarpSize: 32, MaxThreadsPerSM: 128, MaxBlocksPerSM: 2, MaxThreadsPerBlock: 128}
+	m := newMachine(t, lim)
+	out, err := m.CreateRegion("sums", 4*blocks)
+	require.NoError(t, err)
+	before := len(m.Memory().Ranges())
+	res, err := scope.Launch(m, scope.Grid{Blocks: blocks, Threads: bs}, func(t *scope.Thread) {
+		sh := t.Shared()
+		me := sh.Add(uint64(4 * t.TID()))
+		if t.Load32(me) != 0 {
+			panic("shared memory not zeroed for a new block")
+		}
+		t.Store32(me, uint32(t.ID()))
+		t.SyncThreads()
+		for s := bs / 2; s > 0; s /= 2 {
+			if t.TID() < s {
+				t.Store32(me, t.Load32(me)+t.Load32(sh.Add(uint64(4*(t.TID()+s)))))
+			}
+			t.SyncThreads()
+		}
+		if t.TID() == 0 {
+			t.Store32(out.Base.Add(uint64(4*t.Block())), t.Load32(sh))
+		}
+	}, scope.WithShared(4*bs))
+	require.NoError(t, err)
+	require.LessOrEqual(t, res.PeakResident, 2*128)
+	got := u32s(t, m, out.Base, blocks)
+	for b := range blocks {
+		lo := b * bs
+		want := uint32((lo + lo + bs - 1) * bs / 2)
+		require.Equal(t, want, got[b], "block %d", b)
+	}
+	require.Len(t, m.Memory().Ranges(), before, "shared memory is unmapped after the launch")
+	var none pm.Addr = 1
+	_, err = scope.Launch(m, scope.Grid{Blocks: 1, Threads: 1}, func(t *scope.Thread) { none = t.Shared() })
+	require.NoError(t, err)
+	require.Zero(t, none, "no shared memory without WithShared")
+}

@@ -71,6 +71,10 @@ func (t *Thread) BlockDim() int { return t.e.grid.Threads }
 // GridDim returns the number of blocks in the grid.
 func (t *Thread) GridDim() int { return t.e.grid.Blocks }
 
+// Shared returns the address of the block's shared memory (see
+// WithShared), or 0 if the launch has none.
+func (t *Thread) Shared() pm.Addr { return t.blk.shared }
+
 // SM returns the SM the thread's block is resident on.
 func (t *Thread) SM() int { return t.Agent.Unit }
 

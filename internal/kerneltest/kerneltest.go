@@ -17,6 +17,7 @@ type Case struct {
 	Name  string
 	Grid  scope.Grid
 	Setup func(m *pm.Machine) (scope.Kernel, error)
+	Opts  []scope.Option
 }
 
 // Contents is the final state of one range.
@@ -36,7 +37,7 @@ func Final(c Case, be pm.Backend) ([]Contents, scope.Result, error) {
 	if err != nil {
 		return nil, scope.Result{}, fmt.Errorf("%s: setup: %w", c.Name, err)
 	}
-	res, err := scope.Launch(m, c.Grid, k, scope.WithName(c.Name))
+	res, err := scope.Launch(m, c.Grid, k, append([]scope.Option{scope.WithName(c.Name)}, c.Opts...)...)
 	if err != nil {
 		return nil, res, fmt.Errorf("%s: %w", c.Name, err)
 	}
@@ -124,7 +125,7 @@ func Cases() []Case {
 					t.Store32(c.Base.Add(off), t.Load32(v[0].Add(off))+t.Load32(v[1].Add(off)))
 				}
 			}, nil
-		}},
+		}, nil},
 		{"block-reduce", scope.Grid{Blocks: 6, Threads: 128}, func(m *pm.Machine) (scope.Kernel, error) {
 			const bs = 128
 			v, err := allocs(m, 4*6*bs)
@@ -156,7 +157,7 @@ func Cases() []Case {
 					t.DFence()
 				}
 			}, nil
-		}},
+		}, nil},
 		{"release-acquire", scope.Grid{Blocks: 4, Threads: 64}, func(m *pm.Machine) (scope.Kernel, error) {
 			// Block b+1 consumes what block b produced and released at
 			// device scope; within a block, threads 32-63 acquire at block
@@ -194,7 +195,7 @@ func Cases() []Case {
 					t.PRel(flags.Add(uint64(4*b)), 1, pm.Device)
 				}
 			}, nil
-		}},
+		}, nil},
 		{"atomics-and-fences", scope.Grid{Blocks: 3, Threads: 80}, func(m *pm.Machine) (scope.Kernel, error) {
 			r, err := m.CreateRegion("log", 8*256)
 			if err != nil {
@@ -217,7 +218,29 @@ func Cases() []Case {
 				t.EpochBarrier()
 				t.Work(10)
 			}, nil
-		}},
+		}, nil},
+		{"shared-reduce", scope.Grid{Blocks: 12, Threads: 64}, func(m *pm.Machine) (scope.Kernel, error) {
+			out, err := m.CreateRegion("sums", 8*12)
+			if err != nil {
+				return nil, err
+			}
+			return func(t *scope.Thread) {
+				sh := t.Shared()
+				me := sh.Add(uint64(8 * t.TID()))
+				t.Store64(me, uint64(t.ID()*t.ID()))
+				t.SyncThreads()
+				for s := 32; s > 0; s /= 2 {
+					if t.TID() < s {
+						t.Store64(me, t.Load64(me)+t.Load64(sh.Add(uint64(8*(t.TID()+s)))))
+					}
+					t.SyncThreads()
+				}
+				if t.TID() == 0 {
+					t.Store64(out.Base.Add(uint64(8*t.Block())), t.Load64(sh))
+					t.DFence()
+				}
+			}, nil
+		}, []scope.Option{scope.WithShared(8 * 64)}},
 		{"device-barrier", scope.Grid{Blocks: 8, Threads: 64}, func(m *pm.Machine) (scope.Kernel, error) {
 			a, err := m.CreateRegion("a", 8*8*64)
 			if err != nil {
@@ -235,6 +258,6 @@ func Cases() []Case {
 				t.Store64(out[0].Add(uint64(8*t.ID())), t.Load64(a.Base.Add(uint64(8*((t.ID()+77)%n)))))
 				t.PBarrier(pm.Thread)
 			}, nil
-		}},
+		}, nil},
 	}
 }
