@@ -21,41 +21,49 @@ func BenchmarkLogInsert(b *testing.B) {
 	grid := scope.Grid{Blocks: 4, Threads: 128}
 	for _, kind := range []string{"hcl", "conv"} {
 		b.Run(kind, func(b *testing.B) {
-			m, err := pm.NewMachine(newBackend())
-			require.NoError(b, err)
-			var l txn.Log
-			if kind == "hcl" {
-				l, err = txn.CreateHCL(m, "log", grid.Blocks, grid.Threads, 64)
-			} else {
-				l, err = txn.CreateConv(m, "log", 8, 128*64)
-			}
-			require.NoError(b, err)
-			entry := make([]byte, 16)
 			var verbs uint64
-			b.ResetTimer()
-			for b.Loop() {
-				res, err := scope.Launch(m, grid, func(t *scope.Thread) {
-					x := txn.GPU(t)
-					p, _ := l.Part(x)
-					if err := l.Insert(x, p, entry); err != nil {
-						panic(err)
-					}
-				})
-				if err != nil {
-					b.Fatal(err)
-				}
-				verbs += res.Verbs
-				b.StopTimer()
-				h := txn.Host(m)
-				for p := range l.Parts() {
-					_ = l.Clear(h, p)
-				}
-				b.StartTimer()
-			}
+			insertRounds(b, newBackend(), kind, grid, func(res scope.Result) { verbs += res.Verbs })
 			n := float64(b.N) * float64(grid.Total())
 			b.ReportMetric(b.Elapsed().Seconds()*1e9/n, "ns/insert")
 			b.ReportMetric(float64(verbs)/n, "verbs/insert")
 		})
+	}
+}
+
+// insertRounds runs b.N launches on a fresh machine over be in which every
+// thread of grid inserts one 16-byte entry into a log of the given kind
+// (HCL, or 8 locked conventional partitions), clearing the log between
+// launches outside the timer, and hands each launch's result to each.
+func insertRounds(b *testing.B, be pm.Backend, kind string, grid scope.Grid, each func(scope.Result)) {
+	m, err := pm.NewMachine(be)
+	require.NoError(b, err)
+	var l txn.Log
+	if kind == "hcl" {
+		l, err = txn.CreateHCL(m, "log", grid.Blocks, grid.Threads, 64)
+	} else {
+		l, err = txn.CreateConv(m, "log", 8, 128*64)
+	}
+	require.NoError(b, err)
+	entry := make([]byte, 16)
+	b.ResetTimer()
+	for b.Loop() {
+		res, err := scope.Launch(m, grid, func(t *scope.Thread) {
+			x := txn.GPU(t)
+			p, _ := l.Part(x)
+			if err := l.Insert(x, p, entry); err != nil {
+				panic(err)
+			}
+		})
+		if err != nil {
+			b.Fatal(err)
+		}
+		each(res)
+		b.StopTimer()
+		h := txn.Host(m)
+		for p := range l.Parts() {
+			_ = l.Clear(h, p)
+		}
+		b.StartTimer()
 	}
 }
 
@@ -116,32 +124,8 @@ func BenchmarkLogInsertCycles(b *testing.B) {
 		b.Run(kind, func(b *testing.B) {
 			be, err := hwmodel.New(hwmodel.PresetPMFar(), hwmodel.GPM)
 			require.NoError(b, err)
-			m, err := pm.NewMachine(be)
-			require.NoError(b, err)
-			var l txn.Log
-			if kind == "hcl" {
-				l, err = txn.CreateHCL(m, "log", grid.Blocks, grid.Threads, 64)
-			} else {
-				l, err = txn.CreateConv(m, "log", 8, 128*64)
-			}
-			require.NoError(b, err)
-			entry := make([]byte, 16)
 			var cycles uint64
-			for b.Loop() {
-				res, err := scope.Launch(m, grid, func(t *scope.Thread) {
-					x := txn.GPU(t)
-					p, _ := l.Part(x)
-					if err := l.Insert(x, p, entry); err != nil {
-						panic(err)
-					}
-				})
-				require.NoError(b, err)
-				cycles += res.Stats.Cycles
-				h := txn.Host(m)
-				for p := range l.Parts() {
-					_ = l.Clear(h, p)
-				}
-			}
+			insertRounds(b, be, kind, grid, func(res scope.Result) { cycles += res.Stats.Cycles })
 			b.ReportMetric(float64(cycles)/float64(b.N), "sim-cycles/launch")
 			b.ReportMetric(float64(cycles)/float64(b.N)/float64(grid.Total()), "sim-cycles/insert")
 		})
