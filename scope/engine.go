@@ -161,7 +161,6 @@ type barrier struct {
 }
 
 type engine struct {
-	m      *pm.Machine
 	mem    *pm.Memory
 	be     pm.Backend
 	ops    bool
@@ -209,7 +208,7 @@ func Launch(m *pm.Machine, g Grid, k Kernel, opts ...Option) (Result, error) {
 		return Result{}, err
 	}
 	caps := m.Caps()
-	e := &engine{m: m, mem: m.Memory(), be: m.Backend(), ops: caps.Ops, batch: caps.Batch, lim: caps.GPU, grid: g, kernel: k,
+	e := &engine{mem: m.Memory(), be: m.Backend(), ops: caps.Ops, batch: caps.Batch, lim: caps.GPU, grid: g, kernel: k,
 		cfg: config{name: "kernel", spinProbe: 1 << 20}, parked: map[pm.Addr][]*Thread{}}
 	for s := range e.cfg.scopes {
 		e.cfg.scopes[s] = Scope(s)
