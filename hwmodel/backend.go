@@ -136,6 +136,7 @@ type pendOp struct {
 	rec0  int32 // first record of a persist (records rec0..rec1-1)
 	rec1  int32
 	idx   int32 // the lane's verb index in the step
+	lane  int32
 	done  bool
 }
 
@@ -214,6 +215,7 @@ type Backend struct {
 	pending  []pendOp
 	spare    []pendOp
 	laneIdx  []int32 // verbs per lane so far in the step
+	count    []int   // sortPending's counts
 	inStep   bool    // a step has begun (an Op came) and not ended (Step)
 	curWarp  int     // the warp the pending ops belong to
 	lines    []uint64
@@ -237,8 +239,8 @@ func New(cfg Config, model Model) (*Backend, error) {
 	if err := cfg.Validate(); err != nil {
 		return nil, err
 	}
-	if model >= numModels {
-		return nil, fmt.Errorf("%w: %d", ErrModel, uint8(model))
+	if !slices.Contains(timed, model) {
+		return nil, fmt.Errorf("%w: %v (hwmodel times %v)", ErrModel, model, timed)
 	}
 	b := &Backend{cfg: cfg, model: model}
 	b.lineBytes = uint64(cfg.L1.LineBytes)
@@ -471,10 +473,34 @@ func (b *Backend) Op(a *pm.Agent, op *pm.Op) {
 	if lane >= len(b.laneIdx) {
 		b.laneIdx = append(b.laneIdx, make([]int32, lane+1-len(b.laneIdx))...)
 	}
+	if op.Kind == pm.OpAtomic || op.Kind == pm.OpPAcq {
+		// A lane that reads what another lane of the warp wrote in this
+		// step (a lock handed from lane to lane) issues after that write:
+		// the lanes took turns, as a divergent warp does.
+		if d := b.writerIdx(op.Addr, lane); d >= b.laneIdx[lane] {
+			b.laneIdx[lane] = d + 1
+		}
+	}
+	p.lane = int32(lane)
 	p.idx = b.laneIdx[lane]
 	b.laneIdx[lane]++
 	b.curWarp = a.Warp
 	b.pending = append(b.pending, p)
+}
+
+// writerIdx returns the verb index of the latest pending write to addr by
+// another lane than lane in the current step, or -1.
+func (b *Backend) writerIdx(addr pm.Addr, lane int) int32 {
+	for i := len(b.pending) - 1; i >= 0; i-- {
+		q := &b.pending[i]
+		if q.addr != addr || int(q.lane) == lane {
+			continue
+		}
+		if q.kind == pm.OpStore || q.kind == pm.OpPRel || q.kind == pm.OpAtomic && q.wrote {
+			return q.idx
+		}
+	}
+	return -1
 }
 
 // addRecords copies a persist into the arena, one record per line.
@@ -518,13 +544,12 @@ func (b *Backend) Step(w int) uint64 {
 }
 
 // sortPending orders the pending ops by verb index, keeping the order of
-// ops with the same index (a counting sort: indexes are below Batch).
+// ops with the same index (a counting sort).
 func (b *Backend) sortPending() {
-	var count [Batch + 1]int
 	sorted := true
+	most := int32(0)
 	for i := range b.pending {
-		k := min(int(b.pending[i].idx), Batch-1)
-		count[k+1]++
+		most = max(most, b.pending[i].idx)
 		if i > 0 && b.pending[i].idx < b.pending[i-1].idx {
 			sorted = false
 		}
@@ -532,14 +557,21 @@ func (b *Backend) sortPending() {
 	if sorted {
 		return
 	}
-	for k := 1; k <= Batch; k++ {
+	count := b.count[:0]
+	for range most + 2 {
+		count = append(count, 0)
+	}
+	b.count = count
+	for i := range b.pending {
+		count[b.pending[i].idx+1]++
+	}
+	for k := 1; k < len(count); k++ {
 		count[k] += count[k-1]
 	}
 	b.spare = append(b.spare[:0], b.pending...)
 	for _, p := range b.spare {
-		k := min(int(p.idx), Batch-1)
-		b.pending[count[k]] = p
-		count[k]++
+		b.pending[count[p.idx]] = p
+		count[p.idx]++
 	}
 }
 
@@ -653,6 +685,10 @@ func (b *Backend) instruction(w int, ws *warpState, kind pm.OpKind, sc pm.Scope,
 				if last, ok := b.atomics[p.addr]; ok && last.value == p.old {
 					at = max(at, last.at+1)
 				}
+				if r, ok := b.released[p.addr]; ok && r.value == p.old {
+					// It read a PRel's flag (a lock released with PRel).
+					at = max(at, r.at+1)
+				}
 				if p.wrote {
 					b.atomics[p.addr] = release{value: p.value, at: at}
 				}
@@ -694,6 +730,9 @@ func (b *Backend) instruction(w int, ws *warpState, kind pm.OpKind, sc pm.Scope,
 			if p := &group[i]; p.kind == kind && p.scope == sc {
 				if r, ok := b.released[p.addr]; ok && r.value == p.old {
 					done = max(done, r.at)
+				}
+				if r, ok := b.atomics[p.addr]; ok && r.value == p.old {
+					done = max(done, r.at) // a flag set by an atomic
 				}
 			}
 		}
@@ -1426,4 +1465,18 @@ func (b *Backend) Crash() (*pm.Image, error) {
 	}
 	b.crashed = true
 	return img, nil
+}
+
+// Durability calls fn for each persist of the current or last GPU launch, in
+// the order the verbs were reported to Op, with the bytes it wrote and the
+// cycle at which they became durable (math.MaxUint64: not yet). A persist
+// that spans lines is reported once per line, in address order. CrashAt(c)
+// is exactly the image before the launch with the persists durable by c
+// applied in this order; the crash checker's refinement test uses it to
+// check every timed image against the persistency model's ordering rules.
+func (b *Backend) Durability(fn func(a pm.Addr, size int, ack uint64)) {
+	for i := b.applied; i < len(b.records); i++ {
+		r := &b.records[i]
+		fn(r.addr, int(r.size), b.ackOf(i))
+	}
 }
