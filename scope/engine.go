@@ -53,10 +53,11 @@ func WithContext(ctx context.Context) Option { return func(c *config) { c.ctx = 
 // WithName names the launch in backend statistics and errors.
 func WithName(name string) Option { return func(c *config) { c.name = name } }
 
-// WithSpinProbe sets how many consecutive unchanged plain loads of one
-// address a thread may make, once nothing else can run, before the launch is
-// declared deadlocked (default 1<<20). Raise it for a kernel that legitimately
-// rereads one word more often than that with nothing written in between.
+// WithSpinProbe sets how many plain-load rereads of the words a thread
+// polls it may make, once nothing else can run and nothing is written, before
+// the launch is declared deadlocked (default 256; see loadSpin in
+// thread.go). Raise it for a kernel that legitimately rereads a few words
+// more often than that with nothing written anywhere in between.
 func WithSpinProbe(n int) Option { return func(c *config) { c.spinProbe = max(n, 1) } }
 
 // WithSiteScopes overrides the scope of the verbs issued from given call
@@ -184,7 +185,7 @@ type engine struct {
 	residentThreads     int
 
 	ready   warpHeap
-	parked  map[pm.Addr][]*Thread // spinning threads by 8-byte word
+	parked  map[pm.Addr][]parkEntry // spinning threads by 8-byte word they poll
 	nPark   int
 	gridBar barrier
 
@@ -204,12 +205,18 @@ type engine struct {
 // Launch runs kernel k on every thread of grid g on machine m and returns
 // when all threads have finished, or with the first error.
 func Launch(m *pm.Machine, g Grid, k Kernel, opts ...Option) (Result, error) {
+	switch {
+	case m == nil:
+		return Result{}, fmt.Errorf("%w: nil machine", ErrBadArg)
+	case k == nil:
+		return Result{}, fmt.Errorf("%w: nil kernel", ErrBadArg)
+	}
 	if err := m.Err(); err != nil {
 		return Result{}, err
 	}
 	caps := m.Caps()
 	e := &engine{mem: m.Memory(), be: m.Backend(), ops: caps.Ops, batch: caps.Batch, lim: caps.GPU, grid: g, kernel: k,
-		cfg: config{name: "kernel", spinProbe: 1 << 20}, parked: map[pm.Addr][]*Thread{}}
+		cfg: config{name: "kernel", spinProbe: 256}, parked: map[pm.Addr][]parkEntry{}}
 	for s := range e.cfg.scopes {
 		e.cfg.scopes[s] = Scope(s)
 	}
@@ -234,7 +241,7 @@ func Launch(m *pm.Machine, g Grid, k Kernel, opts ...Option) (Result, error) {
 	e.live = g.Total()
 	e.smThreads = make([]int, e.lim.SMs)
 	e.smFree = make([][]uint64, e.lim.SMs)
-	if r, ok := e.be.(pm.Residency); ok && e.batch > 0 {
+	if r, ok := pm.As[pm.Residency](e.be); ok && e.batch > 0 {
 		e.residency = r
 	}
 	e.smBlocks = make([]int, e.lim.SMs)
@@ -453,6 +460,10 @@ func (e *engine) runThread(wk *worker, t *Thread) (ok bool) {
 				return
 			case faultSignal:
 				e.fail(&KernelError{Agent: t.Agent, Err: fmt.Errorf("%w: %w", ErrFault, r.err)})
+			case error:
+				// Keep the chain: errors.Is(err, pkg.ErrX) holds for a
+				// kernel that panicked with (a wrap of) pkg.ErrX.
+				e.fail(&KernelError{Agent: t.Agent, Err: fmt.Errorf("%w: %w", ErrPanic, r), Stack: string(debug.Stack())})
 			default:
 				e.fail(&KernelError{Agent: t.Agent, Err: fmt.Errorf("%w: %v", ErrPanic, r), Stack: string(debug.Stack())})
 			}
@@ -562,12 +573,22 @@ func (e *engine) push(w *warp) {
 	}
 }
 
-// park suspends t until some thread writes the 8-byte word holding a.
-func (e *engine) park(t *Thread, a pm.Addr) {
-	word := a &^ 7
+// parkEntry is a thread waiting on a word; seq tells a live entry from the
+// stale ones a thread leaves on its other words when one of them wakes it.
+type parkEntry struct {
+	t   *Thread
+	seq uint32
+}
+
+// park suspends t until some thread writes one of the words it has been
+// polling (t.rset).
+func (e *engine) park(t *Thread) {
 	t.state = stParked
-	t.parkAt = word
-	e.parked[word] = append(e.parked[word], t)
+	t.parkSeq++
+	t.parkAt = t.rset[0]
+	for _, w := range t.rset[:t.rn] {
+		e.parked[w] = append(e.parked[w], parkEntry{t, t.parkSeq})
+	}
 	e.nPark++
 	t.suspend()
 }
@@ -587,17 +608,25 @@ func (e *engine) wakeWords(a pm.Addr, n uint64) {
 			continue
 		}
 		delete(e.parked, word)
-		e.nPark -= len(ts)
-		for _, t := range ts {
-			t.spins = 0
-			e.wake(t)
+		for _, p := range ts {
+			e.unpark(p)
 		}
 	}
 }
 
+// unpark wakes the thread of a live park entry.
+func (e *engine) unpark(p parkEntry) {
+	if t := p.t; t.state == stParked && t.parkSeq == p.seq {
+		e.nPark--
+		t.rn, t.spins = 0, 0
+		e.wake(t)
+	}
+}
+
 // probe runs when no warp is ready but threads are parked on spins: it wakes
-// them all once, letting each reread its word up to spinProbe times. If that
-// round ends with no write anywhere, the launch is deadlocked.
+// them all once, with their spin counts reset, letting each reread its words
+// up to the probe limits. If that round ends with no write anywhere, the
+// launch is deadlocked.
 func (e *engine) probe() bool {
 	if e.nPark == 0 || (e.probing && e.wgen == e.probeGen) {
 		return false
@@ -605,20 +634,25 @@ func (e *engine) probe() bool {
 	e.probing = true
 	e.probeGen = e.wgen
 	for _, t := range e.parkedThreads() {
-		e.wake(t)
+		e.unpark(parkEntry{t, t.parkSeq})
 	}
 	clear(e.parked)
 	e.nPark = 0
 	return true
 }
 
+// parkedThreads returns the parked threads, each once, by id.
 func (e *engine) parkedThreads() []*Thread {
 	var ts []*Thread
 	for _, l := range e.parked {
-		ts = append(ts, l...)
+		for _, p := range l {
+			if p.t.state == stParked && p.t.parkSeq == p.seq {
+				ts = append(ts, p.t)
+			}
+		}
 	}
 	slices.SortFunc(ts, func(a, b *Thread) int { return a.Agent.ID - b.Agent.ID })
-	return ts
+	return slices.CompactFunc(ts, func(a, b *Thread) bool { return a == b })
 }
 
 // deadlock builds the error naming blocked threads.
