@@ -12,6 +12,7 @@ import (
 	"github.com/scopedpm/scopedpm/examples"
 	"github.com/scopedpm/scopedpm/hwmodel"
 	"github.com/scopedpm/scopedpm/pm"
+	"github.com/scopedpm/scopedpm/scope"
 )
 
 // The six applications of seed 001 Table 2, by their label in the figures.
@@ -22,23 +23,31 @@ var sbrpApps = []struct{ label, workload string }{
 
 // sysConfig is one bar of a figure: a preset, a model and overrides.
 type sysConfig struct {
-	name   string
-	preset string
-	model  hwmodel.Model
-	set    []string
+	name    string
+	preset  string
+	model   hwmodel.Model
+	set     []string
+	promote bool // block-scope PRel/PAcq run at device scope (scope.WithPromotion)
 }
 
 var (
-	gpmFar    = sysConfig{"gpm", "pm-far", hwmodel.GPM, nil}
-	epochFar  = sysConfig{"epoch-far", "pm-far", hwmodel.Epoch, nil}
-	sbrpFar   = sysConfig{"sbrp-far", "pm-far", hwmodel.SBRP, nil}
-	epochNear = sysConfig{"epoch-near", "pm-near", hwmodel.Epoch, nil}
-	sbrpNear  = sysConfig{"sbrp-near", "pm-near", hwmodel.SBRP, nil}
+	gpmFar    = sysConfig{"gpm", "pm-far", hwmodel.GPM, nil, false}
+	epochFar  = sysConfig{"epoch-far", "pm-far", hwmodel.Epoch, nil, false}
+	sbrpFar   = sysConfig{"sbrp-far", "pm-far", hwmodel.SBRP, nil, false}
+	epochNear = sysConfig{"epoch-near", "pm-near", hwmodel.Epoch, nil, false}
+	sbrpNear  = sysConfig{"sbrp-near", "pm-near", hwmodel.SBRP, nil, false}
 )
 
 func with(c sysConfig, name string, set ...string) sysConfig {
 	c.name = name
 	c.set = append(append([]string(nil), c.set...), set...)
+	return c
+}
+
+// promoted is c "without scopes": its block-scope PRel and PAcq run at
+// device scope (SBRP Figure 7).
+func promoted(c sysConfig, name string) sysConfig {
+	c.name, c.promote = name, true
 	return c
 }
 
@@ -90,6 +99,9 @@ func runApp(workload string, c sysConfig, o Options, recover bool) (appRun, erro
 	m, err := pm.NewMachine(be)
 	if err != nil {
 		return appRun{}, err
+	}
+	if c.promote {
+		scope.SetDefaults(m, scope.WithPromotion(pm.Block, pm.Device))
 	}
 	if err := w.Setup(m); err != nil {
 		return appRun{}, fmt.Errorf("%s setup: %w", workload, err)
@@ -207,8 +219,8 @@ func runFig7(ctx context.Context, o Options) ([]Row, error) {
 	// Pairs (epoch, sbrp, sbrp without scopes) per placement; the speedup
 	// is over epoch of the same placement.
 	configs := []sysConfig{
-		epochFar, sbrpFar, with(sbrpFar, "sbrp-far-noscope", "persist.promote_block=true"),
-		epochNear, sbrpNear, with(sbrpNear, "sbrp-near-noscope", "persist.promote_block=true"),
+		epochFar, sbrpFar, promoted(sbrpFar, "sbrp-far-noscope"),
+		epochNear, sbrpNear, promoted(sbrpNear, "sbrp-near-noscope"),
 	}
 	labels, names := appNames(func(l string) bool { return l == "Red" || l == "MQ" || l == "Scan" })
 	res, err := sweep(ctx, names, configs, o, false)
@@ -248,8 +260,8 @@ func runFig8(ctx context.Context, o Options) ([]Row, error) {
 
 func runFig9(ctx context.Context, o Options) ([]Row, error) {
 	configs := []sysConfig{
-		{"epoch-far-eadr", "pm-far-eadr", hwmodel.Epoch, nil},
-		{"sbrp-far-eadr", "pm-far-eadr", hwmodel.SBRP, nil},
+		{"epoch-far-eadr", "pm-far-eadr", hwmodel.Epoch, nil, false},
+		{"sbrp-far-eadr", "pm-far-eadr", hwmodel.SBRP, nil, false},
 	}
 	labels, names := appNames(nil)
 	res, err := sweep(ctx, names, configs, o, false)

@@ -453,11 +453,6 @@ func (b *Backend) Op(a *pm.Agent, op *pm.Op) {
 	}
 	ws.sm = max(a.Unit, 0) % len(b.sms)
 	sc := op.Scope
-	if sc == pm.Block && b.cfg.Persist.PromoteBlock {
-		if op.Kind == pm.OpPRel || op.Kind == pm.OpPAcq {
-			sc = pm.Device
-		}
-	}
 	p := pendOp{kind: op.Kind, scope: sc, pm: op.PM && !b.pmAsDRAM, wrote: op.Wrote, addr: op.Addr, size: op.Size, value: op.Value, old: op.Old, rec0: -1, rec1: -1}
 	switch op.Kind {
 	case pm.OpStore, pm.OpAtomic, pm.OpPRel:

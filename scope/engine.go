@@ -10,6 +10,7 @@ import (
 	"sync"
 
 	"github.com/scopedpm/scopedpm/pm"
+	"github.com/scopedpm/scopedpm/pm/persistency"
 )
 
 // Kernel is the code every thread of a launch runs.
@@ -22,9 +23,9 @@ type config struct {
 	name      string
 	spinProbe int
 	ctx       context.Context
-	scopes    [pm.System + 1]Scope // the scope each verb's scope argument becomes
-	sites     map[string]Scope     // per call site overrides
-	shared    int                  // bytes of shared memory per block
+	promote   []persistency.Promotion // applied to PRel and PAcq in order
+	sites     map[string]Scope        // per call site overrides
+	shared    int                     // bytes of shared memory per block
 }
 
 // WithShared gives every block a zero-filled scratchpad of n bytes of
@@ -33,15 +34,15 @@ type config struct {
 // accesses are timed by the backend as any volatile access.
 func WithShared(n int) Option { return func(c *config) { c.shared = max(n, 0) } }
 
-// WithPromotion makes every verb of the launch that names scope from use
-// scope to instead: WithPromotion(pm.Block, pm.Device) runs a kernel with
-// its block-scope releases, acquires, barriers, fences and atomics widened
-// to device scope (seed 001 Figure 7, "importance of scopes"). It is an
-// error for to to be narrower than from.
+// WithPromotion makes the launch's persist releases and acquires (PRel,
+// PAcq) that name scope from use scope to instead (persistency.Promotion):
+// WithPromotion(pm.Block, pm.Device) runs a kernel "without scopes" (SBRP
+// Figure 7). Barriers, fences and atomics keep their scopes. Options
+// apply in order; it is an error for to to be narrower than from.
 func WithPromotion(from, to Scope) Option {
 	return func(c *config) {
 		if from.Valid() && to.Valid() {
-			c.scopes[from] = to
+			c.promote = append(c.promote, persistency.Promotion{From: from, To: to})
 		}
 	}
 }
@@ -217,18 +218,15 @@ func Launch(m *pm.Machine, g Grid, k Kernel, opts ...Option) (Result, error) {
 	caps := m.Caps()
 	e := &engine{mem: m.Memory(), be: m.Backend(), ops: caps.Ops, batch: caps.Batch, lim: caps.GPU, grid: g, kernel: k,
 		cfg: config{name: "kernel", spinProbe: 256}, parked: map[pm.Addr][]parkEntry{}}
-	for s := range e.cfg.scopes {
-		e.cfg.scopes[s] = Scope(s)
-	}
 	for _, o := range defaultsOf(m) {
 		o(&e.cfg)
 	}
 	for _, o := range opts {
 		o(&e.cfg)
 	}
-	for s, to := range e.cfg.scopes {
-		if to < Scope(s) {
-			return Result{}, fmt.Errorf("%w: promotion of %v to narrower %v", ErrBadArg, Scope(s), to)
+	for _, p := range e.cfg.promote {
+		if p.To < p.From {
+			return Result{}, fmt.Errorf("%w: promotion of %v to narrower %v", ErrBadArg, p.From, p.To)
 		}
 	}
 	if err := e.checkGeometry(); err != nil {

@@ -262,7 +262,24 @@ func (t *Thread) scopeOf(s Scope) Scope {
 			return o
 		}
 	}
-	return t.e.cfg.scopes[s]
+	return s
+}
+
+// persistScopeOf is scopeOf for a persist release or acquire: a site
+// override wins, else the launch's promotions apply.
+func (t *Thread) persistScopeOf(k pm.OpKind, s Scope) Scope {
+	if !s.Valid() {
+		t.fault(fmt.Errorf("%w: scope %v", ErrBadArg, s))
+	}
+	if t.e.cfg.sites != nil {
+		if o, ok := t.e.cfg.sites[callerSite()]; ok && o.Valid() {
+			return o
+		}
+	}
+	for _, p := range t.e.cfg.promote {
+		s = p.Apply(k, s)
+	}
+	return s
 }
 
 // callerSite returns "file.go:line" of the first caller outside package
@@ -375,7 +392,7 @@ func (t *Thread) Work(cycles uint64) { t.verb(pm.OpWork, pm.Thread, cycles) }
 // with a scope covering both threads orders those persists before the
 // acquirer's later ones.
 func (t *Thread) PRel(flag pm.Addr, v uint32, s Scope) {
-	s = t.scopeOf(s)
+	s = t.persistScopeOf(pm.OpPRel, s)
 	b, persistent := t.access(flag, 4, 4)
 	pm.PutLE(b, uint64(v))
 	e := t.e
@@ -395,7 +412,7 @@ func (t *Thread) PRel(flag pm.Addr, v uint32, s Scope) {
 // A spinning thread waits without burning host time; if no thread can ever
 // write the flag, Launch fails with ErrDeadlock.
 func (t *Thread) PAcq(flag pm.Addr, s Scope) uint32 {
-	s = t.scopeOf(s)
+	s = t.persistScopeOf(pm.OpPAcq, s)
 	t.observe(flag, pacqNames[s], true)
 	b, persistent := t.access(flag, 4, 4)
 	v := pm.GetLE(b)

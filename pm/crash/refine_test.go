@@ -1,6 +1,7 @@
 package crash_test
 
 import (
+	"fmt"
 	"math"
 	"testing"
 
@@ -90,4 +91,75 @@ func TestWrappedBackendSameCycles(t *testing.T) {
 	require.Same(t, be, found)
 	_, ok = pm.As[pm.Storage](record.New(be, false))
 	require.False(t, ok)
+}
+
+// linked is a workload where each thread writes a node and then links it;
+// the invariant is that a durable link points at a durable node. Without
+// the OFence between the two the checker must blame exactly that.
+type linked struct{ fence bool }
+
+func (l *linked) Name() string { return "linked" }
+func (l *linked) Setup(m *pm.Machine) error {
+	_, err := m.CreateRegion("nodes", 8*64)
+	if err != nil {
+		return err
+	}
+	_, err = m.CreateRegion("links", 8*64)
+	return err
+}
+func (l *linked) Run(m *pm.Machine) error {
+	nodes, _ := m.OpenRegion("nodes")
+	links, _ := m.OpenRegion("links")
+	flag, err := m.Alloc(pm.DeviceMem, 8)
+	if err != nil {
+		return err
+	}
+	_, err = scope.Launch(m, scope.Grid{Blocks: 2, Threads: 32}, func(t *scope.Thread) {
+		if t.ID() == 40 { // a release/acquire pair elsewhere in the kernel
+			t.PRel(flag, 1, pm.Device)
+		}
+		if t.ID() == 10 {
+			for t.PAcq(flag, pm.Device) == 0 {
+			}
+		}
+		t.Store64(nodes.Base.Add(uint64(8*t.ID())), 42)
+		if l.fence {
+			t.OFence()
+		}
+		t.Store64(links.Base.Add(uint64(8*t.ID())), 1)
+	})
+	return err
+}
+func (l *linked) Recover(*pm.Machine) error { return nil }
+func (l *linked) Check(m *pm.Machine) error {
+	nodes, _ := m.OpenRegion("nodes")
+	links, _ := m.OpenRegion("links")
+	nb, lb := make([]byte, 8*64), make([]byte, 8*64)
+	if err := m.CopyOut(nodes.Base, nb); err != nil {
+		return err
+	}
+	if err := m.CopyOut(links.Base, lb); err != nil {
+		return err
+	}
+	for i := range 64 {
+		if pm.GetLE(lb[8*i:8*i+8]) == 1 && pm.GetLE(nb[8*i:8*i+8]) != 42 {
+			return fmt.Errorf("link %d points at a lost node", i)
+		}
+	}
+	return nil
+}
+
+// The explanation of a missing OFence names the thread's own missing
+// ordering, not an unrelated release of another thread.
+func TestExplainMissingOFence(t *testing.T) {
+	rep, err := crash.Check(&linked{fence: true}, pm.DefaultGPU, crash.Config{Model: crash.SBRP, States: 300, Seed: 3, Shrink: true})
+	require.NoError(t, err)
+	require.Empty(t, rep.Violations)
+	rep, err = crash.Check(&linked{}, pm.DefaultGPU, crash.Config{Model: crash.SBRP, States: 300, Seed: 3, Shrink: true})
+	require.NoError(t, err)
+	require.NotEmpty(t, rep.Violations)
+	ex := rep.Violations[0].Explanation
+	t.Log(ex)
+	require.Contains(t, ex, "no ordering verb (OFence, DFence, ...) between them")
+	require.NotContains(t, ex, "no release by")
 }

@@ -220,3 +220,19 @@ func (m Model) Verb(k pm.OpKind, s pm.Scope) Effect {
 	}
 	return 0
 }
+
+// Promotion widens the scope of persist releases and acquires from From to
+// To: Promotion{pm.Block, pm.Device} runs a kernel "without scopes" (SBRP
+// Figure 7). Barriers, fences and atomics keep their scopes, since those
+// say who waits for whom, not how far persists are ordered. The executor
+// applies it where verbs are issued (scope.WithPromotion), so the timing
+// backend and the crash checker see the same, promoted, scopes.
+type Promotion struct{ From, To pm.Scope }
+
+// Apply returns the scope verb k of scope s has under p.
+func (p Promotion) Apply(k pm.OpKind, s pm.Scope) pm.Scope {
+	if (k == pm.OpPRel || k == pm.OpPAcq) && s == p.From {
+		return p.To
+	}
+	return s
+}
