@@ -15,6 +15,11 @@ import (
 // paths), and the lane accesses of an instruction coalesce into lines.
 const Batch = 8
 
+// brokenMerge is a test hook that breaks SBRP's ordering on purpose: a
+// store merges into a buffered line even across an order marker of its
+// warp. The refinement tests set it to show that they can fail.
+var brokenMerge = false
+
 // noAck marks a persist entry that has not been flushed yet.
 const noAck = math.MaxUint64
 
@@ -1039,7 +1044,7 @@ func (b *Backend) flushWindowed(e int32, t uint64, sm int) uint64 {
 func (b *Backend) sbrpStore(ws *warpState, s *smState, line uint64, t uint64) (int32, uint64, bool) {
 	if e, ok := s.pbLine[line]; ok {
 		ent := &b.entries[e]
-		if ent.start > t && ent.start >= ws.front {
+		if ent.start > t && (ent.start >= ws.front || brokenMerge) {
 			// Not flushed yet and no order marker of this warp since: merge.
 			ws.lastAck = max(ws.lastAck, ent.ack)
 			return e, t + 1, true
