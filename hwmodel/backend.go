@@ -65,6 +65,16 @@ type StallStats struct {
 	Work       uint64 // Work(cycles)
 }
 
+// LanesPerInstruction returns the mean number of lanes that issued each
+// warp instruction: the warp size when lanes stay converged, less when
+// divergence splits instructions.
+func (s *Stats) LanesPerInstruction() float64 {
+	if s.Instructions == 0 {
+		return 0
+	}
+	return float64(s.Verbs) / float64(s.Instructions)
+}
+
 func (s *Stats) add(o *Stats) {
 	s.Launches += o.Launches
 	s.Cycles += o.Cycles
@@ -466,7 +476,7 @@ func (b *Backend) Op(a *pm.Agent, op *pm.Op) {
 			b.addRecords(op)
 			p.rec1 = int32(len(b.records))
 		}
-	case pm.OpSyncThreads, pm.OpPBarrier:
+	case pm.OpSyncThreads, pm.OpPBarrier, pm.OpSyncWarp:
 		ws.bar, ws.barS = op.Kind, op.Scope
 	}
 	lane := a.Lane
@@ -1166,6 +1176,8 @@ func (b *Backend) verb(ws *warpState, t uint64, kind pm.OpKind, sc pm.Scope, gro
 		return t + 1
 	case pm.OpCLWB, pm.OpSFence, pm.OpSetCtx, pm.OpCFence, pm.OpYield:
 		return t + 1 // CPU verbs: nothing to do on a GPU
+	case pm.OpSyncWarp:
+		return t + 1 // an execution barrier of the warp: no persist work
 	}
 	switch b.model {
 	case Epoch, GPM:

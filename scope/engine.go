@@ -313,8 +313,24 @@ func (e *engine) step(w *warp) {
 	e.res.Steps++
 	w.stepping = true
 	lanes := w.lanes
+	// With a timing backend, only the lanes runnable when the step starts
+	// run in it: lanes a barrier releases during the step wait for the
+	// next one, together, so that the warp's instructions stay full.
+	var start uint64
+	masked := e.batch > 0 && len(lanes) <= 64
+	if masked {
+		for i, t := range lanes {
+			if t.state == stRunnable || t.state == stNew {
+				start |= 1 << i
+			}
+		}
+	}
 	for i := 0; i < len(lanes) && e.err == nil; {
 		t := lanes[i]
+		if masked && start&(1<<i) == 0 {
+			i++
+			continue
+		}
 		switch t.state {
 		case stNew:
 			j := i + 1
@@ -514,6 +530,13 @@ func (e *engine) exit(t *Thread) {
 func (e *engine) arrive(t *Thread, bar *barrier, live int) {
 	bar.waiting = append(bar.waiting, t)
 	if e.checkBarrier(bar, live) {
+		if e.batch > 0 {
+			// The lanes reconverge: the last to arrive waits for the next
+			// step too, so that all of them issue their next verbs
+			// together (a timing backend groups a step's k-th verbs).
+			t.state = stRunnable
+			t.suspend()
+		}
 		return
 	}
 	t.state = stBarrier
@@ -543,6 +566,9 @@ func (e *engine) checkBarrier(bar *barrier, live int) bool {
 	for _, t := range bar.waiting {
 		if grid {
 			t.blk.gridWait = 0
+		}
+		if e.batch > 0 {
+			t.budget = e.batch // the members start the next step in step
 		}
 		if t.state == stBarrier {
 			e.wake(t)

@@ -433,6 +433,18 @@ func (t *Thread) SyncThreads() {
 	t.e.arrive(t, &t.blk.bar, t.blk.live)
 }
 
+// SyncWarp is the warp execution barrier (CUDA's __syncwarp): it returns
+// when every live lane of the warp has reached a SyncWarp. Lanes that
+// diverged (a branch, a spin that ended at different times) reconverge
+// here, so their following verbs issue as full-warp instructions on a
+// timing backend. It orders persists only under Strict, where every
+// synchronization does.
+func (t *Thread) SyncWarp() {
+	t.waitOp = "SyncWarp"
+	t.verb(pm.OpSyncWarp, pm.Warp, 0)
+	t.e.arrive(t, &t.w.bar, t.w.live)
+}
+
 var pbarNames = [...]string{"PBarrier.thread", "PBarrier.warp", "PBarrier.block", "PBarrier.device", "PBarrier.system"}
 
 // PBarrier is the scoped persist barrier of seed 000: persists of the

@@ -180,7 +180,7 @@ func (m Model) Verb(k pm.OpKind, s pm.Scope) Effect {
 			return Orders | Releases
 		case pm.OpPAcq:
 			return Orders | Acquires
-		case pm.OpPBarrier, pm.OpSyncThreads:
+		case pm.OpPBarrier, pm.OpSyncThreads, pm.OpSyncWarp:
 			if s == pm.Thread {
 				return Orders
 			}
