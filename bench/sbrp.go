@@ -58,6 +58,7 @@ func init() {
 		{Name: "sbrp-fig8", Description: "seed 001 Fig. 8: L1 read misses on PM data, normalised to epoch-far", Run: runFig8},
 		{Name: "sbrp-fig9", Description: "seed 001 Fig. 9: sbrp-far speedup over epoch-far with eADR", Run: runFig9},
 		{Name: "sbrp-fig10a", Description: "seed 001 Fig. 10a: sbrp-near speedup over epoch-near against persist-buffer entries", Run: runFig10a},
+		{Name: "sbrp-fig10b", Description: "SBRP Fig. 10b: sbrp-near speedup over epoch-near with the NVM's read and write bandwidth at 50, 100 and 200%", Run: runFig10b},
 		{Name: "sbrp-fig10c", Description: "seed 001 Fig. 10c: sbrp-near speedup over epoch-near against the flush window", Run: runFig10c},
 		{Name: "sbrp-fig11", Description: "seed 001 Fig. 11: recovery-kernel time after a crash just before the end, normalised to epoch-near", Run: runFig11},
 	} {
@@ -276,12 +277,28 @@ func runFig9(ctx context.Context, o Options) ([]Row, error) {
 // sensitivity runs epoch-near and sbrp-near at each value of key and emits
 // the speedup of sbrp over epoch at that value.
 func sensitivity(ctx context.Context, o Options, exp, key string, values []int) ([]Row, error) {
-	var configs []sysConfig
+	var points []sensPoint
 	for _, v := range values {
-		kv := fmt.Sprintf("%s=%d", key, v)
+		points = append(points, sensPoint{fmt.Sprint(v), []string{fmt.Sprintf("%s=%d", key, v)}})
+	}
+	return sensitivityOf(ctx, o, exp, key, points)
+}
+
+// sensPoint is one point of a sensitivity sweep: its label and overrides.
+type sensPoint struct {
+	label string
+	set   []string
+}
+
+// sensitivityOf runs epoch-near and sbrp-near at each point and returns
+// sbrp-near's speedup over epoch-near at the same point, configs named
+// "<key>=<label>".
+func sensitivityOf(ctx context.Context, o Options, exp, key string, points []sensPoint) ([]Row, error) {
+	var configs []sysConfig
+	for _, p := range points {
 		configs = append(configs,
-			with(epochNear, fmt.Sprintf("epoch-near/%d", v), kv),
-			with(sbrpNear, fmt.Sprintf("%d", v), kv))
+			with(epochNear, "epoch-near/"+p.label, p.set...),
+			with(sbrpNear, p.label, p.set...))
 	}
 	labels, names := appNames(nil)
 	res, err := sweep(ctx, names, configs, o, false)
@@ -298,6 +315,22 @@ func sensitivity(ctx context.Context, o Options, exp, key string, values []int) 
 		}
 	}
 	return out, nil
+}
+
+// runFig10b scales the NVM's read and write bandwidth of pm-near together
+// to 50, 100 and 200% (the SBRP artifact's bw_half and bw_double models
+// halve or double both ratios to device memory).
+func runFig10b(ctx context.Context, o Options) ([]Row, error) {
+	base := hwmodel.PresetPMNear()
+	var points []sensPoint
+	for _, pct := range []int{50, 100, 200} {
+		f := float64(pct) / 100
+		points = append(points, sensPoint{fmt.Sprint(pct), []string{
+			fmt.Sprintf("nvm.read_gbps=%g", base.NVM.ReadGBps*f),
+			fmt.Sprintf("nvm.write_gbps=%g", base.NVM.WriteGBps*f),
+		}})
+	}
+	return sensitivityOf(ctx, o, "sbrp-fig10b", "nvm_bandwidth_pct", points)
 }
 
 func runFig10a(ctx context.Context, o Options) ([]Row, error) {
