@@ -202,24 +202,33 @@ func (b *builder) event(i int) {
 	if atomic >= 0 && op.Wrote {
 		b.lastRel[op.Addr] = relInfo{node: atomic, event: i, scope: op.Scope, agent: ev.Agent}
 	}
-	switch op.Kind {
-	case pm.OpStore, pm.OpAtomic, pm.OpPRel:
-		if op.Persists() {
-			b.persists(i, ev, s)
-		}
+	// A release's own write (a PM flag) persists after what the release
+	// orders; every other write persists before the verb's ordering.
+	relFlag := op.Kind == pm.OpPRel && op.Persists()
+	if op.Persists() && !relFlag {
+		b.persists(i, ev, s)
 	}
 	if m.Unordered() {
+		if relFlag {
+			b.persists(i, ev, s)
+		}
 		if op.Kind == pm.OpPAcq {
 			b.readsFrom(i, ev)
 		}
 		return
 	}
 	if b.cpu(&ev.Agent) {
+		if relFlag {
+			b.persists(i, ev, s)
+		}
 		b.cpuVerb(i, ev, s)
 		return
 	}
 	eff := m.Verb(op.Kind, op.Scope)
 	if eff == 0 {
+		if relFlag {
+			b.persists(i, ev, s)
+		}
 		return
 	}
 	var acq []int32
@@ -243,6 +252,13 @@ func (b *builder) event(i int) {
 		// thread's later ones, not its earlier ones.
 		n = b.add(Node{Kind: NOrder, Event: i, Preds: acq})
 		s.after = append(slices.Clip(s.after), n)
+	}
+	if relFlag {
+		if eff.Has(persistency.Orders) {
+			b.persists(i, ev, s) // after the fence, like every later persist
+		} else {
+			b.persists(i, ev, s, n)
+		}
 	}
 	if eff.Has(persistency.Releases) {
 		b.lastRel[op.Addr] = relInfo{node: n, event: i, scope: op.Scope, agent: ev.Agent}
@@ -292,7 +308,9 @@ func (b *builder) trackWrites(i int, ev *record.Event) {
 	}
 }
 
-func (b *builder) persists(i int, ev *record.Event, s *agentState) {
+// persists adds the persist nodes of event i, each after the agent's
+// ordering points and after extra.
+func (b *builder) persists(i int, ev *record.Event, s *agentState, extra ...int32) {
 	m := b.g.Model
 	ev.Op.Split(func(p *pm.Persist) {
 		p.Agent, p.Seq = ev.Agent, ev.Seq
@@ -318,6 +336,7 @@ func (b *builder) persists(i int, ev *record.Event, s *agentState) {
 		default:
 			preds = append(preds, s.after...)
 		}
+		preds = append(preds, extra...)
 		n := b.add(Node{Kind: NPersist, Event: i, Preds: preds, Persist: *p})
 		b.g.Persists = append(b.g.Persists, n)
 		for k := lo; k < lo+int(p.Size); k++ {

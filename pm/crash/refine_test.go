@@ -163,3 +163,27 @@ func TestExplainMissingOFence(t *testing.T) {
 	require.Contains(t, ex, "no ordering verb (OFence, DFence, ...) between them")
 	require.NotContains(t, ex, "no release by")
 }
+
+// A release's own write to a PM flag persists after the persists the
+// release orders (the persist buffer drains the flag behind the release
+// marker; Epoch drains before writing it), under every ordering model, so
+// a recovery may trust a durable flag.
+func TestReleaseFlagPersistsAfterData(t *testing.T) {
+	rec := record.New(functional.New(pm.GPULimits{}), false)
+	m, err := pm.NewMachine(rec)
+	require.NoError(t, err)
+	r, err := m.CreateRegion("r", 256)
+	require.NoError(t, err)
+	_, err = scope.Launch(m, scope.Grid{Blocks: 1, Threads: 1}, func(t *scope.Thread) {
+		t.Store64(r.Base, 1)
+		t.PRel(r.Base.Add(128), 1, pm.Block)
+	})
+	require.NoError(t, err)
+	for _, model := range []crash.Model{crash.SBRP, crash.Epoch, crash.GPM, crash.ScopedBarrier, crash.Strict} {
+		g := crash.Build(rec.Events(), model)
+		require.Len(t, g.Persists, 2)
+		require.ErrorIs(t, crash.Refines(g, []uint64{20, 10}), crash.ErrRefinement, "%v", model)
+		require.NoError(t, crash.Refines(g, []uint64{10, 20}), "%v", model)
+	}
+	require.NoError(t, crash.Refines(crash.Build(rec.Events(), crash.None), []uint64{20, 10}))
+}
