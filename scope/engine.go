@@ -100,6 +100,8 @@ type Result struct {
 	Coroutines      int    // coroutines used (about the peak of suspended threads)
 	PeakResident    int    // peak resident threads
 	Preempted       int    // blocks swapped out while waiting at a device barrier
+	Probes          int    // rounds in which every parked thread was woken to probe for a deadlock
+	Parks           uint64 // times a spinning thread parked
 	Stats           pm.Stats
 }
 
@@ -605,13 +607,20 @@ type parkEntry struct {
 }
 
 // park suspends t until some thread writes one of the words it has been
-// polling (t.rset).
+// polling (the words of t.rset it reread).
 func (e *engine) park(t *Thread) {
 	t.state = stParked
 	t.parkSeq++
-	t.parkAt = t.rset[0]
-	for _, w := range t.rset[:t.rn] {
-		e.parked[w] = append(e.parked[w], parkEntry{t, t.parkSeq})
+	e.res.Parks++
+	first := true
+	for k, a := range t.rset[:t.rn] {
+		if t.rhit&(1<<k) != 0 {
+			w := a &^ 7
+			if first {
+				t.parkAt, first = w, false
+			}
+			e.parked[w] = append(e.parked[w], parkEntry{t, t.parkSeq})
+		}
 	}
 	e.nPark++
 	t.suspend()
@@ -642,7 +651,7 @@ func (e *engine) wakeWords(a pm.Addr, n uint64) {
 func (e *engine) unpark(p parkEntry) {
 	if t := p.t; t.state == stParked && t.parkSeq == p.seq {
 		e.nPark--
-		t.rn, t.spins = 0, 0
+		t.rn, t.rhit, t.spins = 0, 0, 0
 		e.wake(t)
 	}
 }
@@ -657,6 +666,7 @@ func (e *engine) probe() bool {
 	}
 	e.probing = true
 	e.probeGen = e.wgen
+	e.res.Probes++
 	for _, t := range e.parkedThreads() {
 		e.unpark(parkEntry{t, t.parkSeq})
 	}

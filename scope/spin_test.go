@@ -124,3 +124,25 @@ func TestKernelPanicKeepsChainAndNilArgs(t *testing.T) {
 	_, err = scope.Launch(m, scope.Grid{Blocks: 1, Threads: 1}, nil)
 	require.ErrorIs(t, err, scope.ErrBadArg)
 }
+
+// Reading neighbouring 4-byte flags in turn (they share an 8-byte word) is
+// not a reread: a leader collecting flags its workers already set never
+// parks, and nothing needs a deadlock probe.
+func TestNeighbourFlagsAreNotRereads(t *testing.T) {
+	m, err := pm.NewMachine(functional.New(pm.GPULimits{}))
+	require.NoError(t, err)
+	flags, err := m.Alloc(pm.DeviceMem, 4*32)
+	require.NoError(t, err)
+	res, err := scope.Launch(m, scope.Grid{Blocks: 1, Threads: 32}, func(t *scope.Thread) {
+		if t.TID() != 0 {
+			t.PRel(flags.Add(uint64(4*t.TID())), 1, pm.Block)
+			return
+		}
+		for j := 1; j < 32; j++ {
+			for t.PAcq(flags.Add(uint64(4*j)), pm.Block) == 0 {
+			}
+		}
+	})
+	require.NoError(t, err)
+	require.Zero(t, res.Probes)
+}

@@ -26,11 +26,12 @@ type Thread struct {
 
 	state  uint8
 	budget int // verbs left in this step (timing backends)
-	// Spin detection: the words read since the engine's write count was
-	// rgen (at most len(rset) of them), how many reads revisited one of
-	// them, and the value of the last read.
+	// Spin detection: the addresses read since the engine's write count
+	// was rgen (at most len(rset) of them), how many reads revisited one
+	// of them, and the value of the last read.
 	rset    [4]pm.Addr
 	rn      uint8
+	rhit    uint8 // the addresses of rset read more than once: those it polls
 	rgen    uint64
 	spins   int
 	lastVal uint64
@@ -131,20 +132,21 @@ func (t *Thread) report() {
 // it has been polling.
 func (t *Thread) observe(a pm.Addr, what string, sync bool) {
 	e := t.e
-	w := a &^ 7
+	w := a // exact address: neighbouring flags share a word but are not rereads
 	if e.wgen != t.rgen {
-		t.rgen, t.rn, t.spins = e.wgen, 0, 0
+		t.rgen, t.rn, t.rhit, t.spins = e.wgen, 0, 0, 0
 	}
 	revisit := false
-	for _, r := range t.rset[:t.rn] {
+	for k, r := range t.rset[:t.rn] {
 		if r == w {
 			revisit = true
+			t.rhit |= 1 << k
 			break
 		}
 	}
 	if !revisit {
 		if int(t.rn) == len(t.rset) {
-			t.rn, t.spins = 0, 0 // a new word past a full set: progress
+			t.rn, t.rhit, t.spins = 0, 0, 0 // a new word past a full set: progress
 		}
 		t.rset[t.rn] = w
 		t.rn++
