@@ -1,0 +1,162 @@
+package native_test
+
+import (
+	"testing"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/scopedpm/scopedpm/examples"
+	"github.com/scopedpm/scopedpm/internal/kerneltest"
+	"github.com/scopedpm/scopedpm/kvs"
+	"github.com/scopedpm/scopedpm/pm"
+	"github.com/scopedpm/scopedpm/pm/functional"
+	"github.com/scopedpm/scopedpm/pm/native"
+)
+
+var testModes = []native.Mode{native.ModeMsync, native.ModeUnsafeNoSync}
+
+// lockstep is the functional backend scheduled as the native backend
+// schedules (msync and dax modes): batches of one verb per lane, warps
+// resumed round by round. Workloads whose result depends on the schedule
+// (which thread wins a CAS for a free way or a log lock) must end in the
+// same memory as native under the same schedule.
+type lockstep struct {
+	*functional.Backend
+	rounds []uint64
+}
+
+func (l *lockstep) Attach(mem *pm.Memory) (pm.Caps, error) {
+	c, err := l.Backend.Attach(mem)
+	c.Batch = 1
+	return c, err
+}
+
+func (l *lockstep) Step(w int) uint64 {
+	for w >= len(l.rounds) {
+		l.rounds = append(l.rounds, 0)
+	}
+	l.rounds[w]++
+	return l.rounds[w]
+}
+
+func (l *lockstep) Begin(pm.Launch) error { clear(l.rounds); return nil }
+
+// reference returns the functional backend that schedules as mode does.
+func reference(mode native.Mode) pm.Backend {
+	if mode == native.ModeUnsafeNoSync {
+		return functional.New(pm.GPULimits{})
+	}
+	return &lockstep{Backend: functional.New(pm.GPULimits{})}
+}
+
+// The foundation kernels end in the same memory (volatile and PM) on the
+// native backend as on the functional one.
+func TestMetamorphicKernels(t *testing.T) {
+	for _, c := range kerneltest.Cases() {
+		t.Run(c.Name, func(t *testing.T) {
+			for _, mode := range testModes {
+				want, _, err := kerneltest.Final(c, reference(mode))
+				require.NoError(t, err)
+				be, err := native.Open(t.TempDir(), native.Options{Mode: mode})
+				require.NoError(t, err)
+				got, _, err := kerneltest.Final(c, be)
+				require.NoError(t, err, mode.String())
+				require.Empty(t, kerneltest.Diff(want, got), mode.String())
+				require.NoError(t, be.Close())
+			}
+		})
+	}
+}
+
+// Every workload of package examples, written once, runs unchanged on the
+// native backend, passes its check, and leaves the same PM as on the
+// functional backend, both in the visible image and in the files after a
+// reopen.
+func TestMetamorphicWorkloads(t *testing.T) {
+	for _, nd := range examples.Names() {
+		name := nd[0]
+		t.Run(name, func(t *testing.T) {
+			for _, mode := range testModes {
+				w, err := examples.New(name, examples.Tiny)
+				require.NoError(t, err)
+				fm, err := pm.NewMachine(reference(mode))
+				require.NoError(t, err)
+				require.NoError(t, w.Setup(fm))
+				require.NoError(t, w.Run(fm))
+				want := fm.Memory().Snapshot()
+				dir := t.TempDir()
+				w, err = examples.New(name, examples.Tiny)
+				require.NoError(t, err)
+				be, m := open(t, dir, native.Options{Mode: mode})
+				require.NoError(t, w.Setup(m))
+				require.NoError(t, w.Run(m))
+				require.NoError(t, w.Check(m))
+				require.True(t, want.Equal(m.Memory().Snapshot()), "%s: visible image differs", mode)
+				img, err := m.Crash()
+				require.NoError(t, err)
+				require.True(t, want.Equal(img), "%s: durable image differs", mode)
+				t.Logf("%s: %+v", mode, be.Stats())
+
+				be2, m2 := open(t, dir, native.Options{Mode: mode})
+				require.True(t, want.Equal(m2.Memory().Snapshot()), "%s: reopened image differs", mode)
+				require.NoError(t, w.Recover(m2))
+				require.NoError(t, w.Check(m2))
+				require.NoError(t, be2.Close())
+			}
+		})
+	}
+}
+
+// gpKVS used directly (both logs, SET, DELETE, GET, recovery) ends in the
+// same memory as the functional backend under the same schedule, and with
+// the same contents as under the functional backend's own schedule.
+func TestMetamorphicKVS(t *testing.T) {
+	run := func(t *testing.T, m *pm.Machine, log kvs.LogKind) (*pm.Image, map[uint32]uint64) {
+		st, err := kvs.Create(m, kvs.Config{Buckets: 32, MaxBatch: 64, BlockThreads: 32, Log: log})
+		require.NoError(t, err)
+		keys := make([]uint32, 64)
+		vals := make([]uint64, 64)
+		for i := range keys {
+			keys[i], vals[i] = uint32(1000+i*7), uint64(i*i+1)
+		}
+		_, err = st.SetBatch(keys, vals)
+		require.NoError(t, err)
+		_, err = st.DeleteBatch(keys[:10])
+		require.NoError(t, err)
+		require.NoError(t, st.Put(5, 55))
+		_, err = st.Recover()
+		require.NoError(t, err)
+		vs, found, err := st.GetBatch(keys)
+		require.NoError(t, err)
+		require.NoError(t, st.Check())
+		for i := range vs {
+			require.Equal(t, i >= 10, found[i])
+			if found[i] {
+				require.Equal(t, vals[i], vs[i])
+			}
+		}
+		got, err := st.Contents()
+		require.NoError(t, err)
+		return m.Memory().Snapshot(), got
+	}
+	for _, log := range []kvs.LogKind{kvs.LogHCL, kvs.LogConv} {
+		t.Run(log.String(), func(t *testing.T) {
+			fm, err := pm.NewMachine(functional.New(pm.GPULimits{}))
+			require.NoError(t, err)
+			_, wantVals := run(t, fm, log)
+			for _, mode := range testModes {
+				rm, err := pm.NewMachine(reference(mode))
+				require.NoError(t, err)
+				want, _ := run(t, rm, log)
+				be, m := open(t, t.TempDir(), native.Options{Mode: mode})
+				got, gotVals := run(t, m, log)
+				require.True(t, want.Equal(got), mode.String())
+				require.Equal(t, wantVals, gotVals)
+				img, err := m.Crash()
+				require.NoError(t, err)
+				require.True(t, want.Equal(img), mode.String())
+				_ = be
+			}
+		})
+	}
+}
