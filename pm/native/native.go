@@ -79,12 +79,12 @@
 //     barrier before every member's persists after it.
 //   - DFence, EpochBarrier, SFence, CFence (durability verbs): every
 //     persist issued before the verb by any thread (in the order the engine
-//     ran them) before every persist issued after it by any thread; the
-//     persists are durable at the latest when the launch or CPU run
-//     returns. This is the real-time promise "durable on return" as far as
-//     any later persist or the host can tell; a SIGKILL cannot observe the
-//     difference because the log and the shadow die with the process only
-//     when no acknowledged batch depends on them.
+//     ran them) before every persist issued after it by any thread. The
+//     verb returns before the sync itself happens: syncs are group
+//     committed, and every persist is durable at the latest when the
+//     launch or CPU run returns. Nothing can tell the difference: no later
+//     persist reaches the file first, and the host learns of durability
+//     only when Launch or Run returns.
 //   - SyncThreads and plain atomics order no persists (as under SBRP);
 //     CLWB and SetCtx are accepted and need nothing.
 //   - Host changes: CreateRegion, RemoveRegion and CopyIn are durable on
