@@ -1,0 +1,443 @@
+package bench
+
+import (
+	"bufio"
+	"context"
+	"encoding/binary"
+	"errors"
+	"fmt"
+	"math/rand/v2"
+	"os"
+	"slices"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/cockroachdb/pebble/v2"
+	"golang.org/x/sys/unix"
+
+	"github.com/scopedpm/scopedpm/kvs"
+	"github.com/scopedpm/scopedpm/pm"
+	"github.com/scopedpm/scopedpm/pm/native"
+)
+
+func init() {
+	Register(Experiment{
+		Name: "kvs-vs-pebble",
+		Description: "WALL-CLOCK time, not simulated: gpKVS on the native backend (msync and unsafe-nosync modes) against " +
+			"Pebble with pebble.Sync per batch, same batches, same directory, on disk and on tmpfs (emulated PM): " +
+			"keys/s, p50/p99 batch latency, bytes written per key; directory from $" + EnvBenchDir,
+		Run: runKVSVsPebble,
+	})
+}
+
+// EnvBenchDir names the environment variable with the directory kvs-vs-pebble
+// runs its on-disk stores in (default: os.TempDir()). The emulated-PM runs
+// use /dev/shm (tmpfs) when it exists.
+const EnvBenchDir = "SCOPEDPM_BENCH_DIR"
+
+// kvSide is one system under test: a gpKVS store on a native backend or a
+// Pebble database, fed the same batches.
+type kvSide interface {
+	set(keys []uint32, vals []uint64) error // one batch, durable on return
+	get(keys []uint32) error                // lookups, all must be found
+	close() error
+	extra(keys int) []metric // side-specific metrics, per key
+}
+
+type metric struct {
+	name string
+	v    float64
+}
+
+// nativeSide is gpKVS on a native backend.
+type nativeSide struct {
+	be *native.Backend
+	st *kvs.Store
+	s0 native.Stats
+}
+
+func openNative(dir string, mode native.Mode, buckets, maxBatch int, preload []uint32) (*nativeSide, error) {
+	// Preload without syncs (not timed), then reopen in the measured mode.
+	if len(preload) > 0 {
+		be, err := native.Open(dir, native.Options{Mode: native.ModeUnsafeNoSync})
+		if err != nil {
+			return nil, err
+		}
+		m, err := pm.NewMachine(be)
+		if err != nil {
+			return nil, err
+		}
+		st, err := kvs.Create(m, kvsConfig(buckets, maxBatch))
+		if err != nil {
+			return nil, err
+		}
+		for i := 0; i < len(preload); i += maxBatch {
+			ks := preload[i:min(i+maxBatch, len(preload))]
+			if _, err := st.SetBatch(ks, valsFor(ks, 0)); err != nil {
+				return nil, err
+			}
+		}
+		if err := be.Close(); err != nil {
+			return nil, err
+		}
+	}
+	be, err := native.Open(dir, native.Options{Mode: mode})
+	if err != nil {
+		return nil, err
+	}
+	m, err := pm.NewMachine(be)
+	if err != nil {
+		return nil, err
+	}
+	var st *kvs.Store
+	if len(preload) > 0 {
+		st, err = kvs.Open(m, "gpkvs")
+	} else {
+		st, err = kvs.Create(m, kvsConfig(buckets, maxBatch))
+	}
+	if err != nil {
+		return nil, err
+	}
+	return &nativeSide{be: be, st: st, s0: be.Stats()}, nil
+}
+
+func kvsConfig(buckets, maxBatch int) kvs.Config {
+	return kvs.Config{Buckets: buckets, MaxBatch: maxBatch, BlockThreads: min(256, maxBatch)}
+}
+
+func (n *nativeSide) set(keys []uint32, vals []uint64) error {
+	_, err := n.st.SetBatch(keys, vals)
+	return err
+}
+
+func (n *nativeSide) get(keys []uint32) error {
+	_, found, err := n.st.GetBatch(keys)
+	if err != nil {
+		return err
+	}
+	if i := slices.Index(found, false); i >= 0 {
+		return fmt.Errorf("bench: gpKVS lost key %d", keys[i])
+	}
+	return nil
+}
+
+func (n *nativeSide) close() error { return n.be.Close() }
+
+func (n *nativeSide) extra(keys int) []metric {
+	s := n.be.Stats()
+	k := float64(keys)
+	return []metric{
+		{"syncs_per_key", float64(s.Syncs-n.s0.Syncs) / k},
+		{"synced_range_bytes_per_key", float64(s.SyncBytes-n.s0.SyncBytes) / k},
+	}
+}
+
+// pebbleSide is a Pebble database; every SET batch is applied with
+// pebble.Sync (the WAL is fsynced before Apply returns).
+type pebbleSide struct {
+	db *pebble.DB
+}
+
+type quietLogger struct{}
+
+func (quietLogger) Infof(string, ...any)         {}
+func (quietLogger) Errorf(string, ...any)        {}
+func (quietLogger) Fatalf(f string, args ...any) { panic(fmt.Sprintf(f, args...)) }
+func pebbleKey(k uint32, buf *[8]byte) []byte {
+	binary.BigEndian.PutUint64(buf[:], uint64(k))
+	return buf[:]
+}
+func pebbleVal(v uint64, buf *[8]byte) []byte {
+	binary.LittleEndian.PutUint64(buf[:], v)
+	return buf[:]
+}
+func valsFor(keys []uint32, round uint64) []uint64 { return valsInto(nil, keys, round) }
+
+func valsInto(dst []uint64, keys []uint32, round uint64) []uint64 {
+	dst = dst[:0]
+	for _, k := range keys {
+		dst = append(dst, uint64(k)<<20|round)
+	}
+	return dst
+}
+
+func openPebble(dir string, preload []uint32) (*pebbleSide, error) {
+	db, err := pebble.Open(dir, &pebble.Options{Logger: quietLogger{}})
+	if err != nil {
+		return nil, err
+	}
+	p := &pebbleSide{db: db}
+	for i := 0; i < len(preload); i += 4096 {
+		ks := preload[i:min(i+4096, len(preload))]
+		b := db.NewBatch()
+		var kb, vb [8]byte
+		for _, k := range ks {
+			if err := b.Set(pebbleKey(k, &kb), pebbleVal(uint64(k)<<20, &vb), nil); err != nil {
+				return nil, err
+			}
+		}
+		if err := db.Apply(b, pebble.NoSync); err != nil {
+			return nil, err
+		}
+	}
+	if len(preload) > 0 {
+		if err := db.Flush(); err != nil {
+			return nil, err
+		}
+	}
+	return p, nil
+}
+
+func (p *pebbleSide) set(keys []uint32, vals []uint64) error {
+	b := p.db.NewBatchWithSize(len(keys) * 32)
+	var kb, vb [8]byte
+	for i, k := range keys {
+		if err := b.Set(pebbleKey(k, &kb), pebbleVal(vals[i], &vb), nil); err != nil {
+			return err
+		}
+	}
+	return p.db.Apply(b, pebble.Sync)
+}
+
+func (p *pebbleSide) get(keys []uint32) error {
+	var kb [8]byte
+	for _, k := range keys {
+		v, c, err := p.db.Get(pebbleKey(k, &kb))
+		if err != nil {
+			return fmt.Errorf("bench: pebble key %d: %w", k, err)
+		}
+		_ = v
+		c.Close()
+	}
+	return nil
+}
+
+func (p *pebbleSide) close() error { return p.db.Close() }
+
+func (p *pebbleSide) extra(keys int) []metric {
+	m := p.db.Metrics()
+	t := m.Total()
+	lsm := m.WAL.BytesWritten + t.TableBytesFlushed + t.TableBytesCompacted + t.BlobBytesFlushed + t.BlobBytesCompacted
+	return []metric{{"lsm_bytes_per_key", float64(lsm) / float64(keys)}}
+}
+
+// procWriteBytes returns write_bytes of /proc/self/io: bytes this process
+// caused to be sent to a block device, counted when a page cache page is
+// dirtied (so a page re-dirtied after each msync counts again). tmpfs
+// pages are never counted.
+func procWriteBytes() (uint64, error) {
+	f, err := os.Open("/proc/self/io")
+	if err != nil {
+		return 0, err
+	}
+	defer f.Close()
+	sc := bufio.NewScanner(f)
+	for sc.Scan() {
+		if v, ok := strings.CutPrefix(sc.Text(), "write_bytes: "); ok {
+			return strconv.ParseUint(v, 10, 64)
+		}
+	}
+	return 0, errors.New("bench: no write_bytes in /proc/self/io")
+}
+
+// fsName names the filesystem holding dir.
+func fsName(dir string) string {
+	var st unix.Statfs_t
+	if err := unix.Statfs(dir, &st); err != nil {
+		return "unknown"
+	}
+	switch st.Type {
+	case 0xEF53:
+		return "ext4"
+	case 0x01021994:
+		return "tmpfs"
+	case 0x58465342:
+		return "xfs"
+	case 0x9123683E:
+		return "btrfs"
+	case 0x794c7630:
+		return "overlayfs"
+	}
+	return fmt.Sprintf("fs-%#x", st.Type)
+}
+
+// kvsBenchShape sizes kvs-vs-pebble.
+type kvsBenchShape struct {
+	batches  []int
+	keySpace int           // distinct keys (SET windows cycle over them)
+	budget   time.Duration // timed run per configuration (at least minBatches)
+}
+
+const minBatches = 3
+
+func kvsBenchShapeFor(quick bool) kvsBenchShape {
+	if quick {
+		return kvsBenchShape{batches: []int{1, 100, 1000}, keySpace: 1 << 14, budget: 250 * time.Millisecond}
+	}
+	return kvsBenchShape{batches: []int{1, 100, 1000, 65536}, keySpace: 1 << 18, budget: 2 * time.Second}
+}
+
+func runKVSVsPebble(ctx context.Context, o Options) ([]Row, error) {
+	sh := kvsBenchShapeFor(o.Quick)
+	disk := os.Getenv(EnvBenchDir)
+	if disk == "" {
+		disk = os.TempDir()
+	}
+	type fsDir struct{ label, dir string }
+	dirs := []fsDir{{"disk", disk}}
+	if st, err := os.Stat("/dev/shm"); err == nil && st.IsDir() {
+		dirs = append(dirs, fsDir{"tmpfs", "/dev/shm"})
+	}
+	type sys struct {
+		name string
+		open func(dir string, batch int, preload []uint32) (kvSide, error)
+	}
+	buckets := sh.keySpace / 2
+	systems := []sys{
+		{"gpkvs-native-msync", func(dir string, batch int, pre []uint32) (kvSide, error) {
+			return openNative(dir, native.ModeMsync, buckets, batch, pre)
+		}},
+		{"gpkvs-native-unsafe-nosync", func(dir string, batch int, pre []uint32) (kvSide, error) {
+			return openNative(dir, native.ModeUnsafeNoSync, buckets, batch, pre)
+		}},
+		{"pebble-sync", func(dir string, _ int, pre []uint32) (kvSide, error) { return openPebble(dir, pre) }},
+	}
+	var rows []Row
+	item := 0
+	total := len(dirs) * 2 * len(sh.batches)
+	o.progress(total, 0)
+	for _, fd := range dirs {
+		fsLabel := fd.label + "(" + fsName(fd.dir) + ")"
+		for _, mix := range []string{"set", "get95"} {
+			for _, batch := range sh.batches {
+				item++
+				if !o.mine(item - 1) {
+					continue
+				}
+				workload := fmt.Sprintf("%s/b%d", mix, batch)
+				tput := map[string]float64{}
+				for _, s := range systems {
+					if err := ctx.Err(); err != nil {
+						return rows, err
+					}
+					dir, err := os.MkdirTemp(fd.dir, "kvs-vs-pebble-")
+					if err != nil {
+						return rows, err
+					}
+					ms, err := runKVSSide(sh, s.open, dir, mix, batch)
+					os.RemoveAll(dir)
+					if err != nil {
+						return rows, fmt.Errorf("bench: kvs-vs-pebble %s %s %s: %w", fsLabel, workload, s.name, err)
+					}
+					cfg := fsLabel + "/" + s.name
+					for _, m := range ms {
+						rows = append(rows, Row{Experiment: "kvs-vs-pebble", Workload: workload, Config: cfg, Metric: m.name, Value: m.v})
+						if m.name == "keys_per_s" {
+							tput[s.name] = m.v
+						}
+					}
+				}
+				for _, s := range systems[:2] {
+					if p := tput["pebble-sync"]; p > 0 {
+						rows = append(rows, Row{Experiment: "kvs-vs-pebble", Workload: workload, Config: fsLabel + "/" + s.name,
+							Metric: "x_pebble_keys_per_s", Value: tput[s.name] / p})
+					}
+				}
+				o.progress(0, 1)
+			}
+		}
+	}
+	return rows, nil
+}
+
+// runKVSSide runs one configuration: preload (GET mix), then batches for
+// the time budget (at least minBatches), timing each batch.
+func runKVSSide(sh kvsBenchShape, open func(string, int, []uint32) (kvSide, error), dir, mix string, batch int) ([]metric, error) {
+	rng := rand.New(rand.NewPCG(uint64(batch), 0x6b76))
+	keySpace := min(sh.keySpace, max(4096, 16*batch))
+	all := make([]uint32, keySpace)
+	for i := range all {
+		all[i] = uint32(i + 1)
+	}
+	var preload []uint32
+	if mix == "get95" {
+		preload = all
+	}
+	side, err := open(dir, batch, preload)
+	if err != nil {
+		return nil, err
+	}
+	w0, err := procWriteBytes()
+	if err != nil {
+		return nil, err
+	}
+	var lat []time.Duration
+	keys, sets, gets := 0, 0, 0
+	next := 0
+	var vals []uint64
+	setKeys := make([]uint32, 0, batch)
+	getKeys := make([]uint32, 0, batch)
+	start := time.Now()
+	for round := uint64(1); len(lat) < minBatches || time.Since(start) < sh.budget; round++ {
+		// The batch's keys: a window of the key space (distinct keys),
+		// split 95:5 GET:SET in the GET mix (a batch of one is a GET with
+		// probability 0.95).
+		setKeys, getKeys = setKeys[:0], getKeys[:0]
+		nset := batch
+		if mix == "get95" {
+			nset = batch / 20
+			if batch < 20 && rng.IntN(20) == 0 {
+				nset = batch
+			}
+		}
+		for i := range batch {
+			k := all[(next+i)%len(all)]
+			if i < nset {
+				setKeys = append(setKeys, k)
+			} else {
+				getKeys = append(getKeys, k)
+			}
+		}
+		next = (next + batch) % len(all)
+		vals = valsInto(vals, setKeys, round)
+		t0 := time.Now()
+		if len(getKeys) > 0 {
+			if err := side.get(getKeys); err != nil {
+				side.close()
+				return nil, err
+			}
+		}
+		if len(setKeys) > 0 {
+			if err := side.set(setKeys, vals); err != nil {
+				side.close()
+				return nil, err
+			}
+		}
+		lat = append(lat, time.Since(t0))
+		keys += batch
+		sets += len(setKeys)
+		gets += len(getKeys)
+	}
+	elapsed := time.Since(start)
+	ms := side.extra(keys)
+	if err := side.close(); err != nil {
+		return nil, err
+	}
+	w1, err := procWriteBytes()
+	if err != nil {
+		return nil, err
+	}
+	slices.Sort(lat)
+	pct := func(p float64) float64 { return float64(lat[min(len(lat)-1, int(p*float64(len(lat))))]) / 1e3 }
+	out := []metric{
+		{"keys_per_s", float64(keys) / elapsed.Seconds()},
+		{"batch_p50_us", pct(0.50)},
+		{"batch_p99_us", pct(0.99)},
+		{"batches", float64(len(lat))},
+		{"sets", float64(sets)},
+		{"gets", float64(gets)},
+		{"dev_write_bytes_per_key", float64(w1-w0) / float64(keys)},
+	}
+	return append(out, ms...), nil
+}
