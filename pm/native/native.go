@@ -55,12 +55,14 @@
 // is flushed when a launch or CPU run ends (End), when the host writes PM
 // (CopyIn), and mid-launch when it holds MaxPending persists.
 //
-// Group commit: the backend asks the engine for batches of one verb
-// (pm.Caps.Batch = 1) and returns each warp's step count from Step, so
-// warps advance in lock step, one verb per lane per round; ordering verbs
-// that threads reach in the same round raise their epochs to the same
-// number, so they share one sync. The sync count of a run is the number of
-// distinct non-empty epochs, not the number of ordering verbs (see Stats).
+// Group commit: epochs are counted per thread. A thread's persists before
+// its first ordering point take the lowest pending epoch, those after it the
+// next one, and so on (raised by acquires and barriers, below). So every
+// thread that reaches its k-th ordering point shares the same epoch
+// boundary, whatever the interleaving: a batch kernel of 64 K threads with
+// a log write, an OFence, an update and a DFence each costs a handful of
+// syncs, not 128 K. The sync count of a run is the number of distinct
+// non-empty epochs, not the number of ordering verbs (see Stats).
 //
 // # The guarantee of each verb
 //
@@ -70,6 +72,15 @@
 //
 //   - OFence, PBarrier(Thread): the thread's earlier persists before its
 //     later ones.
+//   - DFence, EpochBarrier, SFence, CFence (durability verbs): as OFence,
+//     and the persists are durable at the latest when the launch or CPU run
+//     returns. The sync itself is deferred and group-committed: no later
+//     persist of the thread, nor of any thread that acquires from it
+//     (PAcq) or meets it at a persist barrier, reaches the file first, and
+//     the host learns of durability only when Launch or Run returns. As in
+//     every persistency model of this project (pm/crash), a DFence orders
+//     nothing for another thread that communicates with plain loads,
+//     stores or atomics instead of a release and an acquire.
 //   - PRel(flag, s): the thread's earlier persists before the flag's
 //     persist (if the flag is in PM) and before its later persists.
 //   - PAcq(flag, s) that reads a value a PRel wrote: that release's
@@ -77,14 +88,6 @@
 //     for any scope s (the scope is not narrowed: wider than SBRP asks).
 //   - PBarrier(Warp/Block/Device/System): every member's persists before the
 //     barrier before every member's persists after it.
-//   - DFence, EpochBarrier, SFence, CFence (durability verbs): every
-//     persist issued before the verb by any thread (in the order the engine
-//     ran them) before every persist issued after it by any thread. The
-//     verb returns before the sync itself happens: syncs are group
-//     committed, and every persist is durable at the latest when the
-//     launch or CPU run returns. Nothing can tell the difference: no later
-//     persist reaches the file first, and the host learns of durability
-//     only when Launch or Run returns.
 //   - SyncThreads and plain atomics order no persists (as under SBRP);
 //     CLWB and SetCtx are accepted and need nothing.
 //   - Host changes: CreateRegion, RemoveRegion and CopyIn are durable on
@@ -248,12 +251,12 @@ type Backend struct {
 	lastWord  map[pm.Addr]uint64 // pending epoch of each logged word
 	rel       map[pm.Addr]uint64 // epoch of the last pending release of each flag
 	gpu, cpu2 []agentState
-	floor     uint64 // lowest epoch of any later persist (durability verbs)
 	flushed   uint64 // every epoch <= flushed is durable
 	gmax      uint64 // highest epoch logged
-	rounds    []uint64
 
 	touched []*region
+	counts  []int
+	sorted  []entry
 	stats   Stats
 	jrn     *journal
 	err     error
@@ -456,9 +459,8 @@ func (b *Backend) FlushInstruction() string { return b.cpu.String() }
 func (b *Backend) Stats() Stats { return b.stats }
 
 // Attach binds the backend to the machine's memory. It asks for every verb
-// and for batches of one verb per lane, so that warps run in lock step
-// and ordering points of one round share a sync (unsafe-nosync asks for
-// neither).
+// (unsafe-nosync asks for none) and no batching: threads run as they do on
+// the functional backend, so results match it exactly.
 func (b *Backend) Attach(mem *pm.Memory) (pm.Caps, error) {
 	if b.closed {
 		return pm.Caps{}, ErrClosed
@@ -467,7 +469,7 @@ func (b *Backend) Attach(mem *pm.Memory) (pm.Caps, error) {
 	if b.mode == ModeUnsafeNoSync {
 		return pm.Caps{GPU: b.opts.GPU}, nil
 	}
-	return pm.Caps{Ops: true, Batch: 1, GPU: b.opts.GPU}, nil
+	return pm.Caps{Ops: true, GPU: b.opts.GPU}, nil
 }
 
 // Stored lists the regions of the directory, in name order; their Data is
@@ -618,7 +620,6 @@ func (b *Backend) Begin(pm.Launch) error {
 	}
 	clear(b.gpu)
 	clear(b.cpu2)
-	clear(b.rounds)
 	return b.err
 }
 
@@ -634,18 +635,36 @@ func (b *Backend) state(a *pm.Agent) *agentState {
 }
 
 // cur is the lowest epoch s's next persist may take.
-func (b *Backend) cur(s *agentState) uint64 { return max(s.ep, b.floor, b.flushed+1) }
+func (b *Backend) cur(s *agentState) uint64 { return max(s.ep, b.flushed+1) }
 
-// record logs one persist of s at epoch e or later (later if the word has a
-// pending persist at a later epoch) and returns the epoch used.
-func (b *Backend) record(s *agentState, e uint64, p *pm.Persist) uint64 {
-	w := p.Addr &^ (pm.WordSize - 1)
+// record logs the persists of op by s at epoch e or later (later for a
+// word with a pending persist at a later epoch, so that persists of one
+// word stay in program order) and returns the highest epoch used.
+func (b *Backend) record(s *agentState, e uint64, op *pm.Op) uint64 {
+	if op.Data == nil {
+		// A naturally aligned value of at most 8 bytes: one word.
+		var v [8]byte
+		pm.PutLE(v[:op.Size], op.Value)
+		return b.recordWord(s, e, op.Addr, v[:op.Size])
+	}
+	hi := e
+	data, a := op.Data, op.Addr
+	for len(data) > 0 {
+		n := min(pm.WordSize-int(a%pm.WordSize), len(data))
+		hi = max(hi, b.recordWord(s, e, a, data[:n]))
+		data, a = data[n:], a+pm.Addr(n)
+	}
+	return hi
+}
+
+func (b *Backend) recordWord(s *agentState, e uint64, a pm.Addr, data []byte) uint64 {
+	w := a &^ (pm.WordSize - 1)
 	if le, ok := b.lastWord[w]; ok && le > e {
 		e = le
 	}
 	b.lastWord[w] = e
-	en := entry{epoch: e, addr: p.Addr, size: p.Size}
-	copy(en.b[:], p.Data())
+	en := entry{epoch: e, addr: a, size: uint8(len(data))}
+	copy(en.b[:], data)
 	b.log = append(b.log, en)
 	s.lp = max(s.lp, e)
 	b.gmax = max(b.gmax, e)
@@ -662,15 +681,14 @@ func (b *Backend) Op(a *pm.Agent, op *pm.Op) {
 	case pm.OpStore, pm.OpAtomic:
 		if op.Persists() {
 			s := b.state(a)
-			e := b.cur(s)
-			op.Split(func(p *pm.Persist) { b.record(s, e, p) })
+			b.record(s, b.cur(s), op)
 		}
 	case pm.OpPRel:
 		s := b.state(a)
 		e := max(b.cur(s), s.lp+1)
 		s.ep = e
 		if op.Persists() {
-			op.Split(func(p *pm.Persist) { e = max(e, b.record(s, e, p)) })
+			e = b.record(s, e, op)
 			s.ep = e
 		}
 		b.rel[op.Addr] = e
@@ -679,14 +697,8 @@ func (b *Backend) Op(a *pm.Agent, op *pm.Op) {
 			s := b.state(a)
 			s.ep = max(b.cur(s), r+1)
 		}
-	case pm.OpOFence:
+	case pm.OpOFence, pm.OpPBarrier, pm.OpDFence, pm.OpEpochBarrier, pm.OpSFence, pm.OpCFence:
 		b.order(b.state(a))
-	case pm.OpPBarrier:
-		b.order(b.state(a))
-	case pm.OpDFence, pm.OpEpochBarrier, pm.OpSFence, pm.OpCFence:
-		b.floor = max(b.floor, b.gmax+1)
-		s := b.state(a)
-		s.ep = max(s.ep, b.floor)
 	}
 	if len(b.log) >= b.opts.MaxPending {
 		b.flush()
@@ -712,15 +724,8 @@ func (b *Backend) Sync(group []*pm.Agent) {
 	}
 }
 
-// Step returns how many steps warp w has taken: the engine resumes warps in
-// rounds, one verb per lane per round.
-func (b *Backend) Step(w int) uint64 {
-	if w >= len(b.rounds) {
-		b.rounds = append(b.rounds, make([]uint64, w+1-len(b.rounds))...)
-	}
-	b.rounds[w]++
-	return b.rounds[w]
-}
+// Step is not called: the backend asks for no batches.
+func (b *Backend) Step(int) uint64 { return 0 }
 
 // End flushes the log: every persist of the run is durable when it
 // returns. It reports the first I/O error since the last End.
@@ -740,7 +745,7 @@ func (b *Backend) flush() {
 		return
 	}
 	b.stats.Flushes++
-	slices.SortStableFunc(b.log, func(x, y entry) int { return cmp.Compare(x.epoch, y.epoch) })
+	b.sortLog()
 	for i := 0; i < len(b.log); {
 		j := i
 		for ; j < len(b.log) && b.log[j].epoch == b.log[i].epoch; j++ {
@@ -764,6 +769,38 @@ func (b *Backend) flush() {
 	b.log = b.log[:0]
 	clear(b.lastWord)
 	clear(b.rel)
+}
+
+// sortLog orders the log by epoch, keeping the logged order within an
+// epoch: a counting sort over the pending epochs flushed+1..gmax.
+func (b *Backend) sortLog() {
+	lo := b.flushed + 1
+	n := b.gmax - lo + 1
+	if n > uint64(len(b.log)) {
+		slices.SortStableFunc(b.log, func(x, y entry) int { return cmp.Compare(x.epoch, y.epoch) })
+		return
+	}
+	if cap(b.counts) < int(n)+1 {
+		b.counts = make([]int, n+1)
+	}
+	counts := b.counts[:n+1]
+	clear(counts)
+	for i := range b.log {
+		counts[b.log[i].epoch-lo+1]++
+	}
+	for i := 1; i < len(counts); i++ {
+		counts[i] += counts[i-1]
+	}
+	if cap(b.sorted) < len(b.log) {
+		b.sorted = make([]entry, len(b.log))
+	}
+	out := b.sorted[:len(b.log)]
+	for i := range b.log {
+		k := b.log[i].epoch - lo
+		out[counts[k]] = b.log[i]
+		counts[k]++
+	}
+	b.log, b.sorted = out, b.log
 }
 
 func (b *Backend) dirty(r *region, lo, hi uint64) {

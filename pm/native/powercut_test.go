@@ -97,16 +97,16 @@ var orderCases = []orderCase{
 		},
 	},
 	{
-		name: "dfence is global", grid: scope.Grid{Blocks: 2, Threads: 64},
+		name: "dfence then release", grid: scope.Grid{Blocks: 2, Threads: 64},
 		kernel: func(d, v pm.Addr) scope.Kernel {
 			return func(t *scope.Thread) {
 				switch t.ID() {
 				case 0:
 					t.Store64(d, 1)
 					t.DFence()
-					t.AtomicExch32(v, 1, pm.Device)
+					t.PRel(v, 1, pm.Device)
 				case 100:
-					for t.Load32(v) == 0 {
+					for t.PAcq(v, pm.Device) == 0 {
 					}
 					t.Store64(d.Add(8*128), 1)
 				}
@@ -114,7 +114,7 @@ var orderCases = []orderCase{
 		},
 		holds: func(w func(int) uint64) (bool, string) {
 			if w(128) == 1 && w(0) != 1 {
-				return false, "a store after a DFence returned persisted before it"
+				return false, "a store after acquiring from a DFence persisted before it"
 			}
 			return true, ""
 		},
@@ -215,8 +215,8 @@ func TestPowerCutOrdering(t *testing.T) {
 	}
 }
 
-// Threads that reach a durability verb in the same round share one sync:
-// 256 threads with two DFences each cost a handful of syncs, not 512.
+// Threads share syncs: 256 threads with two DFences each cost two syncs
+// (one per epoch), not 512.
 func TestGroupCommit(t *testing.T) {
 	be, m := open(t, t.TempDir(), native.Options{Mode: native.ModeMsync})
 	defer be.Close()
