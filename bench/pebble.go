@@ -241,6 +241,17 @@ func procWriteBytes() (uint64, error) {
 	return 0, errors.New("bench: no write_bytes in /proc/self/io")
 }
 
+// cpuTime returns the process's user+system CPU time (all threads): over
+// the wall time of a run it tells a CPU-bound side (near 1 or above) from
+// one waiting for its syncs (near 0).
+func cpuTime() time.Duration {
+	var ru unix.Rusage
+	if err := unix.Getrusage(unix.RUSAGE_SELF, &ru); err != nil {
+		return 0
+	}
+	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
+}
+
 // fsName names the filesystem holding dir.
 func fsName(dir string) string {
 	var st unix.Statfs_t
@@ -378,6 +389,7 @@ func runKVSSide(sh kvsBenchShape, open func(string, int, []uint32) (kvSide, erro
 	var vals []uint64
 	setKeys := make([]uint32, 0, batch)
 	getKeys := make([]uint32, 0, batch)
+	c0 := cpuTime()
 	start := time.Now()
 	for round := uint64(1); len(lat) < minBatches || time.Since(start) < sh.budget; round++ {
 		// The batch's keys: a window of the key space (distinct keys),
@@ -420,6 +432,7 @@ func runKVSSide(sh kvsBenchShape, open func(string, int, []uint32) (kvSide, erro
 		gets += len(getKeys)
 	}
 	elapsed := time.Since(start)
+	cpu := cpuTime() - c0
 	ms := side.extra(keys)
 	if err := side.close(); err != nil {
 		return nil, err
@@ -438,6 +451,7 @@ func runKVSSide(sh kvsBenchShape, open func(string, int, []uint32) (kvSide, erro
 		{"sets", float64(sets)},
 		{"gets", float64(gets)},
 		{"dev_write_bytes_per_key", float64(w1-w0) / float64(keys)},
+		{"cpu_per_wall", cpu.Seconds() / elapsed.Seconds()},
 	}
 	return append(out, ms...), nil
 }
