@@ -9,6 +9,7 @@ import (
 
 	"github.com/stretchr/testify/require"
 
+	"github.com/scopedpm/scopedpm/coro"
 	"github.com/scopedpm/scopedpm/examples"
 	"github.com/scopedpm/scopedpm/pm"
 	"github.com/scopedpm/scopedpm/pm/functional"
@@ -213,6 +214,41 @@ func TestPowerCutOrdering(t *testing.T) {
 			}
 		})
 	}
+}
+
+// CPU tasks: a store made durable with CLWB+SFence is ordered before the
+// task's later stores, also across coroutine switches.
+func TestPowerCutCPU(t *testing.T) {
+	seed := testSeed(t)
+	be, m := open(t, t.TempDir(), native.Options{Mode: native.ModeMsync, Journal: true})
+	defer be.Close()
+	r, err := m.CreateRegion("d", 8*words)
+	require.NoError(t, err)
+	require.NoError(t, be.StartJournal())
+	task := func(c *coro.Ctx) {
+		for k := range 8 {
+			i := uint64(c.ID()*8 + k)
+			c.Store64(r.Base.Add(8*i), i+1)
+			c.CLWB(r.Base.Add(8 * i))
+			c.SFence()
+			c.Store64(r.Base.Add(8*(128+i)), 1)
+			c.Yield()
+		}
+	}
+	_, err = coro.Run(m, []coro.Task{task, task, task, task})
+	require.NoError(t, err)
+	n, cuts := be.Syncs(), 0
+	for s := 0; s <= n; s++ {
+		for k := range 16 {
+			img, err := be.PowerCut(s, seed+uint64(k))
+			require.NoError(t, err)
+			rg, _ := img.Region("d")
+			ok, why := flagImpliesData(func(i int) uint64 { return pm.GetLE(rg.Data[8*i : 8*i+8]) })
+			require.True(t, ok, "cut at sync %d, seed %d: %s", s, seed+uint64(k), why)
+			cuts++
+		}
+	}
+	t.Logf("%d syncs, %d power cuts", n, cuts)
 }
 
 // Threads share syncs: 256 threads with two DFences each cost two syncs
