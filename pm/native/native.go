@@ -88,15 +88,22 @@
 //     for any scope s (the scope is not narrowed: wider than SBRP asks).
 //   - PBarrier(Warp/Block/Device/System): every member's persists before the
 //     barrier before every member's persists after it.
-//   - SyncThreads and plain atomics order no persists (as under SBRP);
-//     CLWB and SetCtx are accepted and need nothing.
+//   - SyncThreads (any barrier the engine reports with Sync) passes epochs
+//     on: persists a member ordered with an ordering verb before the
+//     barrier are before every member's persists after it. A barrier with
+//     no ordering verb before it orders nothing (as under SBRP); nor do
+//     plain loads, stores and atomics. CLWB and SetCtx need nothing.
 //   - Host changes: CreateRegion, RemoveRegion and CopyIn are durable on
 //     return (fsync of the file and directory; msync of the copied range).
-//   - A launch or CPU run that returns has every persist durable.
+//   - A launch or CPU run that returns has every persist durable, and every
+//     persist of a launch is before every persist of the next.
 //
-// These rules are at least as strong as SBRP, the scoped persist barrier
-// model, Epoch and x86/COSPlay for every program that orders its persists
-// with these verbs, so a program correct under any of them is correct here.
+// These rules are at least as strong as SBRP (Box 2 of the SBRP paper), the
+// scoped persist barrier model and the x86 and COSPlay models, so a program
+// whose persist order is correct under one of them (as pmcheck checks) is
+// correct here. The Epoch and GPM models also make every block barrier a
+// persist barrier; a program that relies on that needs a PBarrier(Block)
+// here.
 //
 // # Testing power failures
 //
