@@ -871,7 +871,8 @@ func (b *Backend) durable() *pm.Image {
 }
 
 // Close flushes what is pending, unmaps every region and releases the
-// directory. The machine on the backend must not be used afterwards.
+// directory. The machine on the backend must not be used afterwards (in
+// unsafe-nosync mode its memory is the unmapped mapping).
 func (b *Backend) Close() error {
 	if b.closed {
 		return nil
