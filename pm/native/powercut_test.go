@@ -2,6 +2,7 @@ package native_test
 
 import (
 	"flag"
+	"fmt"
 	"math/rand/v2"
 	"strings"
 	"testing"
@@ -286,41 +287,46 @@ func correctWorkloads() []string {
 // Power failures across the workloads: each runs once on the native
 // backend with a journal, then crashes at seeded random syncs with a seeded
 // random subset of the unsynced words; every crash image recovers and
-// passes Check. Long mode (-native.long) runs >= 10,000 cuts.
+// passes Check. Long mode (-native.long) runs >= 10,000 cuts, over the Tiny
+// and the Quick size of each workload.
 func TestPowerCutWorkloads(t *testing.T) {
 	seed := testSeed(t)
 	names := correctWorkloads()
+	sizes := []examples.Size{examples.Tiny}
 	total := 50 * len(names)
 	if *flagLong {
 		total = 10_000
+		sizes = append(sizes, examples.Quick)
 	}
-	per := (total + len(names) - 1) / len(names)
+	per := (total + len(names)*len(sizes) - 1) / (len(names) * len(sizes))
 	sum := 0
 	for wi, name := range names {
-		t.Run(name, func(t *testing.T) {
-			w, err := examples.New(name, examples.Tiny)
-			require.NoError(t, err)
-			be, m := open(t, t.TempDir(), native.Options{Mode: native.ModeMsync, Journal: true})
-			defer be.Close()
-			require.NoError(t, w.Setup(m))
-			require.NoError(t, be.StartJournal())
-			require.NoError(t, w.Run(m))
-			n := be.Syncs()
-			rng := rand.New(rand.NewPCG(seed, uint64(wi)))
-			for k := range per {
-				s, cs := rng.IntN(n+1), rng.Uint64()
-				img, err := be.PowerCut(s, cs)
+		for _, size := range sizes {
+			t.Run(fmt.Sprintf("%s/%d", name, size), func(t *testing.T) {
+				w, err := examples.New(name, size)
 				require.NoError(t, err)
-				m2, err := pm.Reopen(img, functional.New(pm.GPULimits{}))
-				require.NoError(t, err)
-				require.NoError(t, w.Recover(m2), "cut %d at sync %d of %d, cut seed %d", k, s, n, cs)
-				require.NoError(t, w.Check(m2), "cut %d at sync %d of %d, cut seed %d", k, s, n, cs)
-			}
-			sum += per
-			t.Logf("%d syncs, %d power cuts recovered", n, per)
-		})
+				be, m := open(t, t.TempDir(), native.Options{Mode: native.ModeMsync, Journal: true})
+				defer be.Close()
+				require.NoError(t, w.Setup(m))
+				require.NoError(t, be.StartJournal())
+				require.NoError(t, w.Run(m))
+				n := be.Syncs()
+				rng := rand.New(rand.NewPCG(seed, uint64(wi)<<8|uint64(size)))
+				for k := range per {
+					s, cs := rng.IntN(n+1), rng.Uint64()
+					img, err := be.PowerCut(s, cs)
+					require.NoError(t, err)
+					m2, err := pm.Reopen(img, functional.New(pm.GPULimits{}))
+					require.NoError(t, err)
+					require.NoError(t, w.Recover(m2), "cut %d at sync %d of %d, cut seed %d", k, s, n, cs)
+					require.NoError(t, w.Check(m2), "cut %d at sync %d of %d, cut seed %d", k, s, n, cs)
+				}
+				sum += per
+				t.Logf("%d syncs, %d power cuts recovered", n, per)
+			})
+		}
 	}
-	t.Logf("%d power cuts across %d workloads, 0 losses", sum, len(names))
+	t.Logf("%d power cuts across %d workloads, 0 losses (mode msync)", sum, len(names))
 }
 
 // The seeded intra-thread bugs of examples (an OFence removed) are caught
