@@ -227,8 +227,8 @@ type region struct {
 	shadow   []byte // the visible image; aliases data in unsafe-nosync mode
 	lo, hi   uint64 // dirty byte range of the current sync group (lo < hi)
 	inDirty  bool
-	removed  bool
 	fileName string
+	epochs   []uint32 // per 8-byte word: epoch of its last pending persist (see Backend.epochBase)
 }
 
 // entry is one logged persist: part of one aligned 8-byte word.
@@ -252,10 +252,10 @@ type Backend struct {
 	lock  *os.File
 	mem   *pm.Memory
 	regs  []*region // sorted by name
-	byIdx map[uint64]*region
+	byIdx []*region // by range index (Addr >> pm.OffsetBits)
 
 	log       []entry
-	lastWord  map[pm.Addr]uint64 // pending epoch of each logged word
+	epochBase uint64             // region.epochs hold epoch-epochBase; valid if > flushed-epochBase
 	rel       map[pm.Addr]uint64 // epoch of the last pending release of each flag
 	gpu, cpu2 []agentState
 	flushed   uint64 // every epoch <= flushed is durable
@@ -290,8 +290,7 @@ func Open(dir string, opts Options) (*Backend, error) {
 	if !st.IsDir() {
 		return nil, fmt.Errorf("%w: %s is not a directory", ErrIO, dir)
 	}
-	b := &Backend{dir: dir, opts: opts, cpu: detectCPU(), byIdx: map[uint64]*region{},
-		lastWord: map[pm.Addr]uint64{}, rel: map[pm.Addr]uint64{}}
+	b := &Backend{dir: dir, opts: opts, cpu: detectCPU(), rel: map[pm.Addr]uint64{}}
 	mode, err := b.pickMode(opts.Mode)
 	if err != nil {
 		return nil, err
@@ -384,7 +383,7 @@ func (b *Backend) load() error {
 	}
 	slices.SortFunc(b.regs, func(x, y *region) int { return strings.Compare(x.name, y.name) })
 	for _, r := range b.regs {
-		b.byIdx[uint64(r.base)>>pm.OffsetBits] = r
+		b.setIdx(r)
 	}
 	return nil
 }
@@ -539,7 +538,7 @@ func (b *Backend) CreateStored(name string, base pm.Addr, size uint64) ([]byte, 
 	}
 	b.regs = append(b.regs, r)
 	slices.SortFunc(b.regs, func(x, y *region) int { return strings.Compare(x.name, y.name) })
-	b.byIdx[uint64(base)>>pm.OffsetBits] = r
+	b.setIdx(r)
 	if b.jrn != nil {
 		b.jrn.addRegion(r)
 	}
@@ -564,9 +563,25 @@ func (b *Backend) RemoveStored(name string) error {
 	}
 	b.unmap(r)
 	b.regs = slices.DeleteFunc(b.regs, func(x *region) bool { return x == r })
-	delete(b.byIdx, uint64(r.base)>>pm.OffsetBits)
+	b.byIdx[uint64(r.base)>>pm.OffsetBits] = nil
 	if b.jrn != nil {
 		b.jrn.removeRegion(name)
+	}
+	return nil
+}
+
+func (b *Backend) setIdx(r *region) {
+	i := int(uint64(r.base) >> pm.OffsetBits)
+	if i >= len(b.byIdx) {
+		b.byIdx = append(b.byIdx, make([]*region, i+1-len(b.byIdx))...)
+	}
+	b.byIdx[i] = r
+}
+
+// regionAt returns the region holding a, or nil.
+func (b *Backend) regionAt(a pm.Addr) *region {
+	if i := uint64(a) >> pm.OffsetBits; i < uint64(len(b.byIdx)) {
+		return b.byIdx[i]
 	}
 	return nil
 }
@@ -598,7 +613,7 @@ func (b *Backend) Host(ev pm.HostEvent) {
 	if b.closed || ev.Kind != pm.HostWrite || ev.Range.Kind != pm.PMem || b.mode == ModeUnsafeNoSync {
 		return
 	}
-	r := b.byIdx[uint64(ev.Range.Base)>>pm.OffsetBits]
+	r := b.regionAt(ev.Range.Base)
 	if r == nil || ev.Size == 0 {
 		return
 	}
@@ -665,11 +680,17 @@ func (b *Backend) record(s *agentState, e uint64, op *pm.Op) uint64 {
 }
 
 func (b *Backend) recordWord(s *agentState, e uint64, a pm.Addr, data []byte) uint64 {
-	w := a &^ (pm.WordSize - 1)
-	if le, ok := b.lastWord[w]; ok && le > e {
-		e = le
+	if r := b.regionAt(a); r != nil {
+		// Coherence: not before a pending persist of the same word.
+		if r.epochs == nil {
+			r.epochs = make([]uint32, (r.size+pm.WordSize-1)/pm.WordSize)
+		}
+		w := &r.epochs[uint64(a-r.base)/pm.WordSize]
+		if le := uint64(*w); le > b.flushed-b.epochBase && le+b.epochBase > e {
+			e = le + b.epochBase
+		}
+		*w = uint32(e - b.epochBase)
 	}
-	b.lastWord[w] = e
 	en := entry{epoch: e, addr: a, size: uint8(len(data))}
 	copy(en.b[:], data)
 	b.log = append(b.log, en)
@@ -757,7 +778,7 @@ func (b *Backend) flush() {
 		j := i
 		for ; j < len(b.log) && b.log[j].epoch == b.log[i].epoch; j++ {
 			en := &b.log[j]
-			r := b.byIdx[uint64(en.addr)>>pm.OffsetBits]
+			r := b.regionAt(en.addr)
 			if r == nil {
 				continue // the region was removed
 			}
@@ -774,7 +795,13 @@ func (b *Backend) flush() {
 	}
 	b.flushed = max(b.flushed, b.gmax)
 	b.log = b.log[:0]
-	clear(b.lastWord)
+	if b.gmax-b.epochBase > 1<<31 {
+		// Keep region.epochs in 32 bits: forget every (now durable) epoch.
+		for _, r := range b.regs {
+			clear(r.epochs)
+		}
+		b.epochBase = b.gmax
+	}
 	clear(b.rel)
 }
 
@@ -892,7 +919,7 @@ func (b *Backend) unmapAll() {
 		b.unmap(r)
 	}
 	b.regs = nil
-	clear(b.byIdx)
+	b.byIdx = nil
 }
 
 func (b *Backend) unmap(r *region) {

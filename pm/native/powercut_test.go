@@ -363,3 +363,39 @@ func TestPowerCutCatchesBugs(t *testing.T) {
 		})
 	}
 }
+
+// Persists of one word by threads at different epochs reach the file in
+// the order they were stored: thread 0 stores the word after two fences
+// (a late epoch), thread 1 then stores it without any (an early epoch).
+func TestCoherenceAcrossThreads(t *testing.T) {
+	be, m := open(t, t.TempDir(), native.Options{Mode: native.ModeMsync, Journal: true})
+	r, err := m.CreateRegion("d", 64)
+	require.NoError(t, err)
+	require.NoError(t, be.StartJournal())
+	_, err = scope.Launch(m, scope.Grid{Blocks: 1, Threads: 2}, func(t *scope.Thread) {
+		if t.TID() == 0 {
+			t.Store64(r.Base, 1)
+			t.OFence()
+			t.Store64(r.Base.Add(8), 1)
+			t.OFence()
+			t.Store64(r.Base.Add(16), 1)
+			return
+		}
+		t.Store64(r.Base.Add(16), 2)
+		t.Store64(r.Base.Add(24), 2)
+	})
+	require.NoError(t, err)
+	for s := 0; s <= be.Syncs(); s++ {
+		img, err := be.PowerCut(s, uint64(s))
+		require.NoError(t, err)
+		rg, _ := img.Region("d")
+		w := pm.GetLE(rg.Data[16:24])
+		if s == be.Syncs() {
+			require.Equal(t, uint64(2), w, "the last store of the word is the durable one")
+		}
+	}
+	img, err := m.Crash()
+	require.NoError(t, err)
+	rg, _ := img.Region("d")
+	require.Equal(t, uint64(2), pm.GetLE(rg.Data[16:24]))
+}
