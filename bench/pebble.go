@@ -41,6 +41,7 @@ const EnvBenchDir = "SCOPEDPM_BENCH_DIR"
 type kvSide interface {
 	set(keys []uint32, vals []uint64) error // one batch, durable on return
 	get(keys []uint32) error                // lookups, all must be found
+	values(keys []uint32) ([]uint64, error) // lookups; 0 for a missing key
 	close() error
 	extra(keys int) []metric // side-specific metrics, per key
 }
@@ -120,6 +121,18 @@ func (n *nativeSide) get(keys []uint32) error {
 		return fmt.Errorf("bench: gpKVS lost key %d", keys[i])
 	}
 	return nil
+}
+
+func (n *nativeSide) values(keys []uint32) ([]uint64, error) {
+	var out []uint64
+	for i := 0; i < len(keys); i += n.st.MaxBatch() {
+		vs, _, err := n.st.GetBatch(keys[i:min(i+n.st.MaxBatch(), len(keys))])
+		if err != nil {
+			return nil, err
+		}
+		out = append(out, vs...)
+	}
+	return out, nil
 }
 
 func (n *nativeSide) close() error { return n.be.Close() }
@@ -211,6 +224,23 @@ func (p *pebbleSide) get(keys []uint32) error {
 		c.Close()
 	}
 	return nil
+}
+
+func (p *pebbleSide) values(keys []uint32) ([]uint64, error) {
+	var kb [8]byte
+	out := make([]uint64, len(keys))
+	for i, k := range keys {
+		v, c, err := p.db.Get(pebbleKey(k, &kb))
+		if errors.Is(err, pebble.ErrNotFound) {
+			continue
+		}
+		if err != nil {
+			return nil, err
+		}
+		out[i] = binary.LittleEndian.Uint64(v)
+		c.Close()
+	}
+	return out, nil
 }
 
 func (p *pebbleSide) close() error { return p.db.Close() }
@@ -365,6 +395,13 @@ func runKVSVsPebble(ctx context.Context, o Options) ([]Row, error) {
 // runKVSSide runs one configuration: preload (GET mix), then batches for
 // the time budget (at least minBatches), timing each batch.
 func runKVSSide(sh kvsBenchShape, open func(string, int, []uint32) (kvSide, error), dir, mix string, batch int) ([]metric, error) {
+	ms, _, err := runKVSSideFinal(sh, open, dir, mix, batch, false)
+	return ms, err
+}
+
+// runKVSSideFinal is runKVSSide; with final set it also returns every key's
+// value after the run (0: absent), for tests that the sides agree.
+func runKVSSideFinal(sh kvsBenchShape, open func(string, int, []uint32) (kvSide, error), dir, mix string, batch int, final bool) ([]metric, []uint64, error) {
 	rng := rand.New(rand.NewPCG(uint64(batch), 0x6b76))
 	keySpace := min(sh.keySpace, max(4096, 16*batch))
 	all := make([]uint32, keySpace)
@@ -377,11 +414,11 @@ func runKVSSide(sh kvsBenchShape, open func(string, int, []uint32) (kvSide, erro
 	}
 	side, err := open(dir, batch, preload)
 	if err != nil {
-		return nil, err
+		return nil, nil, err
 	}
 	w0, err := procWriteBytes()
 	if err != nil {
-		return nil, err
+		return nil, nil, err
 	}
 	var lat []time.Duration
 	keys, sets, gets := 0, 0, 0
@@ -417,13 +454,13 @@ func runKVSSide(sh kvsBenchShape, open func(string, int, []uint32) (kvSide, erro
 		if len(getKeys) > 0 {
 			if err := side.get(getKeys); err != nil {
 				side.close()
-				return nil, err
+				return nil, nil, err
 			}
 		}
 		if len(setKeys) > 0 {
 			if err := side.set(setKeys, vals); err != nil {
 				side.close()
-				return nil, err
+				return nil, nil, err
 			}
 		}
 		lat = append(lat, time.Since(t0))
@@ -434,12 +471,19 @@ func runKVSSide(sh kvsBenchShape, open func(string, int, []uint32) (kvSide, erro
 	elapsed := time.Since(start)
 	cpu := cpuTime() - c0
 	ms := side.extra(keys)
+	var vals2 []uint64
+	if final {
+		if vals2, err = side.values(all); err != nil {
+			side.close()
+			return nil, nil, err
+		}
+	}
 	if err := side.close(); err != nil {
-		return nil, err
+		return nil, nil, err
 	}
 	w1, err := procWriteBytes()
 	if err != nil {
-		return nil, err
+		return nil, nil, err
 	}
 	slices.Sort(lat)
 	pct := func(p float64) float64 { return float64(lat[min(len(lat)-1, int(p*float64(len(lat))))]) / 1e3 }
@@ -453,5 +497,5 @@ func runKVSSide(sh kvsBenchShape, open func(string, int, []uint32) (kvSide, erro
 		{"dev_write_bytes_per_key", float64(w1-w0) / float64(keys)},
 		{"cpu_per_wall", cpu.Seconds() / elapsed.Seconds()},
 	}
-	return append(out, ms...), nil
+	return append(out, ms...), vals2, nil
 }
