@@ -197,9 +197,11 @@ func runChild(t *testing.T, what, dir string, delay func(lines []string) time.Du
 }
 
 // gpKVS in a child process is SIGKILLed at seeded random points while it
-// commits batches; after each kill the parent reopens the files, recovers
-// and requires every acknowledged batch and nothing but whole batches.
-// Long mode (-native.long) runs 1,000 kills.
+// opens, recovers and commits batches; after each kill the parent reopens
+// the files, recovers and requires every acknowledged batch and nothing but
+// whole batches. Long mode (-native.long) runs 1,000 kills. The seed fixes
+// the delays of the kills; how far the child got by then depends on the
+// machine's speed, so a replay hits similar, not identical, points.
 func TestKillKVS(t *testing.T) {
 	seed := testSeed(t)
 	rng := rand.New(rand.NewPCG(seed, 1))
