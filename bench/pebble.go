@@ -303,6 +303,12 @@ func fsName(dir string) string {
 	return fmt.Sprintf("fs-%#x", st.Type)
 }
 
+// sys is one side of kvs-vs-pebble: a name for the rows and how to open it.
+type sys struct {
+	name string
+	open func(dir string, batch int, preload []uint32) (kvSide, error)
+}
+
 // kvsBenchShape sizes kvs-vs-pebble.
 type kvsBenchShape struct {
 	batches  []int
@@ -329,10 +335,6 @@ func runKVSVsPebble(ctx context.Context, o Options) ([]Row, error) {
 	dirs := []fsDir{{"disk", disk}}
 	if st, err := os.Stat("/dev/shm"); err == nil && st.IsDir() {
 		dirs = append(dirs, fsDir{"tmpfs", "/dev/shm"})
-	}
-	type sys struct {
-		name string
-		open func(dir string, batch int, preload []uint32) (kvSide, error)
 	}
 	buckets := sh.keySpace / 2
 	// systemsFor lists the sides on the filesystem of dir: gpKVS in the
@@ -370,21 +372,13 @@ func runKVSVsPebble(ctx context.Context, o Options) ([]Row, error) {
 				}
 				workload := fmt.Sprintf("%s/b%d", mix, batch)
 				tput := map[string]float64{}
-				for _, s := range systems {
-					if err := ctx.Err(); err != nil {
-						return rows, err
-					}
-					dir, err := os.MkdirTemp(fd.dir, "kvs-vs-pebble-")
-					if err != nil {
-						return rows, err
-					}
-					ms, err := runKVSSide(sh, s.open, dir, mix, batch)
-					os.RemoveAll(dir)
-					if err != nil {
-						return rows, fmt.Errorf("bench: kvs-vs-pebble %s %s %s: %w", fsLabel, workload, s.name, err)
-					}
+				ms, err := runInterleaved(ctx, sh, systems, fd.dir, mix, batch)
+				if err != nil {
+					return rows, fmt.Errorf("bench: kvs-vs-pebble %s %s: %w", fsLabel, workload, err)
+				}
+				for i, s := range systems {
 					cfg := fsLabel + "/" + s.name
-					for _, m := range ms {
+					for _, m := range ms[i] {
 						rows = append(rows, Row{Experiment: "kvs-vs-pebble", Workload: workload, Config: cfg, Metric: m.name, Value: m.v})
 						if m.name == "keys_per_s" {
 							tput[s.name] = m.v
@@ -404,110 +398,207 @@ func runKVSVsPebble(ctx context.Context, o Options) ([]Row, error) {
 	return rows, nil
 }
 
-// runKVSSide runs one configuration: preload (GET mix), then batches for
-// the time budget (at least minBatches), timing each batch.
-func runKVSSide(sh kvsBenchShape, open func(string, int, []uint32) (kvSide, error), dir, mix string, batch int) ([]metric, error) {
-	ms, _, err := runKVSSideFinal(sh, open, dir, mix, batch, false)
-	return ms, err
+// timeSlices is how many alternating time slices each side of a
+// configuration gets.
+const timeSlices = 4
+
+// runInterleaved opens every side in its own directory under parent and
+// runs them in alternating slices of the budget (each at least one batch,
+// each side at least minBatches in all), so all sides see the same
+// background load; then closes them and returns each side's metrics.
+func runInterleaved(ctx context.Context, sh kvsBenchShape, systems []sys, parent, mix string, batch int) ([][]metric, error) {
+	runs := make([]*sideRun, len(systems))
+	defer func() {
+		for _, r := range runs {
+			if r != nil {
+				r.side.close()
+			}
+		}
+	}()
+	for i, s := range systems {
+		dir, err := os.MkdirTemp(parent, "kvs-vs-pebble-")
+		if err != nil {
+			return nil, err
+		}
+		defer os.RemoveAll(dir)
+		if runs[i], err = startSide(sh, s.open, dir, mix, batch); err != nil {
+			return nil, fmt.Errorf("%s: %w", s.name, err)
+		}
+	}
+	for k := range timeSlices {
+		for i, r := range runs {
+			if err := ctx.Err(); err != nil {
+				return nil, err
+			}
+			minB := 1
+			if k == timeSlices-1 {
+				minB = max(1, minBatches-len(r.lat))
+			}
+			if err := r.run(sh.budget/timeSlices, minB); err != nil {
+				return nil, fmt.Errorf("%s: %w", systems[i].name, err)
+			}
+		}
+	}
+	out := make([][]metric, len(runs))
+	for i, r := range runs {
+		ms, _, err := r.finish(false)
+		runs[i] = nil
+		if err != nil {
+			return nil, fmt.Errorf("%s: %w", systems[i].name, err)
+		}
+		out[i] = ms
+	}
+	return out, nil
 }
 
-// runKVSSideFinal is runKVSSide; with final set it also returns every key's
-// value after the run (0: absent), for tests that the sides agree.
+// runKVSSideFinal runs one configuration alone: preload (GET mix), then
+// batches for the time budget (at least minBatches); with final set it
+// also returns every key's value after the run (0: absent), for tests that
+// the sides agree.
 func runKVSSideFinal(sh kvsBenchShape, open func(string, int, []uint32) (kvSide, error), dir, mix string, batch int, final bool) ([]metric, []uint64, error) {
-	rng := rand.New(rand.NewPCG(uint64(batch), 0x6b76))
+	r, err := startSide(sh, open, dir, mix, batch)
+	if err != nil {
+		return nil, nil, err
+	}
+	if err := r.run(sh.budget, minBatches); err != nil {
+		r.side.close()
+		return nil, nil, err
+	}
+	return r.finish(final)
+}
+
+// sideRun is one side of a comparison in progress. The sides of one
+// configuration run in alternating time slices, so that a noisy neighbour
+// (another process's I/O or CPU) hits all of them alike.
+type sideRun struct {
+	side             kvSide
+	all              []uint32
+	rng              *rand.Rand
+	mix              string
+	batch            int
+	next             int
+	round            uint64
+	lat              []time.Duration
+	keys, sets, gets int
+	elapsed, cpu     time.Duration
+	wbytes           uint64
+	setKeys, getKeys []uint32
+	vals             []uint64
+}
+
+// startSide opens a side in dir and preloads it for the GET mix.
+func startSide(sh kvsBenchShape, open func(string, int, []uint32) (kvSide, error), dir, mix string, batch int) (*sideRun, error) {
 	keySpace := min(sh.keySpace, max(4096, 16*batch))
-	all := make([]uint32, keySpace)
-	for i := range all {
-		all[i] = uint32(i + 1)
+	r := &sideRun{rng: rand.New(rand.NewPCG(uint64(batch), 0x6b76)), mix: mix, batch: batch,
+		all: make([]uint32, keySpace), setKeys: make([]uint32, 0, batch), getKeys: make([]uint32, 0, batch)}
+	for i := range r.all {
+		r.all[i] = uint32(i + 1)
 	}
 	var preload []uint32
 	if mix == "get95" {
-		preload = all
+		preload = r.all
 	}
 	side, err := open(dir, batch, preload)
 	if err != nil {
-		return nil, nil, err
+		return nil, err
+	}
+	r.side = side
+	return r, nil
+}
+
+// run runs batches until this slice lasted budget and ran at least minB
+// batches.
+func (r *sideRun) run(budget time.Duration, minB int) error {
+	w0, err := procWriteBytes()
+	if err != nil {
+		return err
+	}
+	c0 := cpuTime()
+	start := time.Now()
+	for n := 0; n < minB || time.Since(start) < budget; n++ {
+		r.round++
+		// The batch's keys: a window of the key space (distinct keys),
+		// split 95:5 GET:SET in the GET mix (a batch of one is a GET with
+		// probability 0.95).
+		r.setKeys, r.getKeys = r.setKeys[:0], r.getKeys[:0]
+		nset := r.batch
+		if r.mix == "get95" {
+			nset = r.batch / 20
+			if r.batch < 20 && r.rng.IntN(20) == 0 {
+				nset = r.batch
+			}
+		}
+		for i := range r.batch {
+			k := r.all[(r.next+i)%len(r.all)]
+			if i < nset {
+				r.setKeys = append(r.setKeys, k)
+			} else {
+				r.getKeys = append(r.getKeys, k)
+			}
+		}
+		r.next = (r.next + r.batch) % len(r.all)
+		r.vals = valsInto(r.vals, r.setKeys, r.round)
+		t0 := time.Now()
+		if len(r.getKeys) > 0 {
+			if err := r.side.get(r.getKeys); err != nil {
+				return err
+			}
+		}
+		if len(r.setKeys) > 0 {
+			if err := r.side.set(r.setKeys, r.vals); err != nil {
+				return err
+			}
+		}
+		r.lat = append(r.lat, time.Since(t0))
+		r.keys += r.batch
+		r.sets += len(r.setKeys)
+		r.gets += len(r.getKeys)
+	}
+	r.elapsed += time.Since(start)
+	r.cpu += cpuTime() - c0
+	w1, err := procWriteBytes()
+	if err != nil {
+		return err
+	}
+	r.wbytes += w1 - w0
+	return nil
+}
+
+// finish closes the side (its closing writes count) and returns its
+// metrics and, with final set, every key's value.
+func (r *sideRun) finish(final bool) ([]metric, []uint64, error) {
+	ms := r.side.extra(r.keys)
+	var vals []uint64
+	var err error
+	if final {
+		if vals, err = r.side.values(r.all); err != nil {
+			r.side.close()
+			return nil, nil, err
+		}
 	}
 	w0, err := procWriteBytes()
 	if err != nil {
 		return nil, nil, err
 	}
-	var lat []time.Duration
-	keys, sets, gets := 0, 0, 0
-	next := 0
-	var vals []uint64
-	setKeys := make([]uint32, 0, batch)
-	getKeys := make([]uint32, 0, batch)
-	c0 := cpuTime()
-	start := time.Now()
-	for round := uint64(1); len(lat) < minBatches || time.Since(start) < sh.budget; round++ {
-		// The batch's keys: a window of the key space (distinct keys),
-		// split 95:5 GET:SET in the GET mix (a batch of one is a GET with
-		// probability 0.95).
-		setKeys, getKeys = setKeys[:0], getKeys[:0]
-		nset := batch
-		if mix == "get95" {
-			nset = batch / 20
-			if batch < 20 && rng.IntN(20) == 0 {
-				nset = batch
-			}
-		}
-		for i := range batch {
-			k := all[(next+i)%len(all)]
-			if i < nset {
-				setKeys = append(setKeys, k)
-			} else {
-				getKeys = append(getKeys, k)
-			}
-		}
-		next = (next + batch) % len(all)
-		vals = valsInto(vals, setKeys, round)
-		t0 := time.Now()
-		if len(getKeys) > 0 {
-			if err := side.get(getKeys); err != nil {
-				side.close()
-				return nil, nil, err
-			}
-		}
-		if len(setKeys) > 0 {
-			if err := side.set(setKeys, vals); err != nil {
-				side.close()
-				return nil, nil, err
-			}
-		}
-		lat = append(lat, time.Since(t0))
-		keys += batch
-		sets += len(setKeys)
-		gets += len(getKeys)
-	}
-	elapsed := time.Since(start)
-	cpu := cpuTime() - c0
-	ms := side.extra(keys)
-	var vals2 []uint64
-	if final {
-		if vals2, err = side.values(all); err != nil {
-			side.close()
-			return nil, nil, err
-		}
-	}
-	if err := side.close(); err != nil {
+	if err := r.side.close(); err != nil {
 		return nil, nil, err
 	}
 	w1, err := procWriteBytes()
 	if err != nil {
 		return nil, nil, err
 	}
-	slices.Sort(lat)
-	pct := func(p float64) float64 { return float64(lat[min(len(lat)-1, int(p*float64(len(lat))))]) / 1e3 }
+	r.wbytes += w1 - w0
+	slices.Sort(r.lat)
+	pct := func(p float64) float64 { return float64(r.lat[min(len(r.lat)-1, int(p*float64(len(r.lat))))]) / 1e3 }
 	out := []metric{
-		{"keys_per_s", float64(keys) / elapsed.Seconds()},
+		{"keys_per_s", float64(r.keys) / r.elapsed.Seconds()},
 		{"batch_p50_us", pct(0.50)},
 		{"batch_p99_us", pct(0.99)},
-		{"batches", float64(len(lat))},
-		{"sets", float64(sets)},
-		{"gets", float64(gets)},
-		{"dev_write_bytes_per_key", float64(w1-w0) / float64(keys)},
-		{"cpu_per_wall", cpu.Seconds() / elapsed.Seconds()},
+		{"batches", float64(len(r.lat))},
+		{"sets", float64(r.sets)},
+		{"gets", float64(r.gets)},
+		{"dev_write_bytes_per_key", float64(r.wbytes) / float64(r.keys)},
+		{"cpu_per_wall", r.cpu.Seconds() / r.elapsed.Seconds()},
 	}
-	return append(out, ms...), vals2, nil
+	return append(out, ms...), vals, nil
 }
