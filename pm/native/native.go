@@ -122,6 +122,7 @@ import (
 	"cmp"
 	"errors"
 	"fmt"
+	"io"
 	"os"
 	"path/filepath"
 	"slices"
@@ -413,9 +414,11 @@ func (b *Backend) mapRegion(f *os.File, fileName string) (*region, error) {
 	hdr := make([]byte, HeaderSize)
 	n, err := f.ReadAt(hdr, 0)
 	if err != nil && n < HeaderSize {
-		h, derr := DecodeHeader(hdr[:n])
-		_ = h
-		return nil, derr
+		if !errors.Is(err, io.EOF) {
+			return nil, fmt.Errorf("%w: read header: %w", ErrIO, err)
+		}
+		_, err := DecodeHeader(hdr[:n]) // a short file: truncated or foreign
+		return nil, err
 	}
 	h, err := DecodeHeader(hdr)
 	if err != nil {
