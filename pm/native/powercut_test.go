@@ -183,37 +183,43 @@ func flagImpliesData(w func(int) uint64) (bool, string) {
 func TestPowerCutOrdering(t *testing.T) {
 	seed := testSeed(t)
 	for _, c := range orderCases {
-		t.Run(c.name, func(t *testing.T) {
-			be, m := open(t, t.TempDir(), native.Options{Mode: native.ModeMsync, Journal: true})
-			defer be.Close()
-			r, err := m.CreateRegion("d", 8*words)
+		for _, maxPending := range []int{0, 7} { // 7: flush mid-launch often
+			t.Run(fmt.Sprintf("%s/maxpending=%d", c.name, maxPending), func(t *testing.T) {
+				testOrderCase(t, c, seed, maxPending)
+			})
+		}
+	}
+}
+
+func testOrderCase(t *testing.T, c orderCase, seed uint64, maxPending int) {
+	be, m := open(t, t.TempDir(), native.Options{Mode: native.ModeMsync, Journal: true, MaxPending: maxPending})
+	defer be.Close()
+	r, err := m.CreateRegion("d", 8*words)
+	require.NoError(t, err)
+	v, err := m.Alloc(pm.DeviceMem, 8)
+	require.NoError(t, err)
+	require.NoError(t, be.StartJournal())
+	_, err = scope.Launch(m, c.grid, c.kernel(r.Base, v))
+	require.NoError(t, err)
+	n := be.Syncs()
+	cuts, broken := 0, 0
+	for s := 0; s <= n; s++ {
+		for k := range 16 {
+			img, err := be.PowerCut(s, seed+uint64(k))
 			require.NoError(t, err)
-			v, err := m.Alloc(pm.DeviceMem, 8)
-			require.NoError(t, err)
-			require.NoError(t, be.StartJournal())
-			_, err = scope.Launch(m, c.grid, c.kernel(r.Base, v))
-			require.NoError(t, err)
-			n := be.Syncs()
-			cuts, broken := 0, 0
-			for s := 0; s <= n; s++ {
-				for k := range 16 {
-					img, err := be.PowerCut(s, seed+uint64(k))
-					require.NoError(t, err)
-					rg, ok := img.Region("d")
-					require.True(t, ok)
-					ok, why := c.holds(func(i int) uint64 { return pm.GetLE(rg.Data[8*i : 8*i+8]) })
-					cuts++
-					if !ok {
-						broken++
-						require.True(t, c.broken, "cut at sync %d of %d, seed %d: %s", s, n, seed+uint64(k), why)
-					}
-				}
+			rg, ok := img.Region("d")
+			require.True(t, ok)
+			ok, why := c.holds(func(i int) uint64 { return pm.GetLE(rg.Data[8*i : 8*i+8]) })
+			cuts++
+			if !ok {
+				broken++
+				require.True(t, c.broken, "cut at sync %d of %d, seed %d: %s", s, n, seed+uint64(k), why)
 			}
-			t.Logf("%d syncs, %d power cuts, %d broke the invariant", n, cuts, broken)
-			if c.broken {
-				require.NotZero(t, broken, "the unordered control kernel was never caught")
-			}
-		})
+		}
+	}
+	t.Logf("%d syncs, %d power cuts, %d broke the invariant", n, cuts, broken)
+	if c.broken {
+		require.NotZero(t, broken, "the unordered control kernel was never caught")
 	}
 }
 
