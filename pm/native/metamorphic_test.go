@@ -1,6 +1,7 @@
 package native_test
 
 import (
+	"fmt"
 	"testing"
 
 	"github.com/stretchr/testify/require"
@@ -13,27 +14,41 @@ import (
 	"github.com/scopedpm/scopedpm/pm/native"
 )
 
-var testModes = []native.Mode{native.ModeMsync, native.ModeUnsafeNoSync}
+// testConfigs are the backend configurations every metamorphic test runs:
+// msync, msync flushing mid-launch every few persists, and unsafe-nosync.
+var testConfigs = []native.Options{
+	{Mode: native.ModeMsync},
+	{Mode: native.ModeMsync, MaxPending: 5},
+	{Mode: native.ModeUnsafeNoSync},
+}
+
+func cfgName(o native.Options) string {
+	if o.MaxPending > 0 {
+		return fmt.Sprintf("%s/maxpending=%d", o.Mode, o.MaxPending)
+	}
+	return o.Mode.String()
+}
 
 // reference returns the functional backend the native one is compared
 // with: both run threads in the same order, so even results that depend on
 // the schedule (which thread wins a CAS for a free way or a log lock) must
 // match exactly.
-func reference(native.Mode) pm.Backend { return functional.New(pm.GPULimits{}) }
+func reference() pm.Backend { return functional.New(pm.GPULimits{}) }
 
 // The foundation kernels end in the same memory (volatile and PM) on the
 // native backend as on the functional one.
 func TestMetamorphicKernels(t *testing.T) {
 	for _, c := range kerneltest.Cases() {
 		t.Run(c.Name, func(t *testing.T) {
-			for _, mode := range testModes {
-				want, _, err := kerneltest.Final(c, reference(mode))
+			for _, cfg := range testConfigs {
+				mode := cfgName(cfg)
+				want, _, err := kerneltest.Final(c, reference())
 				require.NoError(t, err)
-				be, err := native.Open(t.TempDir(), native.Options{Mode: mode})
+				be, err := native.Open(t.TempDir(), cfg)
 				require.NoError(t, err)
 				got, _, err := kerneltest.Final(c, be)
-				require.NoError(t, err, mode.String())
-				require.Empty(t, kerneltest.Diff(want, got), mode.String())
+				require.NoError(t, err, mode)
+				require.Empty(t, kerneltest.Diff(want, got), mode)
 				require.NoError(t, be.Close())
 			}
 		})
@@ -48,10 +63,11 @@ func TestMetamorphicWorkloads(t *testing.T) {
 	for _, nd := range examples.Names() {
 		name := nd[0]
 		t.Run(name, func(t *testing.T) {
-			for _, mode := range testModes {
+			for _, cfg := range testConfigs {
+				mode := cfgName(cfg)
 				w, err := examples.New(name, examples.Tiny)
 				require.NoError(t, err)
-				fm, err := pm.NewMachine(reference(mode))
+				fm, err := pm.NewMachine(reference())
 				require.NoError(t, err)
 				require.NoError(t, w.Setup(fm))
 				require.NoError(t, w.Run(fm))
@@ -59,7 +75,7 @@ func TestMetamorphicWorkloads(t *testing.T) {
 				dir := t.TempDir()
 				w, err = examples.New(name, examples.Tiny)
 				require.NoError(t, err)
-				be, m := open(t, dir, native.Options{Mode: mode})
+				be, m := open(t, dir, cfg)
 				require.NoError(t, w.Setup(m))
 				require.NoError(t, w.Run(m))
 				require.NoError(t, w.Check(m))
@@ -69,7 +85,7 @@ func TestMetamorphicWorkloads(t *testing.T) {
 				require.True(t, want.Equal(img), "%s: durable image differs", mode)
 				t.Logf("%s: %+v", mode, be.Stats())
 
-				be2, m2 := open(t, dir, native.Options{Mode: mode})
+				be2, m2 := open(t, dir, cfg)
 				require.True(t, want.Equal(m2.Memory().Snapshot()), "%s: reopened image differs", mode)
 				require.NoError(t, w.Recover(m2))
 				require.NoError(t, w.Check(m2))
@@ -115,17 +131,18 @@ func TestMetamorphicKVS(t *testing.T) {
 			fm, err := pm.NewMachine(functional.New(pm.GPULimits{}))
 			require.NoError(t, err)
 			_, wantVals := run(t, fm, log)
-			for _, mode := range testModes {
-				rm, err := pm.NewMachine(reference(mode))
+			for _, cfg := range testConfigs {
+				mode := cfgName(cfg)
+				rm, err := pm.NewMachine(reference())
 				require.NoError(t, err)
 				want, _ := run(t, rm, log)
-				be, m := open(t, t.TempDir(), native.Options{Mode: mode})
+				be, m := open(t, t.TempDir(), cfg)
 				got, gotVals := run(t, m, log)
-				require.True(t, want.Equal(got), mode.String())
+				require.True(t, want.Equal(got), mode)
 				require.Equal(t, wantVals, gotVals)
 				img, err := m.Crash()
 				require.NoError(t, err)
-				require.True(t, want.Equal(img), mode.String())
+				require.True(t, want.Equal(img), mode)
 				_ = be
 			}
 		})
