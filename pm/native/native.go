@@ -153,6 +153,10 @@ var (
 	ErrIO = errors.New("native: I/O error")
 	// ErrJournal: a power-cut query without a journal or out of range.
 	ErrJournal = errors.New("native: journal")
+	// ErrNotStored: the machine has a PM region the backend does not store
+	// (created through a wrapper that hides pm.Storage): its persists
+	// would not be durable, so the backend refuses to pretend.
+	ErrNotStored = errors.New("native: region not stored by the backend")
 )
 
 // Mode is a durability mode.
@@ -613,7 +617,13 @@ func syncDir(dir string) error {
 // Host makes host writes to PM durable on return: the copied range goes
 // from the visible image to the mapping and is synced.
 func (b *Backend) Host(ev pm.HostEvent) {
-	if b.closed || ev.Kind != pm.HostWrite || ev.Range.Kind != pm.PMem || b.mode == ModeUnsafeNoSync {
+	if b.closed || ev.Range.Kind != pm.PMem {
+		return
+	}
+	if ev.Kind == pm.HostCreate && b.regionAt(ev.Range.Base) == nil && b.err == nil {
+		b.err = fmt.Errorf("%w: %q (is the backend wrapped by one that does not pass pm.Storage on?)", ErrNotStored, ev.Range.Name)
+	}
+	if ev.Kind != pm.HostWrite || b.mode == ModeUnsafeNoSync {
 		return
 	}
 	r := b.regionAt(ev.Range.Base)

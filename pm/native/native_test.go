@@ -11,6 +11,7 @@ import (
 
 	"github.com/scopedpm/scopedpm/pm"
 	"github.com/scopedpm/scopedpm/pm/native"
+	"github.com/scopedpm/scopedpm/pm/record"
 	"github.com/scopedpm/scopedpm/scope"
 )
 
@@ -239,4 +240,19 @@ func TestDAXFallback(t *testing.T) {
 	require.NoError(t, be.Close())
 	_, err = native.Open(dir, native.Options{Mode: native.ModeDAX})
 	require.ErrorIs(t, err, native.ErrUnsupported)
+}
+
+// A wrapper that hides pm.Storage would make the machine keep its regions
+// in memory: the backend refuses to run kernels on them rather than
+// pretend they are durable.
+func TestWrappedWithoutStorage(t *testing.T) {
+	be, err := native.Open(t.TempDir(), native.Options{Mode: native.ModeMsync})
+	require.NoError(t, err)
+	defer be.Close()
+	m, err := pm.NewMachine(record.New(be, false))
+	require.NoError(t, err)
+	r, err := m.CreateRegion("d", 64)
+	require.NoError(t, err)
+	_, err = scope.Launch(m, scope.Grid{Blocks: 1, Threads: 1}, func(t *scope.Thread) { t.Store64(r.Base, 1) })
+	require.ErrorIs(t, err, native.ErrNotStored)
 }
