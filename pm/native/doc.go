@@ -8,11 +8,14 @@
 // CRC-32C; see DecodeHeader) followed by the region's bytes, mapped with
 // MAP_SHARED. Open maps every region file of the directory; pm.NewMachine
 // then sees them at their recorded base addresses, so addresses stored in
-// PM stay valid across a crash. A missing directory, a truncated, foreign
-// or corrupt file, or a file whose length disagrees with its header is an
-// error wrapping pm.ErrCorrupt (and ErrForeign, ErrVersion or
-// ErrSizeMismatch where it applies), never a panic or an access out of the
-// mapping. A LOCK file (flock) keeps a second backend out of the directory.
+// PM stay valid across a crash. A truncated, foreign or corrupt file, or a
+// file whose length disagrees with its header, is an error wrapping
+// pm.ErrCorrupt (and ErrForeign, ErrVersion or ErrSizeMismatch where it
+// applies), never a panic or an access out of the mapping; a missing
+// directory is an ErrIO; OpenRegion refuses a region reopened with another
+// size (ErrSizeMismatch). A LOCK file (flock) keeps a second backend out of
+// the directory. The backend is built on Unix systems only; dax mode needs
+// Linux and amd64.
 //
 // # Durability modes
 //
