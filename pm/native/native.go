@@ -389,6 +389,9 @@ func (b *Backend) CreateStored(name string, base pm.Addr, size uint64) ([]byte, 
 	if err := f.Truncate(int64(HeaderSize + size)); err != nil {
 		return fail(err)
 	}
+	if err := preallocate(f, int64(HeaderSize+size)); err != nil {
+		return fail(err)
+	}
 	if err := f.Sync(); err != nil {
 		return fail(err)
 	}
