@@ -27,6 +27,9 @@ import (
 const (
 	envChild = "SCOPEDPM_NATIVE_CHILD" // "kvs" or "workload:NAME"
 	envDir   = "SCOPEDPM_NATIVE_DIR"
+	// envCreated is "1" once the parent has seen the child's store created:
+	// from then on the store must open.
+	envCreated = "SCOPEDPM_NATIVE_CREATED"
 )
 
 func TestMain(m *testing.M) {
@@ -79,9 +82,30 @@ func child(what, dir string) error {
 		return be.Close()
 	}
 	say("open") // the parent's kill timer starts here: kills also hit recovery
-	st, b, err := openKVS(m)
-	if err != nil {
-		return err
+	var st *kvs.Store
+	var b uint64
+	if len(m.Regions()) > 0 {
+		st, b, err = openKVS(m)
+		if err != nil && os.Getenv(envCreated) == "1" {
+			return err
+		}
+		if err != nil {
+			// A creation killed before it returned: never acknowledged,
+			// so start over.
+			for _, r := range m.Regions() {
+				if err := m.RemoveRegion(r.Name); err != nil {
+					return err
+				}
+			}
+			st = nil
+		}
+	}
+	if st == nil {
+		if st, err = kvs.Create(m, kvs.Config{Buckets: buckets, MaxBatch: hot + 1, BlockThreads: 64}); err != nil {
+			return err
+		}
+		b = 0
+		say("created")
 	}
 	say("ready %d", b)
 	keys := make([]uint32, hot, hot+1)
@@ -102,13 +126,9 @@ func child(what, dir string) error {
 	}
 }
 
-// openKVS opens (recovering) or creates the kvs child's store and returns
-// the number of the last batch it holds.
+// openKVS opens and recovers the kvs child's store and returns the number
+// of the last batch it holds.
 func openKVS(m *pm.Machine) (*kvs.Store, uint64, error) {
-	if len(m.Regions()) == 0 {
-		st, err := kvs.Create(m, kvs.Config{Buckets: buckets, MaxBatch: hot + 1, BlockThreads: 64})
-		return st, 0, err
-	}
 	st, err := kvs.Open(m, "gpkvs")
 	if err != nil {
 		return nil, 0, err
@@ -123,16 +143,23 @@ func openKVS(m *pm.Machine) (*kvs.Store, uint64, error) {
 // verifyKVS checks a recovered store: it holds exactly the batches 1..v
 // for some v in [acked, acked+1] (the batch in flight may have committed),
 // and its invariant.
-func verifyKVS(t *testing.T, dir string, acked uint64) uint64 {
+func verifyKVS(t *testing.T, dir string, acked uint64, created *bool) uint64 {
 	t.Helper()
 	be, m := open(t, dir, native.Options{Mode: native.ModeMsync})
 	defer be.Close()
 	if len(m.Regions()) == 0 {
-		require.Zero(t, acked, "acknowledged batches but no store")
+		require.False(t, *created, "the store was created, now it is gone")
 		return 0
 	}
 	st, v, err := openKVS(m)
+	if err != nil && !*created {
+		// Killed inside kvs.Create, which promises nothing before it
+		// returns; the next child starts over.
+		require.Zero(t, acked)
+		return 0
+	}
 	require.NoError(t, err)
+	*created = true
 	require.NoError(t, st.Check())
 	require.True(t, v == acked || v == acked+1, "store holds batch %d, %d acknowledged", v, acked)
 	got, err := st.Contents()
@@ -154,10 +181,10 @@ func verifyKVS(t *testing.T, dir string, acked uint64) uint64 {
 
 // run starts a child, kills it with SIGKILL after delay(first line) and
 // returns the lines it wrote.
-func runChild(t *testing.T, what, dir string, delay func(lines []string) time.Duration) []string {
+func runChild(t *testing.T, what, dir string, env []string, delay func(lines []string) time.Duration) []string {
 	t.Helper()
 	cmd := exec.Command(os.Args[0], "-test.run=^$")
-	cmd.Env = append(os.Environ(), envChild+"="+what, envDir+"="+dir)
+	cmd.Env = append(append(os.Environ(), envChild+"="+what, envDir+"="+dir), env...)
 	out, err := cmd.StdoutPipe()
 	require.NoError(t, err)
 	var stderr strings.Builder
@@ -213,9 +240,13 @@ func TestKillKVS(t *testing.T) {
 	}
 	dir := t.TempDir()
 	var acked, inflight uint64
-	duringOpen := 0
+	duringOpen, created := 0, false
 	for k := range kills {
-		lines := runChild(t, "kvs", dir, func(lines []string) time.Duration {
+		var env []string
+		if created {
+			env = []string{envCreated + "=1"}
+		}
+		lines := runChild(t, "kvs", dir, env, func(lines []string) time.Duration {
 			if lines[0] == "open" {
 				return time.Duration(rng.IntN(20_000)) * time.Microsecond
 			}
@@ -224,6 +255,10 @@ func TestKillKVS(t *testing.T) {
 		require.NotEmpty(t, lines, "kill %d", k)
 		last := acked
 		for _, l := range lines[1:] {
+			if l == "created" {
+				created = true
+				continue
+			}
 			if v, ok := strings.CutPrefix(l, "ready "); ok {
 				start, err := strconv.ParseUint(v, 10, 64)
 				require.NoError(t, err)
@@ -239,7 +274,7 @@ func TestKillKVS(t *testing.T) {
 			duringOpen++
 		}
 		acked = last
-		v := verifyKVS(t, dir, acked)
+		v := verifyKVS(t, dir, acked, &created)
 		if v > acked {
 			inflight++
 		}
@@ -263,7 +298,7 @@ func TestKillWorkloads(t *testing.T) {
 		t.Run(name, func(t *testing.T) {
 			for k := range per {
 				dir := t.TempDir()
-				lines := runChild(t, "workload:"+name, dir, func(lines []string) time.Duration {
+				lines := runChild(t, "workload:"+name, dir, nil, func(lines []string) time.Duration {
 					if lines[len(lines)-1] == "setup" {
 						return time.Duration(rng.IntN(600)) * time.Microsecond
 					}
