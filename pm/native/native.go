@@ -485,7 +485,7 @@ func (b *Backend) Host(ev pm.HostEvent) {
 		return
 	}
 	if ev.Kind == pm.HostCreate && b.regionAt(ev.Range.Base) == nil && b.err == nil {
-		b.err = fmt.Errorf("%w: %q (is the backend wrapped by one that does not pass pm.Storage on?)", ErrNotStored, ev.Range.Name)
+		b.err = fmt.Errorf("%w: %q (is the backend wrapped by one that hides it? a wrapper must implement pm.Wrapper)", ErrNotStored, ev.Range.Name)
 	}
 	if ev.Kind != pm.HostWrite || b.mode == ModeUnsafeNoSync {
 		return

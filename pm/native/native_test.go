@@ -248,6 +248,8 @@ func TestDAXFallback(t *testing.T) {
 // in memory: the backend refuses to run kernels on them rather than
 // pretend they are durable.
 func TestWrappedWithoutStorage(t *testing.T) {
+	// A wrapper that exposes what it wraps (pm.Wrapper, as the recorder
+	// does) keeps the regions on file.
 	be, err := native.Open(t.TempDir(), native.Options{Mode: native.ModeMsync})
 	require.NoError(t, err)
 	defer be.Close()
@@ -256,5 +258,23 @@ func TestWrappedWithoutStorage(t *testing.T) {
 	r, err := m.CreateRegion("d", 64)
 	require.NoError(t, err)
 	_, err = scope.Launch(m, scope.Grid{Blocks: 1, Threads: 1}, func(t *scope.Thread) { t.Store64(r.Base, 1) })
+	require.NoError(t, err)
+	stored, err := be.Stored()
+	require.NoError(t, err)
+	require.Len(t, stored, 1)
+	require.Equal(t, "d", stored[0].Name)
+
+	// One that hides it leaves the regions in memory only: refused.
+	be2, err := native.Open(t.TempDir(), native.Options{Mode: native.ModeMsync})
+	require.NoError(t, err)
+	defer be2.Close()
+	m, err = pm.NewMachine(opaque{be2})
+	require.NoError(t, err)
+	r, err = m.CreateRegion("d", 64)
+	require.NoError(t, err)
+	_, err = scope.Launch(m, scope.Grid{Blocks: 1, Threads: 1}, func(t *scope.Thread) { t.Store64(r.Base, 1) })
 	require.ErrorIs(t, err, native.ErrNotStored)
 }
+
+// opaque wraps a backend without exposing it (no Unwrap).
+type opaque struct{ pm.Backend }
