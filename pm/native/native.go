@@ -339,6 +339,9 @@ func (b *Backend) Attach(mem *pm.Memory) (pm.Caps, error) {
 	if b.closed {
 		return pm.Caps{}, ErrClosed
 	}
+	if b.mem != nil {
+		return pm.Caps{}, fmt.Errorf("%w: native backend attached to a second machine", pm.ErrBackend)
+	}
 	b.mem = mem
 	if b.mode == ModeUnsafeNoSync {
 		return pm.Caps{GPU: b.opts.GPU}, nil
