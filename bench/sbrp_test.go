@@ -26,3 +26,21 @@ func TestSBRPFig10b(t *testing.T) {
 	}
 	require.Len(t, rows, 7*3)
 }
+
+// sbrp-fig11 crashes gpKVS and Red just before their commit word's
+// persist (so recovery has a batch to roll back or a launch to redo) and
+// says where each crash was.
+func TestSBRPFig11CrashPoint(t *testing.T) {
+	e, ok := bench.Lookup("sbrp-fig11")
+	require.True(t, ok)
+	rows, err := e.Run(context.Background(), bench.Options{Quick: true})
+	require.NoError(t, err)
+	v := rowsBy(rows)
+	for _, app := range []string{"gpKVS", "Red"} {
+		for _, cfg := range []string{"epoch-near", "sbrp-near"} {
+			require.Equal(t, 1.0, v[[3]string{app, cfg, "crash_before_commit"}], "%s %s", app, cfg)
+			require.Positive(t, v[[3]string{app, cfg, "recovery_cycles"}], "%s %s", app, cfg)
+		}
+	}
+	require.Equal(t, 0.0, v[[3]string{"SRAD", "sbrp-near", "crash_before_commit"}])
+}

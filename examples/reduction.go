@@ -271,6 +271,15 @@ func (r *Reduction) Run(m *pm.Machine) error {
 	return nil
 }
 
+// CommitPoint returns the last launch's done flag (crash.CommitPointer).
+func (r *Reduction) CommitPoint(m *pm.Machine) (pm.Addr, error) {
+	red, err := m.OpenRegion("red")
+	if err != nil {
+		return 0, err
+	}
+	return r.layout(red.Base, r.Launches-1).done, nil
+}
+
 // Recover validates the durable state of every launch and runs again each
 // launch that is not done.
 func (r *Reduction) Recover(m *pm.Machine) error {
