@@ -1043,6 +1043,9 @@ func (b *Backend) persistLine(ws *warpState, line uint64, t uint64) (int32, uint
 // end-of-kernel flush), not only for SBRP's persist buffer, which schedules
 // its own flushes through the same window.
 func (b *Backend) flushWindowed(e int32, t uint64, sm int) uint64 {
+	if b.cfg.Persist.BufferWindowOnly {
+		return b.flush(e, t, sm)
+	}
 	s := &b.sms[sm]
 	start := s.slots.firstFree(t, b.cfg.Persist.Window)
 	ack := b.flush(e, start, sm)

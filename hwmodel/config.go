@@ -94,6 +94,14 @@ type PersistConfig struct {
 	// persist-buffer drain, Epoch's and GPM's write-backs, Strict's
 	// write-throughs); ScopedBarrier is bounded by its NVW-FIFOs instead.
 	Window int `json:"window"`
+	// BufferWindowOnly limits Window to SBRP's persist-buffer drain, as in
+	// the SBRP artifact, where a cache flush (Epoch's and GPM's
+	// write-backs, evictions, the end-of-kernel flush) sends every dirty
+	// line at once and only bandwidth bounds it. Off (the default), the
+	// window bounds every model's flushes: no SM has unlimited writes in
+	// flight. The SBRP-fidelity work adopts it together with the
+	// workloads in the artifact's shape.
+	BufferWindowOnly bool `json:"buffer_window_only"`
 	// NVWFIFOL1 and NVWFIFOL2 are the NVW-FIFO sizes of the scoped persist
 	// barrier hardware (seed 000): outstanding PM writes per L1 and in the L2.
 	NVWFIFOL1 int `json:"nvw_fifo_l1"`

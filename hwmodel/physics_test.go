@@ -241,6 +241,39 @@ func TestWindowBoundsFlushes(t *testing.T) {
 	require.Greater(t, cycles[0], cycles[1], "a narrower window is slower")
 }
 
+// With persist.buffer_window_only an Epoch write-back sends every dirty
+// line at once (the SBRP artifact's cache flush); by default the window
+// bounds it too. SBRP's persist-buffer drain is windowed either way.
+func TestBufferWindowOnly(t *testing.T) {
+	most := func(only bool, model Model) int {
+		cfg := PresetPMNear()
+		cfg.Persist.BufferWindowOnly = only
+		be, m := setupHW(t, cfg, model)
+		r := region(t, m, "w", 64*128)
+		_, err := scope.Launch(m, scope.Grid{Blocks: 1, Threads: 32}, func(t *scope.Thread) {
+			for i := range uint64(64) {
+				t.Store32(r.Base.Add(128*i+4*uint64(t.Lane())), uint32(i))
+			}
+			t.DFence()
+		})
+		require.NoError(t, err)
+		n := 0
+		for _, e := range be.entries {
+			k := 0
+			for _, o := range be.entries {
+				if o.start <= e.start && e.start < o.ack {
+					k++
+				}
+			}
+			n = max(n, k)
+		}
+		return n
+	}
+	require.Equal(t, 6, most(false, Epoch))
+	require.Greater(t, most(true, Epoch), 6)
+	require.Equal(t, 6, most(true, SBRP))
+}
+
 func TestBufferFull(t *testing.T) {
 	cfg := PresetPMNear()
 	require.NoError(t, cfg.Set("persist.buffer_entries=8", "persist.window=2"))
