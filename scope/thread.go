@@ -41,10 +41,10 @@ type Thread struct {
 }
 
 // Spin thresholds. A thread spins when, with no write anywhere in between,
-// it keeps rereading a few words (at most len(Thread.rset)): a loop that
-// polls one flag, or several in turn. A read of a word it has not read
-// since the last write, once the set is full, is progress (a loop walking
-// memory) and starts the count again. A synchronising read (PAcq, an atomic
+// it keeps rereading a few addresses (at most len(Thread.rset)): a loop
+// that polls one flag, or several in turn. A read of an address it has not
+// read since the last write, once the set is full, is progress (a loop
+// walking memory) and starts the count again. A synchronising read (PAcq, an atomic
 // that did not write) parks at the first revisit, a plain load after
 // loadSpin revisits, since rereading a loop-invariant word is common. Once
 // nothing else can run, parked threads are woken to probe with syncProbe
@@ -127,7 +127,7 @@ func (t *Thread) report() {
 	}
 }
 
-// observe notes that t is about to read the word holding a and parks it
+// observe notes that t is about to read address a and parks it
 // if it is spinning (see loadSpin): it then waits for a write to any word
 // it has been polling.
 func (t *Thread) observe(a pm.Addr, what string, sync bool) {
@@ -170,7 +170,8 @@ func (t *Thread) observe(a pm.Addr, what string, sync bool) {
 	e.park(t)
 }
 
-func (t *Thread) noteRead(_ pm.Addr, v uint64) { t.lastVal = v }
+// noteRead keeps the value t read last, for deadlock reports.
+func (t *Thread) noteRead(v uint64) { t.lastVal = v }
 
 // access returns the bytes of a verb's operand or faults the thread.
 func (t *Thread) access(a pm.Addr, size, align uint64) ([]byte, bool) {
@@ -185,7 +186,7 @@ func (t *Thread) load(a pm.Addr, size uint64) uint64 {
 	t.observe(a, "Load", false)
 	b, persistent := t.access(a, size, size)
 	v := pm.GetLE(b)
-	t.noteRead(a, v)
+	t.noteRead(v)
 	if e := t.e; e.ops {
 		e.op = pm.Op{Kind: pm.OpLoad, PM: persistent, Size: uint32(size), Addr: a}
 	}
@@ -308,7 +309,7 @@ func (t *Thread) atomic(a pm.Addr, size uint64, s Scope, f func(old uint64) (uin
 	b, persistent := t.access(a, size, size)
 	old := pm.GetLE(b)
 	nv, write := f(old)
-	t.noteRead(a, old)
+	t.noteRead(old)
 	e := t.e
 	if write {
 		pm.PutLE(b, nv)
@@ -418,7 +419,7 @@ func (t *Thread) PAcq(flag pm.Addr, s Scope) uint32 {
 	t.observe(flag, pacqNames[s], true)
 	b, persistent := t.access(flag, 4, 4)
 	v := pm.GetLE(b)
-	t.noteRead(flag, v)
+	t.noteRead(v)
 	if e := t.e; e.ops {
 		e.op = pm.Op{Kind: pm.OpPAcq, Scope: s, PM: persistent, Size: 4, Addr: flag, Old: v}
 	}
