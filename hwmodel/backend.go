@@ -951,9 +951,12 @@ func (b *Backend) flush(e int32, start uint64, sm int) uint64 {
 	}
 	b.last.NVMWriteBytes += n
 	var ack uint64
-	if b.eadrOn {
+	switch {
+	case b.eadrOn:
 		ack = x + b.eadr
-	} else {
+	case b.cfg.Persist.AckAtQueue:
+		ack = b.nvmWrBW.transfer(x, n) // the PM queue accepted it
+	default:
 		ack = b.nvmWrBW.transfer(x, n) + b.nvmWr
 	}
 	ent := &b.entries[e]

@@ -102,6 +102,11 @@ type PersistConfig struct {
 	// flight. The SBRP-fidelity work adopts it together with the
 	// workloads in the artifact's shape.
 	BufferWindowOnly bool `json:"buffer_window_only"`
+	// AckAtQueue acknowledges an ADR persist when the memory partition's
+	// PM queue accepts it (after the interconnect and the NVM write
+	// bandwidth), as the SBRP artifact does, instead of after the NVM
+	// write latency too. Off by default, like BufferWindowOnly.
+	AckAtQueue bool `json:"ack_at_queue"`
 	// NVWFIFOL1 and NVWFIFOL2 are the NVW-FIFO sizes of the scoped persist
 	// barrier hardware (seed 000): outstanding PM writes per L1 and in the L2.
 	NVWFIFOL1 int `json:"nvw_fifo_l1"`

@@ -274,6 +274,25 @@ func TestBufferWindowOnly(t *testing.T) {
 	require.Equal(t, 6, most(true, SBRP))
 }
 
+// With persist.ack_at_queue a persist is durable when the PM queue takes
+// it, without the NVM write latency.
+func TestAckAtQueue(t *testing.T) {
+	lat := func(atQueue bool) uint64 {
+		cfg := PresetPMNear()
+		cfg.Persist.AckAtQueue = atQueue
+		be, m := setupHW(t, cfg, SBRP)
+		r := region(t, m, "a", 128)
+		_, err := scope.Launch(m, scope.Grid{Blocks: 1, Threads: 1}, func(t *scope.Thread) {
+			t.Store64(r.Base, 1)
+			t.DFence()
+		})
+		require.NoError(t, err)
+		return be.LastLaunch().Cycles
+	}
+	slow, fast := lat(false), lat(true)
+	require.GreaterOrEqual(t, slow-fast, uint64(PresetPMNear().NVM.WriteLatencyCycles)-8)
+}
+
 func TestBufferFull(t *testing.T) {
 	cfg := PresetPMNear()
 	require.NoError(t, cfg.Set("persist.buffer_entries=8", "persist.window=2"))
