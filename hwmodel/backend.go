@@ -214,6 +214,7 @@ type Backend struct {
 	far, eadrOn, pmAsDRAM                           bool
 
 	dramRd, nvmRdBW, nvmWrBW, pcieBW resource
+	pcieWrBW                         resource // PCIe writes when the link is full duplex
 	l2                               *cache
 	sms                              []smState
 	warps                            []warpState
@@ -276,6 +277,7 @@ func New(cfg Config, model Model) (*Backend, error) {
 	b.nvmRdBW = newResource(cfg.NVM.ReadGBps, clk)
 	b.nvmWrBW = newResource(cfg.NVM.WriteGBps, clk)
 	b.pcieBW = newResource(cfg.PCIe.GBps, clk)
+	b.pcieWrBW = newResource(cfg.PCIe.GBps, clk)
 	b.l2 = newCache(cfg.L2)
 	b.sms = make([]smState, cfg.GPU.SMs)
 	for i := range b.sms {
@@ -415,7 +417,7 @@ func (b *Backend) Begin(l pm.Launch) error {
 	clear(b.released)
 	clear(b.atomics)
 	b.pending = b.pending[:0]
-	for _, r := range []*resource{&b.dramRd, &b.nvmRdBW, &b.nvmWrBW, &b.pcieBW} {
+	for _, r := range []*resource{&b.dramRd, &b.nvmRdBW, &b.nvmWrBW, &b.pcieBW, &b.pcieWrBW} {
 		r.reset(b.start)
 	}
 	for i := range b.sms {
@@ -653,7 +655,7 @@ func (b *Backend) safeTime() uint64 {
 // trim drops calendar history no live warp can reach any more.
 func (b *Backend) trim() {
 	at := b.safeTime()
-	for _, r := range []*resource{&b.dramRd, &b.nvmRdBW, &b.nvmWrBW, &b.pcieBW} {
+	for _, r := range []*resource{&b.dramRd, &b.nvmRdBW, &b.nvmWrBW, &b.pcieBW, &b.pcieWrBW} {
 		r.trim(at)
 	}
 	for i := range b.sms {
@@ -947,7 +949,11 @@ func (b *Backend) flush(e int32, start uint64, sm int) uint64 {
 	}
 	if b.far {
 		b.last.PCIeBytes += n
-		x = b.pcieBW.transfer(x, n) + b.pcie
+		link := &b.pcieBW
+		if b.cfg.PCIe.FullDuplex {
+			link = &b.pcieWrBW
+		}
+		x = link.transfer(x, n) + b.pcie
 	}
 	b.last.NVMWriteBytes += n
 	var ack uint64

@@ -72,7 +72,13 @@ type MemConfig struct {
 type LinkConfig struct {
 	PMFar         bool    `json:"pm_far"`         // PM is attached to the host: PM traffic crosses the link
 	LatencyCycles int     `json:"latency_cycles"` // one-way latency
-	GBps          float64 `json:"gbps"`           // bandwidth per direction
+	GBps          float64 `json:"gbps"`           // bandwidth
+	// FullDuplex gives each direction its own GBps, as PCIe links have
+	// (reads from PM-far come back over one direction, writes go over the
+	// other). Off by default, both directions share one GBps; the
+	// SBRP-fidelity work adopts it with the workloads in the artifact's
+	// shape.
+	FullDuplex bool `json:"full_duplex"`
 }
 
 // PersistConfig describes the persistence point and the persist hardware of

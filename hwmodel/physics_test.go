@@ -293,6 +293,28 @@ func TestAckAtQueue(t *testing.T) {
 	require.GreaterOrEqual(t, slow-fast, uint64(PresetPMNear().NVM.WriteLatencyCycles)-8)
 }
 
+// With pcie.full_duplex, PM-far reads and writes no longer share the
+// link's bandwidth: a kernel streaming both is faster.
+func TestPCIeFullDuplex(t *testing.T) {
+	run := func(duplex bool) uint64 {
+		cfg := PresetPMFar()
+		cfg.PCIe.FullDuplex = duplex
+		be, m := setupHW(t, cfg, SBRP)
+		src := region(t, m, "src", 256*128)
+		dst := region(t, m, "dst", 256*128)
+		_, err := scope.Launch(m, scope.Grid{Blocks: 8, Threads: 32}, func(t *scope.Thread) {
+			line := uint64(t.ID()) * 128
+			t.Store64(dst.Base.Add(line), t.Load64(src.Base.Add(line))+1)
+			t.DFence()
+		})
+		require.NoError(t, err)
+		return be.LastLaunch().Cycles
+	}
+	shared, duplex := run(false), run(true)
+	t.Logf("shared link %d cycles, full duplex %d", shared, duplex)
+	require.Less(t, duplex, shared)
+}
+
 func TestBufferFull(t *testing.T) {
 	cfg := PresetPMNear()
 	require.NoError(t, cfg.Set("persist.buffer_entries=8", "persist.window=2"))
