@@ -27,7 +27,7 @@ func TestSBRPFig10b(t *testing.T) {
 	require.Len(t, rows, 7*3)
 }
 
-// sbrp-fig11 crashes gpKVS and Red just before their commit word's
+// sbrp-fig11 crashes gpKVS, Red and MQ just before their commit word's
 // persist (so recovery has a batch to roll back or a launch to redo) and
 // says where each crash was.
 func TestSBRPFig11CrashPoint(t *testing.T) {
@@ -36,7 +36,7 @@ func TestSBRPFig11CrashPoint(t *testing.T) {
 	rows, err := e.Run(context.Background(), bench.Options{Quick: true})
 	require.NoError(t, err)
 	v := rowsBy(rows)
-	for _, app := range []string{"gpKVS", "Red"} {
+	for _, app := range []string{"gpKVS", "Red", "MQ"} {
 		for _, cfg := range []string{"epoch-near", "sbrp-near"} {
 			require.Equal(t, 1.0, v[[3]string{app, cfg, "crash_before_commit"}], "%s %s", app, cfg)
 			require.Positive(t, v[[3]string{app, cfg, "recovery_cycles"}], "%s %s", app, cfg)

@@ -306,6 +306,23 @@ func (mq *Multiqueue) launch(m *pm.Machine) error {
 	return bad.check(m, "multiqueue kernel found a transaction still active")
 }
 
+// CommitPoint returns the transaction state word of the queue with the
+// most commands (crash.CommitPointer): its last transaction completes with
+// the last persist to that word.
+func (mq *Multiqueue) CommitPoint(m *pm.Machine) (pm.Addr, error) {
+	r, err := mq.regions(m)
+	if err != nil {
+		return 0, err
+	}
+	q := 0
+	for i := range mq.cmds {
+		if len(mq.cmds[i]) > len(mq.cmds[q]) {
+			q = i
+		}
+	}
+	return r.field(q, mqLogState), nil
+}
+
 // Run applies every command.
 func (mq *Multiqueue) Run(m *pm.Machine) error { return mq.launch(m) }
 
