@@ -66,27 +66,57 @@ func TestMultiWordPollDeadlock(t *testing.T) {
 			}
 		})
 		require.ErrorIs(t, err, scope.ErrDeadlock, name)
-		t.Logf("%s: deadlock found in %v", name, time.Since(start))
+		t.Logf("%s: deadlock found in %v (host time, for information)", name, time.Since(start))
 	}
 }
 
-// A plain-load spin of a full GPU of threads is reported as a deadlock
-// quickly (well under a second here; the limit is checked loosely so a
-// loaded machine does not fail it).
-func TestPlainLoadSpinDeadlockIsQuick(t *testing.T) {
+// A plain-load spin of a full GPU of threads (60 blocks of 1,024) is
+// reported as a deadlock, on every backend. How fast is
+// BenchmarkDeadlockDetection's to say.
+func TestPlainLoadSpinDeadlock(t *testing.T) {
+	blocks := 60
+	if raceEnabled || testing.Short() {
+		blocks = 2
+	}
 	for name, newBE := range spinBackends(t) {
-		m, err := pm.NewMachine(newBE())
-		require.NoError(t, err)
-		flag, err := m.Alloc(pm.DeviceMem, 8)
-		require.NoError(t, err)
-		start := time.Now()
-		_, err = scope.Launch(m, scope.Grid{Blocks: 60, Threads: 1024}, func(t *scope.Thread) {
-			for t.Load32(flag) == 0 {
+		err := plainLoadSpin(newBE(), blocks)
+		require.ErrorIs(t, err, scope.ErrDeadlock, name)
+	}
+}
+
+// plainLoadSpin runs blocks of 1,024 threads that all spin on a flag no one
+// writes.
+func plainLoadSpin(be pm.Backend, blocks int) error {
+	m, err := pm.NewMachine(be)
+	if err != nil {
+		return err
+	}
+	flag, err := m.Alloc(pm.DeviceMem, 8)
+	if err != nil {
+		return err
+	}
+	_, err = scope.Launch(m, scope.Grid{Blocks: blocks, Threads: 1024}, func(t *scope.Thread) {
+		for t.Load32(flag) == 0 {
+		}
+	})
+	return err
+}
+
+// BenchmarkDeadlockDetection reports the host time to find the deadlock of
+// a full GPU of spinning threads (61,440) on each backend.
+func BenchmarkDeadlockDetection(b *testing.B) {
+	for _, name := range []string{"functional", "hwmodel"} {
+		b.Run(name, func(b *testing.B) {
+			for b.Loop() {
+				var be pm.Backend = functional.New(pm.GPULimits{})
+				if name == "hwmodel" {
+					h, err := hwmodel.New(hwmodel.PresetPMNear(), hwmodel.SBRP)
+					require.NoError(b, err)
+					be = h
+				}
+				require.ErrorIs(b, plainLoadSpin(be, 60), scope.ErrDeadlock)
 			}
 		})
-		require.ErrorIs(t, err, scope.ErrDeadlock, name)
-		t.Logf("%s: %d threads, deadlock found in %v", name, 60*1024, time.Since(start))
-		require.Less(t, time.Since(start), 20*time.Second, name)
 	}
 }
 
@@ -106,7 +136,7 @@ func TestContextStopsBusyKernel(t *testing.T) {
 		}, scope.WithContext(ctx))
 		cancel()
 		require.True(t, errors.Is(err, context.DeadlineExceeded), "%s: %v", name, err)
-		require.Less(t, time.Since(start), 5*time.Second, name)
+		t.Logf("%s: stopped after %v", name, time.Since(start))
 	}
 }
 
