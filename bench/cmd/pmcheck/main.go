@@ -29,16 +29,39 @@ var errViolations = errors.New("violations found")
 
 func main() {
 	err := run(os.Args[1:], os.Stdout, os.Stderr)
+	if err != nil && !errors.Is(err, errViolations) && !errors.Is(err, flag.ErrHelp) {
+		fmt.Fprintln(os.Stderr, "pmcheck:", err)
+	}
+	os.Exit(exitCode(err))
+}
+
+// exitCode is 0 for success, 1 for violations found and 2 for anything
+// else (bad flags, a workload that cannot run, -h).
+func exitCode(err error) int {
 	switch {
 	case err == nil:
+		return 0
 	case errors.Is(err, errViolations):
-		os.Exit(1)
-	case errors.Is(err, flag.ErrHelp):
-		os.Exit(2)
-	default:
-		fmt.Fprintln(os.Stderr, "pmcheck:", err)
-		os.Exit(2)
+		return 1
 	}
+	return 2
+}
+
+// errUsage is a bad combination of flags or arguments.
+var errUsage = errors.New("usage")
+
+// checkProfileDir makes sure a profile can be written to dir before the
+// run starts (pkg/profile would exit 1, which means "violations" here).
+func checkProfileDir(dir string) error {
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		return fmt.Errorf("%w: -cpuprofile: %w", errUsage, err)
+	}
+	f, err := os.CreateTemp(dir, ".pmcheck-*")
+	if err != nil {
+		return fmt.Errorf("%w: -cpuprofile: %w", errUsage, err)
+	}
+	f.Close()
+	return os.Remove(f.Name())
 }
 
 func run(args []string, stdout, stderr io.Writer) error {
@@ -47,17 +70,51 @@ func run(args []string, stdout, stderr io.Writer) error {
 	list := fs.Bool("list", false, "list the workloads and exit")
 	name := fs.String("workload", "", "workload to check (see -list)")
 	modelName := fs.String("model", "sbrp", "persistency model: strict, epoch, gpm, sbrp, scoped-barrier, x86, cosplay, none")
-	states := fs.Int("states", 10000, "crash states to check at most")
+	states := fs.Int("states", 10000, "crash states to check at most (with -timed: cycles per launch; 0 there means every cycle where the durable image changes)")
 	seed := fs.Uint64("seed", 1, "seed for random crash states; a failure replays with the same seed")
 	strategy := fs.String("strategy", "mixed", "mixed (prefixes, then exhaustive if it fits, else random), prefix, random or exhaustive")
 	size := fs.String("size", "tiny", "input size: tiny, quick or paper")
 	mutate := fs.Bool("mutate", false, "mutation analysis: narrow each scoped verb, drop each OFence, report which mutants the exploration kills")
 	advise := fs.Bool("advise", false, "scope advisor: the narrowest scope at each site under which every explored state recovers")
 	preset := fs.String("preset", "pm-near", "hwmodel preset for -advise speedups (the model is SBRP)")
-	timed := fs.String("timed", "", "instead of exploring the model's crash states, crash the hwmodel preset named here (pm-near, pm-far, ...) at -states cycles of the run")
+	timed := fs.String("timed", "", "instead of exploring the model's crash states, crash the hwmodel preset named here (pm-near, pm-far, ...) at -states cycles of each launch of the run")
 	cpuprofile := fs.String("cpuprofile", "", "write a CPU profile to this directory")
+	fs.Usage = func() {
+		fmt.Fprint(stderr, `pmcheck checks that a PM workload recovers from crashes. It records one run,
+builds the persist memory order a persistency model allows, crashes the run in
+states that order allows (or, with -timed, at cycles of a hwmodel timing run),
+recovers each crash image and checks the workload's invariant. A violation is
+shrunk to the fewest lost persists and explained: the lost persist, the durable
+one that got ahead of it, and the verb or scope that should have ordered them.
+Exit status: 0 no violation, 1 violations found, 2 bad usage or a failed run.
+
+Usage: pmcheck -workload NAME [flags]
+
+`)
+		fs.PrintDefaults()
+	}
 	if err := fs.Parse(args); err != nil {
 		return err
+	}
+	if fs.NArg() > 0 {
+		return fmt.Errorf("%w: unexpected arguments %q", errUsage, fs.Args())
+	}
+	modes := 0
+	for _, on := range []bool{*mutate, *advise, *timed != ""} {
+		if on {
+			modes++
+		}
+	}
+	switch {
+	case modes > 1:
+		return fmt.Errorf("%w: -mutate, -advise and -timed exclude each other", errUsage)
+	case *states < 0 || *states == 0 && *timed == "":
+		return fmt.Errorf("%w: -states %d: want at least 1 (0 only with -timed: every cycle where the durable image changes)", errUsage, *states)
+	}
+	if *cpuprofile != "" {
+		if err := checkProfileDir(*cpuprofile); err != nil {
+			return err
+		}
 	}
 	if *list {
 		for _, n := range examples.Names() {
@@ -98,6 +155,16 @@ func run(args []string, stdout, stderr io.Writer) error {
 	cfg := crash.Config{Model: model, States: *states, Seed: *seed, Strategy: strat, Shrink: true}
 	switch {
 	case *mutate:
+		// Mutation analysis asks which broken variants the exploration
+		// catches: the unmutated program must pass first, or every mutant
+		// would count as killed.
+		base, err := rec.Explore(w, crash.Build(rec.Events, model), cfg)
+		if err != nil {
+			return err
+		}
+		if len(base.Violations) > 0 {
+			return fmt.Errorf("%w: %s already fails under %s (%d violations) before any mutation: run pmcheck -workload %s without -mutate to see why", errUsage, w.Name(), model, len(base.Violations), *name)
+		}
 		res, err := rec.Mutate(w, cfg)
 		if err != nil {
 			return err

@@ -2,6 +2,8 @@ package main
 
 import (
 	"bytes"
+	"flag"
+	"os"
 	"testing"
 
 	"github.com/stretchr/testify/require"
@@ -43,4 +45,38 @@ func TestPmcheckTimed(t *testing.T) {
 	require.NoError(t, run([]string{"-workload", "reduction", "-timed", "pm-near", "-model", "epoch", "-states", "100"}, &out, &errb))
 	require.Contains(t, out.String(), "reduction on hwmodel pm-near/epoch, seed 1: checked")
 	require.Error(t, run([]string{"-workload", "reduction", "-timed", "pm-mars"}, &out, &errb))
+}
+
+// Every bad flag is a one-line error with exit status 2; 1 is kept for
+// "violations found".
+func TestPmcheckStrictFlags(t *testing.T) {
+	file := t.TempDir() + "/file"
+	require.NoError(t, os.WriteFile(file, nil, 0o644))
+	for _, tc := range []struct {
+		args []string
+		code int
+		msg  string
+	}{
+		{[]string{"-workload", "reduction", "-states", "0"}, 2, "-states 0"},
+		{[]string{"-workload", "reduction", "-states", "-1"}, 2, "-states -1"},
+		{[]string{"-workload", "reduction", "stray"}, 2, "unexpected arguments"},
+		{[]string{"-workload", "reduction", "-timed", "pm-near", "-mutate"}, 2, "exclude each other"},
+		{[]string{"-workload", "reduction", "-mutate", "-advise"}, 2, "exclude each other"},
+		{[]string{"-workload", "reduction", "-cpuprofile", file + "/sub"}, 2, "-cpuprofile"},
+		{[]string{"-workload", "reduction-narrow", "-mutate", "-states", "300"}, 2, "already fails"},
+		{[]string{"-workload", "reduction-narrow", "-states", "2000", "-seed", "5"}, 1, ""},
+		{[]string{"-h"}, 2, ""},
+		{[]string{"-workload", "reduction", "-timed", "pm-near", "-states", "0"}, 0, ""},
+	} {
+		var out, errb bytes.Buffer
+		err := run(tc.args, &out, &errb)
+		require.Equal(t, tc.code, exitCode(err), "%v: %v", tc.args, err)
+		if tc.msg != "" {
+			require.ErrorContains(t, err, tc.msg, "%v", tc.args)
+			require.NotContains(t, err.Error(), "\n", "one line")
+		}
+	}
+	var out, errb bytes.Buffer
+	require.ErrorIs(t, run([]string{"-h"}, &out, &errb), flag.ErrHelp)
+	require.Contains(t, errb.String(), "pmcheck checks that a PM workload recovers from crashes")
 }
