@@ -61,7 +61,10 @@ type Experiment struct {
 	Description string
 	// Default experiments run when pmbench is given no -exp.
 	Default bool
-	Run     func(ctx context.Context, o Options) ([]Row, error)
+	// NoSet marks an experiment that runs no hwmodel configuration, so
+	// that -set would be silently ignored: pmbench refuses the pair.
+	NoSet bool
+	Run   func(ctx context.Context, o Options) ([]Row, error)
 }
 
 var registry []Experiment

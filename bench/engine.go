@@ -15,6 +15,7 @@ func init() {
 		Name:        "engine",
 		Description: "execution-engine speed: simulated thread-verbs per wall second on the functional backend (1M-thread kernels)",
 		Default:     true,
+		NoSet:       true,
 		Run:         runEngine,
 	})
 }

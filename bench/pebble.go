@@ -29,7 +29,8 @@ func init() {
 		Description: "WALL-CLOCK time, not simulated: gpKVS on the native backend (msync and unsafe-nosync modes) against " +
 			"Pebble with pebble.Sync per batch, same batches, same directory, on disk and on tmpfs (emulated PM): " +
 			"keys/s, p50/p99 batch latency, bytes written per key; directory from $" + EnvBenchDir,
-		Run: runKVSVsPebble,
+		NoSet: true,
+		Run:   runKVSVsPebble,
 	})
 }
 

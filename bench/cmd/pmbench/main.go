@@ -15,6 +15,7 @@ import (
 	"os"
 	"os/signal"
 	"path/filepath"
+	"strconv"
 	"strings"
 
 	"github.com/pkg/profile"
@@ -71,12 +72,28 @@ func run(args []string, stdout, stderr io.Writer) error {
 	}
 	opts := bench.Options{Set: sets}
 	if *shard != "" {
-		if _, err := fmt.Sscanf(*shard, "%d/%d", &opts.Shard, &opts.Shards); err != nil || opts.Shards < 1 || opts.Shard < 0 || opts.Shard >= opts.Shards {
+		i, n, ok := strings.Cut(*shard, "/")
+		var err1, err2 error
+		opts.Shard, err1 = strconv.Atoi(i)
+		opts.Shards, err2 = strconv.Atoi(n)
+		if !ok || err1 != nil || err2 != nil || opts.Shards < 1 || opts.Shard < 0 || opts.Shard >= opts.Shards {
 			return fmt.Errorf("bad -shard %q: want i/n with 0 <= i < n", *shard)
 		}
 	}
-	if *out != "" {
-		if err := os.MkdirAll(*out, 0o755); err != nil {
+	if len(sets) > 0 {
+		for _, e := range selected {
+			if e.NoSet {
+				return fmt.Errorf("-set does not apply to experiment %s (it runs no hwmodel configuration)", e.Name)
+			}
+		}
+	}
+	if *cpuprofile != "" && *memprofile != "" {
+		return fmt.Errorf("-cpuprofile and -memprofile exclude each other: profile one at a time")
+	}
+	// Every directory is checked before the run, so that nothing computed
+	// is lost to a bad path afterwards.
+	for _, d := range [][2]string{{"-out", *out}, {"-cpuprofile", *cpuprofile}, {"-memprofile", *memprofile}} {
+		if err := checkDir(d[0], d[1]); err != nil {
 			return err
 		}
 	}
@@ -100,26 +117,44 @@ func run(args []string, stdout, stderr io.Writer) error {
 		if err != nil {
 			return fmt.Errorf("%s: %w", e.Name, err)
 		}
+		// Results are printed before files are written: a failed write
+		// loses nothing that was computed.
+		if *format == "csv" {
+			if err := bench.WriteCSV(stdout, rows, i == 0); err != nil {
+				return err
+			}
+		} else {
+			if i > 0 {
+				fmt.Fprintln(stdout)
+			}
+			fmt.Fprintf(stdout, "== %s: %s\n", e.Name, e.Description)
+			if err := bench.WriteTable(stdout, rows); err != nil {
+				return err
+			}
+		}
 		if *out != "" {
 			if err := writeOut(*out, e, rows); err != nil {
 				return err
 			}
 		}
-		if *format == "csv" {
-			if err := bench.WriteCSV(stdout, rows, i == 0); err != nil {
-				return err
-			}
-			continue
-		}
-		if i > 0 {
-			fmt.Fprintln(stdout)
-		}
-		fmt.Fprintf(stdout, "== %s: %s\n", e.Name, e.Description)
-		if err := bench.WriteTable(stdout, rows); err != nil {
-			return err
-		}
 	}
 	return nil
+}
+
+// checkDir makes sure files can be written to dir ("" is not used).
+func checkDir(flagName, dir string) error {
+	if dir == "" {
+		return nil
+	}
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		return fmt.Errorf("%s: %w", flagName, err)
+	}
+	f, err := os.CreateTemp(dir, ".pmbench-*")
+	if err != nil {
+		return fmt.Errorf("%s: %w", flagName, err)
+	}
+	f.Close()
+	return os.Remove(f.Name())
 }
 
 // multiFlag is a repeatable string flag.

@@ -67,3 +67,27 @@ func TestPmbenchOutAndShard(t *testing.T) {
 	require.Error(t, run([]string{"-exp", "sbrp-fig6", "-shard", "2/2"}, &out, &errb))
 	require.Error(t, run([]string{"-exp", "micro-persist", "-quick", "-set", "nope=1"}, &out, &errb))
 }
+
+// Every bad flag or combination is an error before anything runs (exit
+// status 2 in main), and results are printed before files are written.
+func TestPmbenchStrictFlags(t *testing.T) {
+	file := filepath.Join(t.TempDir(), "file")
+	require.NoError(t, os.WriteFile(file, nil, 0o644))
+	for _, tc := range []struct {
+		args []string
+		msg  string
+	}{
+		{[]string{"-exp", "micro-persist", "-quick", "-shard", "1/2junk"}, "bad -shard"},
+		{[]string{"-exp", "micro-persist", "-quick", "-shard", "2/2"}, "bad -shard"},
+		{[]string{"-exp", "micro-persist", "-quick", "-shard", "1"}, "bad -shard"},
+		{[]string{"-exp", "engine", "-quick", "-set", "nvm.write_latency_cycles=500"}, "-set does not apply to experiment engine"},
+		{[]string{"-exp", "micro-persist", "-quick", "-cpuprofile", t.TempDir(), "-memprofile", t.TempDir()}, "exclude each other"},
+		{[]string{"-exp", "micro-persist", "-quick", "-out", filepath.Join(file, "sub")}, "-out"},
+		{[]string{"-exp", "micro-persist", "-quick", "-cpuprofile", filepath.Join(file, "sub")}, "-cpuprofile"},
+	} {
+		var out, errb bytes.Buffer
+		err := run(tc.args, &out, &errb)
+		require.ErrorContains(t, err, tc.msg, "%v", tc.args)
+		require.Empty(t, out.String(), "%v: nothing ran", tc.args)
+	}
+}
