@@ -1,0 +1,107 @@
+package btree
+
+import (
+	"fmt"
+	"maps"
+	"math/rand/v2"
+	"slices"
+	"testing"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/scopedpm/scopedpm/pm"
+	"github.com/scopedpm/scopedpm/pm/functional"
+)
+
+func newMachine(t testing.TB) *pm.Machine {
+	m, err := pm.NewMachine(functional.New(pm.GPULimits{}))
+	require.NoError(t, err)
+	return m
+}
+
+// requireContent checks the tree against a model map, through Get, Scan
+// and Len, and runs Check.
+func requireContent(t testing.TB, tr *Tree, want map[uint64]uint64) {
+	t.Helper()
+	require.NoError(t, tr.Check())
+	require.Equal(t, len(want), tr.Len())
+	keys := slices.Sorted(maps.Keys(want))
+	var got []uint64
+	for k, v := range tr.All() {
+		require.Equal(t, want[k], v, "key %d", k)
+		got = append(got, k)
+	}
+	require.Equal(t, keys, got)
+	for _, k := range keys[:min(len(keys), 50)] {
+		v, ok, err := tr.Get(k)
+		require.NoError(t, err)
+		require.True(t, ok)
+		require.Equal(t, want[k], v)
+	}
+}
+
+// batchKinds generates the key batches of the tests: random, ascending,
+// descending, with duplicates.
+func batchKeys(kind string, rng *rand.Rand, n int, offset uint64) []uint64 {
+	ks := make([]uint64, n)
+	for i := range ks {
+		switch kind {
+		case "random":
+			ks[i] = rng.Uint64N(1 << 40)
+		case "ascending":
+			ks[i] = offset + uint64(i)
+		case "descending":
+			ks[i] = offset + uint64(n-i)
+		case "duplicates":
+			ks[i] = offset + rng.Uint64N(uint64(n/4+1))
+		case "dense":
+			ks[i] = rng.Uint64N(uint64(4 * n))
+		}
+	}
+	return ks
+}
+
+func TestInsertBatch(t *testing.T) {
+	seed := rand.Uint64()
+	t.Logf("seed = %d", seed)
+	for _, alg := range []Alg{Alg1, Alg2} {
+		for _, kind := range []string{"random", "ascending", "descending", "duplicates", "dense"} {
+			for _, order := range []int{4, 5, 15} {
+				t.Run(fmt.Sprintf("%s/%s/order%d", alg, kind, order), func(t *testing.T) {
+					rng := rand.New(rand.NewPCG(seed, uint64(order)))
+					m := newMachine(t)
+					tr, err := Create(m, "bt", Options{Order: order, Capacity: 8000, MaxBatch: 600})
+					require.NoError(t, err)
+					want := map[uint64]uint64{}
+					for b := range 4 {
+						n := 1 + rng.IntN(500)
+						ks := batchKeys(kind, rng, n, uint64(b*1000))
+						vs := make([]uint64, n)
+						for i := range vs {
+							vs[i] = rng.Uint64()
+							want[ks[i]] = vs[i]
+						}
+						_, err := tr.InsertBatch(ks, vs, BatchOptions{Alg: alg, BlockThreads: 16})
+						require.NoError(t, err)
+						requireContent(t, tr, want)
+					}
+				})
+			}
+		}
+	}
+}
+
+func TestHeightGrows(t *testing.T) {
+	m := newMachine(t)
+	tr, err := Create(m, "bt", Options{Order: 4, Capacity: 4000, MaxBatch: 1000})
+	require.NoError(t, err)
+	ks := batchKeys("ascending", nil, 1000, 1)
+	res, err := tr.InsertBatch(ks, ks, BatchOptions{Alg: Alg2, BlockThreads: 8})
+	require.NoError(t, err)
+	t.Logf("%+v height %d nodes %d", res.Depth, tr.Height(), tr.Nodes())
+	require.GreaterOrEqual(t, tr.Height(), 5)
+	res, err = tr.InsertBatch(batchKeys("ascending", nil, 1000, 5000), ks, BatchOptions{Alg: Alg2, BlockThreads: 8})
+	require.NoError(t, err)
+	t.Logf("lanes %d depth %d height %d", res.Lanes, res.Depth, tr.Height())
+	require.NoError(t, tr.Check())
+}
