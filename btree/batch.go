@@ -41,13 +41,11 @@ type BatchOptions struct {
 	Alg Alg
 	// BlockThreads is the workgroup size (0: 64, one gope wavefront).
 	BlockThreads int
-	// LevelScope is the scope of Algorithm 2's per-level persist barrier
-	// inside a subtree (0: pm.Block). Narrower is a bug, kept for the
+	// Scopes overrides the scopes of the persist barriers; nil means the
+	// paper's (Block per level inside a subtree, Device above d and for
+	// every level of Algorithm 1). Narrower ones are bugs, kept for the
 	// crash checker.
-	LevelScope pm.Scope
-	// TopScope is the scope of the persist barriers above depth d (and of
-	// every level of Algorithm 1) (0: pm.Device). Narrower is a bug.
-	TopScope pm.Scope
+	Scopes *Scopes
 	// Launch options passed to scope.Launch (e.g. scope.WithName).
 	Launch []scope.Option
 }
@@ -56,13 +54,20 @@ func (o BatchOptions) withDefaults() BatchOptions {
 	if o.BlockThreads == 0 {
 		o.BlockThreads = 64
 	}
-	if o.LevelScope == 0 {
-		o.LevelScope = pm.Block
-	}
-	if o.TopScope == 0 {
-		o.TopScope = pm.Device
+	if o.Scopes == nil {
+		o.Scopes = &Scopes{Level: pm.Block, Top: pm.Device}
 	}
 	return o
+}
+
+// Scopes are the scopes of a batch's persist barriers.
+type Scopes struct {
+	// Level is the scope of Algorithm 2's persist barrier after each level
+	// of a workgroup's subtree (pm.Block).
+	Level pm.Scope
+	// Top is the scope of the persist barriers above depth d and of every
+	// level of Algorithm 1 (pm.Device).
+	Top pm.Scope
 }
 
 // BatchResult reports what a batch did.
@@ -117,6 +122,41 @@ func (t *Tree) pending() (record, bool, error) {
 	return rec, true, nil
 }
 
+// Stage writes a batch durably (its keys, values, free nodes and record)
+// without running it: from then on the batch will happen, and Recover (or
+// Open) runs it. InsertBatch is Stage then Recover. Crash-checking
+// harnesses stage in their setup so that a crash image never holds a
+// batch's kernel writes without the host writes before them.
+func (t *Tree) Stage(keys, vals []uint64, o BatchOptions) error {
+	_, _, err := t.stageBatch(keys, vals, o)
+	return err
+}
+
+func (t *Tree) stageBatch(keys, vals []uint64, o BatchOptions) (record, []laneInfo, error) {
+	if len(keys) != len(vals) || len(keys) == 0 {
+		return record{}, nil, fmt.Errorf("%w: %d keys and %d values", ErrBadArg, len(keys), len(vals))
+	}
+	o = o.withDefaults()
+	if o.BlockThreads < 1 || o.Alg > Alg1 {
+		return record{}, nil, fmt.Errorf("%w: batch options %+v", ErrBadArg, o)
+	}
+	if _, ok, err := t.pending(); err != nil || ok {
+		if err != nil {
+			return record{}, nil, err
+		}
+		return record{}, nil, ErrRecovery
+	}
+	ks, vs := sortBatch(keys, vals)
+	if uint64(len(ks)) > t.g.maxBatch {
+		return record{}, nil, fmt.Errorf("%w: batch of %d keys, the tree takes %d", ErrBadArg, len(ks), t.g.maxBatch)
+	}
+	rec, lanes, err := t.plan(ks, o)
+	if err != nil {
+		return record{}, nil, err
+	}
+	return rec, lanes, t.stage(rec, lanes, ks, vs)
+}
+
 // InsertBatch inserts keys with their values (a key already present gets
 // the new value; of keys repeated in the batch the last wins) with one
 // kernel launch on the tree's machine, and commits the batch. The keys are
@@ -128,28 +168,11 @@ func (t *Tree) InsertBatch(keys, vals []uint64, o BatchOptions) (BatchResult, er
 	if len(keys) == 0 {
 		return BatchResult{}, nil
 	}
-	o = o.withDefaults()
-	if o.BlockThreads < 1 || o.Alg > Alg1 {
-		return BatchResult{}, fmt.Errorf("%w: batch options %+v", ErrBadArg, o)
-	}
-	if _, ok, err := t.pending(); err != nil || ok {
-		if err != nil {
-			return BatchResult{}, err
-		}
-		return BatchResult{}, ErrRecovery
-	}
-	ks, vs := sortBatch(keys, vals)
-	if uint64(len(ks)) > t.g.maxBatch {
-		return BatchResult{}, fmt.Errorf("%w: batch of %d keys, the tree takes %d", ErrBadArg, len(ks), t.g.maxBatch)
-	}
-	rec, lanes, err := t.plan(ks, o)
+	rec, lanes, err := t.stageBatch(keys, vals, o)
 	if err != nil {
 		return BatchResult{}, err
 	}
-	if err := t.stage(rec, lanes, ks, vs); err != nil {
-		return BatchResult{}, err
-	}
-	return t.finish(rec, lanes, o)
+	return t.finish(rec, lanes, o.withDefaults())
 }
 
 // Recover finishes a batch a crash interrupted, if any: it relaunches the
@@ -163,7 +186,6 @@ func (t *Tree) Recover(o BatchOptions) (BatchResult, error) {
 		return BatchResult{}, err
 	}
 	o = o.withDefaults()
-	o.Alg = Alg(rec.alg)
 	lanes := make([]laneInfo, rec.lanes)
 	b := make([]byte, 32*rec.lanes)
 	if err := t.read(t.r.Base.Add(t.g.lanesOff()), b); err != nil {
@@ -394,7 +416,7 @@ func (t *Tree) finish(rec record, lanes []laneInfo, o BatchOptions) (BatchResult
 		return res, err
 	}
 	k := &kern{g: t.g, base: t.r.Base, seq: rec.seq, n: int(rec.n), h: int(rec.oldHeight), d: int(rec.d),
-		order: t.g.order, root: rec.oldRoot, lanes: lanes, topEnd: rec.topEnd, alg: Alg(rec.alg), levelScope: o.LevelScope, topScope: o.TopScope}
+		order: t.g.order, root: rec.oldRoot, lanes: lanes, topEnd: rec.topEnd, alg: Alg(rec.alg), levelScope: o.Scopes.Level, topScope: o.Scopes.Top}
 	ctr := make([]uint64, len(lanes)+1)
 	k.laneDone = make([]int, len(lanes))
 	for l := range lanes {

@@ -125,6 +125,12 @@ func Open(m *pm.Machine, region string) (*Tree, error) {
 	return t, nil
 }
 
+// OpenPending opens the tree in region without finishing an interrupted
+// batch: the tree is the last committed one, and Recover finishes the
+// batch. Reads see the committed tree, but a leaf's next pointer may
+// already point into the unfinished batch: call Recover before Scan.
+func OpenPending(m *pm.Machine, region string) (*Tree, error) { return openNoRecover(m, region) }
+
 func openNoRecover(m *pm.Machine, region string) (*Tree, error) {
 	r, err := m.OpenRegion(region)
 	if err != nil {
