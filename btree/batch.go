@@ -83,6 +83,11 @@ type BatchResult struct {
 	LaneLevels []int
 	TopLevels  int
 	Launch     scope.Result
+	// Writes[lane][level] counts the PM words each epoch of the launch
+	// wrote (the NV writes a crash in it would make the lane write again):
+	// lanes are the workgroups then, last, the device-scope part; levels
+	// count from the leaves (0), and level Levels is the leaf chain.
+	Writes [][]uint64
 }
 
 type laneInfo struct{ ks, ke, as, ae uint64 }
@@ -304,17 +309,11 @@ func (t *Tree) plan(ks []uint64, o BatchOptions) (record, []laneInfo, error) {
 			}
 			var entries uint64
 			if depth == h-1 {
-				if h == 1 {
-					nd, err := get(path[depth][i])
-					if err != nil {
-						return record{}, nil, err
-					}
-					entries = uint64(len(nd.vals))
-				} else {
-					// A leaf holds at most order entries.
-					entries = uint64(order)
+				nd, err := t.readNode(path[depth][i])
+				if err != nil {
+					return record{}, nil, err
 				}
-				entries += uint64(j - i)
+				entries = uint64(len(nd.vals) + j - i)
 			} else {
 				nd, err := get(path[depth][i])
 				if err != nil {
@@ -436,6 +435,7 @@ func (t *Tree) finish(rec record, lanes []laneInfo, o BatchOptions) (BatchResult
 		}
 		res.Ran = true
 		res.Launch = k.result
+		res.Writes = k.writes
 	}
 	return res, t.commit(rec)
 }

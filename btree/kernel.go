@@ -46,7 +46,13 @@ type kern struct {
 	path, ctr, errw, bar pm.Addr // device memory
 	total                uint64  // threads in the grid
 	result               scope.Result
+	// writes[lane][level]: PM words written in each epoch (level 0 the
+	// leaves, k.h the leaf chain; lane len(lanes) the device-scope part).
+	// Instrumentation only: the engine runs one thread at a time.
+	writes [][]uint64
 }
+
+func (k *kern) addWrites(lane, level int, w uint64) { k.writes[lane][level] += w }
 
 // Error codes a kernel thread reports in the error word.
 const (
@@ -60,6 +66,10 @@ func (k *kern) launch(m *pm.Machine, ctr []uint64, o BatchOptions) error {
 	blocks := len(k.lanes)
 	bs := o.BlockThreads
 	k.total = uint64(blocks * bs)
+	k.writes = make([][]uint64, top+1)
+	for l := range k.writes {
+		k.writes[l] = make([]uint64, k.h+1)
+	}
 	var err error
 	alloc := func(n uint64) pm.Addr {
 		if err != nil {
@@ -218,6 +228,11 @@ func (k *kern) topBarrier(t *scope.Thread, arrivals *uint64) {
 }
 
 func (k *kern) setMark(t *scope.Thread, lane, done int) {
+	level := done - 1
+	if lane == len(k.lanes) {
+		level = k.h - k.d + done - 1
+	}
+	k.addWrites(lane, level, 1)
 	t.Store64(k.mark(lane), markWord(k.seq, done, t.Load64(k.counter(lane))))
 }
 
@@ -379,7 +394,9 @@ func (k *kern) process(t *scope.Thread, depth, i, hi, lane int, s pm.Scope) {
 			}
 		}
 	}
-	pieces := k.writePieces(t, merged, leaf, lane, s, id)
+	var w uint64
+	defer func() { k.addWrites(lane, k.h-1-depth, w) }()
+	pieces := k.writePieces(t, merged, leaf, lane, s, id, &w)
 	if pieces == nil {
 		return
 	}
@@ -390,11 +407,12 @@ func (k *kern) process(t *scope.Thread, depth, i, hi, lane int, s pm.Scope) {
 		}
 		t.Store64(k.pieceAt(depth, 2*i+p), e.key)
 		t.Store64(k.pieceAt(depth, 2*i+p).Add(8), v)
+		w += 2
 	}
 	if depth == 0 {
 		height := k.h
 		for len(pieces) > 1 {
-			pieces = k.writePieces(t, pieces, false, lane, s, 0)
+			pieces = k.writePieces(t, pieces, false, lane, s, 0, &w)
 			if pieces == nil {
 				return
 			}
@@ -404,6 +422,7 @@ func (k *kern) process(t *scope.Thread, depth, i, hi, lane int, s pm.Scope) {
 		t.Store64(res, k.seq)
 		t.Store64(res.Add(8), pieces[0].val)
 		t.Store64(res.Add(16), uint64(height))
+		w += 3
 	}
 }
 
@@ -411,7 +430,7 @@ func (k *kern) process(t *scope.Thread, depth, i, hi, lane int, s pm.Scope) {
 // allocates and writes them, and returns (first key, id) per piece. The
 // pieces of a leaf are chained; the last keeps the old leaf's next until
 // the chain pass.
-func (k *kern) writePieces(t *scope.Thread, es []entry, leaf bool, lane int, s pm.Scope, old uint32) []entry {
+func (k *kern) writePieces(t *scope.Thread, es []entry, leaf bool, lane int, s pm.Scope, old uint32, w *uint64) []entry {
 	p := (len(es) + k.order - 1) / k.order
 	if p == 0 {
 		p = 1
@@ -450,6 +469,7 @@ func (k *kern) writePieces(t *scope.Thread, es []entry, leaf bool, lane int, s p
 			}
 		}
 		t.Store64(k.node(id).Add(8), next)
+		*w += 2 + uint64(len(part)) + uint64(len(part)) - uint64(btoi(!leaf))
 		for e, en := range part {
 			if leaf {
 				t.Store64(k.keyAt(id, e), en.key)
@@ -497,6 +517,7 @@ func (k *kern) chain(t *scope.Thread, i int) {
 		return
 	}
 	t.Store64(k.node(last).Add(8), uint64(next))
+	k.addWrites(len(k.lanes), k.h, 1)
 	// The leaf before c in the old tree: up to the first ancestor where c's
 	// branch is not the leftmost, one child left, then rightmost down.
 	var pred uint32
@@ -523,5 +544,6 @@ func (k *kern) chain(t *scope.Thread, i int) {
 	}
 	if pred != 0 && (i == 0 || k.pathOf(t, leafDepth, i-1) != pred) {
 		t.Store64(k.node(pred).Add(8), uint64(first))
+		k.addWrites(len(k.lanes), k.h, 1)
 	}
 }
