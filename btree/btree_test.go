@@ -1,6 +1,7 @@
 package btree
 
 import (
+	"flag"
 	"fmt"
 	"maps"
 	"math/rand/v2"
@@ -12,6 +13,19 @@ import (
 	"github.com/scopedpm/scopedpm/pm"
 	"github.com/scopedpm/scopedpm/pm/functional"
 )
+
+var seedFlag = flag.Uint64("seed", 0, "seed of the randomised tests (0: a fresh one, logged)")
+
+// testSeed returns -seed or a fresh seed, and logs it so a failure replays
+// with go test -run Name -seed N.
+func testSeed(t testing.TB) uint64 {
+	s := *seedFlag
+	if s == 0 {
+		s = rand.Uint64()
+	}
+	t.Logf("seed = %d (replay with -seed %d)", s, s)
+	return s
+}
 
 func newMachine(t testing.TB) *pm.Machine {
 	m, err := pm.NewMachine(functional.New(pm.GPULimits{}))
@@ -62,8 +76,7 @@ func batchKeys(kind string, rng *rand.Rand, n int, offset uint64) []uint64 {
 }
 
 func TestInsertBatch(t *testing.T) {
-	seed := rand.Uint64()
-	t.Logf("seed = %d", seed)
+	seed := testSeed(t)
 	for _, alg := range []Alg{Alg1, Alg2} {
 		for _, kind := range []string{"random", "ascending", "descending", "duplicates", "dense"} {
 			for _, order := range []int{4, 5, 15} {
@@ -104,4 +117,47 @@ func TestHeightGrows(t *testing.T) {
 	require.NoError(t, err)
 	t.Logf("lanes %d depth %d height %d", res.Lanes, res.Depth, tr.Height())
 	require.NoError(t, tr.Check())
+}
+
+func TestHostAPI(t *testing.T) {
+	seed := testSeed(t)
+	rng := rand.New(rand.NewPCG(seed, 1))
+	m := newMachine(t)
+	tr, err := Create(m, "bt", Options{Order: 4, Capacity: 3000})
+	require.NoError(t, err)
+	want := map[uint64]uint64{}
+	for i := range 300 {
+		k := rng.Uint64N(200)
+		switch rng.IntN(4) {
+		case 0:
+			ok, err := tr.Delete(k)
+			require.NoError(t, err)
+			_, had := want[k]
+			require.Equal(t, had, ok, "op %d delete %d", i, k)
+			delete(want, k)
+		default:
+			v := rng.Uint64()
+			require.NoError(t, tr.Put(k, v))
+			want[k] = v
+		}
+		if i%25 == 0 {
+			requireContent(t, tr, want)
+		}
+	}
+	requireContent(t, tr, want)
+	// Scan of a range, and reopening.
+	var got []uint64
+	for k := range tr.Scan(50, 120) {
+		got = append(got, k)
+	}
+	var exp []uint64
+	for _, k := range slices.Sorted(maps.Keys(want)) {
+		if k >= 50 && k <= 120 {
+			exp = append(exp, k)
+		}
+	}
+	require.Equal(t, exp, got)
+	tr2, err := Open(m, "bt")
+	require.NoError(t, err)
+	requireContent(t, tr2, want)
 }
