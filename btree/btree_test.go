@@ -161,3 +161,52 @@ func TestHostAPI(t *testing.T) {
 	require.NoError(t, err)
 	requireContent(t, tr2, want)
 }
+
+func TestLookupKernels(t *testing.T) {
+	rng := rand.New(rand.NewPCG(testSeed(t), 2))
+	m := newMachine(t)
+	tr, err := Create(m, "bt", Options{Order: 5, Capacity: 4000, MaxBatch: 2000})
+	require.NoError(t, err)
+	want := map[uint64]uint64{}
+	ks := batchKeys("dense", rng, 1500, 0)
+	vs := make([]uint64, len(ks))
+	for i := range vs {
+		vs[i] = rng.Uint64()
+		want[ks[i]] = vs[i]
+	}
+	_, err = tr.InsertBatch(ks, vs, BatchOptions{})
+	require.NoError(t, err)
+	requireContent(t, tr, want)
+	q := batchKeys("dense", rng, 300, 0)
+	got, found, err := tr.GetBatch(q)
+	require.NoError(t, err)
+	for i, k := range q {
+		wv, ok := want[k]
+		require.Equal(t, ok, found[i], "key %d", k)
+		if ok {
+			require.Equal(t, wv, got[i])
+		}
+	}
+	tests := []struct {
+		r     Range
+		limit int
+	}{{Range{0, 100}, 1000}, {Range{50, 60}, 3}, {Range{10, 5}, 10}, {Range{5000, 7000}, 100}, {Range{0, ^uint64(0)}, 2000}}
+	var rs []Range
+	for _, tc := range tests {
+		rs = append(rs, tc.r)
+	}
+	for i, tc := range tests {
+		res, err := tr.ScanBatch(rs[i:i+1], tc.limit)
+		require.NoError(t, err)
+		var exp []KV
+		for k, v := range tr.Scan(tc.r.Lo, tc.r.Hi) {
+			if len(exp) < tc.limit {
+				exp = append(exp, KV{k, v})
+			}
+		}
+		require.Equal(t, exp, res[0], "range %+v", tc.r)
+	}
+	_, err = tr.ScanBatch(rs, 0)
+	require.ErrorIs(t, err, ErrBadArg)
+	require.NoError(t, tr.Check())
+}
