@@ -177,7 +177,7 @@ func (t *Tree) InsertBatch(keys, vals []uint64, o BatchOptions) (BatchResult, er
 	if err != nil {
 		return BatchResult{}, err
 	}
-	return t.finish(rec, lanes, o.withDefaults())
+	return t.finish(rec, lanes, o.withDefaults(), true)
 }
 
 // Recover finishes a batch a crash interrupted, if any: it relaunches the
@@ -186,6 +186,21 @@ func (t *Tree) InsertBatch(keys, vals []uint64, o BatchOptions) (BatchResult, er
 // commits. Workgroups whose subtrees persisted do no work again. Recovery
 // rolls forward: the batch's keys were durable before it started.
 func (t *Tree) Recover(o BatchOptions) (BatchResult, error) {
+	res, err := t.resume(o, true)
+	return res, err
+}
+
+// Resume runs the kernel of a staged (or interrupted) batch, resuming
+// after the levels its marks say are durable, but does not commit: the
+// batch is complete in PM and the next Open or Recover commits it (a host
+// step that reads the result and publishes the meta line and bitmap).
+// Harnesses that crash a timing backend during the kernel use it, so that
+// no host write follows the launch.
+func (t *Tree) Resume(o BatchOptions) (BatchResult, error) {
+	return t.resume(o, false)
+}
+
+func (t *Tree) resume(o BatchOptions, commit bool) (BatchResult, error) {
 	rec, ok, err := t.pending()
 	if err != nil || !ok {
 		return BatchResult{}, err
@@ -204,7 +219,7 @@ func (t *Tree) Recover(o BatchOptions) (BatchResult, error) {
 		}
 		lanes[i] = l
 	}
-	return t.finish(rec, lanes, o)
+	return t.finish(rec, lanes, o, commit)
 }
 
 // plan decides the lanes, the depth d and each lane's share of free nodes.
@@ -407,7 +422,7 @@ func (t *Tree) stage(rec record, lanes []laneInfo, ks, vs []uint64) error {
 }
 
 // finish runs (or resumes) the batch's kernel and commits it.
-func (t *Tree) finish(rec record, lanes []laneInfo, o BatchOptions) (BatchResult, error) {
+func (t *Tree) finish(rec record, lanes []laneInfo, o BatchOptions, commit bool) (BatchResult, error) {
 	res := BatchResult{Keys: int(rec.n), Lanes: len(lanes), Depth: int(rec.d), Levels: int(rec.oldHeight)}
 	// The epoch status marks say where each lane resumes.
 	mb := make([]byte, 8*(len(lanes)+1))
@@ -436,6 +451,9 @@ func (t *Tree) finish(rec record, lanes []laneInfo, o BatchOptions) (BatchResult
 		res.Ran = true
 		res.Launch = k.result
 		res.Writes = k.writes
+	}
+	if !commit {
+		return res, nil
 	}
 	return res, t.commit(rec)
 }
