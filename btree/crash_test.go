@@ -270,4 +270,3 @@ func dump(t *testing.T, tr *Tree, root uint32, height int) {
 		level = next
 	}
 }
-
