@@ -67,8 +67,17 @@ func gopeCalibrate() (float64, error) {
 }
 
 func gopeBuild(size, perKey float64, seed uint64) (*gopeTree, error) {
-	total := int(size / perKey)
-	return gopeBuildN(total*gopeBatchShare/(gopeBatchShare+1), seed)
+	n := int(size / perKey * gopeBatchShare / (gopeBatchShare + 1))
+	g, err := gopeBuildN(n, seed)
+	if err != nil {
+		return nil, err
+	}
+	// One correction if the size missed by more than 2%: bytes per key
+	// drift with the tree's size.
+	if got := float64(g.bytes); got < size*0.98 || got > size*1.02 {
+		return gopeBuildN(int(float64(n)*size/got), seed)
+	}
+	return g, nil
 }
 
 // gopeBuildN builds a tree of n random keys on the functional backend (in
@@ -236,7 +245,11 @@ func runGopeFig5(ctx context.Context, o Options) ([]Row, error) {
 				Row{"gope-fig5", w, c.name, "keys", float64(len(tr.keys))},
 				Row{"gope-fig5", w, c.name, "workgroups", float64(r.res.Lanes)},
 				Row{"gope-fig5", w, c.name, "depth_d", float64(r.res.Depth)},
-				Row{"gope-fig5", w, c.name, "persists", float64(r.stats.Persists)})
+				Row{"gope-fig5", w, c.name, "persists", float64(r.stats.Persists)},
+				Row{"gope-fig5", w, c.name, "nvw_full_stall", float64(r.stats.Stalls.NVWFull)},
+				Row{"gope-fig5", w, c.name, "pbarrier_stall", float64(r.stats.Stalls.PBarrier)},
+				Row{"gope-fig5", w, c.name, "barrier_stall", float64(r.stats.Stalls.Barrier)},
+				Row{"gope-fig5", w, c.name, "memory_stall", float64(r.stats.Stalls.Memory)})
 		}
 	}
 	return rows, nil
