@@ -191,17 +191,28 @@ func (t *Tree) readMeta(seq uint64) (meta, error) {
 func (t *Tree) publish(mt meta, want []uint64) error {
 	p := mt.seq & 1
 	base := t.r.Base.Add(t.g.bitmapOff(int(p)))
-	var buf [8]byte
+	lo, hi := -1, -1
 	for w, v := range want {
-		if t.bm[p][w] == v {
-			continue
+		if t.bm[p][w] != v {
+			if lo < 0 {
+				lo = w
+			}
+			hi = w
 		}
-		binary.LittleEndian.PutUint64(buf[:], v)
-		if err := t.write(base.Add(uint64(8*w)), buf[:]); err != nil {
+	}
+	if lo >= 0 {
+		// One copy of the changed span: each host write is a drain point
+		// for a timing backend.
+		b := make([]byte, 8*(hi-lo+1))
+		for w := lo; w <= hi; w++ {
+			binary.LittleEndian.PutUint64(b[8*(w-lo):], want[w])
+		}
+		if err := t.write(base.Add(uint64(8*lo)), b); err != nil {
 			return err
 		}
-		t.bm[p][w] = v
+		copy(t.bm[p][lo:hi+1], want[lo:hi+1])
 	}
+	var buf [8]byte
 	if err := t.write(t.r.Base.Add(metaOff+p*line), mt.encode()); err != nil {
 		return err
 	}
