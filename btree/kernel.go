@@ -205,7 +205,7 @@ func (k *kern) kernel(t *scope.Thread) {
 // preceded by an explicit block barrier so the kernel still runs right).
 func (k *kern) levelBarrier(t *scope.Thread) {
 	if k.levelScope == pm.Block {
-		t.PBarrier(pm.Block)
+		t.PBarrier(pm.Block) // btree: level barrier
 		return
 	}
 	t.SyncThreads()
@@ -217,7 +217,7 @@ func (k *kern) levelBarrier(t *scope.Thread) {
 // software grid barrier, which needs the whole grid resident.
 func (k *kern) topBarrier(t *scope.Thread, arrivals *uint64) {
 	if k.topScope >= pm.Device {
-		t.PBarrier(k.topScope)
+		t.PBarrier(k.topScope) // btree: top barrier
 		return
 	}
 	*arrivals++

@@ -153,3 +153,5 @@ func (w *BTree) Check(m *pm.Machine) error {
 	}
 	return nil
 }
+
+func openTree(m *pm.Machine) (*btree.Tree, error) { return btree.Open(m, "btree") }
