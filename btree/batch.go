@@ -219,6 +219,10 @@ func (t *Tree) resume(o BatchOptions, commit bool) (BatchResult, error) {
 		}
 		lanes[i] = l
 	}
+	if rec.del == 1 {
+		// A host delete: redo it (it commits).
+		return BatchResult{}, t.redoDelete(rec)
+	}
 	return t.finish(rec, lanes, o, commit)
 }
 

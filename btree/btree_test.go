@@ -210,3 +210,83 @@ func TestLookupKernels(t *testing.T) {
 	require.ErrorIs(t, err, ErrBadArg)
 	require.NoError(t, tr.Check())
 }
+
+func TestDelete(t *testing.T) {
+	for _, order := range []int{4, 5, 8} {
+		t.Run(fmt.Sprintf("order%d", order), func(t *testing.T) {
+			rng := rand.New(rand.NewPCG(testSeed(t), uint64(order)))
+			m := newMachine(t)
+			tr, err := Create(m, "bt", Options{Order: order, Capacity: 3000, MaxBatch: 1500})
+			require.NoError(t, err)
+			ks := batchKeys("dense", rng, 1500, 0)
+			want := map[uint64]uint64{}
+			for _, k := range ks {
+				want[k] = k + 1
+			}
+			vs := make([]uint64, len(ks))
+			for i, k := range ks {
+				vs[i] = k + 1
+			}
+			_, err = tr.InsertBatch(ks, vs, BatchOptions{})
+			require.NoError(t, err)
+			for i := range 1200 {
+				k := rng.Uint64N(6000)
+				ok, err := tr.Delete(k)
+				require.NoError(t, err)
+				_, had := want[k]
+				require.Equal(t, had, ok)
+				delete(want, k)
+				if i%100 == 0 {
+					requireContent(t, tr, want)
+				}
+			}
+			// Delete everything left: the tree shrinks to an empty root leaf.
+			for _, k := range slices.Sorted(maps.Keys(want)) {
+				ok, err := tr.Delete(k)
+				require.NoError(t, err)
+				require.True(t, ok)
+				delete(want, k)
+				if len(want)%97 == 0 {
+					requireContent(t, tr, want)
+				}
+			}
+			requireContent(t, tr, want)
+			require.Equal(t, 1, tr.Height())
+			require.Equal(t, 1, tr.Nodes())
+		})
+	}
+}
+
+// TestDeleteRollsForward: a delete interrupted before its commit (its
+// record durable, some new nodes and the predecessor's next pointer
+// written) is finished by Open.
+func TestDeleteRollsForward(t *testing.T) {
+	rng := rand.New(rand.NewPCG(testSeed(t), 3))
+	m := newMachine(t)
+	tr, err := Create(m, "bt", Options{Order: 4, Capacity: 2000, MaxBatch: 500})
+	require.NoError(t, err)
+	ks := batchKeys("dense", rng, 400, 0)
+	_, err = tr.InsertBatch(ks, ks, BatchOptions{})
+	require.NoError(t, err)
+	want := map[uint64]uint64{}
+	for _, k := range ks {
+		want[k] = k
+	}
+	errCrash := fmt.Errorf("crash")
+	all := slices.Sorted(maps.Keys(want))
+	rng.Shuffle(len(all), func(i, j int) { all[i], all[j] = all[j], all[i] })
+	for _, k := range all[:80] {
+		crashBeforeCommit = errCrash
+		_, err := tr.Delete(k)
+		crashBeforeCommit = nil
+		require.ErrorIs(t, err, errCrash)
+		img, err := m.Crash()
+		require.NoError(t, err)
+		m, err = pm.Reopen(img, functional.New(pm.GPULimits{}))
+		require.NoError(t, err)
+		tr, err = Open(m, "bt")
+		require.NoError(t, err)
+		delete(want, k)
+		requireContent(t, tr, want)
+	}
+}

@@ -63,7 +63,7 @@
 // The paper updates nodes in place under an undo log; here nodes are
 // copied, which writes whole nodes (more NV writes per key) but needs no
 // log. The host walks the old tree to bound each workgroup's allocations
-// (the kernel still finds the leaves itself). Delete rewrites the tree
-// (see Delete). Lookup and insertion kernels read their arguments (the
+// (the kernel still finds the leaves itself). Delete is a host operation,
+// one key at a time (see Delete). Lookup and insertion kernels read their arguments (the
 // plan) from Go values, as kernel arguments.
 package btree
