@@ -286,8 +286,91 @@ func runGopeFig7(ctx context.Context, o Options) ([]Row, error) {
 	return rows, nil
 }
 
+// gopeCrashRework runs the batch of g with c's algorithm on the gope
+// machine and, for each level lv, crashes it one cycle before the last
+// epoch of that level became durable, recovers on the functional backend
+// and counts the level-lv NV writes the recovery made: what the crash made
+// the insertion write again at that level.
+func gopeCrashRework(g *gopeTree, c gopeConfig, o Options) ([]uint64, error) {
+	cfg, err := hwmodel.Preset("gope")
+	if err != nil {
+		return nil, err
+	}
+	if err := cfg.Set(append(append([]string(nil), c.set...), o.Set...)...); err != nil {
+		return nil, err
+	}
+	be, err := hwmodel.New(cfg, hwmodel.ScopedBarrier)
+	if err != nil {
+		return nil, err
+	}
+	m, err := pm.Reopen(g.img.Clone(), be)
+	if err != nil {
+		return nil, err
+	}
+	tr, err := btree.Open(m, "btree")
+	if err != nil {
+		return nil, err
+	}
+	opts := btree.BatchOptions{Alg: c.alg, BlockThreads: gopeBlock}
+	if err := tr.Stage(g.keys, g.vals, opts); err != nil {
+		return nil, err
+	}
+	res, err := tr.Resume(opts)
+	if err != nil {
+		return nil, err
+	}
+	lo, hi := be.LastStart(), be.Now()
+	done := func(at uint64, lv int) (bool, error) {
+		img, err := be.CrashAt(at)
+		if err != nil {
+			return false, err
+		}
+		p, ok, err := btree.Progress(img, "btree")
+		return ok && p.Done(lv), err
+	}
+	rework := make([]uint64, res.Levels)
+	for lv := range rework {
+		a, b := lo, hi // done(b), find the first such cycle
+		for a < b {
+			mid := a + (b-a)/2
+			ok, err := done(mid, lv)
+			if err != nil {
+				return nil, err
+			}
+			if ok {
+				b = mid
+			} else {
+				a = mid + 1
+			}
+		}
+		img, err := be.CrashAt(max(a, lo+1) - 1)
+		if err != nil {
+			return nil, err
+		}
+		m2, err := pm.Reopen(img, functional.New(pm.GPULimits{}))
+		if err != nil {
+			return nil, err
+		}
+		tr2, err := btree.OpenPending(m2, "btree")
+		if err != nil {
+			return nil, err
+		}
+		rr, err := tr2.Recover(opts)
+		if err != nil {
+			return nil, fmt.Errorf("recovery after a crash at cycle %d: %w", a-1, err)
+		}
+		for _, l := range rr.Writes {
+			rework[lv] += l[lv]
+		}
+	}
+	return rework, nil
+}
+
 // runGopeTable3 counts, per level from the leaves, the NV writes of the
-// epoch a crash in that level loses and the insertion must write again:
+// epoch a crash in that level loses and the insertion must write again
+// (and measures it: the "/crash" rows crash the run just before the
+// level's last epoch became durable and count what recovery rewrote at
+// that level):
 // with kernel scope (Algorithm 1) every level is one epoch of the whole
 // kernel, so the level's writes over all workgroups; with workgroup scope
 // (Algorithm 2) the levels up to d are epochs of one workgroup's subtree,
@@ -332,6 +415,19 @@ func runGopeTable3(ctx context.Context, o Options) ([]Row, error) {
 				rows = append(rows,
 					Row{"gope-table3", name, "workgroup-scope", "nv_writes", float64(wg.Writes[top][lv])},
 					Row{"gope-table3", name, "workgroup-scope-max", "nv_writes", float64(wg.Writes[top][lv])})
+			}
+		}
+		for j, c := range configs {
+			rework, err := gopeCrashRework(tr, c, o)
+			if err != nil {
+				return nil, err
+			}
+			for lv := 0; lv < min(len(rework), 6); lv++ {
+				name := "leaf"
+				if lv > 0 {
+					name = fmt.Sprintf("leaf-%d", lv)
+				}
+				rows = append(rows, Row{"gope-table3", name, configs[j].name + "/crash", "nv_writes", float64(rework[lv])})
 			}
 		}
 		rows = append(rows, Row{"gope-table3", "tree", mb(tr.bytes), "workgroups", float64(wg.Lanes)},

@@ -62,6 +62,11 @@ func TestGopeTable3AndFig7(t *testing.T) {
 			require.LessOrEqual(t, r.Value, v[[3]string{r.Workload, "kernel-scope", "nv_writes"}], r.Workload)
 		}
 	}
+	// Measured by crashing: kernel scope rewrites its whole level, the
+	// workgroup scope less at the leaves.
+	require.InDelta(t, leaf, v[[3]string{"leaf", "kernel-scope/crash", "nv_writes"}], 0)
+	require.Less(t, v[[3]string{"leaf", "workgroup-scope/crash", "nv_writes"}], leaf)
+	require.Positive(t, v[[3]string{"leaf", "workgroup-scope/crash", "nv_writes"}])
 	f7, _ := bench.Lookup("gope-fig7")
 	rows, err = f7.Run(context.Background(), bench.Options{Quick: true})
 	require.NoError(t, err)

@@ -511,3 +511,58 @@ func (t *Tree) walk(root, height uint32) ([]uint64, uint64, error) {
 	}
 	return want, count, nil
 }
+
+// BatchProgress is how far an unfinished batch got, as its epoch status
+// marks say.
+type BatchProgress struct {
+	Levels int   // levels of the tree the batch started from
+	Depth  int   // d
+	Lanes  []int // levels each workgroup has durably completed (of Levels-Depth)
+	Top    int   // steps of the device-scope part durably completed (levels above d, then the leaf chain)
+}
+
+// Done reports whether level lv (0: the leaves) is durably complete in
+// every workgroup and in the device-scope part.
+func (p BatchProgress) Done(lv int) bool {
+	own := p.Levels - p.Depth
+	if lv < own {
+		for _, l := range p.Lanes {
+			if l <= lv {
+				return false
+			}
+		}
+		return true
+	}
+	return p.Top > lv-own
+}
+
+// Progress reads from a durable image how far the unfinished batch of the
+// tree in region got. ok is false if the tree has no unfinished batch.
+func Progress(img *pm.Image, region string) (p BatchProgress, ok bool, err error) {
+	r, found := img.Region(region)
+	if !found {
+		return p, false, fmt.Errorf("btree: %w: %q", pm.ErrNoRegion, region)
+	}
+	data := r.Data
+	if len(data) < fixedEnd {
+		return p, false, fmt.Errorf("%w: region of %d bytes", ErrCorrupt, len(data))
+	}
+	g, err := decodeHeader(data[headerOff:])
+	if err != nil {
+		return p, false, err
+	}
+	if uint64(len(data)) < g.size() {
+		return p, false, fmt.Errorf("%w: region of %d bytes, header needs %d", ErrCorrupt, len(data), g.size())
+	}
+	commit := binary.LittleEndian.Uint64(data[commitOff:])
+	rec, err := decodeRecord(data[recordOff:], g)
+	if err != nil || rec.seq != commit+1 || rec.del == 1 {
+		return p, false, nil
+	}
+	p = BatchProgress{Levels: int(rec.oldHeight), Depth: int(rec.d), Lanes: make([]int, rec.lanes)}
+	for l := range p.Lanes {
+		p.Lanes[l], _ = markDone(binary.LittleEndian.Uint64(data[g.marksOff()+8*uint64(l):]), rec.seq, 0)
+	}
+	p.Top, _ = markDone(binary.LittleEndian.Uint64(data[g.marksOff()+8*rec.lanes:]), rec.seq, 0)
+	return p, true, nil
+}
