@@ -290,3 +290,52 @@ func TestDeleteRollsForward(t *testing.T) {
 		requireContent(t, tr, want)
 	}
 }
+
+// TestAlgorithmsAgree: Algorithm 1, Algorithm 2 and key-by-key Put build
+// trees with the same content from the same batches, all passing Check.
+func TestAlgorithmsAgree(t *testing.T) {
+	seed := testSeed(t)
+	for _, kind := range []string{"random", "ascending", "descending", "duplicates"} {
+		t.Run(kind, func(t *testing.T) {
+			rng := rand.New(rand.NewPCG(seed, 9))
+			var batches [][]uint64
+			for b := range 3 {
+				batches = append(batches, batchKeys(kind, rng, 120, uint64(b*37)))
+			}
+			var contents [][]KV
+			for _, how := range []string{"alg1", "alg2", "put"} {
+				m := newMachine(t)
+				tr, err := Create(m, "bt", Options{Order: 4, Capacity: 2000, MaxBatch: 200})
+				require.NoError(t, err)
+				for _, ks := range batches {
+					switch how {
+					case "put":
+						for _, k := range ks {
+							require.NoError(t, tr.Put(k, k*3))
+						}
+					default:
+						vs := make([]uint64, len(ks))
+						for i, k := range ks {
+							vs[i] = k * 3
+						}
+						alg := Alg1
+						if how == "alg2" {
+							alg = Alg2
+						}
+						_, err := tr.InsertBatch(ks, vs, BatchOptions{Alg: alg, BlockThreads: 8})
+						require.NoError(t, err)
+					}
+					require.NoError(t, tr.Check(), how)
+				}
+				var kvs []KV
+				for k, v := range tr.All() {
+					kvs = append(kvs, KV{k, v})
+				}
+				contents = append(contents, kvs)
+			}
+			require.NotEmpty(t, contents[0])
+			require.Equal(t, contents[0], contents[1])
+			require.Equal(t, contents[0], contents[2])
+		})
+	}
+}
