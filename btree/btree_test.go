@@ -339,3 +339,62 @@ func TestAlgorithmsAgree(t *testing.T) {
 		})
 	}
 }
+
+func TestBadInput(t *testing.T) {
+	m := newMachine(t)
+	tr, err := Create(m, "bt", Options{Order: 4, Capacity: 12, MaxBatch: 8, MaxLanes: 2})
+	require.NoError(t, err)
+	tests := []struct {
+		name string
+		run  func() error
+		want error
+	}{
+		{"lengths", func() error { _, err := tr.InsertBatch([]uint64{1}, nil, BatchOptions{}); return err }, ErrBadArg},
+		{"batch too big", func() error {
+			ks := batchKeys("ascending", nil, 9, 1)
+			_, err := tr.InsertBatch(ks, ks, BatchOptions{})
+			return err
+		}, ErrBadArg},
+		{"negative block", func() error { _, err := tr.InsertBatch([]uint64{1}, []uint64{1}, BatchOptions{BlockThreads: -1}); return err }, ErrBadArg},
+		{"too many lanes", func() error {
+			ks := batchKeys("ascending", nil, 8, 1)
+			_, err := tr.InsertBatch(ks, ks, BatchOptions{Alg: Alg1, BlockThreads: 1})
+			return err
+		}, ErrBadArg},
+		{"pool full", func() error {
+			for k := range uint64(40) {
+				if err := tr.Put(k, k); err != nil {
+					return err
+				}
+			}
+			return nil
+		}, ErrFull},
+		{"scan limit", func() error { _, err := tr.ScanBatch([]Range{{1, 2}}, -1); return err }, ErrBadArg},
+		{"bad order", func() error { _, err := Create(m, "o", Options{Order: MaxOrder + 1}); return err }, ErrBadArg},
+		{"bad capacity", func() error { _, err := Create(m, "c", Options{Capacity: -5}); return err }, ErrBadArg},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			require.ErrorIs(t, tc.run(), tc.want)
+			require.NoError(t, tr.Check())
+		})
+	}
+	// A staged batch blocks the next one until recovered.
+	tr, err = Create(m, "bt2", Options{Order: 4, Capacity: 100, MaxBatch: 8})
+	require.NoError(t, err)
+	require.NoError(t, tr.Put(1, 1))
+	require.NoError(t, tr.Stage([]uint64{100}, []uint64{1}, BatchOptions{}))
+	_, err = tr.InsertBatch([]uint64{101}, []uint64{1}, BatchOptions{})
+	require.ErrorIs(t, err, ErrRecovery)
+	_, err = tr.Delete(1)
+	require.ErrorIs(t, err, ErrRecovery)
+	_, _, err = tr.GetBatch([]uint64{1})
+	require.ErrorIs(t, err, ErrRecovery)
+	_, err = tr.Recover(BatchOptions{})
+	require.NoError(t, err)
+	v, ok, err := tr.Get(100)
+	require.NoError(t, err)
+	require.True(t, ok)
+	require.Equal(t, uint64(1), v)
+	require.NoError(t, tr.Check())
+}
