@@ -63,7 +63,6 @@ func BenchmarkInsert(b *testing.B) {
 				cycles += be.Now() - t0
 			}
 			keys := float64(b.N * len(batch))
-			_ = keys
 			b.ReportMetric(float64(cycles)/keys, "simcycles/key")
 			b.ReportMetric(float64(host.Nanoseconds())/keys, "hostns/key")
 		})
