@@ -133,33 +133,33 @@ func (t *Tree) pending() (record, bool, error) {
 // harnesses stage in their setup so that a crash image never holds a
 // batch's kernel writes without the host writes before them.
 func (t *Tree) Stage(keys, vals []uint64, o BatchOptions) error {
-	_, _, err := t.stageBatch(keys, vals, o)
+	_, _, _, err := t.stageBatch(keys, vals, o)
 	return err
 }
 
-func (t *Tree) stageBatch(keys, vals []uint64, o BatchOptions) (record, []laneInfo, error) {
+func (t *Tree) stageBatch(keys, vals []uint64, o BatchOptions) (record, []laneInfo, [][]uint64, error) {
 	if len(keys) != len(vals) || len(keys) == 0 {
-		return record{}, nil, fmt.Errorf("%w: %d keys and %d values", ErrBadArg, len(keys), len(vals))
+		return record{}, nil, nil, fmt.Errorf("%w: %d keys and %d values", ErrBadArg, len(keys), len(vals))
 	}
 	o = o.withDefaults()
 	if o.BlockThreads < 1 || o.Alg > Alg1 {
-		return record{}, nil, fmt.Errorf("%w: batch options %+v", ErrBadArg, o)
+		return record{}, nil, nil, fmt.Errorf("%w: batch options %+v", ErrBadArg, o)
 	}
 	if _, ok, err := t.pending(); err != nil || ok {
 		if err != nil {
-			return record{}, nil, err
+			return record{}, nil, nil, err
 		}
-		return record{}, nil, ErrRecovery
+		return record{}, nil, nil, ErrRecovery
 	}
 	ks, vs := sortBatch(keys, vals)
 	if uint64(len(ks)) > t.g.maxBatch {
-		return record{}, nil, fmt.Errorf("%w: batch of %d keys, the tree takes %d", ErrBadArg, len(ks), t.g.maxBatch)
+		return record{}, nil, nil, fmt.Errorf("%w: batch of %d keys, the tree takes %d", ErrBadArg, len(ks), t.g.maxBatch)
 	}
-	rec, lanes, err := t.plan(ks, o)
+	rec, lanes, starts, err := t.plan(ks, o)
 	if err != nil {
-		return record{}, nil, err
+		return record{}, nil, nil, err
 	}
-	return rec, lanes, t.stage(rec, lanes, ks, vs)
+	return rec, lanes, starts, t.stage(rec, lanes, ks, vs)
 }
 
 // InsertBatch inserts keys with their values (a key already present gets
@@ -173,11 +173,11 @@ func (t *Tree) InsertBatch(keys, vals []uint64, o BatchOptions) (BatchResult, er
 	if len(keys) == 0 {
 		return BatchResult{}, nil
 	}
-	rec, lanes, err := t.stageBatch(keys, vals, o)
+	rec, lanes, starts, err := t.stageBatch(keys, vals, o)
 	if err != nil {
 		return BatchResult{}, err
 	}
-	return t.finish(rec, lanes, o.withDefaults(), true)
+	return t.finish(rec, lanes, starts, o.withDefaults(), true)
 }
 
 // Recover finishes a batch a crash interrupted, if any: it relaunches the
@@ -206,30 +206,45 @@ func (t *Tree) resume(o BatchOptions, commit bool) (BatchResult, error) {
 		return BatchResult{}, err
 	}
 	o = o.withDefaults()
-	lanes := make([]laneInfo, rec.lanes)
-	b := make([]byte, 32*rec.lanes)
-	if err := t.read(t.r.Base.Add(t.g.lanesOff()), b); err != nil {
-		return BatchResult{}, err
-	}
-	for i := range lanes {
-		l := laneInfo{binary.LittleEndian.Uint64(b[32*i:]), binary.LittleEndian.Uint64(b[32*i+8:]),
-			binary.LittleEndian.Uint64(b[32*i+16:]), binary.LittleEndian.Uint64(b[32*i+24:])}
-		if l.ks >= l.ke || l.ke > rec.n || l.as > l.ae || l.ae > rec.free {
-			return BatchResult{}, fmt.Errorf("%w: lane %d: %+v", ErrCorrupt, i, l)
-		}
-		lanes[i] = l
-	}
 	if rec.del == 1 {
 		// A host delete: redo it (it commits).
 		return BatchResult{}, t.redoDelete(rec)
 	}
-	return t.finish(rec, lanes, o, commit)
+	// The plan is a function of the committed tree (unchanged: the batch
+	// wrote only fresh nodes and leaf next pointers) and the batch's keys
+	// (durable): compute it again, and check it matches the record.
+	kb := make([]byte, 8*rec.n)
+	if err := t.read(t.r.Base.Add(t.g.keysOff()), kb); err != nil {
+		return BatchResult{}, err
+	}
+	ks := make([]uint64, rec.n)
+	for i := range ks {
+		ks[i] = binary.LittleEndian.Uint64(kb[8*i:])
+		if i > 0 && ks[i] <= ks[i-1] {
+			return BatchResult{}, fmt.Errorf("%w: batch keys out of order at %d", ErrCorrupt, i)
+		}
+	}
+	po := o
+	po.Alg, po.BlockThreads = Alg(rec.alg), int(rec.block)
+	again, lanes, starts, err := t.plan(ks, po)
+	if err != nil {
+		return BatchResult{}, err
+	}
+	again.seq = rec.seq
+	if again != rec {
+		return BatchResult{}, fmt.Errorf("%w: batch record %+v, its plan gives %+v", ErrCorrupt, rec, again)
+	}
+	return t.finish(rec, lanes, starts, o, commit)
 }
 
 // plan decides the lanes, the depth d and each lane's share of free nodes.
 // It walks the old tree on the host to bound the nodes each lane may
 // allocate (the kernel finds the leaves itself).
-func (t *Tree) plan(ks []uint64, o BatchOptions) (record, []laneInfo, error) {
+//
+// starts[lane][lv] is where level lv (0: the leaves) of lane (the last
+// being the device-scope part) allocates in the free list; the level ends
+// where the next slice starts.
+func (t *Tree) plan(ks []uint64, o BatchOptions) (record, []laneInfo, [][]uint64, error) {
 	n, h, order := len(ks), int(t.cur.height), t.g.order
 	cache := map[uint32]*node{}
 	get := func(id uint32) (*node, error) {
@@ -256,10 +271,10 @@ func (t *Tree) plan(ks []uint64, o BatchOptions) (record, []laneInfo, error) {
 			}
 			nd, err := get(id)
 			if err != nil {
-				return record{}, nil, err
+				return record{}, nil, nil, err
 			}
 			if nd.leaf {
-				return record{}, nil, fmt.Errorf("%w: leaf at depth %d of %d", ErrCorrupt, d, h)
+				return record{}, nil, nil, fmt.Errorf("%w: leaf at depth %d of %d", ErrCorrupt, d, h)
 			}
 			id = uint32(nd.vals[route(nd, k)])
 		}
@@ -288,7 +303,7 @@ func (t *Tree) plan(ks []uint64, o BatchOptions) (record, []laneInfo, error) {
 			for _, id := range level {
 				nd, err := get(id)
 				if err != nil {
-					return record{}, nil, err
+					return record{}, nil, nil, err
 				}
 				for _, c := range nd.vals {
 					nextLevel = append(nextLevel, uint32(c))
@@ -306,7 +321,7 @@ func (t *Tree) plan(ks []uint64, o BatchOptions) (record, []laneInfo, error) {
 		}
 	}
 	if uint64(len(lanes)) > t.g.maxLanes {
-		return record{}, nil, fmt.Errorf("%w: %d lanes, the tree takes %d (raise MaxLanes or BlockThreads)", ErrBadArg, len(lanes), t.g.maxLanes)
+		return record{}, nil, nil, fmt.Errorf("%w: %d lanes, the tree takes %d (raise MaxLanes or BlockThreads)", ErrBadArg, len(lanes), t.g.maxLanes)
 	}
 	// Bound the pieces every run of keys under one node can produce, level
 	// by level from the leaves, and charge them to the lane that writes
@@ -317,7 +332,10 @@ func (t *Tree) plan(ks []uint64, o BatchOptions) (record, []laneInfo, error) {
 			laneOf[i] = l
 		}
 	}
-	need := make([]uint64, len(lanes)+1)
+	need := make([][]uint64, len(lanes)+1)
+	for l := range need {
+		need[l] = make([]uint64, h)
+	}
 	bound := make([]uint64, n) // pieces bound of the run owned by key i at the level below
 	prev := make([]uint64, n)
 	for depth := h - 1; depth >= 0; depth-- {
@@ -330,13 +348,13 @@ func (t *Tree) plan(ks []uint64, o BatchOptions) (record, []laneInfo, error) {
 			if depth == h-1 {
 				nd, err := t.readNode(path[depth][i])
 				if err != nil {
-					return record{}, nil, err
+					return record{}, nil, nil, err
 				}
 				entries = uint64(len(nd.vals) + j - i)
 			} else {
 				nd, err := get(path[depth][i])
 				if err != nil {
-					return record{}, nil, err
+					return record{}, nil, nil, err
 				}
 				entries = uint64(len(nd.vals))
 				for c := i; c < j; c++ {
@@ -354,22 +372,34 @@ func (t *Tree) plan(ks []uint64, o BatchOptions) (record, []laneInfo, error) {
 				}
 			}
 			if depth >= d {
-				need[laneOf[i]] += p
+				need[laneOf[i]][h-1-depth] += p
 			} else {
-				need[len(lanes)] += p
+				need[len(lanes)][h-1-depth] += p
 			}
 			i = j
 		}
 		prev, bound = bound, prev
 	}
 	var total uint64
-	for l := range lanes {
-		lanes[l].as, lanes[l].ae = total, total+need[l]
-		total += need[l]
+	starts := make([][]uint64, len(lanes)+1)
+	for l := range starts {
+		if l < len(lanes) {
+			lanes[l].as = total
+		}
+		starts[l] = make([]uint64, h+1)
+		for lv := range h {
+			starts[l][lv] = total
+			total += need[l][lv]
+		}
+		starts[l][h] = total
+		if l < len(lanes) {
+			lanes[l].ae = total
+		}
 	}
+	top := starts[len(lanes)]
 	rec := record{seq: t.cur.seq + 1, n: uint64(n), lanes: uint64(len(lanes)), d: uint32(d), oldRoot: t.cur.root,
-		oldHeight: uint32(h), alg: uint32(o.Alg), free: total + need[len(lanes)], topStart: total, topEnd: total + need[len(lanes)]}
-	return rec, lanes, nil
+		oldHeight: uint32(h), alg: uint32(o.Alg), free: total, topStart: top[0], topEnd: top[h], block: uint32(o.BlockThreads)}
+	return rec, lanes, starts, nil
 }
 
 // freeIDs returns the first n free node ids of the committed bitmap.
@@ -426,7 +456,7 @@ func (t *Tree) stage(rec record, lanes []laneInfo, ks, vs []uint64) error {
 }
 
 // finish runs (or resumes) the batch's kernel and commits it.
-func (t *Tree) finish(rec record, lanes []laneInfo, o BatchOptions, commit bool) (BatchResult, error) {
+func (t *Tree) finish(rec record, lanes []laneInfo, starts [][]uint64, o BatchOptions, commit bool) (BatchResult, error) {
 	res := BatchResult{Keys: int(rec.n), Lanes: len(lanes), Depth: int(rec.d), Levels: int(rec.oldHeight)}
 	// The epoch status marks say where each lane resumes.
 	mb := make([]byte, 8*(len(lanes)+1))
@@ -434,18 +464,15 @@ func (t *Tree) finish(rec record, lanes []laneInfo, o BatchOptions, commit bool)
 		return res, err
 	}
 	k := &kern{g: t.g, base: t.r.Base, seq: rec.seq, n: int(rec.n), h: int(rec.oldHeight), d: int(rec.d),
-		order: t.g.order, root: rec.oldRoot, lanes: lanes, topEnd: rec.topEnd, alg: Alg(rec.alg), levelScope: o.Scopes.Level, topScope: o.Scopes.Top}
-	ctr := make([]uint64, len(lanes)+1)
+		order: t.g.order, root: rec.oldRoot, lanes: lanes, starts: starts, alg: Alg(rec.alg), levelScope: o.Scopes.Level, topScope: o.Scopes.Top}
 	k.laneDone = make([]int, len(lanes))
 	for l := range lanes {
-		k.laneDone[l], ctr[l] = markDone(binary.LittleEndian.Uint64(mb[8*l:]), rec.seq, lanes[l].as)
-		if ctr[l] < lanes[l].as || ctr[l] > lanes[l].ae {
-			return res, fmt.Errorf("%w: lane %d mark cursor %d outside %d..%d", ErrCorrupt, l, ctr[l], lanes[l].as, lanes[l].ae)
-		}
+		k.laneDone[l], _ = markDone(binary.LittleEndian.Uint64(mb[8*l:]), rec.seq, 0)
 	}
-	k.topDone, ctr[len(lanes)] = markDone(binary.LittleEndian.Uint64(mb[8*len(lanes):]), rec.seq, rec.topStart)
-	if ctr[len(lanes)] < rec.topStart || ctr[len(lanes)] > rec.topEnd {
-		return res, fmt.Errorf("%w: top mark cursor %d outside %d..%d", ErrCorrupt, ctr[len(lanes)], rec.topStart, rec.topEnd)
+	k.topDone, _ = markDone(binary.LittleEndian.Uint64(mb[8*len(lanes):]), rec.seq, 0)
+	ctr := make([]uint64, 0, len(starts)*k.h)
+	for _, st := range starts {
+		ctr = append(ctr, st[:k.h]...)
 	}
 	res.LaneLevels, res.TopLevels = k.laneDone, k.topDone
 	if k.topDone <= k.d {

@@ -355,7 +355,10 @@ func TestBadInput(t *testing.T) {
 			_, err := tr.InsertBatch(ks, ks, BatchOptions{})
 			return err
 		}, ErrBadArg},
-		{"negative block", func() error { _, err := tr.InsertBatch([]uint64{1}, []uint64{1}, BatchOptions{BlockThreads: -1}); return err }, ErrBadArg},
+		{"negative block", func() error {
+			_, err := tr.InsertBatch([]uint64{1}, []uint64{1}, BatchOptions{BlockThreads: -1})
+			return err
+		}, ErrBadArg},
 		{"too many lanes", func() error {
 			ks := batchKeys("ascending", nil, 8, 1)
 			_, err := tr.InsertBatch(ks, ks, BatchOptions{Alg: Alg1, BlockThreads: 1})

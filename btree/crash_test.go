@@ -270,3 +270,52 @@ func dump(t *testing.T, tr *Tree, root uint32, height int) {
 		level = next
 	}
 }
+
+// TestCrashBeforeEachLevel crashes hwmodel's gope machine one cycle before
+// each level of a batch became durable everywhere, with more blocks than
+// the GPU holds (device barriers preempt), and recovers.
+func TestCrashBeforeEachLevel(t *testing.T) {
+	seed := testSeed(t)
+	for _, alg := range []Alg{Alg1, Alg2} {
+		t.Run(alg.String(), func(t *testing.T) {
+			w := newCrashWL(seed, 5, 4, 3000, 1500)
+			w.opts = BatchOptions{Alg: alg}
+			be, err := hwmodel.New(hwmodel.PresetGOPE(), hwmodel.ScopedBarrier)
+			require.NoError(t, err)
+			m, err := pm.NewMachine(be)
+			require.NoError(t, err)
+			require.NoError(t, w.Setup(m))
+			tr, err := openNoRecover(m, "bt")
+			require.NoError(t, err)
+			full, err := tr.Resume(BatchOptions{BlockThreads: w.threads})
+			require.NoError(t, err)
+			t.Logf("%d blocks, %d preempted", full.Launch.Blocks, full.Launch.Preempted)
+			lo, hi := be.LastStart(), be.Now()
+			for lv := 0; lv <= full.Levels; lv++ {
+				a, b := lo, hi
+				for a < b {
+					mid := a + (b-a)/2
+					img, err := be.CrashAt(mid)
+					require.NoError(t, err)
+					p, ok, err := Progress(img, "bt")
+					require.NoError(t, err)
+					if ok && p.Done(lv) {
+						b = mid
+					} else {
+						a = mid + 1
+					}
+				}
+				img, err := be.CrashAt(max(a, lo+1) - 1)
+				require.NoError(t, err)
+				p, _, _ := Progress(img, "bt")
+				m2, err := pm.Reopen(img, functional.New(pm.GPULimits{}))
+				require.NoError(t, err)
+				tr2, err := openNoRecover(m2, "bt")
+				require.NoError(t, err)
+				_, err = tr2.Recover(BatchOptions{BlockThreads: w.threads})
+				require.NoError(t, err, "level %d, crash at %d of %d..%d, top %d", lv, a-1, lo, hi, p.Top)
+				require.NoError(t, w.Check(m2))
+			}
+		})
+	}
+}

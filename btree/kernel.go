@@ -39,7 +39,7 @@ type kern struct {
 	lanes                []laneInfo
 	laneDone             []int
 	topDone              int
-	topEnd               uint64
+	starts               [][]uint64 // per lane (then the top), per level: the free-list slice starts
 	alg                  Alg
 	levelScope, topScope pm.Scope
 
@@ -50,6 +50,8 @@ type kern struct {
 	// leaves, k.h the leaf chain; lane len(lanes) the device-scope part).
 	// Instrumentation only: the engine runs one thread at a time.
 	writes [][]uint64
+	// allocErr describes the first allocation that did not fit.
+	allocErr string
 }
 
 func (k *kern) addWrites(lane, level int, w uint64) { k.writes[lane][level] += w }
@@ -80,7 +82,7 @@ func (k *kern) launch(m *pm.Machine, ctr []uint64, o BatchOptions) error {
 		return a
 	}
 	k.path = alloc(uint64(4 * k.h * k.n))
-	k.ctr = alloc(uint64(8 * (top + 1)))
+	k.ctr = alloc(uint64(8 * len(ctr)))
 	k.errw = alloc(8)
 	k.bar = alloc(8)
 	if err != nil {
@@ -109,7 +111,7 @@ func (k *kern) launch(m *pm.Machine, ctr []uint64, o BatchOptions) error {
 	}
 	if code != 0 {
 		what := map[uint64]string{errNode: "a node that does not decode", errAlloc: "a lane out of free nodes", errPiece: "a bad piece record"}[code&0xff]
-		return fmt.Errorf("%w: insert kernel found %s (thread %d)", ErrCorrupt, what, code>>8)
+		return fmt.Errorf("%w: insert kernel found %s (thread %d) %s", ErrCorrupt, what, code>>8, k.allocErr)
 	}
 	return nil
 }
@@ -124,7 +126,7 @@ func (k *kern) key(i int) pm.Addr              { return k.base.Add(k.g.keysOff()
 func (k *kern) val(i int) pm.Addr              { return k.base.Add(k.g.valsOff() + 8*uint64(i)) }
 func (k *kern) pathAt(depth, i int) pm.Addr    { return k.path.Add(4 * uint64(depth*k.n+i)) }
 func (k *kern) mark(lane int) pm.Addr          { return k.base.Add(k.g.marksOff() + 8*uint64(lane)) }
-func (k *kern) counter(lane int) pm.Addr       { return k.ctr.Add(8 * uint64(lane)) }
+func (k *kern) counter(lane, lv int) pm.Addr   { return k.ctr.Add(8 * uint64(lane*k.h+lv)) }
 func (k *kern) freeID(i uint64) pm.Addr        { return k.base.Add(k.g.freeOff() + 4*i) }
 func (k *kern) keyAt(id uint32, j int) pm.Addr { return k.node(id).Add(16 + 8*uint64(j)) }
 func (k *kern) valAt(id uint32, j int) pm.Addr {
@@ -233,7 +235,7 @@ func (k *kern) setMark(t *scope.Thread, lane, done int) {
 		level = k.h - k.d + done - 1
 	}
 	k.addWrites(lane, level, 1)
-	t.Store64(k.mark(lane), markWord(k.seq, done, t.Load64(k.counter(lane))))
+	t.Store64(k.mark(lane), markWord(k.seq, done, 0))
 }
 
 func (k *kern) pathOf(t *scope.Thread, depth, i int) uint32 { return t.Load32(k.pathAt(depth, i)) }
@@ -396,7 +398,8 @@ func (k *kern) process(t *scope.Thread, depth, i, hi, lane int, s pm.Scope) {
 	}
 	var w uint64
 	defer func() { k.addWrites(lane, k.h-1-depth, w) }()
-	pieces := k.writePieces(t, merged, leaf, lane, s, id, &w)
+	lv := k.h - 1 - depth
+	pieces := k.writePieces(t, merged, leaf, lane, lv, s, id, &w)
 	if pieces == nil {
 		return
 	}
@@ -412,7 +415,7 @@ func (k *kern) process(t *scope.Thread, depth, i, hi, lane int, s pm.Scope) {
 	if depth == 0 {
 		height := k.h
 		for len(pieces) > 1 {
-			pieces = k.writePieces(t, pieces, false, lane, s, 0, &w)
+			pieces = k.writePieces(t, pieces, false, lane, lv, s, 0, &w)
 			if pieces == nil {
 				return
 			}
@@ -430,17 +433,17 @@ func (k *kern) process(t *scope.Thread, depth, i, hi, lane int, s pm.Scope) {
 // allocates and writes them, and returns (first key, id) per piece. The
 // pieces of a leaf are chained; the last keeps the old leaf's next until
 // the chain pass.
-func (k *kern) writePieces(t *scope.Thread, es []entry, leaf bool, lane int, s pm.Scope, old uint32, w *uint64) []entry {
+func (k *kern) writePieces(t *scope.Thread, es []entry, leaf bool, lane, lv int, s pm.Scope, old uint32, w *uint64) []entry {
 	p := (len(es) + k.order - 1) / k.order
 	if p == 0 {
 		p = 1
 	}
-	base := t.AtomicAdd64(k.counter(lane), uint64(p), s)
-	end := k.topEnd
-	if lane < len(k.lanes) {
-		end = k.lanes[lane].ae
-	}
+	base := t.AtomicAdd64(k.counter(lane, lv), uint64(p), s)
+	end := k.starts[lane][lv+1]
 	if base+uint64(p) > end {
+		if k.allocErr == "" {
+			k.allocErr = fmt.Sprintf("lane %d of %d: %d nodes at cursor %d, lane ends at %d", lane, len(k.lanes), p, base, end)
+		}
 		k.fail(t, errAlloc)
 		return nil
 	}

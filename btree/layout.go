@@ -191,13 +191,14 @@ type record struct {
 	topStart  uint64 // free-list range of the top lane
 	topEnd    uint64
 	del       uint32 // 1: a host delete (keys are removed, not inserted)
+	block     uint32 // BlockThreads the batch was planned with
 }
 
 const recordCRC = line - 4
 
 func (r record) encode() []byte {
 	b := make([]byte, line)
-	for i, f := range []uint64{r.seq, r.n, r.lanes, uint64(r.d), uint64(r.oldRoot), uint64(r.oldHeight), uint64(r.alg), r.free, r.topStart, r.topEnd, uint64(r.del)} {
+	for i, f := range []uint64{r.seq, r.n, r.lanes, uint64(r.d), uint64(r.oldRoot), uint64(r.oldHeight), uint64(r.alg), r.free, r.topStart, r.topEnd, uint64(r.del), uint64(r.block)} {
 		binary.LittleEndian.PutUint64(b[8*i:], f)
 	}
 	binary.LittleEndian.PutUint32(b[recordCRC:], crc32.Checksum(b[:recordCRC], castagnoli))
@@ -211,26 +212,30 @@ func decodeRecord(b []byte, g geometry) (record, error) {
 	if got, want := binary.LittleEndian.Uint32(b[recordCRC:]), crc32.Checksum(b[:recordCRC], castagnoli); got != want {
 		return record{}, fmt.Errorf("%w: batch record checksum %08x, want %08x", ErrCorrupt, got, want)
 	}
-	var f [11]uint64
+	var f [12]uint64
 	for i := range f {
 		f[i] = binary.LittleEndian.Uint64(b[8*i:])
 	}
 	r := record{seq: f[0], n: f[1], lanes: f[2], d: uint32(f[3]), oldRoot: uint32(f[4]), oldHeight: uint32(f[5]),
-		alg: uint32(f[6]), free: f[7], topStart: f[8], topEnd: f[9], del: uint32(f[10])}
+		alg: uint32(f[6]), free: f[7], topStart: f[8], topEnd: f[9], del: uint32(f[10]), block: uint32(f[11])}
 	switch {
 	case r.n < 1 || r.n > g.maxBatch || r.lanes < 1 || r.lanes > g.maxLanes:
 		return record{}, fmt.Errorf("%w: batch of %d keys in %d lanes", ErrCorrupt, r.n, r.lanes)
 	case f[5] < 1 || f[5] > 64 || f[3] > f[5] || f[4] == 0 || f[4] >= g.capacity:
 		return record{}, fmt.Errorf("%w: batch on root %d height %d depth %d", ErrCorrupt, f[4], f[5], f[3])
-	case r.free > g.capacity || r.topStart > r.topEnd || r.topEnd > r.free || f[6] > 2 || f[10] > 1:
+	case r.free > g.capacity || r.topStart > r.topEnd || r.topEnd > r.free || f[6] > 2 || f[10] > 1 || f[11] < 1 || f[11] > 1<<20:
 		return record{}, fmt.Errorf("%w: batch free list %d, top %d..%d", ErrCorrupt, r.free, r.topStart, r.topEnd)
 	}
 	return r, nil
 }
 
 // A mark is a lane's epoch status word (seed 000 §8.3): the batch (low 24
-// bits of its seq), the levels the lane has completed, and the free-list
-// index its next allocation takes. One aligned 8-byte store.
+// bits of its seq) and the levels the lane has completed (the low 32 bits
+// are reserved, 0). One aligned 8-byte store. Each level of each lane
+// allocates from its own slice of the batch's free list, so a lane resumes
+// a level from the slice's start: no allocation cursor needs recording
+// (a cursor read after a barrier could already include the next level's
+// allocations of threads that passed the barrier first).
 func markWord(seq uint64, done int, alloc uint64) uint64 {
 	return (seq&0xffffff)<<40 | uint64(done&0xff)<<32 | alloc&0xffffffff
 }
