@@ -357,7 +357,8 @@ func gopeCrashRework(g *gopeTree, c gopeConfig, o Options) ([]uint64, error) {
 		}
 		rr, err := tr2.Recover(opts)
 		if err != nil {
-			return nil, fmt.Errorf("recovery after a crash at cycle %d: %w", a-1, err)
+			p, _, _ := btree.Progress(img, "btree")
+			return nil, fmt.Errorf("%s: recovery after a crash at cycle %d (level %d, marks %+v): %w", c.name, a-1, lv, p, err)
 		}
 		for _, l := range rr.Writes {
 			rework[lv] += l[lv]

@@ -21,7 +21,7 @@ import (
 // pieces of at most Order entries, write the pieces to fresh nodes, and
 // record them (first key, node id) in a piece buffer for the parent level.
 // Then a barrier and a persist barrier of LevelScope, then the workgroup's
-// epoch status mark (levels done, allocation cursor).
+// epoch status mark (levels done).
 //
 // Phase C: a kernel-wide persist barrier, then the levels above d (all
 // levels for Algorithm 1), each ending with a TopScope persist barrier and

@@ -240,7 +240,7 @@ func markWord(seq uint64, done int, alloc uint64) uint64 {
 	return (seq&0xffffff)<<40 | uint64(done&0xff)<<32 | alloc&0xffffffff
 }
 
-// markDone returns the levels completed and the allocation cursor of mark w
+// markDone returns the levels completed (and the reserved low word) of mark w
 // for batch seq, or 0 and start if w belongs to another batch.
 func markDone(w, seq, start uint64) (int, uint64) {
 	if w>>40 != seq&0xffffff {
