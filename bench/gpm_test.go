@@ -32,7 +32,7 @@ func TestGPMFig11(t *testing.T) {
 	require.Less(t, hcl, conv)
 	require.Less(t, hcl, v[[3]string{"gpKVS", "pm-far/gpm/conv-per-warp", "batch_cycles"}])
 	require.LessOrEqual(t, v[[3]string{"gpKVS", "pm-far/gpm/hcl", "kernel_cycles"}], hcl)
-	require.InDelta(t, conv/hcl, v[[3]string{"gpKVS", "pm-far/gpm", "hcl_speedup"}], 1e-9)
+	require.InEpsilon(t, conv/hcl, v[[3]string{"gpKVS", "pm-far/gpm", "hcl_speedup"}], 1e-3) // batch_cycles are rounded
 
 	// (b) logging latency against threads.
 	counts := []int{32, 64, 128, 256, 512, 1024, 2048}

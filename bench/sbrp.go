@@ -12,6 +12,8 @@ import (
 	"github.com/scopedpm/scopedpm/examples"
 	"github.com/scopedpm/scopedpm/hwmodel"
 	"github.com/scopedpm/scopedpm/pm"
+	"github.com/scopedpm/scopedpm/pm/crash"
+	"github.com/scopedpm/scopedpm/scope"
 )
 
 // The six applications of seed 001 Table 2, by their label in the figures.
@@ -22,23 +24,31 @@ var sbrpApps = []struct{ label, workload string }{
 
 // sysConfig is one bar of a figure: a preset, a model and overrides.
 type sysConfig struct {
-	name   string
-	preset string
-	model  hwmodel.Model
-	set    []string
+	name    string
+	preset  string
+	model   hwmodel.Model
+	set     []string
+	promote bool // block-scope PRel/PAcq run at device scope (scope.WithPromotion)
 }
 
 var (
-	gpmFar    = sysConfig{"gpm", "pm-far", hwmodel.GPM, nil}
-	epochFar  = sysConfig{"epoch-far", "pm-far", hwmodel.Epoch, nil}
-	sbrpFar   = sysConfig{"sbrp-far", "pm-far", hwmodel.SBRP, nil}
-	epochNear = sysConfig{"epoch-near", "pm-near", hwmodel.Epoch, nil}
-	sbrpNear  = sysConfig{"sbrp-near", "pm-near", hwmodel.SBRP, nil}
+	gpmFar    = sysConfig{"gpm", "pm-far", hwmodel.GPM, nil, false}
+	epochFar  = sysConfig{"epoch-far", "pm-far", hwmodel.Epoch, nil, false}
+	sbrpFar   = sysConfig{"sbrp-far", "pm-far", hwmodel.SBRP, nil, false}
+	epochNear = sysConfig{"epoch-near", "pm-near", hwmodel.Epoch, nil, false}
+	sbrpNear  = sysConfig{"sbrp-near", "pm-near", hwmodel.SBRP, nil, false}
 )
 
 func with(c sysConfig, name string, set ...string) sysConfig {
 	c.name = name
 	c.set = append(append([]string(nil), c.set...), set...)
+	return c
+}
+
+// promoted is c "without scopes": its block-scope PRel and PAcq run at
+// device scope (SBRP Figure 7).
+func promoted(c sysConfig, name string) sysConfig {
+	c.name, c.promote = name, true
 	return c
 }
 
@@ -49,8 +59,9 @@ func init() {
 		{Name: "sbrp-fig8", Description: "seed 001 Fig. 8: L1 read misses on PM data, normalised to epoch-far", Run: runFig8},
 		{Name: "sbrp-fig9", Description: "seed 001 Fig. 9: sbrp-far speedup over epoch-far with eADR", Run: runFig9},
 		{Name: "sbrp-fig10a", Description: "seed 001 Fig. 10a: sbrp-near speedup over epoch-near against persist-buffer entries", Run: runFig10a},
+		{Name: "sbrp-fig10b", Description: "SBRP Fig. 10b: sbrp-near speedup over epoch-near with the NVM's read and write bandwidth at 50, 100 and 200%", Run: runFig10b},
 		{Name: "sbrp-fig10c", Description: "seed 001 Fig. 10c: sbrp-near speedup over epoch-near against the flush window", Run: runFig10c},
-		{Name: "sbrp-fig11", Description: "seed 001 Fig. 11: recovery-kernel time after a crash just before the end, normalised to epoch-near", Run: runFig11},
+		{Name: "sbrp-fig11", Description: "SBRP Fig. 11: recovery time after a crash just before the transaction completes (gpKVS, Red: the workload's commit word; the others: just before the run's last persist), normalised to epoch-near", Run: runFig11},
 	} {
 		Register(e)
 	}
@@ -61,6 +72,7 @@ type appRun struct {
 	cycles     uint64 // the application's kernels until their persists are durable, Setup excluded
 	l1PMMisses uint64
 	recovery   uint64 // recovery cycles after a crash (when asked)
+	atCommit   bool   // the crash was just before the commit word's persist
 }
 
 // runApp sets up and runs workload on a fresh machine of configuration c
@@ -87,12 +99,22 @@ func runApp(workload string, c sysConfig, o Options, recover bool) (appRun, erro
 	if err != nil {
 		return appRun{}, err
 	}
-	m, err := pm.NewMachine(be)
+	probe := &commitProbe{Backend: be}
+	m, err := pm.NewMachine(probe)
 	if err != nil {
 		return appRun{}, err
 	}
+	if c.promote {
+		scope.SetDefaults(m, scope.WithPromotion(pm.Block, pm.Device))
+	}
 	if err := w.Setup(m); err != nil {
 		return appRun{}, fmt.Errorf("%s setup: %w", workload, err)
+	}
+	if cp, ok := w.(crash.CommitPointer); ok && recover {
+		if probe.addr, err = cp.CommitPoint(m); err != nil {
+			return appRun{}, err
+		}
+		probe.watch = true
 	}
 	// The run lasts until its last persist is durable: a model must not
 	// look fast by leaving its persists to drain after the kernel ends.
@@ -105,9 +127,15 @@ func runApp(workload string, c sysConfig, o Options, recover bool) (appRun, erro
 	if !recover {
 		return r, w.Check(m)
 	}
-	img, err := be.CrashAt(be.Now() - 1)
-	if err != nil {
-		return r, err
+	// The crash point: just before the transaction completes (the last
+	// persist to the workload's commit word became durable), else just
+	// before the run's last persist did.
+	img := probe.img
+	r.atCommit = img != nil
+	if img == nil {
+		if img, err = be.CrashAt(be.Now() - 1); err != nil {
+			return r, err
+		}
 	}
 	be2, err := hwmodel.New(cfg, c.model)
 	if err != nil {
@@ -123,6 +151,42 @@ func runApp(workload string, c sysConfig, o Options, recover bool) (appRun, erro
 	}
 	r.recovery = be2.Now() - t1
 	return r, w.Check(m2)
+}
+
+// commitProbe wraps hwmodel and, when watching, keeps the durable image
+// of the cycle before the latest durable persist to the commit word addr,
+// looking at each launch when it ends.
+type commitProbe struct {
+	*hwmodel.Backend
+	watch bool
+	addr  pm.Addr
+	img   *pm.Image
+}
+
+// Unwrap returns the wrapped backend (pm.Wrapper).
+func (p *commitProbe) Unwrap() pm.Backend { return p.Backend }
+
+// End ends the launch and looks for a persist to the commit word in it.
+func (p *commitProbe) End() (pm.Stats, error) {
+	st, err := p.Backend.End()
+	if err != nil || !p.watch {
+		return st, err
+	}
+	var ack uint64
+	found := false
+	p.Durability(func(a pm.Addr, size int, at uint64) {
+		if a < p.addr+8 && p.addr < a+pm.Addr(size) {
+			ack, found = at, true
+		}
+	})
+	if found && ack > p.LastStart() {
+		img, cerr := p.CrashAt(ack - 1)
+		if cerr != nil {
+			return st, cerr
+		}
+		p.img = img
+	}
+	return st, nil
 }
 
 // sweep runs every (app, config) pair in parallel, at most GOMAXPROCS at a
@@ -207,8 +271,8 @@ func runFig7(ctx context.Context, o Options) ([]Row, error) {
 	// Pairs (epoch, sbrp, sbrp without scopes) per placement; the speedup
 	// is over epoch of the same placement.
 	configs := []sysConfig{
-		epochFar, sbrpFar, with(sbrpFar, "sbrp-far-noscope", "persist.promote_block=true"),
-		epochNear, sbrpNear, with(sbrpNear, "sbrp-near-noscope", "persist.promote_block=true"),
+		epochFar, sbrpFar, promoted(sbrpFar, "sbrp-far-noscope"),
+		epochNear, sbrpNear, promoted(sbrpNear, "sbrp-near-noscope"),
 	}
 	labels, names := appNames(func(l string) bool { return l == "Red" || l == "MQ" || l == "Scan" })
 	res, err := sweep(ctx, names, configs, o, false)
@@ -248,8 +312,8 @@ func runFig8(ctx context.Context, o Options) ([]Row, error) {
 
 func runFig9(ctx context.Context, o Options) ([]Row, error) {
 	configs := []sysConfig{
-		{"epoch-far-eadr", "pm-far-eadr", hwmodel.Epoch, nil},
-		{"sbrp-far-eadr", "pm-far-eadr", hwmodel.SBRP, nil},
+		{"epoch-far-eadr", "pm-far-eadr", hwmodel.Epoch, nil, false},
+		{"sbrp-far-eadr", "pm-far-eadr", hwmodel.SBRP, nil, false},
 	}
 	labels, names := appNames(nil)
 	res, err := sweep(ctx, names, configs, o, false)
@@ -264,12 +328,28 @@ func runFig9(ctx context.Context, o Options) ([]Row, error) {
 // sensitivity runs epoch-near and sbrp-near at each value of key and emits
 // the speedup of sbrp over epoch at that value.
 func sensitivity(ctx context.Context, o Options, exp, key string, values []int) ([]Row, error) {
-	var configs []sysConfig
+	var points []sensPoint
 	for _, v := range values {
-		kv := fmt.Sprintf("%s=%d", key, v)
+		points = append(points, sensPoint{fmt.Sprint(v), []string{fmt.Sprintf("%s=%d", key, v)}})
+	}
+	return sensitivityOf(ctx, o, exp, key, points)
+}
+
+// sensPoint is one point of a sensitivity sweep: its label and overrides.
+type sensPoint struct {
+	label string
+	set   []string
+}
+
+// sensitivityOf runs epoch-near and sbrp-near at each point and returns
+// sbrp-near's speedup over epoch-near at the same point, configs named
+// "<key>=<label>".
+func sensitivityOf(ctx context.Context, o Options, exp, key string, points []sensPoint) ([]Row, error) {
+	var configs []sysConfig
+	for _, p := range points {
 		configs = append(configs,
-			with(epochNear, fmt.Sprintf("epoch-near/%d", v), kv),
-			with(sbrpNear, fmt.Sprintf("%d", v), kv))
+			with(epochNear, "epoch-near/"+p.label, p.set...),
+			with(sbrpNear, p.label, p.set...))
 	}
 	labels, names := appNames(nil)
 	res, err := sweep(ctx, names, configs, o, false)
@@ -286,6 +366,22 @@ func sensitivity(ctx context.Context, o Options, exp, key string, values []int) 
 		}
 	}
 	return out, nil
+}
+
+// runFig10b scales the NVM's read and write bandwidth of pm-near together
+// to 50, 100 and 200% (the SBRP artifact's bw_half and bw_double models
+// halve or double both ratios to device memory).
+func runFig10b(ctx context.Context, o Options) ([]Row, error) {
+	base := hwmodel.PresetPMNear()
+	var points []sensPoint
+	for _, pct := range []int{50, 100, 200} {
+		f := float64(pct) / 100
+		points = append(points, sensPoint{fmt.Sprint(pct), []string{
+			fmt.Sprintf("nvm.read_gbps=%g", base.NVM.ReadGBps*f),
+			fmt.Sprintf("nvm.write_gbps=%g", base.NVM.WriteGBps*f),
+		}})
+	}
+	return sensitivityOf(ctx, o, "sbrp-fig10b", "nvm_bandwidth_pct", points)
 }
 
 func runFig10a(ctx context.Context, o Options) ([]Row, error) {
@@ -310,7 +406,12 @@ func runFig11(ctx context.Context, o Options) ([]Row, error) {
 	for k, app := range names {
 		if runs, ok := res[app]; ok {
 			for i, c := range configs {
-				rows = append(rows, Row{"sbrp-fig11", labels[k], c.name, "recovery_cycles", float64(runs[i].recovery)})
+				at := 0.0
+				if runs[i].atCommit {
+					at = 1
+				}
+				rows = append(rows, Row{"sbrp-fig11", labels[k], c.name, "recovery_cycles", float64(runs[i].recovery)},
+					Row{"sbrp-fig11", labels[k], c.name, "crash_before_commit", at})
 			}
 		}
 	}

@@ -107,6 +107,9 @@ type faultSignal struct{ err error }
 // Run runs tasks on one core of m until all finish, or until the first
 // error. Task i has Agent.ID i.
 func Run(m *pm.Machine, tasks []Task, opts ...Option) (Result, error) {
+	if m == nil {
+		return Result{}, fmt.Errorf("%w: nil machine", ErrBadArg)
+	}
 	if err := m.Err(); err != nil {
 		return Result{}, err
 	}
@@ -198,6 +201,8 @@ func (r *runner) runTask(c *Ctx, task Task) {
 			case abortSignal:
 			case faultSignal:
 				r.fail(&TaskError{Agent: c.Agent, Err: fmt.Errorf("%w: %w", ErrFault, p.err)})
+			case error:
+				r.fail(&TaskError{Agent: c.Agent, Err: fmt.Errorf("%w: %w", ErrPanic, p), Stack: string(debug.Stack())})
 			default:
 				r.fail(&TaskError{Agent: c.Agent, Err: fmt.Errorf("%w: %v", ErrPanic, p), Stack: string(debug.Stack())})
 			}

@@ -154,6 +154,16 @@ func (w *KVS) Run(m *pm.Machine) error {
 	return st.Close()
 }
 
+// CommitPoint returns the store's transaction flag (crash.CommitPointer).
+func (w *KVS) CommitPoint(m *pm.Machine) (pm.Addr, error) {
+	st, err := kvs.Open(m, "gpkvs", w.opts()...)
+	if err != nil {
+		return 0, err
+	}
+	a := st.CommitAddr()
+	return a, st.Close()
+}
+
 // Recover opens the store and recovers it.
 func (w *KVS) Recover(m *pm.Machine) error {
 	st, err := kvs.Open(m, "gpkvs", w.opts()...)

@@ -15,6 +15,11 @@ import (
 // paths), and the lane accesses of an instruction coalesce into lines.
 const Batch = 8
 
+// brokenMerge is a test hook that breaks SBRP's ordering on purpose: a
+// store merges into a buffered line even across an order marker of its
+// warp. The refinement tests set it to show that they can fail.
+var brokenMerge = false
+
 // noAck marks a persist entry that has not been flushed yet.
 const noAck = math.MaxUint64
 
@@ -58,6 +63,16 @@ type StallStats struct {
 	PBarrier   uint64 // PBarrier waiting for drains
 	Barrier    uint64 // waiting for other warps at a barrier
 	Work       uint64 // Work(cycles)
+}
+
+// LanesPerInstruction returns the mean number of lanes that issued each
+// warp instruction: the warp size when lanes stay converged, less when
+// divergence splits instructions.
+func (s *Stats) LanesPerInstruction() float64 {
+	if s.Instructions == 0 {
+		return 0
+	}
+	return float64(s.Verbs) / float64(s.Instructions)
 }
 
 func (s *Stats) add(o *Stats) {
@@ -136,6 +151,7 @@ type pendOp struct {
 	rec0  int32 // first record of a persist (records rec0..rec1-1)
 	rec1  int32
 	idx   int32 // the lane's verb index in the step
+	lane  int32
 	done  bool
 }
 
@@ -214,6 +230,7 @@ type Backend struct {
 	pending  []pendOp
 	spare    []pendOp
 	laneIdx  []int32 // verbs per lane so far in the step
+	count    []int   // sortPending's counts
 	inStep   bool    // a step has begun (an Op came) and not ended (Step)
 	curWarp  int     // the warp the pending ops belong to
 	lines    []uint64
@@ -237,8 +254,8 @@ func New(cfg Config, model Model) (*Backend, error) {
 	if err := cfg.Validate(); err != nil {
 		return nil, err
 	}
-	if model >= numModels {
-		return nil, fmt.Errorf("%w: %d", ErrModel, uint8(model))
+	if !slices.Contains(timed, model) {
+		return nil, fmt.Errorf("%w: %v (hwmodel times %v)", ErrModel, model, timed)
 	}
 	b := &Backend{cfg: cfg, model: model}
 	b.lineBytes = uint64(cfg.L1.LineBytes)
@@ -451,11 +468,6 @@ func (b *Backend) Op(a *pm.Agent, op *pm.Op) {
 	}
 	ws.sm = max(a.Unit, 0) % len(b.sms)
 	sc := op.Scope
-	if sc == pm.Block && b.cfg.Persist.PromoteBlock {
-		if op.Kind == pm.OpPRel || op.Kind == pm.OpPAcq {
-			sc = pm.Device
-		}
-	}
 	p := pendOp{kind: op.Kind, scope: sc, pm: op.PM && !b.pmAsDRAM, wrote: op.Wrote, addr: op.Addr, size: op.Size, value: op.Value, old: op.Old, rec0: -1, rec1: -1}
 	switch op.Kind {
 	case pm.OpStore, pm.OpAtomic, pm.OpPRel:
@@ -464,17 +476,41 @@ func (b *Backend) Op(a *pm.Agent, op *pm.Op) {
 			b.addRecords(op)
 			p.rec1 = int32(len(b.records))
 		}
-	case pm.OpSyncThreads, pm.OpPBarrier:
+	case pm.OpSyncThreads, pm.OpPBarrier, pm.OpSyncWarp:
 		ws.bar, ws.barS = op.Kind, op.Scope
 	}
 	lane := a.Lane
 	if lane >= len(b.laneIdx) {
 		b.laneIdx = append(b.laneIdx, make([]int32, lane+1-len(b.laneIdx))...)
 	}
+	if op.Kind == pm.OpAtomic || op.Kind == pm.OpPAcq {
+		// A lane that reads what another lane of the warp wrote in this
+		// step (a lock handed from lane to lane) issues after that write:
+		// the lanes took turns, as a divergent warp does.
+		if d := b.writerIdx(op.Addr, lane); d >= b.laneIdx[lane] {
+			b.laneIdx[lane] = d + 1
+		}
+	}
+	p.lane = int32(lane)
 	p.idx = b.laneIdx[lane]
 	b.laneIdx[lane]++
 	b.curWarp = a.Warp
 	b.pending = append(b.pending, p)
+}
+
+// writerIdx returns the verb index of the latest pending write to addr by
+// another lane than lane in the current step, or -1.
+func (b *Backend) writerIdx(addr pm.Addr, lane int) int32 {
+	for i := len(b.pending) - 1; i >= 0; i-- {
+		q := &b.pending[i]
+		if q.addr != addr || int(q.lane) == lane {
+			continue
+		}
+		if q.kind == pm.OpStore || q.kind == pm.OpPRel || q.kind == pm.OpAtomic && q.wrote {
+			return q.idx
+		}
+	}
+	return -1
 }
 
 // addRecords copies a persist into the arena, one record per line.
@@ -518,13 +554,12 @@ func (b *Backend) Step(w int) uint64 {
 }
 
 // sortPending orders the pending ops by verb index, keeping the order of
-// ops with the same index (a counting sort: indexes are below Batch).
+// ops with the same index (a counting sort).
 func (b *Backend) sortPending() {
-	var count [Batch + 1]int
 	sorted := true
+	most := int32(0)
 	for i := range b.pending {
-		k := min(int(b.pending[i].idx), Batch-1)
-		count[k+1]++
+		most = max(most, b.pending[i].idx)
 		if i > 0 && b.pending[i].idx < b.pending[i-1].idx {
 			sorted = false
 		}
@@ -532,14 +567,21 @@ func (b *Backend) sortPending() {
 	if sorted {
 		return
 	}
-	for k := 1; k <= Batch; k++ {
+	count := b.count[:0]
+	for range most + 2 {
+		count = append(count, 0)
+	}
+	b.count = count
+	for i := range b.pending {
+		count[b.pending[i].idx+1]++
+	}
+	for k := 1; k < len(count); k++ {
 		count[k] += count[k-1]
 	}
 	b.spare = append(b.spare[:0], b.pending...)
 	for _, p := range b.spare {
-		k := min(int(p.idx), Batch-1)
-		b.pending[count[k]] = p
-		count[k]++
+		b.pending[count[p.idx]] = p
+		count[p.idx]++
 	}
 }
 
@@ -653,6 +695,10 @@ func (b *Backend) instruction(w int, ws *warpState, kind pm.OpKind, sc pm.Scope,
 				if last, ok := b.atomics[p.addr]; ok && last.value == p.old {
 					at = max(at, last.at+1)
 				}
+				if r, ok := b.released[p.addr]; ok && r.value == p.old {
+					// It read a PRel's flag (a lock released with PRel).
+					at = max(at, r.at+1)
+				}
 				if p.wrote {
 					b.atomics[p.addr] = release{value: p.value, at: at}
 				}
@@ -694,6 +740,9 @@ func (b *Backend) instruction(w int, ws *warpState, kind pm.OpKind, sc pm.Scope,
 			if p := &group[i]; p.kind == kind && p.scope == sc {
 				if r, ok := b.released[p.addr]; ok && r.value == p.old {
 					done = max(done, r.at)
+				}
+				if r, ok := b.atomics[p.addr]; ok && r.value == p.old {
+					done = max(done, r.at) // a flag set by an atomic
 				}
 			}
 		}
@@ -1005,7 +1054,7 @@ func (b *Backend) flushWindowed(e int32, t uint64, sm int) uint64 {
 func (b *Backend) sbrpStore(ws *warpState, s *smState, line uint64, t uint64) (int32, uint64, bool) {
 	if e, ok := s.pbLine[line]; ok {
 		ent := &b.entries[e]
-		if ent.start > t && ent.start >= ws.front {
+		if ent.start > t && (ent.start >= ws.front || brokenMerge) {
 			// Not flushed yet and no order marker of this warp since: merge.
 			ws.lastAck = max(ws.lastAck, ent.ack)
 			return e, t + 1, true
@@ -1127,6 +1176,8 @@ func (b *Backend) verb(ws *warpState, t uint64, kind pm.OpKind, sc pm.Scope, gro
 		return t + 1
 	case pm.OpCLWB, pm.OpSFence, pm.OpSetCtx, pm.OpCFence, pm.OpYield:
 		return t + 1 // CPU verbs: nothing to do on a GPU
+	case pm.OpSyncWarp:
+		return t + 1 // an execution barrier of the warp: no persist work
 	}
 	switch b.model {
 	case Epoch, GPM:
@@ -1426,4 +1477,18 @@ func (b *Backend) Crash() (*pm.Image, error) {
 	}
 	b.crashed = true
 	return img, nil
+}
+
+// Durability calls fn for each persist of the current or last GPU launch, in
+// the order the verbs were reported to Op, with the bytes it wrote and the
+// cycle at which they became durable (math.MaxUint64: not yet). A persist
+// that spans lines is reported once per line, in address order. CrashAt(c)
+// is exactly the image before the launch with the persists durable by c
+// applied in this order; the crash checker's refinement test uses it to
+// check every timed image against the persistency model's ordering rules.
+func (b *Backend) Durability(fn func(a pm.Addr, size int, ack uint64)) {
+	for i := b.applied; i < len(b.records); i++ {
+		r := &b.records[i]
+		fn(r.addr, int(r.size), b.ackOf(i))
+	}
 }

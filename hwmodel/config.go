@@ -101,11 +101,6 @@ type PersistConfig struct {
 	// None turns off all persist work: PM behaves as device memory and every
 	// persistency verb is free, whatever the model (the DRAM-only baseline).
 	None bool `json:"none"`
-	// PromoteBlock makes the hardware treat every block-scope PRel and PAcq
-	// as device scope: the "no scopes" bars of seed 001 Figure 7, which
-	// separate the gain of buffering from that of scopes. The kernel is
-	// unchanged. (Barriers keep their scope: their groups are the engine's.)
-	PromoteBlock bool `json:"promote_block"`
 }
 
 const (

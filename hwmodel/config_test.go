@@ -4,6 +4,8 @@ import (
 	"testing"
 
 	"github.com/stretchr/testify/require"
+
+	"github.com/scopedpm/scopedpm/pm/persistency"
 )
 
 func TestPresetsValid(t *testing.T) {
@@ -95,6 +97,10 @@ func TestModelNames(t *testing.T) {
 		require.Equal(t, m, got)
 	}
 	_, err := ParseModel("tso")
+	require.ErrorIs(t, err, ErrModel)
+	_, err = ParseModel("x86")
+	require.ErrorIs(t, err, ErrModel)
+	_, err = New(PresetPMNear(), persistency.COSPlay)
 	require.ErrorIs(t, err, ErrModel)
 	_, err = New(PresetPMNear(), Model(99))
 	require.ErrorIs(t, err, ErrModel)

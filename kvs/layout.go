@@ -179,3 +179,8 @@ func (s *Store) valAddr(b uint64, w int) pm.Addr {
 func (s *Store) flagAddr() pm.Addr { return s.table.Base.Add(flagOff) }
 
 func tableSize(buckets uint64) uint64 { return bucketOff + buckets*BucketBytes }
+
+// CommitAddr returns the address of the store's one commit point: the
+// 8-byte transaction flag whose persist completes a batch. A crash just
+// before that persist is durable leaves the batch to be rolled back.
+func (s *Store) CommitAddr() pm.Addr { return s.flagAddr() }

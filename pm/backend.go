@@ -19,7 +19,9 @@ type Backend interface {
 	Name() string
 	// Attach binds the backend to a machine's memory. It is called once,
 	// before any other call, by NewMachine or Reopen; for Reopen, mem
-	// already holds the image's regions.
+	// already holds the image's regions. A backend serves one machine:
+	// Attach on a backend that is already attached returns an error
+	// (wrapping ErrBackend or the backend's own sentinel).
 	Attach(mem *Memory) (Caps, error)
 	// Host reports a host-side change: a region created or removed, a
 	// volatile range allocated or freed, bytes copied in. Host changes to PM

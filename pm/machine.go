@@ -21,8 +21,11 @@ type Machine struct {
 // NewMachine returns a machine on backend be. Its PM regions are those the
 // backend stores, if it implements Storage; otherwise it starts empty.
 func NewMachine(be Backend) (*Machine, error) {
+	if be == nil {
+		return nil, fmt.Errorf("%w: nil backend", ErrBackend)
+	}
 	mem := newMemory()
-	if st, ok := be.(Storage); ok {
+	if st, ok := As[Storage](be); ok {
 		regions, err := st.Stored()
 		if err != nil {
 			return nil, fmt.Errorf("%w: %s: list regions: %w", ErrBackend, be.Name(), err)
@@ -48,7 +51,13 @@ func NewMachine(be Backend) (*Machine, error) {
 // starts empty: a crash lost it. A Storage backend reopens its own regions
 // with NewMachine instead.
 func Reopen(img *Image, be Backend) (*Machine, error) {
-	if _, ok := be.(Storage); ok {
+	switch {
+	case img == nil:
+		return nil, fmt.Errorf("%w: nil image", ErrCorrupt)
+	case be == nil:
+		return nil, fmt.Errorf("%w: nil backend", ErrBackend)
+	}
+	if _, ok := As[Storage](be); ok {
 		return nil, fmt.Errorf("%w: %s stores its own regions; use NewMachine", ErrBackend, be.Name())
 	}
 	if err := img.validate(); err != nil {
@@ -108,7 +117,7 @@ func (m *Machine) CreateRegion(name string, size uint64) (Range, error) {
 	}
 	var data []byte
 	idx := 0
-	if st, ok := m.be.(Storage); ok {
+	if st, ok := As[Storage](m.be); ok {
 		idx = m.mem.freeIndex()
 		d, err := st.CreateStored(name, Addr(uint64(idx)<<OffsetBits), size)
 		if err != nil {
@@ -149,7 +158,7 @@ func (m *Machine) RemoveRegion(name string) error {
 	if s == nil {
 		return fmt.Errorf("%w: %q", ErrNoRegion, name)
 	}
-	if st, ok := m.be.(Storage); ok {
+	if st, ok := As[Storage](m.be); ok {
 		if err := st.RemoveStored(name); err != nil {
 			return fmt.Errorf("%w: %s: remove region %q: %w", ErrBackend, m.be.Name(), name, err)
 		}

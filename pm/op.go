@@ -58,6 +58,7 @@ const (
 	OpSetCtx                     // Value: select the persist context for later stores (COSPlay)
 	OpCFence                     // Value: order the persists of one context (COSPlay)
 	OpYield                      // a CPU task yields its core
+	OpSyncWarp                   // a warp execution barrier (arrival): the lanes reconverge
 	numOpKinds
 )
 
@@ -66,7 +67,7 @@ var opNames = [...]string{
 	OpOFence: "OFence", OpDFence: "DFence", OpPRel: "PRel", OpPAcq: "PAcq",
 	OpPBarrier: "PBarrier", OpEpochBarrier: "EpochBarrier", OpSyncThreads: "SyncThreads",
 	OpWork: "Work", OpCLWB: "CLWB", OpSFence: "SFence", OpSetCtx: "SetCtx",
-	OpCFence: "CFence", OpYield: "Yield",
+	OpCFence: "CFence", OpYield: "Yield", OpSyncWarp: "SyncWarp",
 }
 
 // String returns the verb's API name ("OFence", "PRel", ...).

@@ -10,6 +10,7 @@ import (
 	"sync"
 
 	"github.com/scopedpm/scopedpm/pm"
+	"github.com/scopedpm/scopedpm/pm/persistency"
 )
 
 // Kernel is the code every thread of a launch runs.
@@ -22,9 +23,9 @@ type config struct {
 	name      string
 	spinProbe int
 	ctx       context.Context
-	scopes    [pm.System + 1]Scope // the scope each verb's scope argument becomes
-	sites     map[string]Scope     // per call site overrides
-	shared    int                  // bytes of shared memory per block
+	promote   []persistency.Promotion // applied to PRel and PAcq in order
+	sites     map[string]Scope        // per call site overrides
+	shared    int                     // bytes of shared memory per block
 }
 
 // WithShared gives every block a zero-filled scratchpad of n bytes of
@@ -33,15 +34,15 @@ type config struct {
 // accesses are timed by the backend as any volatile access.
 func WithShared(n int) Option { return func(c *config) { c.shared = max(n, 0) } }
 
-// WithPromotion makes every verb of the launch that names scope from use
-// scope to instead: WithPromotion(pm.Block, pm.Device) runs a kernel with
-// its block-scope releases, acquires, barriers, fences and atomics widened
-// to device scope (seed 001 Figure 7, "importance of scopes"). It is an
-// error for to to be narrower than from.
+// WithPromotion makes the launch's persist releases and acquires (PRel,
+// PAcq) that name scope from use scope to instead (persistency.Promotion):
+// WithPromotion(pm.Block, pm.Device) runs a kernel "without scopes" (SBRP
+// Figure 7). Barriers, fences and atomics keep their scopes. Options
+// apply in order; it is an error for to to be narrower than from.
 func WithPromotion(from, to Scope) Option {
 	return func(c *config) {
 		if from.Valid() && to.Valid() {
-			c.scopes[from] = to
+			c.promote = append(c.promote, persistency.Promotion{From: from, To: to})
 		}
 	}
 }
@@ -53,10 +54,11 @@ func WithContext(ctx context.Context) Option { return func(c *config) { c.ctx = 
 // WithName names the launch in backend statistics and errors.
 func WithName(name string) Option { return func(c *config) { c.name = name } }
 
-// WithSpinProbe sets how many consecutive unchanged plain loads of one
-// address a thread may make, once nothing else can run, before the launch is
-// declared deadlocked (default 1<<20). Raise it for a kernel that legitimately
-// rereads one word more often than that with nothing written in between.
+// WithSpinProbe sets how many plain-load rereads of the words a thread
+// polls it may make, once nothing else can run and nothing is written, before
+// the launch is declared deadlocked (default 256; see loadSpin in
+// thread.go). Raise it for a kernel that legitimately rereads a few words
+// more often than that with nothing written anywhere in between.
 func WithSpinProbe(n int) Option { return func(c *config) { c.spinProbe = max(n, 1) } }
 
 // WithSiteScopes overrides the scope of the verbs issued from given call
@@ -98,6 +100,8 @@ type Result struct {
 	Coroutines      int    // coroutines used (about the peak of suspended threads)
 	PeakResident    int    // peak resident threads
 	Preempted       int    // blocks swapped out while waiting at a device barrier
+	Probes          int    // rounds in which every parked thread was woken to probe for a deadlock
+	Parks           uint64 // times a spinning thread parked
 	Stats           pm.Stats
 }
 
@@ -184,7 +188,7 @@ type engine struct {
 	residentThreads     int
 
 	ready   warpHeap
-	parked  map[pm.Addr][]*Thread // spinning threads by 8-byte word
+	parked  map[pm.Addr][]parkEntry // spinning threads by 8-byte word they poll
 	nPark   int
 	gridBar barrier
 
@@ -204,24 +208,27 @@ type engine struct {
 // Launch runs kernel k on every thread of grid g on machine m and returns
 // when all threads have finished, or with the first error.
 func Launch(m *pm.Machine, g Grid, k Kernel, opts ...Option) (Result, error) {
+	switch {
+	case m == nil:
+		return Result{}, fmt.Errorf("%w: nil machine", ErrBadArg)
+	case k == nil:
+		return Result{}, fmt.Errorf("%w: nil kernel", ErrBadArg)
+	}
 	if err := m.Err(); err != nil {
 		return Result{}, err
 	}
 	caps := m.Caps()
 	e := &engine{mem: m.Memory(), be: m.Backend(), ops: caps.Ops, batch: caps.Batch, lim: caps.GPU, grid: g, kernel: k,
-		cfg: config{name: "kernel", spinProbe: 1 << 20}, parked: map[pm.Addr][]*Thread{}}
-	for s := range e.cfg.scopes {
-		e.cfg.scopes[s] = Scope(s)
-	}
+		cfg: config{name: "kernel", spinProbe: 256}, parked: map[pm.Addr][]parkEntry{}}
 	for _, o := range defaultsOf(m) {
 		o(&e.cfg)
 	}
 	for _, o := range opts {
 		o(&e.cfg)
 	}
-	for s, to := range e.cfg.scopes {
-		if to < Scope(s) {
-			return Result{}, fmt.Errorf("%w: promotion of %v to narrower %v", ErrBadArg, Scope(s), to)
+	for _, p := range e.cfg.promote {
+		if p.To < p.From {
+			return Result{}, fmt.Errorf("%w: promotion of %v to narrower %v", ErrBadArg, p.From, p.To)
 		}
 	}
 	if err := e.checkGeometry(); err != nil {
@@ -234,7 +241,7 @@ func Launch(m *pm.Machine, g Grid, k Kernel, opts ...Option) (Result, error) {
 	e.live = g.Total()
 	e.smThreads = make([]int, e.lim.SMs)
 	e.smFree = make([][]uint64, e.lim.SMs)
-	if r, ok := e.be.(pm.Residency); ok && e.batch > 0 {
+	if r, ok := pm.As[pm.Residency](e.be); ok && e.batch > 0 {
 		e.residency = r
 	}
 	e.smBlocks = make([]int, e.lim.SMs)
@@ -308,8 +315,24 @@ func (e *engine) step(w *warp) {
 	e.res.Steps++
 	w.stepping = true
 	lanes := w.lanes
+	// With a timing backend, only the lanes runnable when the step starts
+	// run in it: lanes a barrier releases during the step wait for the
+	// next one, together, so that the warp's instructions stay full.
+	var start uint64
+	masked := e.batch > 0 && len(lanes) <= 64
+	if masked {
+		for i, t := range lanes {
+			if t.state == stRunnable || t.state == stNew {
+				start |= 1 << i
+			}
+		}
+	}
 	for i := 0; i < len(lanes) && e.err == nil; {
 		t := lanes[i]
+		if masked && start&(1<<i) == 0 {
+			i++
+			continue
+		}
 		switch t.state {
 		case stNew:
 			j := i + 1
@@ -453,6 +476,10 @@ func (e *engine) runThread(wk *worker, t *Thread) (ok bool) {
 				return
 			case faultSignal:
 				e.fail(&KernelError{Agent: t.Agent, Err: fmt.Errorf("%w: %w", ErrFault, r.err)})
+			case error:
+				// Keep the chain: errors.Is(err, pkg.ErrX) holds for a
+				// kernel that panicked with (a wrap of) pkg.ErrX.
+				e.fail(&KernelError{Agent: t.Agent, Err: fmt.Errorf("%w: %w", ErrPanic, r), Stack: string(debug.Stack())})
 			default:
 				e.fail(&KernelError{Agent: t.Agent, Err: fmt.Errorf("%w: %v", ErrPanic, r), Stack: string(debug.Stack())})
 			}
@@ -505,6 +532,13 @@ func (e *engine) exit(t *Thread) {
 func (e *engine) arrive(t *Thread, bar *barrier, live int) {
 	bar.waiting = append(bar.waiting, t)
 	if e.checkBarrier(bar, live) {
+		if e.batch > 0 {
+			// The lanes reconverge: the last to arrive waits for the next
+			// step too, so that all of them issue their next verbs
+			// together (a timing backend groups a step's k-th verbs).
+			t.state = stRunnable
+			t.suspend()
+		}
 		return
 	}
 	t.state = stBarrier
@@ -535,6 +569,9 @@ func (e *engine) checkBarrier(bar *barrier, live int) bool {
 		if grid {
 			t.blk.gridWait = 0
 		}
+		if e.batch > 0 {
+			t.budget = e.batch // the members start the next step in step
+		}
 		if t.state == stBarrier {
 			e.wake(t)
 		}
@@ -562,12 +599,29 @@ func (e *engine) push(w *warp) {
 	}
 }
 
-// park suspends t until some thread writes the 8-byte word holding a.
-func (e *engine) park(t *Thread, a pm.Addr) {
-	word := a &^ 7
+// parkEntry is a thread waiting on a word; seq tells a live entry from the
+// stale ones a thread leaves on its other words when one of them wakes it.
+type parkEntry struct {
+	t   *Thread
+	seq uint32
+}
+
+// park suspends t until some thread writes one of the words it has been
+// polling (the words of t.rset it reread).
+func (e *engine) park(t *Thread) {
 	t.state = stParked
-	t.parkAt = word
-	e.parked[word] = append(e.parked[word], t)
+	t.parkSeq++
+	e.res.Parks++
+	first := true
+	for k, a := range t.rset[:t.rn] {
+		if t.rhit&(1<<k) != 0 {
+			w := a &^ 7
+			if first {
+				t.parkAt, first = w, false
+			}
+			e.parked[w] = append(e.parked[w], parkEntry{t, t.parkSeq})
+		}
+	}
 	e.nPark++
 	t.suspend()
 }
@@ -587,38 +641,52 @@ func (e *engine) wakeWords(a pm.Addr, n uint64) {
 			continue
 		}
 		delete(e.parked, word)
-		e.nPark -= len(ts)
-		for _, t := range ts {
-			t.spins = 0
-			e.wake(t)
+		for _, p := range ts {
+			e.unpark(p)
 		}
 	}
 }
 
+// unpark wakes the thread of a live park entry.
+func (e *engine) unpark(p parkEntry) {
+	if t := p.t; t.state == stParked && t.parkSeq == p.seq {
+		e.nPark--
+		t.rn, t.rhit, t.spins = 0, 0, 0
+		e.wake(t)
+	}
+}
+
 // probe runs when no warp is ready but threads are parked on spins: it wakes
-// them all once, letting each reread its word up to spinProbe times. If that
-// round ends with no write anywhere, the launch is deadlocked.
+// them all once, with their spin counts reset, letting each reread its words
+// up to the probe limits. If that round ends with no write anywhere, the
+// launch is deadlocked.
 func (e *engine) probe() bool {
 	if e.nPark == 0 || (e.probing && e.wgen == e.probeGen) {
 		return false
 	}
 	e.probing = true
 	e.probeGen = e.wgen
+	e.res.Probes++
 	for _, t := range e.parkedThreads() {
-		e.wake(t)
+		e.unpark(parkEntry{t, t.parkSeq})
 	}
 	clear(e.parked)
 	e.nPark = 0
 	return true
 }
 
+// parkedThreads returns the parked threads, each once, by id.
 func (e *engine) parkedThreads() []*Thread {
 	var ts []*Thread
 	for _, l := range e.parked {
-		ts = append(ts, l...)
+		for _, p := range l {
+			if p.t.state == stParked && p.t.parkSeq == p.seq {
+				ts = append(ts, p.t)
+			}
+		}
 	}
 	slices.SortFunc(ts, func(a, b *Thread) int { return a.Agent.ID - b.Agent.ID })
-	return ts
+	return slices.CompactFunc(ts, func(a, b *Thread) bool { return a == b })
 }
 
 // deadlock builds the error naming blocked threads.

@@ -250,7 +250,7 @@ func TestGeometry(t *testing.T) {
 		require.ErrorIs(t, err, scope.ErrGeometry, "%+v", g)
 	}
 	_, err := scope.Launch(m, scope.Grid{Blocks: 1, Threads: 1}, nil)
-	require.ErrorIs(t, err, scope.ErrGeometry)
+	require.ErrorIs(t, err, scope.ErrBadArg)
 }
 
 func TestCancel(t *testing.T) {

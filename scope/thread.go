@@ -24,23 +24,35 @@ type Thread struct {
 	tib int
 	wk  *worker
 
-	state    uint8
-	budget   int     // verbs left in this step (timing backends)
-	lastRead pm.Addr // last address read, for spin detection
-	lastGen  uint64  // engine write count at that read
-	lastVal  uint64  // value it read
-	spins    int     // consecutive unchanged rereads
-	parkAt   pm.Addr
-	waitOp   string
+	state  uint8
+	budget int // verbs left in this step (timing backends)
+	// Spin detection: the addresses read since the engine's write count
+	// was rgen (at most len(rset) of them), how many reads revisited one
+	// of them, and the value of the last read.
+	rset    [4]pm.Addr
+	rn      uint8
+	rhit    uint8 // the addresses of rset read more than once: those it polls
+	rgen    uint64
+	spins   int
+	lastVal uint64
+	parkSeq uint32 // counts parks; stale entries of the parked map differ
+	parkAt  pm.Addr
+	waitOp  string
 }
 
-// Spin thresholds: how many consecutive rereads of one address, with no
-// write anywhere in between, make a thread park. A synchronising read (PAcq,
-// an atomic) parks at the first; a plain load only after loadSpin, since
-// rereading a loop-invariant word is common. Once nothing else can run,
-// parked threads are woken to probe with the larger limits.
+// Spin thresholds. A thread spins when, with no write anywhere in between,
+// it keeps rereading a few words (at most len(Thread.rset)): a loop that
+// polls one flag, or several in turn. A read of a word it has not read
+// since the last write, once the set is full, is progress (a loop walking
+// memory) and starts the count again. A synchronising read (PAcq, an atomic
+// that did not write) parks at the first revisit, a plain load after
+// loadSpin revisits, since rereading a loop-invariant word is common. Once
+// nothing else can run, parked threads are woken to probe with syncProbe
+// and WithSpinProbe's limits, and a probe round in which nothing is written
+// is a deadlock. The limits are small so that a full GPU of spinning
+// threads is reported within about a second.
 const (
-	loadSpin  = 1024
+	loadSpin  = 64
 	syncProbe = 64
 )
 
@@ -94,6 +106,14 @@ func (t *Thread) fault(err error) { panic(faultSignal{err}) }
 func (t *Thread) report() {
 	e := t.e
 	e.res.Verbs++
+	if e.cfg.ctx != nil && e.res.Verbs&1023 == 0 {
+		// A thread that never waits would otherwise never return to the
+		// scheduler, where the context is also checked.
+		if err := e.cfg.ctx.Err(); err != nil {
+			e.fail(fmt.Errorf("scope: launch %s cancelled: %w", e.cfg.name, err))
+			t.fault(err)
+		}
+	}
 	if e.ops {
 		e.be.Op(&t.Agent, &e.op)
 	}
@@ -107,13 +127,29 @@ func (t *Thread) report() {
 	}
 }
 
-// observe parks t if it is about to reread, with no write anywhere in
-// between, the address it read last: the read would return the same value,
-// so the thread is spinning and waits for a write to that word.
+// observe notes that t is about to read the word holding a and parks it
+// if it is spinning (see loadSpin): it then waits for a write to any word
+// it has been polling.
 func (t *Thread) observe(a pm.Addr, what string, sync bool) {
 	e := t.e
-	if a != t.lastRead || e.wgen != t.lastGen {
-		t.spins = 0
+	w := a // exact address: neighbouring flags share a word but are not rereads
+	if e.wgen != t.rgen {
+		t.rgen, t.rn, t.rhit, t.spins = e.wgen, 0, 0, 0
+	}
+	revisit := false
+	for k, r := range t.rset[:t.rn] {
+		if r == w {
+			revisit = true
+			t.rhit |= 1 << k
+			break
+		}
+	}
+	if !revisit {
+		if int(t.rn) == len(t.rset) {
+			t.rn, t.rhit, t.spins = 0, 0, 0 // a new word past a full set: progress
+		}
+		t.rset[t.rn] = w
+		t.rn++
 		return
 	}
 	t.spins++
@@ -131,12 +167,10 @@ func (t *Thread) observe(a pm.Addr, what string, sync bool) {
 		return
 	}
 	t.waitOp = what
-	e.park(t, a)
+	e.park(t)
 }
 
-func (t *Thread) noteRead(a pm.Addr, v uint64) {
-	t.lastRead, t.lastGen, t.lastVal = a, t.e.wgen, v
-}
+func (t *Thread) noteRead(_ pm.Addr, v uint64) { t.lastVal = v }
 
 // access returns the bytes of a verb's operand or faults the thread.
 func (t *Thread) access(a pm.Addr, size, align uint64) ([]byte, bool) {
@@ -230,7 +264,24 @@ func (t *Thread) scopeOf(s Scope) Scope {
 			return o
 		}
 	}
-	return t.e.cfg.scopes[s]
+	return s
+}
+
+// persistScopeOf is scopeOf for a persist release or acquire: a site
+// override wins, else the launch's promotions apply.
+func (t *Thread) persistScopeOf(k pm.OpKind, s Scope) Scope {
+	if !s.Valid() {
+		t.fault(fmt.Errorf("%w: scope %v", ErrBadArg, s))
+	}
+	if t.e.cfg.sites != nil {
+		if o, ok := t.e.cfg.sites[callerSite()]; ok && o.Valid() {
+			return o
+		}
+	}
+	for _, p := range t.e.cfg.promote {
+		s = p.Apply(k, s)
+	}
+	return s
 }
 
 // callerSite returns "file.go:line" of the first caller outside package
@@ -254,7 +305,6 @@ func callerSite() string {
 // old value. f returns the new value and whether to write it.
 func (t *Thread) atomic(a pm.Addr, size uint64, s Scope, f func(old uint64) (uint64, bool)) uint64 {
 	s = t.scopeOf(s)
-	t.observe(a, "atomic", true)
 	b, persistent := t.access(a, size, size)
 	old := pm.GetLE(b)
 	nv, write := f(old)
@@ -264,6 +314,14 @@ func (t *Thread) atomic(a pm.Addr, size uint64, s Scope, f func(old uint64) (uin
 		pm.PutLE(b, nv)
 		e.wrote(a, size)
 	}
+	// An atomic that wrote made progress; one that did not (a failed CAS)
+	// is a read, and rereading unchanged words is a spin. It is observed
+	// after its effect, so a CAS that would succeed never waits.
+	defer func() {
+		if !write {
+			t.observe(a, "atomic", true)
+		}
+	}()
 	if e.ops {
 		e.op = pm.Op{Kind: pm.OpAtomic, Scope: s, Wrote: write, PM: persistent, Size: uint32(size), Addr: a, Value: nv, Old: old}
 	}
@@ -336,7 +394,7 @@ func (t *Thread) Work(cycles uint64) { t.verb(pm.OpWork, pm.Thread, cycles) }
 // with a scope covering both threads orders those persists before the
 // acquirer's later ones.
 func (t *Thread) PRel(flag pm.Addr, v uint32, s Scope) {
-	s = t.scopeOf(s)
+	s = t.persistScopeOf(pm.OpPRel, s)
 	b, persistent := t.access(flag, 4, 4)
 	pm.PutLE(b, uint64(v))
 	e := t.e
@@ -356,7 +414,7 @@ func (t *Thread) PRel(flag pm.Addr, v uint32, s Scope) {
 // A spinning thread waits without burning host time; if no thread can ever
 // write the flag, Launch fails with ErrDeadlock.
 func (t *Thread) PAcq(flag pm.Addr, s Scope) uint32 {
-	s = t.scopeOf(s)
+	s = t.persistScopeOf(pm.OpPAcq, s)
 	t.observe(flag, pacqNames[s], true)
 	b, persistent := t.access(flag, 4, 4)
 	v := pm.GetLE(b)
@@ -375,6 +433,18 @@ func (t *Thread) SyncThreads() {
 	t.waitOp = "SyncThreads"
 	t.verb(pm.OpSyncThreads, pm.Block, 0)
 	t.e.arrive(t, &t.blk.bar, t.blk.live)
+}
+
+// SyncWarp is the warp execution barrier (CUDA's __syncwarp): it returns
+// when every live lane of the warp has reached a SyncWarp. Lanes that
+// diverged (a branch, a spin that ended at different times) reconverge
+// here, so their following verbs issue as full-warp instructions on a
+// timing backend. It orders persists only under Strict, where every
+// synchronization does.
+func (t *Thread) SyncWarp() {
+	t.waitOp = "SyncWarp"
+	t.verb(pm.OpSyncWarp, pm.Warp, 0)
+	t.e.arrive(t, &t.w.bar, t.w.live)
 }
 
 var pbarNames = [...]string{"PBarrier.thread", "PBarrier.warp", "PBarrier.block", "PBarrier.device", "PBarrier.system"}

@@ -267,18 +267,45 @@ func (r *Recording) explain(w Workload, g *Graph, v *Violation, fails func([]int
 	fmt.Fprintf(&sb, "  lost:    persist %v (%d bytes) by %v at %s\n", dn.Persist.Addr, dn.Persist.Size, &dev.Agent, site(dev))
 	// A kept persist issued after the lost one whose loss too makes
 	// recovery pass is one that became durable without its predecessor.
-	// Try the latest first: dropping it drops the fewest others with it.
+	// Name first one of the lost persist's own thread, the earliest (the
+	// missing ordering closest to the lost write, such as a missing OFence
+	// between a node and its link), then those of other threads, latest
+	// first (dropping it drops the fewest others with it); prefer one for
+	// which a specific verb is to blame over the generic explanations.
+	var order []int
+	for i := d + 1; i < len(v.State.Kept); i++ {
+		if v.State.Kept[i] && g.Events[g.Nodes[g.Persists[i]].Event].Agent == dev.Agent {
+			order = append(order, i)
+		}
+	}
 	for i := len(v.State.Kept) - 1; i > d; i-- {
-		if !v.State.Kept[i] {
-			continue
+		if v.State.Kept[i] && g.Events[g.Nodes[g.Persists[i]].Event].Agent != dev.Agent {
+			order = append(order, i)
+		}
+	}
+	first, firstWhy := -1, ""
+	tries := 0
+	for _, i := range order {
+		if tries++; tries > 64 && first >= 0 {
+			break
 		}
 		if _, _, bad := fails(append(slices.Clone(v.Dropped), i)); bad {
 			continue
 		}
-		xn := &g.Nodes[g.Persists[i]]
+		why := g.why(dn.Event, g.Nodes[g.Persists[i]].Event)
+		if first < 0 {
+			first, firstWhy = i, why
+		}
+		if !strings.HasPrefix(why, "no release by") && !strings.HasPrefix(why, "no ordering verb") {
+			first, firstWhy = i, why
+			break
+		}
+	}
+	if first >= 0 {
+		xn := &g.Nodes[g.Persists[first]]
 		xev := &g.Events[xn.Event]
 		fmt.Fprintf(&sb, "  durable: persist %v by %v at %s, issued after it but not ordered after it\n", xn.Persist.Addr, &xev.Agent, site(xev))
-		sb.WriteString("  because: " + g.why(dn.Event, xn.Event) + "\n")
+		sb.WriteString("  because: " + firstWhy + "\n")
 		return sb.String()
 	}
 	sb.WriteString("  no single later durable persist depends on it\n")
@@ -505,6 +532,7 @@ func (r *Recording) Advise(w Workload, cfg Config) ([]Advice, error) {
 	}
 	for i := range out {
 		// Mutants of a site come widest first: narrow while it holds.
+		passed := map[pm.Scope]bool{out[i].Current: true}
 		for _, m := range muts[i] {
 			rep, err := r.Explore(w, Build(m.Apply(r.Events), cfg.Model), cfg)
 			if err != nil {
@@ -515,6 +543,20 @@ func (r *Recording) Advise(w Workload, cfg Config) ([]Advice, error) {
 				break
 			}
 			out[i].Narrowest = m.To
+			passed[m.To] = true
+		}
+		// Report only a scope that was checked: the recommendation (raised
+		// to the visibility floor) is explored too if it was not.
+		if rec := out[i].Recommended(); !passed[rec] {
+			m := Mutant{Site: out[i].Site, Kind: out[i].Kind, From: out[i].Current, To: rec, Valid: true}
+			rep, err := r.Explore(w, Build(m.Apply(r.Events), cfg.Model), cfg)
+			if err != nil {
+				return nil, err
+			}
+			out[i].Checked += rep.Checked
+			if len(rep.Violations) > 0 {
+				out[i].Narrowest, out[i].Floor = out[i].Current, out[i].Current
+			}
 		}
 	}
 	return out, nil

@@ -28,7 +28,7 @@ func TestCorrectReductionSurvives(t *testing.T) {
 			require.NoError(t, err)
 			require.Empty(t, rep.Violations, "%v", rep.Violations)
 			require.True(t, rep.Complete || rep.Checked == 3000, "checked %d", rep.Checked)
-			require.Equal(t, 3*4+3*3+2, rep.Persists, "a slot per thread, 3 tree steps per block, total and done")
+			require.Equal(t, 3*4+3+4+2, rep.Persists, "a slot per thread, a sum per block, the last block's tree, total and done")
 		})
 	}
 }
@@ -106,6 +106,7 @@ func TestStatesAreValid(t *testing.T) {
 	w := newReduction(2, 4, pm.Device)
 	rec, err := crash.Record(w, gpu)
 	require.NoError(t, err)
+	counts := map[crash.Model]int{}
 	for _, model := range crash.Models() {
 		g := crash.Build(rec.Events, model)
 		n := 0
@@ -118,11 +119,28 @@ func TestStatesAreValid(t *testing.T) {
 		for k := 0; k <= len(g.Persists); k++ {
 			require.NoError(t, g.Valid(g.Prefix(k)))
 		}
+		counts[model] = n
 		if model == crash.Strict {
+			// Persists follow happens-before: every state keeps a prefix
+			// of each thread's persists in program order.
 			require.True(t, complete)
-			require.Equal(t, len(g.Persists)+1, n, "under Strict the states are the prefixes")
+			g.Enumerate(2000, func(s crash.State) bool {
+				dropped := map[int]bool{}
+				for i, kept := range s.Kept {
+					id := g.Nodes[g.Persists[i]].Persist.Agent.ID
+					if i < len(s.Kept) {
+						require.False(t, kept && dropped[id], "thread %d keeps a persist after one it lost", id)
+						dropped[id] = dropped[id] || !kept
+					}
+				}
+				return true
+			})
 		}
 	}
+	// Stronger models allow fewer states.
+	require.LessOrEqual(t, counts[crash.Strict], counts[crash.SBRP])
+	require.Less(t, counts[crash.Strict], counts[crash.None])
+	require.LessOrEqual(t, counts[crash.SBRP], counts[crash.None])
 }
 
 // BenchmarkCheck reports crash states checked per second (each: build the

@@ -20,6 +20,7 @@ import (
 	"slices"
 
 	"github.com/scopedpm/scopedpm/pm"
+	"github.com/scopedpm/scopedpm/pm/persistency"
 	"github.com/scopedpm/scopedpm/pm/record"
 )
 
@@ -34,50 +35,34 @@ var (
 	ErrWorkload = errors.New("crash: workload failed")
 )
 
-// Model is a persistency model, as the checker orders persists under it.
-type Model uint8
+// Model is a persistency model; the rules of each are defined once in
+// package persistency.
+type Model = persistency.Model
 
-// The models (DESIGN.md "Persistency models").
+// The models (see package persistency).
 const (
-	Strict        Model = iota // persists in visible order
-	Epoch                      // every ordering verb and block barrier is a full barrier; scopes ignored
-	GPM                        // as Epoch (volatile write-backs do not change durability order)
-	SBRP                       // OFence, DFence, scoped PRel/PAcq (seed 001 Box 2)
-	ScopedBarrier              // PBarrier of a scope orders that scope's persists (seed 000)
-	X86                        // CLWB'd stores before an SFence persist before later stores
-	COSPlay                    // as X86 per persist context: CFence(c) orders context c only
-	None                       // no order but each word's own write order
-	numModels
+	Strict        = persistency.Strict
+	Epoch         = persistency.Epoch
+	GPM           = persistency.GPM
+	SBRP          = persistency.SBRP
+	ScopedBarrier = persistency.ScopedBarrier
+	X86           = persistency.X86
+	COSPlay       = persistency.COSPlay
+	None          = persistency.None
 )
 
-var modelNames = [...]string{"strict", "epoch", "gpm", "sbrp", "scoped-barrier", "x86", "cosplay", "none"}
-
-// String returns the model's name as ParseModel accepts it.
-func (m Model) String() string {
-	if m < numModels {
-		return modelNames[m]
-	}
-	return fmt.Sprintf("model(%d)", uint8(m))
-}
-
-// ParseModel returns the model named name.
+// ParseModel returns the model named name (persistency.Parse); the error
+// wraps ErrModel.
 func ParseModel(name string) (Model, error) {
-	for i, n := range modelNames {
-		if n == name {
-			return Model(i), nil
-		}
+	m, err := persistency.Parse(name)
+	if err != nil {
+		return 0, fmt.Errorf("%w: %w", ErrModel, err)
 	}
-	return 0, fmt.Errorf("%w: %q (want one of %v)", ErrModel, name, modelNames)
+	return m, nil
 }
 
 // Models returns every model.
-func Models() []Model {
-	out := make([]Model, numModels)
-	for i := range out {
-		out[i] = Model(i)
-	}
-	return out
-}
+func Models() []Model { return persistency.Models() }
 
 // NodeKind is the kind of a PMO graph node.
 type NodeKind uint8
@@ -152,7 +137,6 @@ type builder struct {
 	agents   map[agentKey]*agentState
 	lastWord map[pm.Addr]*[pm.WordSize]int32 // per 8-byte word, the last persist node of each byte (-1: none)
 	lastRel  map[pm.Addr]relInfo
-	lastP    int32 // Strict: last persist node
 }
 
 const lineSize = 64 // CPU cache line for CLWB
@@ -164,7 +148,6 @@ func Build(events []record.Event, m Model) *Graph {
 		agents:   map[agentKey]*agentState{},
 		lastWord: map[pm.Addr]*[pm.WordSize]int32{},
 		lastRel:  map[pm.Addr]relInfo{},
-		lastP:    -1,
 	}
 	for i := range events {
 		b.event(i)
@@ -211,68 +194,90 @@ func (b *builder) event(i int) {
 	}
 	s := b.agent(&ev.Agent)
 	op := &ev.Op
+	atomic := int32(-1)
+	if m.AtomicsSync() && op.Kind == pm.OpAtomic {
+		atomic = b.atomicSync(i, ev, s)
+	}
 	b.trackWrites(i, ev)
-	switch op.Kind {
-	case pm.OpStore, pm.OpAtomic, pm.OpPRel:
-		if op.Persists() {
+	if atomic >= 0 && op.Wrote {
+		b.lastRel[op.Addr] = relInfo{node: atomic, event: i, scope: op.Scope, agent: ev.Agent}
+	}
+	// A release's own write (a PM flag) persists after what the release
+	// orders; every other write persists before the verb's ordering.
+	relFlag := op.Kind == pm.OpPRel && op.Persists()
+	if op.Persists() && !relFlag {
+		b.persists(i, ev, s)
+	}
+	if m.Unordered() {
+		if relFlag {
 			b.persists(i, ev, s)
 		}
-	}
-	switch m {
-	case Strict, None:
 		if op.Kind == pm.OpPAcq {
 			b.readsFrom(i, ev)
 		}
 		return
 	}
 	if b.cpu(&ev.Agent) {
+		if relFlag {
+			b.persists(i, ev, s)
+		}
 		b.cpuVerb(i, ev, s)
 		return
 	}
-	epochLike := m == Epoch || m == GPM
-	switch op.Kind {
-	case pm.OpOFence:
-		b.fence(i, s, false)
-	case pm.OpDFence, pm.OpEpochBarrier, pm.OpSFence:
-		b.fence(i, s, true)
-	case pm.OpCFence:
-		b.fence(i, s, true)
-	case pm.OpPRel:
-		var r int32
-		if m == SBRP {
-			// A release orders the thread's earlier persists before it,
-			// not its later ones.
-			r = b.add(Node{Kind: NOrder, Event: i, Preds: append(append([]int32(nil), s.after...), s.pending...)})
-		} else {
-			// Epoch-like models and ScopedBarrier drain before the flag
-			// is written: a full, durable fence.
-			r = b.fence(i, s, true)
+	eff := m.Verb(op.Kind, op.Scope)
+	if eff == 0 {
+		if relFlag {
+			b.persists(i, ev, s)
 		}
-		b.lastRel[op.Addr] = relInfo{node: r, event: i, scope: op.Scope, agent: ev.Agent}
-	case pm.OpPAcq:
-		var preds []int32
+		return
+	}
+	var acq []int32
+	if eff.Has(persistency.Acquires) {
 		if rel, ok := b.readsFrom(i, ev); ok && rel.node >= 0 {
-			if m != SBRP || (rel.scope.Covers(&rel.agent, &ev.Agent) && op.Scope.Covers(&rel.agent, &ev.Agent)) {
-				preds = []int32{rel.node}
+			if !m.Scoped() || (rel.scope.Covers(&rel.agent, &ev.Agent) && op.Scope.Covers(&rel.agent, &ev.Agent)) {
+				acq = []int32{rel.node}
 			}
 		}
-		if m == SBRP {
-			a := b.add(Node{Kind: NOrder, Event: i, Preds: preds})
-			s.after = append(s.after, a)
+	}
+	var n int32
+	switch {
+	case eff.Has(persistency.Orders):
+		n = b.fence(i, s, eff.Has(persistency.Durable), acq...)
+	case eff.Has(persistency.Releases):
+		// A release alone orders the thread's earlier persists before it,
+		// not its later ones.
+		n = b.add(Node{Kind: NOrder, Event: i, Preds: append(append([]int32(nil), s.after...), s.pending...)})
+	case eff.Has(persistency.Acquires):
+		// An acquire alone orders the release's persists before the
+		// thread's later ones, not its earlier ones.
+		n = b.add(Node{Kind: NOrder, Event: i, Preds: acq})
+		s.after = append(slices.Clip(s.after), n)
+	}
+	if relFlag {
+		if eff.Has(persistency.Orders) {
+			b.persists(i, ev, s) // after the fence, like every later persist
 		} else {
-			b.fence(i, s, false, preds...)
-		}
-	case pm.OpPBarrier:
-		if op.Scope == pm.Thread {
-			b.fence(i, s, false)
-			break
-		}
-		s.arrival = b.fence(i, s, false)
-	case pm.OpSyncThreads:
-		if epochLike {
-			s.arrival = b.fence(i, s, true)
+			b.persists(i, ev, s, n)
 		}
 	}
+	if eff.Has(persistency.Releases) {
+		b.lastRel[op.Addr] = relInfo{node: n, event: i, scope: op.Scope, agent: ev.Agent}
+	}
+	if eff.Has(persistency.Joins) {
+		s.arrival = n
+	}
+}
+
+// atomicSync makes an atomic, under a model where atomics synchronize
+// (Strict), an acquire of the last release or atomic write of its address
+// and returns the ordering point that releases the thread's persists so far.
+func (b *builder) atomicSync(i int, ev *record.Event, s *agentState) int32 {
+	op := &ev.Op
+	var preds []int32
+	if rel, ok := b.lastRel[op.Addr]; ok && rel.node >= 0 && rel.agent != ev.Agent {
+		preds = append(preds, rel.node)
+	}
+	return b.fence(i, s, false, preds...)
 }
 
 // readsFrom records which write the PAcq at event i read.
@@ -303,7 +308,9 @@ func (b *builder) trackWrites(i int, ev *record.Event) {
 	}
 }
 
-func (b *builder) persists(i int, ev *record.Event, s *agentState) {
+// persists adds the persist nodes of event i, each after the agent's
+// ordering points and after extra.
+func (b *builder) persists(i int, ev *record.Event, s *agentState, extra ...int32) {
 	m := b.g.Model
 	ev.Op.Split(func(p *pm.Persist) {
 		p.Agent, p.Seq = ev.Agent, ev.Seq
@@ -323,22 +330,22 @@ func (b *builder) persists(i int, ev *record.Event, s *agentState) {
 			}
 		}
 		switch {
-		case m == Strict:
-			if b.lastP >= 0 {
-				preds = append(preds, b.lastP)
-			}
 		case m == None:
 		case b.cpu(&ev.Agent):
 			preds = append(preds, b.cpuCtx(s, s.ctx).after...)
 		default:
 			preds = append(preds, s.after...)
 		}
+		preds = append(preds, extra...)
 		n := b.add(Node{Kind: NPersist, Event: i, Preds: preds, Persist: *p})
 		b.g.Persists = append(b.g.Persists, n)
 		for k := lo; k < lo+int(p.Size); k++ {
 			last[k] = n
 		}
-		b.lastP = n
+		if m.ProgramOrder() {
+			s.after, s.pending = []int32{n}, nil
+			return
+		}
 		if b.cpu(&ev.Agent) {
 			line := p.Addr &^ (lineSize - 1)
 			s.unflushed[line] = append(s.unflushed[line], cpuPersist{n, b.cpuCtx(s, s.ctx)})

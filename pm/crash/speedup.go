@@ -13,6 +13,9 @@ type cycleCounter struct {
 	cycles uint64
 }
 
+// Unwrap returns the counted backend (pm.Wrapper).
+func (c *cycleCounter) Unwrap() pm.Backend { return c.Backend }
+
 func (c *cycleCounter) End() (pm.Stats, error) {
 	s, err := c.Backend.End()
 	c.cycles += s.Cycles

@@ -4,7 +4,11 @@
 // memory contents as this one.
 package functional
 
-import "github.com/scopedpm/scopedpm/pm"
+import (
+	"fmt"
+
+	"github.com/scopedpm/scopedpm/pm"
+)
 
 // Backend is the functional backend. The zero value is not ready; use New.
 type Backend struct {
@@ -26,8 +30,12 @@ func New(gpu pm.GPULimits) *Backend {
 func (b *Backend) Name() string { return "functional" }
 
 // Attach binds the backend to mem. It asks for no per-verb calls and no
-// batching: threads run until they must wait.
+// batching: threads run until they must wait. A backend serves one machine:
+// attaching it to a second one is an error.
 func (b *Backend) Attach(mem *pm.Memory) (pm.Caps, error) {
+	if b.mem != nil {
+		return pm.Caps{}, fmt.Errorf("%w: functional backend attached to a second machine", pm.ErrBackend)
+	}
 	b.mem = mem
 	return pm.Caps{GPU: b.gpu}, nil
 }

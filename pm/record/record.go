@@ -80,6 +80,9 @@ func (r *Recorder) Attach(mem *pm.Memory) (pm.Caps, error) {
 	return caps, err
 }
 
+// Unwrap returns the backend the recorder wraps (pm.Wrapper).
+func (r *Recorder) Unwrap() pm.Backend { return r.inner }
+
 // Host passes the event on.
 func (r *Recorder) Host(ev pm.HostEvent) { r.inner.Host(ev) }
 

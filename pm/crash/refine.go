@@ -1,0 +1,314 @@
+package crash
+
+import (
+	"errors"
+	"fmt"
+	"math"
+	"slices"
+	"strings"
+
+	"github.com/scopedpm/scopedpm/pm"
+	"github.com/scopedpm/scopedpm/pm/record"
+)
+
+// ErrRefinement: a timing backend made a persist durable before a persist
+// the model orders before it (a crash image the model does not allow).
+var ErrRefinement = errors.New("crash: timed image not allowed by the model")
+
+// DurabilityBackend is a timed backend that can say when each persist of its
+// last launch became durable (hwmodel).
+type DurabilityBackend interface {
+	TimedBackend
+	// Durability calls fn for each persist of the current or last launch,
+	// in the order the verbs were reported, split at lines, with the cycle
+	// it became durable (math.MaxUint64 if never).
+	Durability(fn func(a pm.Addr, size int, ack uint64))
+}
+
+// Refines checks that the durable cycles acks[i] of the persists of g (in
+// g.Persists order) respect g's persist memory order: whenever a persist is
+// in a crash image, everything the model orders before it is too, unless a
+// later durable write to the same bytes hides it. It returns nil or an
+// error wrapping ErrRefinement that names the persist that got ahead, the
+// one it overtook, the verb that orders them and the cycle.
+//
+// This is the refinement relation between a timing model and its
+// persistency model: every image CrashAt(c) of the timing model is the image
+// of the PMO-closed set of persists durable by c (with hidden persists
+// added), a crash state the checker accepts. Durability fences bind at the
+// launch's end (everything durable once the launch has drained), which the
+// caller checks; mid-launch, crash points are cuts of the PMO, not of the
+// order the verbs happened to be recorded in.
+func Refines(g *Graph, acks []uint64) error {
+	if len(acks) != len(g.Persists) {
+		return fmt.Errorf("%w: %d durable cycles for %d persists", ErrState, len(acks), len(g.Persists))
+	}
+	// eff[i]: the first cycle persist i is in the image or hidden by later
+	// durable writes to each of its bytes.
+	eff := slices.Clone(acks)
+	later := map[pm.Addr]uint64{} // per byte: least durable cycle of a later write
+	for i := len(g.Persists) - 1; i >= 0; i-- {
+		p := &g.Nodes[g.Persists[i]].Persist
+		hidden := uint64(0)
+		for k := range pm.Addr(p.Size) {
+			l, ok := later[p.Addr+k]
+			if !ok {
+				hidden = math.MaxUint64
+			} else {
+				hidden = max(hidden, l)
+			}
+		}
+		eff[i] = min(eff[i], hidden)
+		for k := range pm.Addr(p.Size) {
+			if l, ok := later[p.Addr+k]; !ok || acks[i] < l {
+				later[p.Addr+k] = acks[i]
+			}
+		}
+	}
+	ordinal := make(map[int32]int, len(g.Persists))
+	for i, n := range g.Persists {
+		ordinal[n] = i
+	}
+	// need[n]: the cycle by which every persist ordered before node n is in
+	// the image; from[n]: the persist that sets it.
+	need := make([]uint64, len(g.Nodes))
+	from := make([]int32, len(g.Nodes))
+	for n := range g.Nodes {
+		node := &g.Nodes[n]
+		from[n] = -1
+		for _, p := range node.Preds {
+			t, f := need[p], from[p]
+			if g.Nodes[p].Kind == NPersist && eff[ordinal[p]] >= t {
+				t, f = eff[ordinal[p]], p
+			}
+			if f >= 0 && (from[n] < 0 || t > need[n]) {
+				need[n], from[n] = t, f
+			}
+		}
+		if node.Kind != NPersist || from[n] < 0 {
+			continue
+		}
+		if i := ordinal[int32(n)]; eff[i] < need[n] {
+			return g.refinementError(int32(n), from[n], eff[i], need[n])
+		}
+	}
+	return nil
+}
+
+// refinementError explains that persist node late (durable at lateAt) was
+// ordered before node early, which was durable at earlyAt < lateAt.
+func (g *Graph) refinementError(early, late int32, earlyAt, lateAt uint64) error {
+	e, l := &g.Events[g.Nodes[early].Event], &g.Events[g.Nodes[late].Event]
+	at := func(c uint64) string {
+		if c == math.MaxUint64 {
+			return "never"
+		}
+		return fmt.Sprintf("at cycle %d", c)
+	}
+	return fmt.Errorf("%w under %v: %v #%d %v%s is in the image %s (durable, or hidden by a later durable write to its bytes), but %v #%d %v%s, ordered before it, only %s (%s)",
+		ErrRefinement, g.Model, &e.Agent, e.Seq, &e.Op, atSite(e), at(earlyAt),
+		&l.Agent, l.Seq, &l.Op, atSite(l), at(lateAt), g.path(late, early))
+}
+
+// path describes the ordering verbs on a PMO path from node from to node to.
+func (g *Graph) path(from, to int32) string {
+	prev := map[int32]int32{to: -1}
+	queue := []int32{to}
+	for len(queue) > 0 && !hasKey(prev, from) {
+		n := queue[0]
+		queue = queue[1:]
+		for _, p := range g.Nodes[n].Preds {
+			if !hasKey(prev, p) && p >= from {
+				prev[p] = n
+				queue = append(queue, p)
+			}
+		}
+	}
+	if !hasKey(prev, from) {
+		return "ordered, path not found"
+	}
+	var steps []string
+	for n := prev[from]; n >= 0 && n != to; n = prev[n] {
+		node := &g.Nodes[n]
+		ev := &g.Events[node.Event]
+		switch {
+		case node.Kind == NPersist:
+			steps = append(steps, fmt.Sprintf("persist %v by %v", node.Persist.Addr, &ev.Agent))
+		case ev.Group != nil:
+			steps = append(steps, fmt.Sprintf("barrier of %d", len(ev.Group)))
+		default:
+			steps = append(steps, fmt.Sprintf("%v by %v%s", &ev.Op, &ev.Agent, atSite(ev)))
+		}
+	}
+	if len(steps) == 0 {
+		return "same bytes, written in this order"
+	}
+	return "ordered by " + strings.Join(steps, " -> ")
+}
+
+func hasKey(m map[int32]int32, k int32) bool { _, ok := m[k]; return ok }
+
+func atSite(ev *record.Event) string {
+	if ev.Site == "" {
+		return ""
+	}
+	return " @" + ev.Site
+}
+
+// Refiner is a backend wrapper that checks, at the end of every launch, that
+// the timed backend it wraps only produces crash images the persistency
+// model allows (Refines), and that a sample of its CrashAt images equals the
+// image built from the persists it reports durable. It records every verb
+// (package record) to build each launch's PMO graph. Err returns the first
+// failure; a run goes on after one.
+type Refiner struct {
+	*record.Recorder
+	inner    DurabilityBackend
+	model    Model
+	base     *pm.Image
+	from     int // first event of the launch
+	pfrom    int // first persist of the launch
+	cpu      bool
+	launches int
+	images   int
+	err      error
+}
+
+// NewRefiner wraps inner; model is the persistency model inner claims to
+// implement.
+func NewRefiner(inner DurabilityBackend, model Model) *Refiner {
+	return &Refiner{Recorder: record.New(inner, true), inner: inner, model: model}
+}
+
+// Name returns "refine(<inner>)".
+func (r *Refiner) Name() string { return "refine(" + r.inner.Name() + ")" }
+
+// Unwrap returns the recorder it wraps.
+func (r *Refiner) Unwrap() pm.Backend { return r.Recorder }
+
+// Err returns the first refinement failure, or nil.
+func (r *Refiner) Err() error { return r.err }
+
+// Launches returns the number of GPU launches checked.
+func (r *Refiner) Launches() int { return r.launches }
+
+// Images returns the number of CrashAt images compared.
+func (r *Refiner) Images() int { return r.images }
+
+// Begin notes where the launch starts and the durable image before it.
+func (r *Refiner) Begin(l pm.Launch) error {
+	r.cpu = l.Blocks == 0
+	r.from, r.pfrom = len(r.Events()), len(r.Persists())
+	if !r.cpu && r.err == nil {
+		img, err := r.inner.CrashAt(r.inner.Now())
+		if err != nil {
+			return err
+		}
+		r.base = img
+	}
+	return r.Recorder.Begin(l)
+}
+
+// End ends the launch and checks it.
+func (r *Refiner) End() (pm.Stats, error) {
+	st, err := r.Recorder.End()
+	if err != nil || r.cpu || r.err != nil {
+		return st, err
+	}
+	r.launches++
+	if cerr := r.check(); cerr != nil {
+		r.err = fmt.Errorf("launch %d: %w", r.launches, cerr)
+	}
+	return st, nil
+}
+
+func (r *Refiner) check() error {
+	events := r.Events()[r.from:]
+	persists := r.Persists()[r.pfrom:]
+	acks, err := r.acks(persists)
+	if err != nil {
+		return err
+	}
+	end := r.inner.Now()
+	for i, a := range acks {
+		if a > end {
+			return fmt.Errorf("%w: persist %d (%v) durable at %d, after the launch drained at %d", ErrRefinement, i, persists[i].Addr, a, end)
+		}
+	}
+	g := Build(events, r.model)
+	if err := Refines(g, acks); err != nil {
+		return err
+	}
+	// The images: CrashAt must equal the base plus the persists durable by
+	// the cycle, at every cycle where the image changes (a sample of them
+	// if there are many).
+	cycles := slices.Clone(acks)
+	slices.Sort(cycles)
+	cycles = slices.Compact(cycles)
+	const most = 48
+	var pick []uint64
+	for k := range min(len(cycles), most) {
+		c := cycles[k*len(cycles)/min(len(cycles), most)]
+		pick = append(pick, c-1, c)
+	}
+	for _, c := range pick {
+		if c < r.inner.LastStart() {
+			continue
+		}
+		got, err := r.inner.CrashAt(c)
+		if err != nil {
+			return err
+		}
+		var kept []pm.Persist
+		for i, a := range acks {
+			if a <= c {
+				kept = append(kept, persists[i])
+			}
+		}
+		want, err := record.Image(r.base, kept)
+		if err != nil {
+			return err
+		}
+		r.images++
+		if !want.Equal(got) {
+			return fmt.Errorf("%w: CrashAt(%d) differs from the persists it reports durable by then", ErrRefinement, c)
+		}
+	}
+	return nil
+}
+
+// acks maps the inner backend's per-line durability to the recorder's
+// per-word persists: both come in the order the verbs were reported, and
+// each word lies in one line.
+func (r *Refiner) acks(persists []pm.Persist) ([]uint64, error) {
+	type span struct {
+		a    pm.Addr
+		size int
+		ack  uint64
+	}
+	var spans []span
+	r.inner.Durability(func(a pm.Addr, size int, ack uint64) { spans = append(spans, span{a, size, ack}) })
+	acks := make([]uint64, len(persists))
+	j := 0
+	var pos pm.Addr
+	if len(spans) > 0 {
+		pos = spans[0].a
+	}
+	for i := range persists {
+		p := &persists[i]
+		if j == len(spans) || p.Addr != pos {
+			return nil, fmt.Errorf("%w: %s reports no durability for persist %d at %v (is PM timed as DRAM?)", ErrState, r.inner.Name(), i, p.Addr)
+		}
+		acks[i] = spans[j].ack
+		pos += pm.Addr(p.Size)
+		if pos == spans[j].a+pm.Addr(spans[j].size) {
+			if j++; j < len(spans) {
+				pos = spans[j].a
+			}
+		}
+	}
+	if j != len(spans) {
+		return nil, fmt.Errorf("%w: %s reports %d persist spans, the recording has fewer", ErrState, r.inner.Name(), len(spans))
+	}
+	return acks, nil
+}

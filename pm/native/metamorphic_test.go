@@ -1,0 +1,152 @@
+//go:build unix
+
+package native_test
+
+import (
+	"fmt"
+	"testing"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/scopedpm/scopedpm/examples"
+	"github.com/scopedpm/scopedpm/internal/kerneltest"
+	"github.com/scopedpm/scopedpm/kvs"
+	"github.com/scopedpm/scopedpm/pm"
+	"github.com/scopedpm/scopedpm/pm/functional"
+	"github.com/scopedpm/scopedpm/pm/native"
+)
+
+// testConfigs are the backend configurations every metamorphic test runs:
+// msync, msync flushing mid-launch every few persists, and unsafe-nosync.
+var testConfigs = []native.Options{
+	{Mode: native.ModeMsync},
+	{Mode: native.ModeMsync, MaxPending: 5},
+	{Mode: native.ModeUnsafeNoSync},
+}
+
+func cfgName(o native.Options) string {
+	if o.MaxPending > 0 {
+		return fmt.Sprintf("%s/maxpending=%d", o.Mode, o.MaxPending)
+	}
+	return o.Mode.String()
+}
+
+// reference returns the functional backend the native one is compared
+// with: both run threads in the same order, so even results that depend on
+// the schedule (which thread wins a CAS for a free way or a log lock) must
+// match exactly.
+func reference() pm.Backend { return functional.New(pm.GPULimits{}) }
+
+// The foundation kernels end in the same memory (volatile and PM) on the
+// native backend as on the functional one.
+func TestMetamorphicKernels(t *testing.T) {
+	for _, c := range kerneltest.Cases() {
+		t.Run(c.Name, func(t *testing.T) {
+			for _, cfg := range testConfigs {
+				mode := cfgName(cfg)
+				want, _, err := kerneltest.Final(c, reference())
+				require.NoError(t, err)
+				be, err := native.Open(t.TempDir(), cfg)
+				require.NoError(t, err)
+				got, _, err := kerneltest.Final(c, be)
+				require.NoError(t, err, mode)
+				require.Empty(t, kerneltest.Diff(want, got), mode)
+				require.NoError(t, be.Close())
+			}
+		})
+	}
+}
+
+// Every workload of package examples, written once, runs unchanged on the
+// native backend, passes its check, and leaves the same PM as on the
+// functional backend, both in the visible image and in the files after a
+// reopen.
+func TestMetamorphicWorkloads(t *testing.T) {
+	for _, nd := range examples.Names() {
+		name := nd[0]
+		t.Run(name, func(t *testing.T) {
+			for _, cfg := range testConfigs {
+				mode := cfgName(cfg)
+				w, err := examples.New(name, examples.Tiny)
+				require.NoError(t, err)
+				fm, err := pm.NewMachine(reference())
+				require.NoError(t, err)
+				require.NoError(t, w.Setup(fm))
+				require.NoError(t, w.Run(fm))
+				want := fm.Memory().Snapshot()
+				dir := t.TempDir()
+				w, err = examples.New(name, examples.Tiny)
+				require.NoError(t, err)
+				be, m := open(t, dir, cfg)
+				require.NoError(t, w.Setup(m))
+				require.NoError(t, w.Run(m))
+				require.NoError(t, w.Check(m))
+				require.True(t, want.Equal(m.Memory().Snapshot()), "%s: visible image differs", mode)
+				img, err := m.Crash()
+				require.NoError(t, err)
+				require.True(t, want.Equal(img), "%s: durable image differs", mode)
+				t.Logf("%s: %+v", mode, be.Stats())
+
+				be2, m2 := open(t, dir, cfg)
+				require.True(t, want.Equal(m2.Memory().Snapshot()), "%s: reopened image differs", mode)
+				require.NoError(t, w.Recover(m2))
+				require.NoError(t, w.Check(m2))
+				require.NoError(t, be2.Close())
+			}
+		})
+	}
+}
+
+// gpKVS used directly (both logs, SET, DELETE, GET, recovery) ends in the
+// same memory as on the functional backend.
+func TestMetamorphicKVS(t *testing.T) {
+	run := func(t *testing.T, m *pm.Machine, log kvs.LogKind) (*pm.Image, map[uint32]uint64) {
+		st, err := kvs.Create(m, kvs.Config{Buckets: 32, MaxBatch: 64, BlockThreads: 32, Log: log})
+		require.NoError(t, err)
+		keys := make([]uint32, 64)
+		vals := make([]uint64, 64)
+		for i := range keys {
+			keys[i], vals[i] = uint32(1000+i*7), uint64(i*i+1)
+		}
+		_, err = st.SetBatch(keys, vals)
+		require.NoError(t, err)
+		_, err = st.DeleteBatch(keys[:10])
+		require.NoError(t, err)
+		require.NoError(t, st.Put(5, 55))
+		_, err = st.Recover()
+		require.NoError(t, err)
+		vs, found, err := st.GetBatch(keys)
+		require.NoError(t, err)
+		require.NoError(t, st.Check())
+		for i := range vs {
+			require.Equal(t, i >= 10, found[i])
+			if found[i] {
+				require.Equal(t, vals[i], vs[i])
+			}
+		}
+		got, err := st.Contents()
+		require.NoError(t, err)
+		return m.Memory().Snapshot(), got
+	}
+	for _, log := range []kvs.LogKind{kvs.LogHCL, kvs.LogConv} {
+		t.Run(log.String(), func(t *testing.T) {
+			fm, err := pm.NewMachine(functional.New(pm.GPULimits{}))
+			require.NoError(t, err)
+			_, wantVals := run(t, fm, log)
+			for _, cfg := range testConfigs {
+				mode := cfgName(cfg)
+				rm, err := pm.NewMachine(reference())
+				require.NoError(t, err)
+				want, _ := run(t, rm, log)
+				be, m := open(t, t.TempDir(), cfg)
+				got, gotVals := run(t, m, log)
+				require.True(t, want.Equal(got), mode)
+				require.Equal(t, wantVals, gotVals)
+				img, err := m.Crash()
+				require.NoError(t, err)
+				require.True(t, want.Equal(img), mode)
+				_ = be
+			}
+		})
+	}
+}

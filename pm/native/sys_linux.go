@@ -1,0 +1,26 @@
+//go:build unix
+
+package native
+
+import (
+	"errors"
+	"os"
+
+	"golang.org/x/sys/unix"
+)
+
+// mapSyncFlags are the mmap flags of a DAX mapping whose stores are
+// durable once flushed from the CPU caches (MAP_SYNC needs
+// MAP_SHARED_VALIDATE).
+const mapSyncFlags = unix.MAP_SHARED_VALIDATE | unix.MAP_SYNC
+
+// preallocate reserves the file's blocks, so that a store through the
+// mapping never meets a hole on a full filesystem (a SIGBUS) and a sync
+// need not allocate. Filesystems without fallocate are left sparse.
+func preallocate(f *os.File, size int64) error {
+	err := unix.Fallocate(int(f.Fd()), 0, 0, size)
+	if errors.Is(err, unix.EOPNOTSUPP) || errors.Is(err, unix.ENOSYS) {
+		return nil
+	}
+	return err
+}
