@@ -133,33 +133,33 @@ func (t *Tree) pending() (record, bool, error) {
 // harnesses stage in their setup so that a crash image never holds a
 // batch's kernel writes without the host writes before them.
 func (t *Tree) Stage(keys, vals []uint64, o BatchOptions) error {
-	_, _, _, err := t.stageBatch(keys, vals, o)
+	_, _, _, _, err := t.stageBatch(keys, vals, o)
 	return err
 }
 
-func (t *Tree) stageBatch(keys, vals []uint64, o BatchOptions) (record, []laneInfo, [][]uint64, error) {
+func (t *Tree) stageBatch(keys, vals []uint64, o BatchOptions) (record, []laneInfo, [][]uint64, []uint32, error) {
 	if len(keys) != len(vals) || len(keys) == 0 {
-		return record{}, nil, nil, fmt.Errorf("%w: %d keys and %d values", ErrBadArg, len(keys), len(vals))
+		return record{}, nil, nil, nil, fmt.Errorf("%w: %d keys and %d values", ErrBadArg, len(keys), len(vals))
 	}
 	o = o.withDefaults()
 	if o.BlockThreads < 1 || o.Alg > Alg1 {
-		return record{}, nil, nil, fmt.Errorf("%w: batch options %+v", ErrBadArg, o)
+		return record{}, nil, nil, nil, fmt.Errorf("%w: batch options %+v", ErrBadArg, o)
 	}
 	if _, ok, err := t.pending(); err != nil || ok {
 		if err != nil {
-			return record{}, nil, nil, err
+			return record{}, nil, nil, nil, err
 		}
-		return record{}, nil, nil, ErrRecovery
+		return record{}, nil, nil, nil, ErrRecovery
 	}
 	ks, vs := sortBatch(keys, vals)
 	if uint64(len(ks)) > t.g.maxBatch {
-		return record{}, nil, nil, fmt.Errorf("%w: batch of %d keys, the tree takes %d", ErrBadArg, len(ks), t.g.maxBatch)
+		return record{}, nil, nil, nil, fmt.Errorf("%w: batch of %d keys, the tree takes %d", ErrBadArg, len(ks), t.g.maxBatch)
 	}
-	rec, lanes, starts, err := t.plan(ks, o)
+	rec, lanes, starts, offs, err := t.plan(ks, o)
 	if err != nil {
-		return record{}, nil, nil, err
+		return record{}, nil, nil, nil, err
 	}
-	return rec, lanes, starts, t.stage(rec, lanes, ks, vs)
+	return rec, lanes, starts, offs, t.stage(rec, lanes, ks, vs)
 }
 
 // InsertBatch inserts keys with their values (a key already present gets
@@ -173,11 +173,11 @@ func (t *Tree) InsertBatch(keys, vals []uint64, o BatchOptions) (BatchResult, er
 	if len(keys) == 0 {
 		return BatchResult{}, nil
 	}
-	rec, lanes, starts, err := t.stageBatch(keys, vals, o)
+	rec, lanes, starts, offs, err := t.stageBatch(keys, vals, o)
 	if err != nil {
 		return BatchResult{}, err
 	}
-	return t.finish(rec, lanes, starts, o.withDefaults(), true)
+	return t.finish(rec, lanes, starts, offs, o.withDefaults(), true)
 }
 
 // Recover finishes a batch a crash interrupted, if any: it relaunches the
@@ -226,7 +226,7 @@ func (t *Tree) resume(o BatchOptions, commit bool) (BatchResult, error) {
 	}
 	po := o
 	po.Alg, po.BlockThreads = Alg(rec.alg), int(rec.block)
-	again, lanes, starts, err := t.plan(ks, po)
+	again, lanes, starts, offs, err := t.plan(ks, po)
 	if err != nil {
 		return BatchResult{}, err
 	}
@@ -234,7 +234,7 @@ func (t *Tree) resume(o BatchOptions, commit bool) (BatchResult, error) {
 	if again != rec {
 		return BatchResult{}, fmt.Errorf("%w: batch record %+v, its plan gives %+v", ErrCorrupt, rec, again)
 	}
-	return t.finish(rec, lanes, starts, o, commit)
+	return t.finish(rec, lanes, starts, offs, o, commit)
 }
 
 // plan decides the lanes, the depth d and each lane's share of free nodes.
@@ -244,7 +244,10 @@ func (t *Tree) resume(o BatchOptions, commit bool) (BatchResult, error) {
 // starts[lane][lv] is where level lv (0: the leaves) of lane (the last
 // being the device-scope part) allocates in the free list; the level ends
 // where the next slice starts.
-func (t *Tree) plan(ks []uint64, o BatchOptions) (record, []laneInfo, [][]uint64, error) {
+//
+// offs[depth*n+i] is where the owner of the run starting at key i writes its
+// pieces at depth: node ids do not depend on the order threads run in.
+func (t *Tree) plan(ks []uint64, o BatchOptions) (record, []laneInfo, [][]uint64, []uint32, error) {
 	n, h, order := len(ks), int(t.cur.height), t.g.order
 	cache := map[uint32]*node{}
 	get := func(id uint32) (*node, error) {
@@ -271,10 +274,10 @@ func (t *Tree) plan(ks []uint64, o BatchOptions) (record, []laneInfo, [][]uint64
 			}
 			nd, err := get(id)
 			if err != nil {
-				return record{}, nil, nil, err
+				return record{}, nil, nil, nil, err
 			}
 			if nd.leaf {
-				return record{}, nil, nil, fmt.Errorf("%w: leaf at depth %d of %d", ErrCorrupt, d, h)
+				return record{}, nil, nil, nil, fmt.Errorf("%w: leaf at depth %d of %d", ErrCorrupt, d, h)
 			}
 			id = uint32(nd.vals[route(nd, k)])
 		}
@@ -303,7 +306,7 @@ func (t *Tree) plan(ks []uint64, o BatchOptions) (record, []laneInfo, [][]uint64
 			for _, id := range level {
 				nd, err := get(id)
 				if err != nil {
-					return record{}, nil, nil, err
+					return record{}, nil, nil, nil, err
 				}
 				for _, c := range nd.vals {
 					nextLevel = append(nextLevel, uint32(c))
@@ -321,7 +324,7 @@ func (t *Tree) plan(ks []uint64, o BatchOptions) (record, []laneInfo, [][]uint64
 		}
 	}
 	if uint64(len(lanes)) > t.g.maxLanes {
-		return record{}, nil, nil, fmt.Errorf("%w: %d lanes, the tree takes %d (raise MaxLanes or BlockThreads)", ErrBadArg, len(lanes), t.g.maxLanes)
+		return record{}, nil, nil, nil, fmt.Errorf("%w: %d lanes, the tree takes %d (raise MaxLanes or BlockThreads)", ErrBadArg, len(lanes), t.g.maxLanes)
 	}
 	// Bound the pieces every run of keys under one node can produce, level
 	// by level from the leaves, and charge them to the lane that writes
@@ -336,7 +339,8 @@ func (t *Tree) plan(ks []uint64, o BatchOptions) (record, []laneInfo, [][]uint64
 	for l := range need {
 		need[l] = make([]uint64, h)
 	}
-	bound := make([]uint64, n) // pieces bound of the run owned by key i at the level below
+	ownerP := make([]uint64, h*n) // pieces (with root growth) owner i may write at depth
+	bound := make([]uint64, n)    // pieces bound of the run owned by key i at the level below
 	prev := make([]uint64, n)
 	for depth := h - 1; depth >= 0; depth-- {
 		for i := 0; i < n; {
@@ -348,13 +352,13 @@ func (t *Tree) plan(ks []uint64, o BatchOptions) (record, []laneInfo, [][]uint64
 			if depth == h-1 {
 				nd, err := t.readNode(path[depth][i])
 				if err != nil {
-					return record{}, nil, nil, err
+					return record{}, nil, nil, nil, err
 				}
 				entries = uint64(len(nd.vals) + j - i)
 			} else {
 				nd, err := get(path[depth][i])
 				if err != nil {
-					return record{}, nil, nil, err
+					return record{}, nil, nil, nil, err
 				}
 				entries = uint64(len(nd.vals))
 				for c := i; c < j; c++ {
@@ -371,6 +375,7 @@ func (t *Tree) plan(ks []uint64, o BatchOptions) (record, []laneInfo, [][]uint64
 					p += q
 				}
 			}
+			ownerP[depth*n+i] = p
 			if depth >= d {
 				need[laneOf[i]][h-1-depth] += p
 			} else {
@@ -397,9 +402,28 @@ func (t *Tree) plan(ks []uint64, o BatchOptions) (record, []laneInfo, [][]uint64
 		}
 	}
 	top := starts[len(lanes)]
+	// Each owner's slice, in key order within its lane's slice of a level.
+	offs := make([]uint32, h*n)
+	for depth := range h {
+		lv := h - 1 - depth
+		cur := make([]uint64, len(lanes)+1)
+		for l := range cur {
+			cur[l] = starts[l][lv]
+		}
+		for i := range n {
+			if p := ownerP[depth*n+i]; p > 0 {
+				l := len(lanes)
+				if depth >= d {
+					l = laneOf[i]
+				}
+				offs[depth*n+i] = uint32(cur[l])
+				cur[l] += p
+			}
+		}
+	}
 	rec := record{seq: t.cur.seq + 1, n: uint64(n), lanes: uint64(len(lanes)), d: uint32(d), oldRoot: t.cur.root,
 		oldHeight: uint32(h), alg: uint32(o.Alg), free: total, topStart: top[0], topEnd: top[h], block: uint32(o.BlockThreads)}
-	return rec, lanes, starts, nil
+	return rec, lanes, starts, offs, nil
 }
 
 // freeIDs returns the first n free node ids of the committed bitmap.
@@ -456,7 +480,7 @@ func (t *Tree) stage(rec record, lanes []laneInfo, ks, vs []uint64) error {
 }
 
 // finish runs (or resumes) the batch's kernel and commits it.
-func (t *Tree) finish(rec record, lanes []laneInfo, starts [][]uint64, o BatchOptions, commit bool) (BatchResult, error) {
+func (t *Tree) finish(rec record, lanes []laneInfo, starts [][]uint64, offs []uint32, o BatchOptions, commit bool) (BatchResult, error) {
 	res := BatchResult{Keys: int(rec.n), Lanes: len(lanes), Depth: int(rec.d), Levels: int(rec.oldHeight)}
 	// The epoch status marks say where each lane resumes.
 	mb := make([]byte, 8*(len(lanes)+1))
@@ -470,13 +494,9 @@ func (t *Tree) finish(rec record, lanes []laneInfo, starts [][]uint64, o BatchOp
 		k.laneDone[l], _ = markDone(binary.LittleEndian.Uint64(mb[8*l:]), rec.seq, 0)
 	}
 	k.topDone, _ = markDone(binary.LittleEndian.Uint64(mb[8*len(lanes):]), rec.seq, 0)
-	ctr := make([]uint64, 0, len(starts)*k.h)
-	for _, st := range starts {
-		ctr = append(ctr, st[:k.h]...)
-	}
 	res.LaneLevels, res.TopLevels = k.laneDone, k.topDone
 	if k.topDone <= k.d {
-		if err := k.launch(t.m, ctr, o); err != nil {
+		if err := k.launch(t.m, offs, o); err != nil {
 			return res, err
 		}
 		res.Ran = true

@@ -43,9 +43,9 @@ type kern struct {
 	alg                  Alg
 	levelScope, topScope pm.Scope
 
-	path, ctr, errw, bar pm.Addr // device memory
-	total                uint64  // threads in the grid
-	result               scope.Result
+	path, offs, errw, bar pm.Addr // device memory
+	total                 uint64  // threads in the grid
+	result                scope.Result
 	// writes[lane][level]: PM words written in each epoch (level 0 the
 	// leaves, k.h the leaf chain; lane len(lanes) the device-scope part).
 	// Instrumentation only: the engine runs one thread at a time.
@@ -63,7 +63,7 @@ const (
 	errPiece = 3 // a piece record that makes no sense
 )
 
-func (k *kern) launch(m *pm.Machine, ctr []uint64, o BatchOptions) error {
+func (k *kern) launch(m *pm.Machine, offs []uint32, o BatchOptions) error {
 	top := len(k.lanes)
 	blocks := len(k.lanes)
 	bs := o.BlockThreads
@@ -82,22 +82,22 @@ func (k *kern) launch(m *pm.Machine, ctr []uint64, o BatchOptions) error {
 		return a
 	}
 	k.path = alloc(uint64(4 * k.h * k.n))
-	k.ctr = alloc(uint64(8 * len(ctr)))
+	k.offs = alloc(uint64(4 * len(offs)))
 	k.errw = alloc(8)
 	k.bar = alloc(8)
 	if err != nil {
 		return fmt.Errorf("btree: device memory: %w", err)
 	}
 	defer func() {
-		for _, a := range []pm.Addr{k.path, k.ctr, k.errw, k.bar} {
+		for _, a := range []pm.Addr{k.path, k.offs, k.errw, k.bar} {
 			_ = m.Free(a)
 		}
 	}()
-	cb := make([]byte, 8*len(ctr))
-	for i, c := range ctr {
-		pm.PutLE(cb[8*i:8*i+8], c)
+	cb := make([]byte, 4*len(offs))
+	for i, c := range offs {
+		pm.PutLE(cb[4*i:4*i+4], uint64(c))
 	}
-	if err := m.CopyIn(k.ctr, cb); err != nil {
+	if err := m.CopyIn(k.offs, cb); err != nil {
 		return err
 	}
 	opts := append([]scope.Option{scope.WithName("btree-" + k.alg.String())}, o.Launch...)
@@ -126,7 +126,7 @@ func (k *kern) key(i int) pm.Addr              { return k.base.Add(k.g.keysOff()
 func (k *kern) val(i int) pm.Addr              { return k.base.Add(k.g.valsOff() + 8*uint64(i)) }
 func (k *kern) pathAt(depth, i int) pm.Addr    { return k.path.Add(4 * uint64(depth*k.n+i)) }
 func (k *kern) mark(lane int) pm.Addr          { return k.base.Add(k.g.marksOff() + 8*uint64(lane)) }
-func (k *kern) counter(lane, lv int) pm.Addr   { return k.ctr.Add(8 * uint64(lane*k.h+lv)) }
+func (k *kern) offAt(depth, i int) pm.Addr     { return k.offs.Add(4 * uint64(depth*k.n+i)) }
 func (k *kern) freeID(i uint64) pm.Addr        { return k.base.Add(k.g.freeOff() + 4*i) }
 func (k *kern) keyAt(id uint32, j int) pm.Addr { return k.node(id).Add(16 + 8*uint64(j)) }
 func (k *kern) valAt(id uint32, j int) pm.Addr {
@@ -162,7 +162,7 @@ func (k *kern) kernel(t *scope.Thread) {
 			depth := k.h - 1 - li
 			for i := ks + tid; i < ke; i += bs {
 				if i == ks || k.pathOf(t, depth, i-1) != k.pathOf(t, depth, i) {
-					k.process(t, depth, i, ke, lane, pm.Block)
+					k.process(t, depth, i, ke, lane)
 				}
 			}
 			k.levelBarrier(t)
@@ -180,7 +180,7 @@ func (k *kern) kernel(t *scope.Thread) {
 		depth := k.d - 1 - ti
 		for i := ks + tid; i < ke; i += bs {
 			if i == 0 || k.pathOf(t, depth, i-1) != k.pathOf(t, depth, i) {
-				k.process(t, depth, i, k.n, top, pm.Device)
+				k.process(t, depth, i, k.n, top)
 			}
 		}
 		k.topBarrier(t, &arrivals)
@@ -321,8 +321,9 @@ type entry struct{ key, val uint64 }
 
 // process merges the run of owner i at depth into copies of its node,
 // writes the pieces and records them. lane is the allocation lane, hi the
-// end of the keys a run can span, s the scope of the allocation atomic.
-func (k *kern) process(t *scope.Thread, depth, i, hi, lane int, s pm.Scope) {
+// end of the keys a run can span. The owner's pieces take the free-list
+// slice the plan gave it, so node ids do not depend on thread order.
+func (k *kern) process(t *scope.Thread, depth, i, hi, lane int) {
 	j := k.runEnd(t, depth, i, hi)
 	id := k.pathOf(t, depth, i)
 	leaf := depth == k.h-1
@@ -399,7 +400,8 @@ func (k *kern) process(t *scope.Thread, depth, i, hi, lane int, s pm.Scope) {
 	var w uint64
 	defer func() { k.addWrites(lane, k.h-1-depth, w) }()
 	lv := k.h - 1 - depth
-	pieces := k.writePieces(t, merged, leaf, lane, lv, s, id, &w)
+	cur := uint64(t.Load32(k.offAt(depth, i)))
+	pieces := k.writePieces(t, merged, leaf, lane, lv, &cur, id, &w)
 	if pieces == nil {
 		return
 	}
@@ -415,7 +417,7 @@ func (k *kern) process(t *scope.Thread, depth, i, hi, lane int, s pm.Scope) {
 	if depth == 0 {
 		height := k.h
 		for len(pieces) > 1 {
-			pieces = k.writePieces(t, pieces, false, lane, lv, s, 0, &w)
+			pieces = k.writePieces(t, pieces, false, lane, lv, &cur, 0, &w)
 			if pieces == nil {
 				return
 			}
@@ -433,12 +435,13 @@ func (k *kern) process(t *scope.Thread, depth, i, hi, lane int, s pm.Scope) {
 // allocates and writes them, and returns (first key, id) per piece. The
 // pieces of a leaf are chained; the last keeps the old leaf's next until
 // the chain pass.
-func (k *kern) writePieces(t *scope.Thread, es []entry, leaf bool, lane, lv int, s pm.Scope, old uint32, w *uint64) []entry {
+func (k *kern) writePieces(t *scope.Thread, es []entry, leaf bool, lane, lv int, cur *uint64, old uint32, w *uint64) []entry {
 	p := (len(es) + k.order - 1) / k.order
 	if p == 0 {
 		p = 1
 	}
-	base := t.AtomicAdd64(k.counter(lane, lv), uint64(p), s)
+	base := *cur
+	*cur += uint64(p)
 	end := k.starts[lane][lv+1]
 	if base+uint64(p) > end {
 		if k.allocErr == "" {

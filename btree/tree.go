@@ -394,7 +394,16 @@ const maxReported = 20
 // exactly the reachable nodes (no leaked and no doubly-owned node). It
 // returns every inconsistency found (up to 20), each wrapping ErrCorrupt,
 // joined; nil if there are none.
+//
+// A tree with an unfinished batch (see OpenPending) gives ErrRecovery: the
+// leaf links the batch already wrote point into it.
 func (t *Tree) Check() error {
+	if _, ok, err := t.pending(); err != nil || ok {
+		if err != nil {
+			return err
+		}
+		return ErrRecovery
+	}
 	var errs []error
 	bad := func(format string, a ...any) bool {
 		errs = append(errs, fmt.Errorf("%w: "+format, append([]any{ErrCorrupt}, a...)...))
