@@ -45,8 +45,9 @@
 // forward: once the batch record is durable the batch will happen. The
 // marks are the epoch status table of the paper's §8.3 (one 8-byte word
 // per workgroup and one for the device-scope part: the batch, the levels
-// done; each level of each workgroup allocates from its own slice of the
-// batch's free list, so it can be redone alone). No undo log is needed: an epoch writes
+// done). The host's plan gives every run owner at every level its own
+// slice of the batch's free list, so node ids do not depend on the order
+// threads run in, and an epoch redone writes the very same bytes. No undo log is needed: an epoch writes
 // only fresh nodes and its piece records, so a partly persisted epoch has
 // nothing to undo, and running it again overwrites the same kind of state.
 // The only write to a node of the committed tree is the next pointer of an

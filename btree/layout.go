@@ -231,11 +231,11 @@ func decodeRecord(b []byte, g geometry) (record, error) {
 
 // A mark is a lane's epoch status word (seed 000 §8.3): the batch (low 24
 // bits of its seq) and the levels the lane has completed (the low 32 bits
-// are reserved, 0). One aligned 8-byte store. Each level of each lane
-// allocates from its own slice of the batch's free list, so a lane resumes
-// a level from the slice's start: no allocation cursor needs recording
-// (a cursor read after a barrier could already include the next level's
-// allocations of threads that passed the barrier first).
+// are reserved, 0). One aligned 8-byte store. Every run owner at every
+// level writes its pieces to a slice of the batch's free list the plan
+// gave it, so no allocation cursor needs recording (a cursor read after a
+// barrier could already include the next level's allocations of threads
+// that passed the barrier first).
 func markWord(seq uint64, done int, alloc uint64) uint64 {
 	return (seq&0xffffff)<<40 | uint64(done&0xff)<<32 | alloc&0xffffffff
 }
