@@ -1,0 +1,615 @@
+package btree
+
+import (
+	"cmp"
+	"encoding/binary"
+	"fmt"
+	"slices"
+
+	"github.com/scopedpm/scopedpm/pm"
+	"github.com/scopedpm/scopedpm/scope"
+)
+
+// Alg selects the parallel insertion algorithm of the scoped persist
+// barrier paper (§5.1).
+type Alg uint8
+
+// Algorithms.
+const (
+	// Alg2 (the default): keys go to workgroups that own disjoint subtrees
+	// rooted at depth d, the shallowest depth with at least as many nodes
+	// as the batch needs workgroups; each workgroup inserts level by level
+	// up to d with a block-scope persist barrier per level, and the levels
+	// above d use device-scope barriers.
+	Alg2 Alg = iota
+	// Alg1: one thread per key; every level ends with a device-scope
+	// persist barrier (a kernel-wide barrier).
+	Alg1
+)
+
+// String returns "alg1" or "alg2".
+func (a Alg) String() string {
+	if a == Alg1 {
+		return "alg1"
+	}
+	return "alg2"
+}
+
+// BatchOptions configure a batch insertion.
+type BatchOptions struct {
+	// Alg is the algorithm.
+	Alg Alg
+	// BlockThreads is the workgroup size (0: 64, one gope wavefront).
+	BlockThreads int
+	// Scopes overrides the scopes of the persist barriers; nil means the
+	// paper's (Block per level inside a subtree, Device above d and for
+	// every level of Algorithm 1). Narrower ones are bugs, kept for the
+	// crash checker.
+	Scopes *Scopes
+	// Launch options passed to scope.Launch (e.g. scope.WithName).
+	Launch []scope.Option
+}
+
+func (o BatchOptions) withDefaults() BatchOptions {
+	if o.BlockThreads == 0 {
+		o.BlockThreads = 64
+	}
+	if o.Scopes == nil {
+		o.Scopes = &Scopes{Level: pm.Block, Top: pm.Device}
+	}
+	return o
+}
+
+// Scopes are the scopes of a batch's persist barriers.
+type Scopes struct {
+	// Level is the scope of Algorithm 2's persist barrier after each level
+	// of a workgroup's subtree (pm.Block).
+	Level pm.Scope
+	// Top is the scope of the persist barriers above depth d and of every
+	// level of Algorithm 1 (pm.Device).
+	Top pm.Scope
+}
+
+// BatchResult reports what a batch did.
+type BatchResult struct {
+	Keys   int  // distinct keys of the batch
+	Lanes  int  // workgroups (Algorithm 2) or blocks (Algorithm 1)
+	Depth  int  // d: depth of the subtree roots (the old height for Algorithm 1)
+	Levels int  // levels of the old tree
+	Ran    bool // a kernel ran (false when recovery found the batch done)
+	// LaneLevels are the levels each workgroup had completed before the
+	// launch (recovery resumes after them), TopLevels those of the device-
+	// scope part (levels above d, then the leaf chain).
+	LaneLevels []int
+	TopLevels  int
+	Launch     scope.Result
+	// Writes[lane][level] counts the PM words each epoch of the launch
+	// wrote (the NV writes a crash in it would make the lane write again):
+	// lanes are the workgroups then, last, the device-scope part; levels
+	// count from the leaves (0), and level Levels is the leaf chain.
+	Writes [][]uint64
+}
+
+type laneInfo struct{ ks, ke, as, ae uint64 }
+
+// sortBatch returns the keys sorted ascending with their values, the last
+// value of a repeated key winning.
+func sortBatch(keys, vals []uint64) ([]uint64, []uint64) {
+	idx := make([]int, len(keys))
+	for i := range idx {
+		idx[i] = i
+	}
+	slices.SortStableFunc(idx, func(a, b int) int { return cmp.Compare(keys[a], keys[b]) })
+	var ks, vs []uint64
+	for _, i := range idx {
+		if len(ks) > 0 && ks[len(ks)-1] == keys[i] {
+			vs[len(vs)-1] = vals[i]
+			continue
+		}
+		ks, vs = append(ks, keys[i]), append(vs, vals[i])
+	}
+	return ks, vs
+}
+
+// pending returns the batch record if a batch was started but not
+// committed.
+func (t *Tree) pending() (record, bool, error) {
+	b := make([]byte, line)
+	if err := t.read(t.r.Base.Add(recordOff), b); err != nil {
+		return record{}, false, err
+	}
+	rec, err := decodeRecord(b, t.g)
+	if err != nil || rec.seq != t.cur.seq+1 {
+		// A record that does not decode was being written when the
+		// machine crashed: its batch never started.
+		return record{}, false, nil
+	}
+	return rec, true, nil
+}
+
+// Stage writes a batch durably (its keys, values, free nodes and record)
+// without running it: from then on the batch will happen, and Recover (or
+// Open) runs it. InsertBatch is Stage then Recover. Crash-checking
+// harnesses stage in their setup so that a crash image never holds a
+// batch's kernel writes without the host writes before them.
+func (t *Tree) Stage(keys, vals []uint64, o BatchOptions) error {
+	_, _, _, _, err := t.stageBatch(keys, vals, o)
+	return err
+}
+
+func (t *Tree) stageBatch(keys, vals []uint64, o BatchOptions) (record, []laneInfo, [][]uint64, []uint32, error) {
+	if len(keys) != len(vals) || len(keys) == 0 {
+		return record{}, nil, nil, nil, fmt.Errorf("%w: %d keys and %d values", ErrBadArg, len(keys), len(vals))
+	}
+	o = o.withDefaults()
+	if o.BlockThreads < 1 || o.Alg > Alg1 {
+		return record{}, nil, nil, nil, fmt.Errorf("%w: batch options %+v", ErrBadArg, o)
+	}
+	if _, ok, err := t.pending(); err != nil || ok {
+		if err != nil {
+			return record{}, nil, nil, nil, err
+		}
+		return record{}, nil, nil, nil, ErrRecovery
+	}
+	ks, vs := sortBatch(keys, vals)
+	if uint64(len(ks)) > t.g.maxBatch {
+		return record{}, nil, nil, nil, fmt.Errorf("%w: batch of %d keys, the tree takes %d", ErrBadArg, len(ks), t.g.maxBatch)
+	}
+	rec, lanes, starts, offs, err := t.plan(ks, o)
+	if err != nil {
+		return record{}, nil, nil, nil, err
+	}
+	return rec, lanes, starts, offs, t.stage(rec, lanes, ks, vs)
+}
+
+// InsertBatch inserts keys with their values (a key already present gets
+// the new value; of keys repeated in the batch the last wins) with one
+// kernel launch on the tree's machine, and commits the batch. The keys are
+// sorted on the host, as in the paper.
+func (t *Tree) InsertBatch(keys, vals []uint64, o BatchOptions) (BatchResult, error) {
+	if len(keys) != len(vals) {
+		return BatchResult{}, fmt.Errorf("%w: %d keys and %d values", ErrBadArg, len(keys), len(vals))
+	}
+	if len(keys) == 0 {
+		return BatchResult{}, nil
+	}
+	rec, lanes, starts, offs, err := t.stageBatch(keys, vals, o)
+	if err != nil {
+		return BatchResult{}, err
+	}
+	return t.finish(rec, lanes, starts, offs, o.withDefaults(), true)
+}
+
+// Recover finishes a batch a crash interrupted, if any: it relaunches the
+// batch's kernel, in which each workgroup (and the device-scope part)
+// resumes after the last level its epoch status mark says is durable, and
+// commits. Workgroups whose subtrees persisted do no work again. Recovery
+// rolls forward: the batch's keys were durable before it started.
+func (t *Tree) Recover(o BatchOptions) (BatchResult, error) {
+	res, err := t.resume(o, true)
+	return res, err
+}
+
+// Resume runs the kernel of a staged (or interrupted) batch, resuming
+// after the levels its marks say are durable, but does not commit: the
+// batch is complete in PM and the next Open or Recover commits it (a host
+// step that reads the result and publishes the meta line and bitmap).
+// Harnesses that crash a timing backend during the kernel use it, so that
+// no host write follows the launch.
+func (t *Tree) Resume(o BatchOptions) (BatchResult, error) {
+	return t.resume(o, false)
+}
+
+func (t *Tree) resume(o BatchOptions, commit bool) (BatchResult, error) {
+	rec, ok, err := t.pending()
+	if err != nil || !ok {
+		return BatchResult{}, err
+	}
+	o = o.withDefaults()
+	if rec.del == 1 {
+		// A host delete: redo it (it commits).
+		return BatchResult{}, t.redoDelete(rec)
+	}
+	// The plan is a function of the committed tree (unchanged: the batch
+	// wrote only fresh nodes and leaf next pointers) and the batch's keys
+	// (durable): compute it again, and check it matches the record.
+	kb := make([]byte, 8*rec.n)
+	if err := t.read(t.r.Base.Add(t.g.keysOff()), kb); err != nil {
+		return BatchResult{}, err
+	}
+	ks := make([]uint64, rec.n)
+	for i := range ks {
+		ks[i] = binary.LittleEndian.Uint64(kb[8*i:])
+		if i > 0 && ks[i] <= ks[i-1] {
+			return BatchResult{}, fmt.Errorf("%w: batch keys out of order at %d", ErrCorrupt, i)
+		}
+	}
+	po := o
+	po.Alg, po.BlockThreads = Alg(rec.alg), int(rec.block)
+	again, lanes, starts, offs, err := t.plan(ks, po)
+	if err != nil {
+		return BatchResult{}, err
+	}
+	again.seq = rec.seq
+	if again != rec {
+		return BatchResult{}, fmt.Errorf("%w: batch record %+v, its plan gives %+v", ErrCorrupt, rec, again)
+	}
+	return t.finish(rec, lanes, starts, offs, o, commit)
+}
+
+// plan decides the lanes, the depth d and each lane's share of free nodes.
+// It walks the old tree on the host to bound the nodes each lane may
+// allocate (the kernel finds the leaves itself).
+//
+// starts[lane][lv] is where level lv (0: the leaves) of lane (the last
+// being the device-scope part) allocates in the free list; the level ends
+// where the next slice starts.
+//
+// offs[depth*n+i] is where the owner of the run starting at key i writes its
+// pieces at depth: node ids do not depend on the order threads run in.
+func (t *Tree) plan(ks []uint64, o BatchOptions) (record, []laneInfo, [][]uint64, []uint32, error) {
+	n, h, order := len(ks), int(t.cur.height), t.g.order
+	cache := map[uint32]*node{}
+	get := func(id uint32) (*node, error) {
+		if nd, ok := cache[id]; ok {
+			return nd, nil
+		}
+		nd, err := t.readNode(id)
+		if err == nil {
+			cache[id] = nd
+		}
+		return nd, err
+	}
+	// path[depth][i]: the node at depth on key i's way down.
+	path := make([][]uint32, h)
+	for d := range path {
+		path[d] = make([]uint32, n)
+	}
+	for i, k := range ks {
+		id := t.cur.root
+		for d := range h {
+			path[d][i] = id
+			if d == h-1 {
+				break
+			}
+			nd, err := get(id)
+			if err != nil {
+				return record{}, nil, nil, nil, err
+			}
+			if nd.leaf {
+				return record{}, nil, nil, nil, fmt.Errorf("%w: leaf at depth %d of %d", ErrCorrupt, d, h)
+			}
+			id = uint32(nd.vals[route(nd, k)])
+		}
+	}
+	// d: the shallowest depth with as many nodes as workgroups needed.
+	var d int
+	var lanes []laneInfo
+	if o.Alg == Alg1 {
+		d = h
+		for s := 0; s < n; s += o.BlockThreads {
+			lanes = append(lanes, laneInfo{ks: uint64(s), ke: uint64(min(s+o.BlockThreads, n))})
+		}
+	} else {
+		want := (n + o.BlockThreads - 1) / o.BlockThreads
+		d = h - 1
+		level := []uint32{t.cur.root}
+		for depth := 0; depth < h; depth++ {
+			if len(level) >= want {
+				d = depth
+				break
+			}
+			if depth == h-1 {
+				break
+			}
+			var nextLevel []uint32
+			for _, id := range level {
+				nd, err := get(id)
+				if err != nil {
+					return record{}, nil, nil, nil, err
+				}
+				for _, c := range nd.vals {
+					nextLevel = append(nextLevel, uint32(c))
+				}
+			}
+			level = nextLevel
+		}
+		for i := 0; i < n; {
+			j := i + 1
+			for j < n && path[d][j] == path[d][i] {
+				j++
+			}
+			lanes = append(lanes, laneInfo{ks: uint64(i), ke: uint64(j)})
+			i = j
+		}
+	}
+	if uint64(len(lanes)) > t.g.maxLanes {
+		return record{}, nil, nil, nil, fmt.Errorf("%w: %d lanes, the tree takes %d (raise MaxLanes or BlockThreads)", ErrBadArg, len(lanes), t.g.maxLanes)
+	}
+	// Bound the pieces every run of keys under one node can produce, level
+	// by level from the leaves, and charge them to the lane that writes
+	// them (the top lane above d).
+	laneOf := make([]int, n)
+	for l, ln := range lanes {
+		for i := ln.ks; i < ln.ke; i++ {
+			laneOf[i] = l
+		}
+	}
+	need := make([][]uint64, len(lanes)+1)
+	for l := range need {
+		need[l] = make([]uint64, h)
+	}
+	ownerP := make([]uint64, h*n) // pieces (with root growth) owner i may write at depth
+	bound := make([]uint64, n)    // pieces bound of the run owned by key i at the level below
+	prev := make([]uint64, n)
+	for depth := h - 1; depth >= 0; depth-- {
+		for i := 0; i < n; {
+			j := i + 1
+			for j < n && path[depth][j] == path[depth][i] {
+				j++
+			}
+			var entries uint64
+			if depth == h-1 {
+				nd, err := t.readNode(path[depth][i])
+				if err != nil {
+					return record{}, nil, nil, nil, err
+				}
+				entries = uint64(len(nd.vals) + j - i)
+			} else {
+				nd, err := get(path[depth][i])
+				if err != nil {
+					return record{}, nil, nil, nil, err
+				}
+				entries = uint64(len(nd.vals))
+				for c := i; c < j; c++ {
+					if c == i || path[depth+1][c] != path[depth+1][c-1] {
+						entries += prev[c] - 1
+					}
+				}
+			}
+			p := (entries + uint64(order) - 1) / uint64(order)
+			bound[i] = p
+			if depth == 0 {
+				for q := p; q > 1; {
+					q = (q + uint64(order) - 1) / uint64(order)
+					p += q
+				}
+			}
+			ownerP[depth*n+i] = p
+			if depth >= d {
+				need[laneOf[i]][h-1-depth] += p
+			} else {
+				need[len(lanes)][h-1-depth] += p
+			}
+			i = j
+		}
+		prev, bound = bound, prev
+	}
+	var total uint64
+	starts := make([][]uint64, len(lanes)+1)
+	for l := range starts {
+		if l < len(lanes) {
+			lanes[l].as = total
+		}
+		starts[l] = make([]uint64, h+1)
+		for lv := range h {
+			starts[l][lv] = total
+			total += need[l][lv]
+		}
+		starts[l][h] = total
+		if l < len(lanes) {
+			lanes[l].ae = total
+		}
+	}
+	top := starts[len(lanes)]
+	// Each owner's slice, in key order within its lane's slice of a level.
+	offs := make([]uint32, h*n)
+	for depth := range h {
+		lv := h - 1 - depth
+		cur := make([]uint64, len(lanes)+1)
+		for l := range cur {
+			cur[l] = starts[l][lv]
+		}
+		for i := range n {
+			if p := ownerP[depth*n+i]; p > 0 {
+				l := len(lanes)
+				if depth >= d {
+					l = laneOf[i]
+				}
+				offs[depth*n+i] = uint32(cur[l])
+				cur[l] += p
+			}
+		}
+	}
+	rec := record{seq: t.cur.seq + 1, n: uint64(n), lanes: uint64(len(lanes)), d: uint32(d), oldRoot: t.cur.root,
+		oldHeight: uint32(h), alg: uint32(o.Alg), free: total, topStart: top[0], topEnd: top[h], block: uint32(o.BlockThreads)}
+	return rec, lanes, starts, offs, nil
+}
+
+// freeIDs returns the first n free node ids of the committed bitmap.
+func (t *Tree) freeIDs(n uint64) ([]uint32, error) {
+	bm := t.bm[t.cur.seq&1]
+	out := make([]uint32, 0, n)
+	for id := uint64(1); id < t.g.capacity && uint64(len(out)) < n; id++ {
+		if bm[id/64]&(1<<(id%64)) == 0 {
+			out = append(out, uint32(id))
+		}
+	}
+	if uint64(len(out)) < n {
+		return nil, fmt.Errorf("%w: a batch may need %d free nodes, the pool has %d", ErrFull, n, len(out))
+	}
+	return out, nil
+}
+
+// stage writes the batch's keys, values, free list and lanes, then its
+// record: once the record is durable the batch will happen (recovery
+// finishes it).
+func (t *Tree) stage(rec record, lanes []laneInfo, ks, vs []uint64) error {
+	ids, err := t.freeIDs(rec.free)
+	if err != nil {
+		return err
+	}
+	put := func(off uint64, words []uint64, size int) error {
+		b := make([]byte, size*len(words))
+		for i, w := range words {
+			pm.PutLE(b[size*i:size*(i+1)], w)
+		}
+		return t.write(t.r.Base.Add(off), b)
+	}
+	fr := make([]uint64, len(ids))
+	for i, id := range ids {
+		fr[i] = uint64(id)
+	}
+	lw := make([]uint64, 0, 4*len(lanes))
+	for _, l := range lanes {
+		lw = append(lw, l.ks, l.ke, l.as, l.ae)
+	}
+	for _, a := range []struct {
+		off   uint64
+		words []uint64
+		size  int
+	}{{t.g.keysOff(), ks, 8}, {t.g.valsOff(), vs, 8}, {t.g.freeOff(), fr, 4}, {t.g.lanesOff(), lw, 8}} {
+		if len(a.words) == 0 {
+			continue
+		}
+		if err := put(a.off, a.words, a.size); err != nil {
+			return err
+		}
+	}
+	return t.write(t.r.Base.Add(recordOff), rec.encode())
+}
+
+// finish runs (or resumes) the batch's kernel and commits it.
+func (t *Tree) finish(rec record, lanes []laneInfo, starts [][]uint64, offs []uint32, o BatchOptions, commit bool) (BatchResult, error) {
+	res := BatchResult{Keys: int(rec.n), Lanes: len(lanes), Depth: int(rec.d), Levels: int(rec.oldHeight)}
+	// The epoch status marks say where each lane resumes.
+	mb := make([]byte, 8*(len(lanes)+1))
+	if err := t.read(t.r.Base.Add(t.g.marksOff()), mb); err != nil {
+		return res, err
+	}
+	k := &kern{g: t.g, base: t.r.Base, seq: rec.seq, n: int(rec.n), h: int(rec.oldHeight), d: int(rec.d),
+		order: t.g.order, root: rec.oldRoot, lanes: lanes, starts: starts, alg: Alg(rec.alg), levelScope: o.Scopes.Level, topScope: o.Scopes.Top}
+	k.laneDone = make([]int, len(lanes))
+	for l := range lanes {
+		k.laneDone[l], _ = markDone(binary.LittleEndian.Uint64(mb[8*l:]), rec.seq, 0)
+	}
+	k.topDone, _ = markDone(binary.LittleEndian.Uint64(mb[8*len(lanes):]), rec.seq, 0)
+	res.LaneLevels, res.TopLevels = k.laneDone, k.topDone
+	if k.topDone <= k.d {
+		if err := k.launch(t.m, offs, o); err != nil {
+			return res, err
+		}
+		res.Ran = true
+		res.Launch = k.result
+		res.Writes = k.writes
+	}
+	if !commit {
+		return res, nil
+	}
+	return res, t.commit(rec)
+}
+
+// commit reads the batch's result (new root and height), walks the new
+// tree to count its keys and mark its nodes, and publishes it.
+func (t *Tree) commit(rec record) error {
+	b := make([]byte, 24)
+	if err := t.read(t.r.Base.Add(resultOff), b); err != nil {
+		return err
+	}
+	seq, root, height := binary.LittleEndian.Uint64(b), binary.LittleEndian.Uint64(b[8:]), binary.LittleEndian.Uint64(b[16:])
+	if seq != rec.seq || root == 0 || root >= t.g.capacity || height < 1 || height > 64 {
+		return fmt.Errorf("%w: batch %d result: batch %d root %d height %d", ErrCorrupt, rec.seq, seq, root, height)
+	}
+	want, count, err := t.walk(uint32(root), uint32(height))
+	if err != nil {
+		return err
+	}
+	return t.publish(meta{seq: rec.seq, root: uint32(root), height: uint32(height), count: count}, want)
+}
+
+// walk marks the nodes reachable from root and counts the keys.
+func (t *Tree) walk(root, height uint32) ([]uint64, uint64, error) {
+	want := make([]uint64, len(t.bm[0]))
+	var count uint64
+	level := []uint32{root}
+	for depth := uint32(0); depth < height; depth++ {
+		var next []uint32
+		for _, id := range level {
+			if id == 0 || uint64(id) >= t.g.capacity || want[id/64]&(1<<(id%64)) != 0 {
+				return nil, 0, fmt.Errorf("%w: node %d bad or reached twice", ErrCorrupt, id)
+			}
+			want[id/64] |= 1 << (id % 64)
+			nd, err := t.readNode(id)
+			if err != nil {
+				return nil, 0, err
+			}
+			if nd.leaf != (depth == height-1) {
+				return nil, 0, fmt.Errorf("%w: node %d at depth %d of %d is leaf=%v", ErrCorrupt, id, depth, height, nd.leaf)
+			}
+			if nd.leaf {
+				count += uint64(len(nd.vals))
+				continue
+			}
+			for _, c := range nd.vals {
+				next = append(next, uint32(c))
+			}
+		}
+		level = next
+	}
+	return want, count, nil
+}
+
+// BatchProgress is how far an unfinished batch got, as its epoch status
+// marks say.
+type BatchProgress struct {
+	Levels int   // levels of the tree the batch started from
+	Depth  int   // d
+	Lanes  []int // levels each workgroup has durably completed (of Levels-Depth)
+	Top    int   // steps of the device-scope part durably completed (levels above d, then the leaf chain)
+}
+
+// Done reports whether level lv (0: the leaves) is durably complete in
+// every workgroup and in the device-scope part.
+func (p BatchProgress) Done(lv int) bool {
+	own := p.Levels - p.Depth
+	if lv < own {
+		for _, l := range p.Lanes {
+			if l <= lv {
+				return false
+			}
+		}
+		return true
+	}
+	return p.Top > lv-own
+}
+
+// Progress reads from a durable image how far the unfinished batch of the
+// tree in region got. ok is false if the tree has no unfinished batch.
+func Progress(img *pm.Image, region string) (p BatchProgress, ok bool, err error) {
+	r, found := img.Region(region)
+	if !found {
+		return p, false, fmt.Errorf("btree: %w: %q", pm.ErrNoRegion, region)
+	}
+	data := r.Data
+	if len(data) < fixedEnd {
+		return p, false, fmt.Errorf("%w: region of %d bytes", ErrCorrupt, len(data))
+	}
+	g, err := decodeHeader(data[headerOff:])
+	if err != nil {
+		return p, false, err
+	}
+	if uint64(len(data)) < g.size() {
+		return p, false, fmt.Errorf("%w: region of %d bytes, header needs %d", ErrCorrupt, len(data), g.size())
+	}
+	commit := binary.LittleEndian.Uint64(data[commitOff:])
+	rec, err := decodeRecord(data[recordOff:], g)
+	if err != nil || rec.seq != commit+1 || rec.del == 1 {
+		return p, false, nil
+	}
+	p = BatchProgress{Levels: int(rec.oldHeight), Depth: int(rec.d), Lanes: make([]int, rec.lanes)}
+	for l := range p.Lanes {
+		p.Lanes[l], _ = markDone(binary.LittleEndian.Uint64(data[g.marksOff()+8*uint64(l):]), rec.seq, 0)
+	}
+	p.Top, _ = markDone(binary.LittleEndian.Uint64(data[g.marksOff()+8*rec.lanes:]), rec.seq, 0)
+	return p, true, nil
+}

@@ -1,0 +1,136 @@
+package btree
+
+import (
+	"errors"
+	"testing"
+
+	"github.com/stretchr/testify/require"
+)
+
+// FuzzDecodeNode: any bytes decode to a node that re-encodes to the same
+// entries, or to an error wrapping ErrCorrupt; never a panic.
+func FuzzDecodeNode(f *testing.F) {
+	for _, order := range []int{4, 15} {
+		f.Add(encodeNode(&node{leaf: true, next: 7, keys: []uint64{1, 2}, vals: []uint64{3, 4}}, order), order)
+		f.Add(encodeNode(&node{keys: []uint64{10}, vals: []uint64{5, 6}}, order), order)
+	}
+	f.Add([]byte{nodeTag, kindInner}, 4)
+	f.Fuzz(func(t *testing.T, b []byte, order int) {
+		n, err := decodeNode(b, order)
+		if err != nil {
+			require.True(t, errors.Is(err, ErrCorrupt), "%v", err)
+			return
+		}
+		require.LessOrEqual(t, len(n.vals), order)
+		if !n.leaf {
+			require.Equal(t, len(n.vals)-1, len(n.keys))
+		}
+		n2, err := decodeNode(encodeNode(n, order), order)
+		require.NoError(t, err)
+		require.Equal(t, n, n2)
+	})
+}
+
+// FuzzDecodeHeader covers the header, meta and batch-record decoders.
+func FuzzDecodeHeader(f *testing.F) {
+	g := geometry{order: 15, nodeBytes: nodeBytesFor(15), capacity: 100, maxBatch: 50, maxLanes: 50}
+	f.Add(g.encode())
+	f.Add(meta{seq: 3, root: 5, height: 2, count: 40}.encode())
+	f.Add(record{seq: 4, n: 10, lanes: 2, d: 1, oldRoot: 5, oldHeight: 2, free: 20, topStart: 10, topEnd: 20}.encode())
+	f.Add(make([]byte, line))
+	f.Fuzz(func(t *testing.T, b []byte) {
+		if gg, err := decodeHeader(b); err != nil {
+			require.ErrorIs(t, err, ErrCorrupt)
+		} else {
+			require.NoError(t, gg.validate())
+			require.Equal(t, b[:line], gg.encode())
+		}
+		if m, err := decodeMeta(b, g); err != nil {
+			require.ErrorIs(t, err, ErrCorrupt)
+		} else {
+			require.Less(t, uint64(m.root), g.capacity)
+		}
+		if r, err := decodeRecord(b, g); err != nil {
+			require.ErrorIs(t, err, ErrCorrupt)
+		} else {
+			require.LessOrEqual(t, r.n, g.maxBatch)
+			require.LessOrEqual(t, r.topEnd, r.free)
+		}
+	})
+}
+
+// TestOpenCorrupt: a region that is not a tree is an error, not a panic.
+func TestOpenCorrupt(t *testing.T) {
+	m := newMachine(t)
+	tr, err := Create(m, "bt", Options{Order: 4, Capacity: 50, MaxBatch: 20})
+	require.NoError(t, err)
+	require.NoError(t, tr.Put(1, 2))
+	require.NoError(t, tr.Check())
+	// Break the header's checksum.
+	require.NoError(t, m.CopyIn(tr.r.Base.Add(20), []byte{0xff}))
+	_, err = Open(m, "bt")
+	require.ErrorIs(t, err, ErrCorrupt)
+	_, err = Open(m, "nope")
+	require.Error(t, err)
+	_, err = Create(m, "x", Options{Order: 2})
+	require.ErrorIs(t, err, ErrBadArg)
+}
+
+// TestCheckFindsDamage: Check reports a broken node, a leaked node and a
+// broken leaf chain.
+func TestCheckFindsDamage(t *testing.T) {
+	tests := []struct {
+		name   string
+		damage func(t *testing.T, tr *Tree)
+	}{
+		{"leaked node", func(t *testing.T, tr *Tree) {
+			ids, err := tr.freeIDs(1)
+			require.NoError(t, err)
+			want := append([]uint64(nil), tr.bm[tr.cur.seq&1]...)
+			want[ids[0]/64] |= 1 << (ids[0] % 64)
+			tr.cur.seq++
+			require.NoError(t, tr.publish(meta{seq: tr.cur.seq, root: tr.cur.root, height: tr.cur.height, count: tr.cur.count}, want))
+		}},
+		{"bad leaf chain", func(t *testing.T, tr *Tree) {
+			id := firstLeafID(t, tr)
+			b := make([]byte, 8)
+			require.NoError(t, tr.write(tr.g.nodeAddr(tr.r.Base, id).Add(8), b))
+		}},
+		{"keys out of order", func(t *testing.T, tr *Tree) {
+			id := firstLeafID(t, tr)
+			b := make([]byte, 8)
+			b[0] = 0xff
+			require.NoError(t, tr.write(tr.g.nodeAddr(tr.r.Base, id).Add(16), b))
+		}},
+		{"count", func(t *testing.T, tr *Tree) {
+			tr.cur.seq++
+			tr.cur.count++
+			require.NoError(t, tr.publish(tr.cur, tr.bm[(tr.cur.seq-1)&1]))
+		}},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			m := newMachine(t)
+			tr, err := Create(m, "bt", Options{Order: 4, Capacity: 200, MaxBatch: 100})
+			require.NoError(t, err)
+			ks := batchKeys("ascending", nil, 60, 1)
+			_, err = tr.InsertBatch(ks, ks, BatchOptions{})
+			require.NoError(t, err)
+			require.NoError(t, tr.Check())
+			tc.damage(t, tr)
+			err = tr.Check()
+			require.ErrorIs(t, err, ErrCorrupt)
+			t.Log(err)
+		})
+	}
+}
+
+func firstLeafID(t *testing.T, tr *Tree) uint32 {
+	id := tr.cur.root
+	for range tr.cur.height - 1 {
+		n, err := tr.readNode(id)
+		require.NoError(t, err)
+		id = uint32(n.vals[0])
+	}
+	return id
+}

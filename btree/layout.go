@@ -1,0 +1,321 @@
+package btree
+
+import (
+	"encoding/binary"
+	"errors"
+	"fmt"
+	"hash/crc32"
+
+	"github.com/scopedpm/scopedpm/pm"
+)
+
+// Sentinel errors of package btree; functions wrap them with %w and context.
+var (
+	// ErrBadArg: an argument is out of range (an order, a capacity, a
+	// batch larger than the tree was created for).
+	ErrBadArg = errors.New("btree: bad argument")
+	// ErrCorrupt: persistent bytes do not decode, or the tree breaks an
+	// invariant (see Check).
+	ErrCorrupt = errors.New("btree: corrupt tree")
+	// ErrFull: the node pool has no room for the nodes a batch may need.
+	ErrFull = errors.New("btree: node pool full")
+	// ErrRecovery: the tree holds an unfinished batch; call Recover.
+	ErrRecovery = errors.New("btree: unfinished batch, recover first")
+)
+
+// Limits.
+const (
+	// MinOrder and MaxOrder bound the order: the most entries of a leaf and
+	// the most children of an internal node.
+	MinOrder = 4
+	MaxOrder = 255
+	// MaxCapacity bounds the node pool (node ids are 32-bit; 0 is nil).
+	MaxCapacity = 1<<31 - 1
+	// MaxBatchKeys bounds a batch.
+	MaxBatchKeys = 1 << 24
+	// line is the alignment of every area of the region.
+	line = 128
+)
+
+// The region, in order: header line, commit line, two meta lines, the batch
+// record line, the marks, the lane table, the batch keys and values, the
+// free list of the batch, three piece buffers, two bitmaps, the nodes.
+const (
+	headerOff = 0
+	commitOff = line
+	metaOff   = 2 * line // two lines
+	recordOff = 4 * line
+	resultOff = 5 * line // the batch's new root and height (seq, root, height)
+	fixedEnd  = 6 * line
+
+	magic     = "SPMBTREE"
+	headerCRC = line - 4
+	nodeTag   = 0xB7
+	kindLeaf  = 1
+	kindInner = 2
+	lastPiece = uint64(1) << 63
+)
+
+var castagnoli = crc32.MakeTable(crc32.Castagnoli)
+
+// geometry is what the header records; every offset derives from it.
+type geometry struct {
+	order     int
+	nodeBytes uint64
+	capacity  uint64 // nodes, including the unused node 0
+	maxBatch  uint64
+	maxLanes  uint64
+}
+
+func roundUp(n, to uint64) uint64 { return (n + to - 1) / to * to }
+
+// nodeBytesFor is the fixed node size of an order: a header word, the next
+// leaf, order keys and order values (or children), rounded to 64 bytes.
+func nodeBytesFor(order int) uint64 { return roundUp(16+16*uint64(order), 64) }
+
+func (g geometry) validate() error {
+	switch {
+	case g.order < MinOrder || g.order > MaxOrder:
+		return fmt.Errorf("%w: order %d (want %d..%d)", ErrBadArg, g.order, MinOrder, MaxOrder)
+	case g.nodeBytes != nodeBytesFor(g.order):
+		return fmt.Errorf("%w: node size %d for order %d", ErrBadArg, g.nodeBytes, g.order)
+	case g.capacity < 2 || g.capacity > MaxCapacity:
+		return fmt.Errorf("%w: capacity %d nodes (want 2..%d)", ErrBadArg, g.capacity, MaxCapacity)
+	case g.maxBatch < 1 || g.maxBatch > MaxBatchKeys:
+		return fmt.Errorf("%w: batch of %d keys (want 1..%d)", ErrBadArg, g.maxBatch, MaxBatchKeys)
+	case g.maxLanes < 1 || g.maxLanes > g.maxBatch:
+		return fmt.Errorf("%w: %d lanes for batches of %d keys", ErrBadArg, g.maxLanes, g.maxBatch)
+	}
+	return nil
+}
+
+// Offsets of the variable areas.
+func (g geometry) marksOff() uint64 { return fixedEnd }
+func (g geometry) lanesOff() uint64 { return g.marksOff() + roundUp(8*(g.maxLanes+1), line) }
+func (g geometry) keysOff() uint64  { return g.lanesOff() + roundUp(32*g.maxLanes, line) }
+func (g geometry) valsOff() uint64  { return g.keysOff() + roundUp(8*g.maxBatch, line) }
+func (g geometry) freeOff() uint64  { return g.valsOff() + roundUp(8*g.maxBatch, line) }
+func (g geometry) bufOff(i int) uint64 {
+	return g.freeOff() + roundUp(4*g.capacity, line) + uint64(i)*g.bufBytes()
+}
+func (g geometry) bufBytes() uint64    { return roundUp(32*g.maxBatch, line) }
+func (g geometry) bitmapBytes() uint64 { return roundUp(8*((g.capacity+63)/64), line) }
+func (g geometry) bitmapOff(i int) uint64 {
+	return g.bufOff(3) + uint64(i)*g.bitmapBytes()
+}
+func (g geometry) nodesOff() uint64 { return g.bitmapOff(2) }
+func (g geometry) size() uint64     { return g.nodesOff() + g.capacity*g.nodeBytes }
+
+func (g geometry) encode() []byte {
+	b := make([]byte, line)
+	copy(b, magic)
+	for i, f := range []uint64{uint64(g.order), g.nodeBytes, g.capacity, g.maxBatch, g.maxLanes} {
+		binary.LittleEndian.PutUint64(b[8+8*i:], f)
+	}
+	binary.LittleEndian.PutUint32(b[headerCRC:], crc32.Checksum(b[:headerCRC], castagnoli))
+	return b
+}
+
+// decodeHeader decodes the header line; bytes that are not a valid header
+// give an error wrapping ErrCorrupt.
+func decodeHeader(b []byte) (geometry, error) {
+	if len(b) < line {
+		return geometry{}, fmt.Errorf("%w: header of %d bytes", ErrCorrupt, len(b))
+	}
+	if string(b[:8]) != magic {
+		return geometry{}, fmt.Errorf("%w: magic %q", ErrCorrupt, b[:8])
+	}
+	if got, want := binary.LittleEndian.Uint32(b[headerCRC:]), crc32.Checksum(b[:headerCRC], castagnoli); got != want {
+		return geometry{}, fmt.Errorf("%w: header checksum %08x, want %08x", ErrCorrupt, got, want)
+	}
+	var f [5]uint64
+	for i := range f {
+		f[i] = binary.LittleEndian.Uint64(b[8+8*i:])
+	}
+	if f[0] > MaxOrder {
+		return geometry{}, fmt.Errorf("%w: order %d", ErrCorrupt, f[0])
+	}
+	g := geometry{order: int(f[0]), nodeBytes: f[1], capacity: f[2], maxBatch: f[3], maxLanes: f[4]}
+	if err := g.validate(); err != nil {
+		return geometry{}, fmt.Errorf("%w: header: %w", ErrCorrupt, err)
+	}
+	return g, nil
+}
+
+// meta is one of the two meta lines: the tree as of batch seq.
+type meta struct {
+	seq    uint64
+	root   uint32
+	height uint32 // levels; 1 = the root is a leaf
+	count  uint64 // keys
+}
+
+const metaCRC = line - 4
+
+func (m meta) encode() []byte {
+	b := make([]byte, line)
+	binary.LittleEndian.PutUint64(b[0:], m.seq)
+	binary.LittleEndian.PutUint32(b[8:], m.root)
+	binary.LittleEndian.PutUint32(b[12:], m.height)
+	binary.LittleEndian.PutUint64(b[16:], m.count)
+	binary.LittleEndian.PutUint32(b[metaCRC:], crc32.Checksum(b[:metaCRC], castagnoli))
+	return b
+}
+
+func decodeMeta(b []byte, g geometry) (meta, error) {
+	if len(b) < line {
+		return meta{}, fmt.Errorf("%w: meta of %d bytes", ErrCorrupt, len(b))
+	}
+	if got, want := binary.LittleEndian.Uint32(b[metaCRC:]), crc32.Checksum(b[:metaCRC], castagnoli); got != want {
+		return meta{}, fmt.Errorf("%w: meta checksum %08x, want %08x", ErrCorrupt, got, want)
+	}
+	m := meta{seq: binary.LittleEndian.Uint64(b[0:]), root: binary.LittleEndian.Uint32(b[8:]),
+		height: binary.LittleEndian.Uint32(b[12:]), count: binary.LittleEndian.Uint64(b[16:])}
+	if m.root == 0 || uint64(m.root) >= g.capacity || m.height < 1 || m.height > 64 {
+		return meta{}, fmt.Errorf("%w: meta root %d height %d", ErrCorrupt, m.root, m.height)
+	}
+	return m, nil
+}
+
+// record is the batch record: what a batch needs to run, or to be resumed
+// by recovery. Its seq word is written last (see startBatch).
+type record struct {
+	seq       uint64
+	n         uint64 // keys
+	lanes     uint64 // workgroup lanes (Algorithm 2) or key blocks (Algorithm 1)
+	d         uint32 // depth of the subtree roots; = old height for Algorithm 1
+	oldRoot   uint32
+	oldHeight uint32
+	alg       uint32
+	free      uint64 // free-list entries of the batch
+	topStart  uint64 // free-list range of the top lane
+	topEnd    uint64
+	del       uint32 // 1: a host delete (keys are removed, not inserted)
+	block     uint32 // BlockThreads the batch was planned with
+}
+
+const recordCRC = line - 4
+
+func (r record) encode() []byte {
+	b := make([]byte, line)
+	for i, f := range []uint64{r.seq, r.n, r.lanes, uint64(r.d), uint64(r.oldRoot), uint64(r.oldHeight), uint64(r.alg), r.free, r.topStart, r.topEnd, uint64(r.del), uint64(r.block)} {
+		binary.LittleEndian.PutUint64(b[8*i:], f)
+	}
+	binary.LittleEndian.PutUint32(b[recordCRC:], crc32.Checksum(b[:recordCRC], castagnoli))
+	return b
+}
+
+func decodeRecord(b []byte, g geometry) (record, error) {
+	if len(b) < line {
+		return record{}, fmt.Errorf("%w: batch record of %d bytes", ErrCorrupt, len(b))
+	}
+	if got, want := binary.LittleEndian.Uint32(b[recordCRC:]), crc32.Checksum(b[:recordCRC], castagnoli); got != want {
+		return record{}, fmt.Errorf("%w: batch record checksum %08x, want %08x", ErrCorrupt, got, want)
+	}
+	var f [12]uint64
+	for i := range f {
+		f[i] = binary.LittleEndian.Uint64(b[8*i:])
+	}
+	r := record{seq: f[0], n: f[1], lanes: f[2], d: uint32(f[3]), oldRoot: uint32(f[4]), oldHeight: uint32(f[5]),
+		alg: uint32(f[6]), free: f[7], topStart: f[8], topEnd: f[9], del: uint32(f[10]), block: uint32(f[11])}
+	switch {
+	case r.n < 1 || r.n > g.maxBatch || r.lanes < 1 || r.lanes > g.maxLanes:
+		return record{}, fmt.Errorf("%w: batch of %d keys in %d lanes", ErrCorrupt, r.n, r.lanes)
+	case f[5] < 1 || f[5] > 64 || f[3] > f[5] || f[4] == 0 || f[4] >= g.capacity:
+		return record{}, fmt.Errorf("%w: batch on root %d height %d depth %d", ErrCorrupt, f[4], f[5], f[3])
+	case r.free > g.capacity || r.topStart > r.topEnd || r.topEnd > r.free || f[6] > 2 || f[10] > 1 || f[11] < 1 || f[11] > 1<<20:
+		return record{}, fmt.Errorf("%w: batch free list %d, top %d..%d", ErrCorrupt, r.free, r.topStart, r.topEnd)
+	}
+	return r, nil
+}
+
+// A mark is a lane's epoch status word (seed 000 §8.3): the batch (low 24
+// bits of its seq) and the levels the lane has completed (the low 32 bits
+// are reserved, 0). One aligned 8-byte store. Every run owner at every
+// level writes its pieces to a slice of the batch's free list the plan
+// gave it, so no allocation cursor needs recording (a cursor read after a
+// barrier could already include the next level's allocations of threads
+// that passed the barrier first).
+func markWord(seq uint64, done int, alloc uint64) uint64 {
+	return (seq&0xffffff)<<40 | uint64(done&0xff)<<32 | alloc&0xffffffff
+}
+
+// markDone returns the levels completed (and the reserved low word) of mark w
+// for batch seq, or 0 and start if w belongs to another batch.
+func markDone(w, seq, start uint64) (int, uint64) {
+	if w>>40 != seq&0xffffff {
+		return 0, start
+	}
+	return int(w >> 32 & 0xff), w & 0xffffffff
+}
+
+// node is a decoded node. A leaf holds len(keys) == len(vals) entries; an
+// internal node holds len(vals) children (as ids) and len(vals)-1 keys,
+// keys[j] the least key of child j+1.
+type node struct {
+	leaf bool
+	next uint32 // leaves: the next leaf, 0 for the last
+	keys []uint64
+	vals []uint64
+}
+
+func nodeHeader(leaf bool, count int) uint64 {
+	k := uint64(kindInner)
+	if leaf {
+		k = kindLeaf
+	}
+	return nodeTag | k<<8 | uint64(count)<<16
+}
+
+// encodeNode encodes n in a node of order order.
+func encodeNode(n *node, order int) []byte {
+	b := make([]byte, nodeBytesFor(order))
+	cnt := len(n.vals)
+	binary.LittleEndian.PutUint64(b, nodeHeader(n.leaf, cnt))
+	binary.LittleEndian.PutUint64(b[8:], uint64(n.next))
+	for i, k := range n.keys {
+		binary.LittleEndian.PutUint64(b[16+8*i:], k)
+	}
+	for i, v := range n.vals {
+		binary.LittleEndian.PutUint64(b[16+8*order+8*i:], v)
+	}
+	return b
+}
+
+// decodeNode decodes the bytes of a node of order order. Bytes that are
+// not a node give an error wrapping ErrCorrupt; it never panics.
+func decodeNode(b []byte, order int) (*node, error) {
+	if order < MinOrder || order > MaxOrder || uint64(len(b)) < nodeBytesFor(order) {
+		return nil, fmt.Errorf("%w: node of %d bytes for order %d", ErrCorrupt, len(b), order)
+	}
+	h := binary.LittleEndian.Uint64(b)
+	kind, cnt := h>>8&0xff, int(h>>16&0xffff)
+	if h&0xff != nodeTag || (kind != kindLeaf && kind != kindInner) || h>>32 != 0 || cnt > order {
+		return nil, fmt.Errorf("%w: node header %#x", ErrCorrupt, h)
+	}
+	n := &node{leaf: kind == kindLeaf, next: uint32(binary.LittleEndian.Uint64(b[8:]))}
+	if !n.leaf && cnt < 1 {
+		return nil, fmt.Errorf("%w: internal node with no child", ErrCorrupt)
+	}
+	if !n.leaf && binary.LittleEndian.Uint64(b[8:]) != 0 {
+		return nil, fmt.Errorf("%w: internal node with a next pointer", ErrCorrupt)
+	}
+	nk := cnt
+	if !n.leaf {
+		nk = cnt - 1
+	}
+	n.keys = make([]uint64, nk)
+	n.vals = make([]uint64, cnt)
+	for i := range n.keys {
+		n.keys[i] = binary.LittleEndian.Uint64(b[16+8*i:])
+	}
+	for i := range n.vals {
+		n.vals[i] = binary.LittleEndian.Uint64(b[16+8*order+8*i:])
+	}
+	return n, nil
+}
+
+// addr helpers
+func (g geometry) nodeAddr(base pm.Addr, id uint32) pm.Addr {
+	return base.Add(g.nodesOff() + uint64(id)*g.nodeBytes)
+}

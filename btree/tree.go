@@ -1,0 +1,530 @@
+package btree
+
+import (
+	"encoding/binary"
+	"errors"
+	"fmt"
+	"iter"
+	"math/bits"
+	"slices"
+
+	"github.com/scopedpm/scopedpm/pm"
+)
+
+// Options size a new tree.
+type Options struct {
+	// Order is the most entries of a leaf and the most children of an
+	// internal node (MinOrder..MaxOrder); 0 means DefaultOrder.
+	Order int
+	// Capacity is the size of the node pool, in nodes. A batch needs free
+	// nodes for every node it copies or splits, so leave room: about
+	// twice the live nodes plus the batch's keys. 0 means 1024.
+	Capacity int
+	// MaxBatch is the largest batch of keys (0 means 4096); MaxLanes the
+	// most workgroups of Algorithm 2 or blocks of Algorithm 1 (0 means
+	// MaxBatch).
+	MaxBatch, MaxLanes int
+}
+
+// DefaultOrder is the order of a tree created with Options.Order 0: 15
+// entries make a node of 256 bytes, four 64-byte lines of the gope machine.
+const DefaultOrder = 15
+
+func (o Options) geometry() (geometry, error) {
+	if o.Order == 0 {
+		o.Order = DefaultOrder
+	}
+	if o.Capacity == 0 {
+		o.Capacity = 1024
+	}
+	if o.MaxBatch == 0 {
+		o.MaxBatch = 4096
+	}
+	if o.MaxLanes == 0 {
+		o.MaxLanes = o.MaxBatch
+	}
+	if o.Order < MinOrder || o.Order > MaxOrder || o.Capacity < 2 || o.Capacity >= MaxCapacity ||
+		o.MaxBatch < 1 || o.MaxBatch > MaxBatchKeys || o.MaxLanes < 1 {
+		return geometry{}, fmt.Errorf("%w: options %+v", ErrBadArg, o)
+	}
+	g := geometry{order: o.Order, nodeBytes: nodeBytesFor(o.Order), capacity: uint64(o.Capacity) + 1,
+		maxBatch: uint64(o.MaxBatch), maxLanes: uint64(min(o.MaxLanes, o.MaxBatch))}
+	return g, g.validate()
+}
+
+// Tree is a B+tree of uint64 keys and values in one PM region.
+//
+// # Layout and commit point
+//
+// Nodes have a fixed size and come from a pool in the region; a bitmap
+// says which are in use. Every change is copy-on-write: a batch writes new
+// nodes for every node it changes and never writes a node of the committed
+// tree, except the next pointer of a leaf whose right neighbour it
+// replaced (see Recover). The region holds two meta lines (root, height,
+// key count) and two bitmaps, one of each per parity of the batch number.
+// The commit point of a batch is one aligned 8-byte store: the commit
+// word, which holds the number of the last committed batch and so selects
+// the meta line and the bitmap of the committed tree.
+//
+// # Concurrency
+//
+// A Tree is not safe for concurrent use: it drives its pm.Machine, which
+// is not either. Reads (Get, Scan, Len, Check) may run concurrently with
+// each other only if nothing writes the tree or launches on the machine
+// meanwhile. Batches are parallel inside: InsertBatch runs one GPU kernel
+// whose threads insert the batch's keys together. Scan's iterator reads
+// the tree lazily; do not modify the tree while iterating.
+type Tree struct {
+	m    *pm.Machine
+	name string
+	r    pm.Range
+	g    geometry
+	cur  meta
+	bm   [2][]uint64 // volatile copies of the two bitmaps
+}
+
+// Create creates a tree in a new PM region named region: an empty root
+// leaf, committed as batch 1.
+func Create(m *pm.Machine, region string, o Options) (*Tree, error) {
+	g, err := o.geometry()
+	if err != nil {
+		return nil, err
+	}
+	r, err := m.CreateRegion(region, g.size())
+	if err != nil {
+		return nil, fmt.Errorf("btree: create %q: %w", region, err)
+	}
+	t := &Tree{m: m, name: region, r: r, g: g}
+	words := int(g.bitmapBytes() / 8)
+	t.bm[0], t.bm[1] = make([]uint64, words), make([]uint64, words)
+	if err := t.write(r.Base.Add(headerOff), g.encode()); err != nil {
+		return nil, err
+	}
+	root := &node{leaf: true}
+	if err := t.write(g.nodeAddr(r.Base, 1), encodeNode(root, g.order)); err != nil {
+		return nil, err
+	}
+	want := make([]uint64, words)
+	want[0] = 1 << 1
+	if err := t.publish(meta{seq: 1, root: 1, height: 1}, want); err != nil {
+		return nil, err
+	}
+	return t, nil
+}
+
+// Open opens the tree in the PM region named region and, if a batch was
+// interrupted by a crash, finishes it (Recover with default options).
+func Open(m *pm.Machine, region string) (*Tree, error) {
+	t, err := openNoRecover(m, region)
+	if err != nil {
+		return nil, err
+	}
+	if _, err := t.Recover(BatchOptions{}); err != nil {
+		return nil, err
+	}
+	return t, nil
+}
+
+// OpenPending opens the tree in region without finishing an interrupted
+// batch: the tree is the last committed one, and Recover finishes the
+// batch. Reads see the committed tree, but a leaf's next pointer may
+// already point into the unfinished batch: call Recover before Scan.
+func OpenPending(m *pm.Machine, region string) (*Tree, error) { return openNoRecover(m, region) }
+
+func openNoRecover(m *pm.Machine, region string) (*Tree, error) {
+	r, err := m.OpenRegion(region)
+	if err != nil {
+		return nil, fmt.Errorf("btree: open %q: %w", region, err)
+	}
+	t := &Tree{m: m, name: region, r: r}
+	hb := make([]byte, line)
+	if err := t.read(r.Base, hb); err != nil {
+		return nil, err
+	}
+	if t.g, err = decodeHeader(hb); err != nil {
+		return nil, fmt.Errorf("btree: region %q: %w", region, err)
+	}
+	if t.g.size() > r.Size {
+		return nil, fmt.Errorf("%w: region %q of %d bytes, header needs %d", ErrCorrupt, region, r.Size, t.g.size())
+	}
+	seq, err := t.load64(r.Base.Add(commitOff))
+	if err != nil {
+		return nil, err
+	}
+	if t.cur, err = t.readMeta(seq); err != nil {
+		return nil, err
+	}
+	for i := range 2 {
+		b := make([]byte, t.g.bitmapBytes())
+		if err := t.read(r.Base.Add(t.g.bitmapOff(i)), b); err != nil {
+			return nil, err
+		}
+		t.bm[i] = make([]uint64, len(b)/8)
+		for w := range t.bm[i] {
+			t.bm[i][w] = binary.LittleEndian.Uint64(b[8*w:])
+		}
+	}
+	return t, nil
+}
+
+func (t *Tree) readMeta(seq uint64) (meta, error) {
+	if seq == 0 {
+		return meta{}, fmt.Errorf("%w: no committed batch", ErrCorrupt)
+	}
+	b := make([]byte, line)
+	if err := t.read(t.r.Base.Add(metaOff+(seq&1)*line), b); err != nil {
+		return meta{}, err
+	}
+	mt, err := decodeMeta(b, t.g)
+	if err != nil {
+		return meta{}, err
+	}
+	if mt.seq != seq {
+		return meta{}, fmt.Errorf("%w: commit word says batch %d, its meta line batch %d", ErrCorrupt, seq, mt.seq)
+	}
+	return mt, nil
+}
+
+// publish commits mt: the bitmap of parity mt.seq becomes want (only the
+// words that differ are written), then the meta line, then the commit word,
+// the commit point. Host writes are durable when they return.
+func (t *Tree) publish(mt meta, want []uint64) error {
+	p := mt.seq & 1
+	base := t.r.Base.Add(t.g.bitmapOff(int(p)))
+	lo, hi := -1, -1
+	for w, v := range want {
+		if t.bm[p][w] != v {
+			if lo < 0 {
+				lo = w
+			}
+			hi = w
+		}
+	}
+	if lo >= 0 {
+		// One copy of the changed span: each host write is a drain point
+		// for a timing backend.
+		b := make([]byte, 8*(hi-lo+1))
+		for w := lo; w <= hi; w++ {
+			binary.LittleEndian.PutUint64(b[8*(w-lo):], want[w])
+		}
+		if err := t.write(base.Add(uint64(8*lo)), b); err != nil {
+			return err
+		}
+		copy(t.bm[p][lo:hi+1], want[lo:hi+1])
+	}
+	var buf [8]byte
+	if err := t.write(t.r.Base.Add(metaOff+p*line), mt.encode()); err != nil {
+		return err
+	}
+	binary.LittleEndian.PutUint64(buf[:], mt.seq)
+	if err := t.write(t.r.Base.Add(commitOff), buf[:]); err != nil {
+		return err
+	}
+	t.cur = mt
+	return nil
+}
+
+// Host access: reads of the visible image, writes as durable copies.
+func (t *Tree) read(a pm.Addr, b []byte) error {
+	if err := t.m.Memory().Read(a, b); err != nil {
+		return fmt.Errorf("btree: read %v: %w", a, err)
+	}
+	return nil
+}
+
+func (t *Tree) write(a pm.Addr, b []byte) error {
+	if err := t.m.CopyIn(a, b); err != nil {
+		return fmt.Errorf("btree: write %v: %w", a, err)
+	}
+	return nil
+}
+
+func (t *Tree) load64(a pm.Addr) (uint64, error) {
+	v, err := t.m.Memory().Load(a, 8)
+	if err != nil {
+		return 0, fmt.Errorf("btree: load %v: %w", a, err)
+	}
+	return v, nil
+}
+
+func (t *Tree) readNode(id uint32) (*node, error) {
+	if id == 0 || uint64(id) >= t.g.capacity {
+		return nil, fmt.Errorf("%w: node id %d of %d", ErrCorrupt, id, t.g.capacity)
+	}
+	b := make([]byte, t.g.nodeBytes)
+	if err := t.read(t.g.nodeAddr(t.r.Base, id), b); err != nil {
+		return nil, err
+	}
+	n, err := decodeNode(b, t.g.order)
+	if err != nil {
+		return nil, fmt.Errorf("node %d: %w", id, err)
+	}
+	return n, nil
+}
+
+// Region returns the tree's PM region.
+func (t *Tree) Region() pm.Range { return t.r }
+
+// Order returns the tree's order.
+func (t *Tree) Order() int { return t.g.order }
+
+// Len returns the number of keys.
+func (t *Tree) Len() int { return int(t.cur.count) }
+
+// Height returns the number of levels (1: the root is a leaf).
+func (t *Tree) Height() int { return int(t.cur.height) }
+
+// Batches returns the number of the last committed batch (Create commits
+// batch 1).
+func (t *Tree) Batches() uint64 { return t.cur.seq }
+
+// Nodes returns the number of nodes in use.
+func (t *Tree) Nodes() int {
+	n := 0
+	for _, w := range t.bm[t.cur.seq&1] {
+		n += bits.OnesCount64(w)
+	}
+	return n
+}
+
+// Bytes returns the PM bytes the tree's nodes take.
+func (t *Tree) Bytes() uint64 { return uint64(t.Nodes()) * t.g.nodeBytes }
+
+// route returns the index of the child of internal node n whose range holds
+// key: the number of separators <= key.
+func route(n *node, key uint64) int {
+	i, _ := slices.BinarySearch(n.keys, key)
+	if i < len(n.keys) && n.keys[i] == key {
+		i++
+	}
+	return i
+}
+
+// findLeaf returns the leaf for key.
+func (t *Tree) findLeaf(key uint64) (*node, error) {
+	id := t.cur.root
+	for range t.cur.height - 1 {
+		n, err := t.readNode(id)
+		if err != nil {
+			return nil, err
+		}
+		if n.leaf {
+			return nil, fmt.Errorf("%w: leaf above the leaf level", ErrCorrupt)
+		}
+		id = uint32(n.vals[route(n, key)])
+	}
+	n, err := t.readNode(id)
+	if err != nil {
+		return nil, err
+	}
+	if !n.leaf {
+		return nil, fmt.Errorf("%w: internal node at the leaf level", ErrCorrupt)
+	}
+	return n, nil
+}
+
+// Get returns the value of key and whether the tree holds it.
+func (t *Tree) Get(key uint64) (uint64, bool, error) {
+	n, err := t.findLeaf(key)
+	if err != nil {
+		return 0, false, err
+	}
+	if i, ok := slices.BinarySearch(n.keys, key); ok {
+		return n.vals[i], true, nil
+	}
+	return 0, false, nil
+}
+
+// Scan returns the keys in [lo, hi] in ascending order with their values,
+// following the leaf chain. A read error ends the sequence; ScanErr
+// reports it.
+func (t *Tree) Scan(lo, hi uint64) iter.Seq2[uint64, uint64] {
+	return func(yield func(uint64, uint64) bool) {
+		_ = t.scan(lo, hi, yield)
+	}
+}
+
+// ScanErr is Scan that returns the read error that ended it, if any.
+func (t *Tree) ScanErr(lo, hi uint64, yield func(k, v uint64) bool) error {
+	return t.scan(lo, hi, yield)
+}
+
+func (t *Tree) scan(lo, hi uint64, yield func(uint64, uint64) bool) error {
+	if lo > hi {
+		return nil
+	}
+	n, err := t.findLeaf(lo)
+	if err != nil {
+		return err
+	}
+	for steps := uint64(0); ; steps++ {
+		if steps > t.g.capacity {
+			return fmt.Errorf("%w: leaf chain loops", ErrCorrupt)
+		}
+		for i, k := range n.keys {
+			if k < lo {
+				continue
+			}
+			if k > hi || !yield(k, n.vals[i]) {
+				return nil
+			}
+		}
+		if n.next == 0 {
+			return nil
+		}
+		if n, err = t.readNode(n.next); err != nil {
+			return err
+		}
+		if !n.leaf {
+			return fmt.Errorf("%w: leaf chain reaches an internal node", ErrCorrupt)
+		}
+	}
+}
+
+// All returns every key and value in order.
+func (t *Tree) All() iter.Seq2[uint64, uint64] { return t.Scan(0, ^uint64(0)) }
+
+const maxReported = 20
+
+// Check verifies the committed tree, after bbolt's tx.Check: keys strictly
+// ascending in every node, every non-root node between Order/2 and Order
+// entries (children), every key of a subtree between the separators around
+// it, all leaves at one depth, the leaf chain visiting the leaves in key
+// order, the key count, every node reachable once, and the bitmap marking
+// exactly the reachable nodes (no leaked and no doubly-owned node). It
+// returns every inconsistency found (up to 20), each wrapping ErrCorrupt,
+// joined; nil if there are none.
+//
+// A tree with an unfinished batch (see OpenPending) gives ErrRecovery: the
+// leaf links the batch already wrote point into it.
+func (t *Tree) Check() error {
+	if _, ok, err := t.pending(); err != nil || ok {
+		if err != nil {
+			return err
+		}
+		return ErrRecovery
+	}
+	var errs []error
+	bad := func(format string, a ...any) bool {
+		errs = append(errs, fmt.Errorf("%w: "+format, append([]any{ErrCorrupt}, a...)...))
+		return len(errs) < maxReported
+	}
+	mt, err := t.readMeta(t.cur.seq)
+	if err != nil {
+		return err
+	}
+	if mt != t.cur {
+		bad("meta line %+v, tree has %+v", mt, t.cur)
+	}
+	seen := make([]uint64, len(t.bm[0]))
+	var leaves []uint32
+	var nexts []uint32
+	var count uint64
+	minFill := t.g.order / 2
+	type frame struct {
+		id     uint32
+		depth  uint32
+		lo, hi uint64
+		hasLo  bool
+		hasHi  bool
+	}
+	stack := []frame{{id: mt.root}}
+	for len(stack) > 0 && len(errs) < maxReported {
+		f := stack[len(stack)-1]
+		stack = stack[:len(stack)-1]
+		if f.id == 0 || uint64(f.id) >= t.g.capacity {
+			bad("node id %d out of the pool", f.id)
+			continue
+		}
+		if seen[f.id/64]&(1<<(f.id%64)) != 0 {
+			bad("node %d reachable twice", f.id)
+			continue
+		}
+		seen[f.id/64] |= 1 << (f.id % 64)
+		n, err := t.readNode(f.id)
+		if err != nil {
+			bad("%v", err)
+			continue
+		}
+		isRoot := f.depth == 0
+		leafLevel := f.depth == mt.height-1
+		if n.leaf != leafLevel {
+			bad("node %d at depth %d of %d is leaf=%v", f.id, f.depth, mt.height, n.leaf)
+			continue
+		}
+		cnt := len(n.vals)
+		if cnt > t.g.order || (!isRoot && cnt < minFill) || (isRoot && !n.leaf && cnt < 2) {
+			bad("node %d holds %d entries (order %d, depth %d)", f.id, cnt, t.g.order, f.depth)
+		}
+		for i := 1; i < len(n.keys); i++ {
+			if n.keys[i-1] >= n.keys[i] {
+				bad("node %d keys out of order at %d: %d then %d", f.id, i, n.keys[i-1], n.keys[i])
+				break
+			}
+		}
+		for _, k := range n.keys {
+			if (f.hasLo && k < f.lo) || (f.hasHi && k >= f.hi) {
+				bad("node %d key %d outside its separators [%d, %d)", f.id, k, f.lo, f.hi)
+				break
+			}
+		}
+		if n.leaf {
+			leaves = append(leaves, f.id)
+			nexts = append(nexts, n.next)
+			count += uint64(cnt)
+			continue
+		}
+		// Push children right to left so that leaves come out in order.
+		for j := cnt - 1; j >= 0; j-- {
+			c := frame{id: uint32(n.vals[j]), depth: f.depth + 1, lo: f.lo, hi: f.hi, hasLo: f.hasLo, hasHi: f.hasHi}
+			if n.vals[j]>>32 != 0 {
+				bad("node %d child %d is %#x", f.id, j, n.vals[j])
+				continue
+			}
+			if j > 0 {
+				c.lo, c.hasLo = n.keys[j-1], true
+			}
+			if j < cnt-1 {
+				c.hi, c.hasHi = n.keys[j], true
+			}
+			stack = append(stack, c)
+		}
+	}
+	for i, id := range leaves {
+		want := uint32(0)
+		if i+1 < len(leaves) {
+			want = leaves[i+1]
+		}
+		if nexts[i] != want {
+			if !bad("leaf %d's next is %d, want %d", id, nexts[i], want) {
+				break
+			}
+		}
+	}
+	if len(errs) == 0 && count != mt.count {
+		bad("%d keys in the leaves, meta says %d", count, mt.count)
+	}
+	if len(errs) == 0 {
+		b := make([]byte, t.g.bitmapBytes())
+		if err := t.read(t.r.Base.Add(t.g.bitmapOff(int(mt.seq&1))), b); err != nil {
+			return err
+		}
+		for w := range seen {
+			got := binary.LittleEndian.Uint64(b[8*w:])
+			if got != t.bm[mt.seq&1][w] {
+				bad("bitmap word %d is %#x in PM, %#x in memory", w, got, t.bm[mt.seq&1][w])
+			}
+			if leak := got &^ seen[w]; leak != 0 {
+				if !bad("node %d marked in use but unreachable (leaked)", 64*w+bits.TrailingZeros64(leak)) {
+					break
+				}
+			}
+			if miss := seen[w] &^ got; miss != 0 {
+				if !bad("node %d reachable but marked free", 64*w+bits.TrailingZeros64(miss)) {
+					break
+				}
+			}
+		}
+	}
+	return errors.Join(errs...)
+}
