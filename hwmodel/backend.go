@@ -994,6 +994,17 @@ func (b *Backend) ackBy(t uint64) uint64 {
 // pending entry.
 func (b *Backend) persistLine(ws *warpState, line uint64, t uint64) (int32, uint64, bool) {
 	s := &b.sms[ws.sm]
+	if b.pmAsDRAM {
+		// persist.none: PM is device memory. The store goes to the L2
+		// like a volatile one (no persist window, no NVM write path); its
+		// record counts as durable at once, so images keep the data.
+		if b.l2.lookup(line) < 0 {
+			b.l2.insert(line)
+		}
+		e := b.newEntry(line)
+		b.entries[e].start, b.entries[e].ack = t, t
+		return e, t + 1, false
+	}
 	switch b.model {
 	case Strict:
 		if s.l1.lookup(line) < 0 {

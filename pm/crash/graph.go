@@ -116,6 +116,8 @@ type agentState struct {
 	ctx       uint64                   // COSPlay: current persist context
 	ctxs      map[uint64]*ctxState
 	arrival   int32 // node of the agent's last barrier arrival, or -1
+	// arrivalScope is the scope of that arrival's verb.
+	arrivalScope pm.Scope
 }
 
 // cpuPersist is a CPU persist not yet written back, with the context it
@@ -264,7 +266,7 @@ func (b *builder) event(i int) {
 		b.lastRel[op.Addr] = relInfo{node: n, event: i, scope: op.Scope, agent: ev.Agent}
 	}
 	if eff.Has(persistency.Joins) {
-		s.arrival = n
+		s.arrival, s.arrivalScope = n, op.Scope
 	}
 }
 
@@ -405,18 +407,45 @@ func (b *builder) cpuVerb(i int, ev *record.Event, s *agentState) {
 func sortedKeys(m map[uint64]*ctxState) []uint64 { return slices.Sorted(maps.Keys(m)) }
 
 // barrier joins the arrivals of a barrier group that opened at event i.
+// The group is who waited together; the scope of the members' verbs says
+// whose persists are ordered: a barrier whose scope a mutation (or a site
+// override) narrowed below its group joins each block (or warp) apart.
 func (b *builder) barrier(i int, group []pm.Agent) {
-	var preds []int32
+	sc := pm.System
 	for k := range group {
 		s := b.agent(&group[k])
 		if s.arrival < 0 {
 			return // a barrier this model does not order persists by
 		}
-		preds = append(preds, s.arrival)
+		sc = min(sc, s.arrivalScope)
 	}
-	n := b.add(Node{Kind: NOrder, Event: i, Preds: preds})
+	unit := func(a *pm.Agent) int {
+		switch sc {
+		case pm.Thread:
+			return a.ID
+		case pm.Warp:
+			return a.Warp
+		case pm.Block:
+			return a.Block
+		}
+		return 0
+	}
+	joins := map[int]int32{}
+	for k := range group {
+		u := unit(&group[k])
+		if _, ok := joins[u]; ok {
+			continue
+		}
+		var preds []int32
+		for j := k; j < len(group); j++ {
+			if unit(&group[j]) == u {
+				preds = append(preds, b.agent(&group[j]).arrival)
+			}
+		}
+		joins[u] = b.add(Node{Kind: NOrder, Event: i, Preds: preds})
+	}
 	for k := range group {
 		s := b.agent(&group[k])
-		s.after, s.pending, s.arrival = []int32{n}, nil, -1
+		s.after, s.pending, s.arrival = []int32{joins[unit(&group[k])]}, nil, -1
 	}
 }

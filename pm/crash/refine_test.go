@@ -187,3 +187,35 @@ func TestReleaseFlagPersistsAfterData(t *testing.T) {
 	}
 	require.NoError(t, crash.Refines(crash.Build(rec.Events(), crash.None), []uint64{20, 10}))
 }
+
+// A device-scope persist barrier orders persists across blocks; the same
+// barrier narrowed to block scope (a mutant, or a site override) orders
+// only within each block, though the recorded group is still the grid.
+func TestNarrowedBarrierOrdersPerBlock(t *testing.T) {
+	rec := record.New(functional.New(pm.GPULimits{}), true)
+	m, err := pm.NewMachine(rec)
+	require.NoError(t, err)
+	r, err := m.CreateRegion("r", 256)
+	require.NoError(t, err)
+	_, err = scope.Launch(m, scope.Grid{Blocks: 2, Threads: 1}, func(t *scope.Thread) {
+		if t.Block() == 0 {
+			t.Store64(r.Base, 1)
+		}
+		t.PBarrier(pm.Device)
+		if t.Block() == 1 {
+			t.Store64(r.Base.Add(128), 2)
+		}
+	})
+	require.NoError(t, err)
+	events := rec.Events()
+	g := crash.Build(events, crash.ScopedBarrier)
+	require.ErrorIs(t, crash.Refines(g, []uint64{20, 10}), crash.ErrRefinement)
+	var site string
+	for _, e := range events {
+		if e.Op.Kind == pm.OpPBarrier {
+			site = e.Site
+		}
+	}
+	narrowed := crash.Mutant{Site: site, Kind: pm.OpPBarrier, From: pm.Device, To: pm.Block, Valid: true}.Apply(events)
+	require.NoError(t, crash.Refines(crash.Build(narrowed, crash.ScopedBarrier), []uint64{20, 10}))
+}

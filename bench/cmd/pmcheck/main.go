@@ -76,7 +76,7 @@ func run(args []string, stdout, stderr io.Writer) error {
 	size := fs.String("size", "tiny", "input size: tiny, quick or paper")
 	mutate := fs.Bool("mutate", false, "mutation analysis: narrow each scoped verb, drop each OFence, report which mutants the exploration kills")
 	advise := fs.Bool("advise", false, "scope advisor: the narrowest scope at each site under which every explored state recovers")
-	preset := fs.String("preset", "pm-near", "hwmodel preset for -advise speedups (the model is SBRP)")
+	preset := fs.String("preset", "pm-near", "hwmodel preset for -advise speedups (timed under -model, or SBRP for a CPU model)")
 	timed := fs.String("timed", "", "instead of exploring the model's crash states, crash the hwmodel preset named here (pm-near, pm-far, ...) at -states cycles of each launch of the run")
 	cpuprofile := fs.String("cpuprofile", "", "write a CPU profile to this directory")
 	fs.Usage = func() {
@@ -189,7 +189,13 @@ Usage: pmcheck -workload NAME [flags]
 		if err != nil {
 			return err
 		}
-		newBE := func() (pm.Backend, error) { return hwmodel.New(hw, hwmodel.SBRP) }
+		// Speedups are timed under the model checked, where hwmodel times
+		// it (a CPU model falls back to SBRP).
+		hm, err := hwmodel.ParseModel(model.String())
+		if err != nil {
+			hm = hwmodel.SBRP
+		}
+		newBE := func() (pm.Backend, error) { return hwmodel.New(hw, hm) }
 		if err := crash.Speedups(w, adv, newBE); err != nil {
 			return err
 		}
@@ -198,8 +204,8 @@ Usage: pmcheck -workload NAME [flags]
 			if a.Recommended() < a.Current {
 				note = "narrow"
 			}
-			fmt.Fprintf(stdout, "%-6s at %-20s %-6s -> %-6s %-6s speedup %.3f on %s/sbrp (persistence needs %s, visibility %s; %d states)\n",
-				a.Kind, a.Site, a.Current, a.Recommended(), note, a.Speedup, *preset, a.Narrowest, a.Floor, a.Checked)
+			fmt.Fprintf(stdout, "%-6s at %-20s %-6s -> %-6s %-6s speedup %.3f on %s/%s (persistence needs %s, visibility %s; %d states)\n",
+				a.Kind, a.Site, a.Current, a.Recommended(), note, a.Speedup, *preset, hm, a.Narrowest, a.Floor, a.Checked)
 		}
 		return nil
 	}
