@@ -225,6 +225,7 @@ type Backend struct {
 	firstWave                        int       // warps of the blocks resident from the launch's start
 	globalAck                        uint64    // latest ack of any flush
 	l2Slots                          occupancy // ScopedBarrier: the L2 NVW-FIFO
+	sent                             uint64    // set by flush: when the write left the L2 for the persistence point
 	steps                            uint64
 	syncStamp                        uint64
 
@@ -960,10 +961,13 @@ func (b *Backend) flush(e int32, start uint64, sm int) uint64 {
 	switch {
 	case b.eadrOn:
 		ack = x + b.eadr
+		b.sent = x
 	case b.cfg.Persist.AckAtQueue:
 		ack = b.nvmWrBW.transfer(x, n) // the PM queue accepted it
+		b.sent = ack
 	default:
-		ack = b.nvmWrBW.transfer(x, n) + b.nvmWr
+		b.sent = b.nvmWrBW.transfer(x, n)
+		ack = b.sent + b.nvmWr
 	}
 	ent := &b.entries[e]
 	ent.start, ent.ack = start, ack
@@ -1031,8 +1035,12 @@ func (b *Backend) persistLine(ws *warpState, line uint64, t uint64) (int32, uint
 		}
 		e := b.newEntry(line)
 		ack := b.flush(e, start, ws.sm)
-		s.slots.add(start, ack)
-		b.l2Slots.add(start, ack)
+		// An NVW-FIFO tracks the NV writes its cache still holds (the
+		// scoped persist barrier paper, §6): the L1's entry leaves when
+		// the line reaches the L2, the L2's when the line is written back
+		// towards NVRAM. Barriers still wait for the acks.
+		s.slots.add(start, min(start+b.l2Lat, ack))
+		b.l2Slots.add(start, min(b.sent, ack))
 		ws.lastAck = max(ws.lastAck, ack)
 		b.last.Stalls.NVWFull += start - t
 		return e, start + 1, false
