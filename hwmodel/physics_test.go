@@ -315,6 +315,26 @@ func TestPCIeFullDuplex(t *testing.T) {
 	require.Less(t, duplex, shared)
 }
 
+// A ScopedBarrier NVW-FIFO entry leaves when its cache writes the line
+// back, not when NVRAM acknowledges it: one CU streaming 512 lines through
+// a 16-entry L1 FIFO takes less than the 512/16 NVRAM
+// write latencies a FIFO held to the ack would take (13,332 cycles then).
+func TestNVWFIFOFreesOnWriteBack(t *testing.T) {
+	cfg := PresetGOPE()
+	be, m := setupHW(t, cfg, ScopedBarrier)
+	r := region(t, m, "s", 512*64)
+	_, err := scope.Launch(m, scope.Grid{Blocks: 1, Threads: 64}, func(t *scope.Thread) {
+		for k := range uint64(8) {
+			t.Store64(r.Base.Add((k*64+uint64(t.TID()))*64), k)
+		}
+		t.PBarrier(pm.Block)
+	})
+	require.NoError(t, err)
+	held := uint64(512/cfg.Persist.NVWFIFOL1) * uint64(cfg.NVM.WriteLatencyCycles)
+	t.Logf("%d cycles; a FIFO held to the ack would take at least %d", be.LastLaunch().Cycles, held)
+	require.Less(t, be.LastLaunch().Cycles, held)
+}
+
 func TestBufferFull(t *testing.T) {
 	cfg := PresetPMNear()
 	require.NoError(t, cfg.Set("persist.buffer_entries=8", "persist.window=2"))
