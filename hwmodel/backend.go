@@ -1036,10 +1036,11 @@ func (b *Backend) persistLine(ws *warpState, line uint64, t uint64) (int32, uint
 		e := b.newEntry(line)
 		ack := b.flush(e, start, ws.sm)
 		// An NVW-FIFO tracks the NV writes its cache still holds (the
-		// scoped persist barrier paper, §6): the L1's entry leaves when
-		// the line reaches the L2, the L2's when the line is written back
-		// towards NVRAM. Barriers still wait for the acks.
-		s.slots.add(start, min(start+b.l2Lat, ack))
+		// scoped persist barrier paper, §6): the L1's entry is dequeued
+		// when the line's write-back to the L2 is issued, the L2's when
+		// the line's write-back towards NVRAM is accepted. Barriers still
+		// wait for the acks.
+		s.slots.add(start, min(start+1, ack))
 		b.l2Slots.add(start, min(b.sent, ack))
 		ws.lastAck = max(ws.lastAck, ack)
 		b.last.Stalls.NVWFull += start - t
