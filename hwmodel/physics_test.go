@@ -209,6 +209,22 @@ func TestEpochInvalidates(t *testing.T) {
 	}
 }
 
+// maxOutstanding returns the most flushes outstanding at once: started
+// and not yet acknowledged.
+func maxOutstanding(entries []entry) int {
+	most := 0
+	for _, e := range entries {
+		n := 0
+		for _, o := range entries {
+			if o.start <= e.start && e.start < o.ack {
+				n++
+			}
+		}
+		most = max(most, n)
+	}
+	return most
+}
+
 func TestWindowBoundsFlushes(t *testing.T) {
 	var cycles []uint64
 	for _, w := range []int{2, 6} {
@@ -224,16 +240,7 @@ func TestWindowBoundsFlushes(t *testing.T) {
 		})
 		require.NoError(t, err)
 		require.Len(t, be.entries, 64)
-		most := 0
-		for _, e := range be.entries {
-			n := 0
-			for _, o := range be.entries {
-				if o.start <= e.start && e.start < o.ack {
-					n++
-				}
-			}
-			most = max(most, n)
-		}
+		most := maxOutstanding(be.entries)
 		require.LessOrEqual(t, most, w, "outstanding flushes on one SM")
 		require.Equal(t, w, most, "the window is used in full")
 		cycles = append(cycles, be.Stats().Cycles)
@@ -257,17 +264,7 @@ func TestBufferWindowOnly(t *testing.T) {
 			t.DFence()
 		})
 		require.NoError(t, err)
-		n := 0
-		for _, e := range be.entries {
-			k := 0
-			for _, o := range be.entries {
-				if o.start <= e.start && e.start < o.ack {
-					k++
-				}
-			}
-			n = max(n, k)
-		}
-		return n
+		return maxOutstanding(be.entries)
 	}
 	require.Equal(t, 6, most(false, Epoch))
 	require.Greater(t, most(true, Epoch), 6)
