@@ -102,7 +102,11 @@ func TestBTreeCrashStates(t *testing.T) {
 // narrowed level barrier at its site, and the advisor keeps block scope
 // there.
 func TestBTreeSeededBugs(t *testing.T) {
-	for _, name := range []string{"btree-narrow", "btree-narrow-top"} {
+	for _, tc := range []struct{ name, blame string }{
+		{"btree-narrow", "PBarrier.thread at kernel.go:"},
+		{"btree-narrow-top", "PBarrier.block at kernel.go:"},
+	} {
+		name := tc.name
 		t.Run(name, func(t *testing.T) {
 			const seed = 1
 			t.Logf("seed = %d", seed)
@@ -115,6 +119,9 @@ func TestBTreeSeededBugs(t *testing.T) {
 			t.Log(v.Explanation)
 			require.NotEmpty(t, v.Dropped)
 			require.Contains(t, v.Explanation, "lost:    persist")
+			// The report names the barrier, its site and the scope needed.
+			require.Contains(t, v.Explanation, tc.blame)
+			require.Contains(t, v.Explanation, "is too narrow")
 		})
 	}
 	w, err := New("btree", Tiny)

@@ -366,6 +366,20 @@ func (g *Graph) why(a, x int) string {
 				e.Op.Scope, site(e), &ea.Agent, &ex.Agent, need, rel.Op.Scope, site(rel))
 		}
 	}
+	// The first persist barrier of a's thread after its persist, if its
+	// scope does not reach x's thread (with a narrow barrier, x's thread
+	// need not wait for it, so it may come after x).
+	for i := a + 1; i < len(g.Events); i++ {
+		e := &g.Events[i]
+		if e.Group != nil || e.Agent != ea.Agent || e.Op.Kind != pm.OpPBarrier {
+			continue
+		}
+		if !e.Op.Scope.Covers(&ea.Agent, &ex.Agent) {
+			return fmt.Sprintf("PBarrier.%s at %s is too narrow: %v and %v need %s scope",
+				e.Op.Scope, site(e), &ea.Agent, &ex.Agent, narrowestCovering(&ea.Agent, &ex.Agent))
+		}
+		break
+	}
 	return fmt.Sprintf("no release by %v after its persist is acquired by %v before its persist", &ea.Agent, &ex.Agent)
 }
 
