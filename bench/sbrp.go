@@ -16,7 +16,7 @@ import (
 	"github.com/scopedpm/scopedpm/scope"
 )
 
-// The six applications of seed 001 Table 2, by their label in the figures.
+// The six applications of SBRP Table 2, by their label in the figures.
 var sbrpApps = []struct{ label, workload string }{
 	{"gpKVS", "gpkvs"}, {"HM", "hashmap"}, {"SRAD", "srad"},
 	{"Red", "reduction"}, {"MQ", "multiqueue"}, {"Scan", "scan"},
@@ -54,13 +54,13 @@ func promoted(c sysConfig, name string) sysConfig {
 
 func init() {
 	for _, e := range []Experiment{
-		{Name: "sbrp-fig6", Description: "seed 001 Fig. 6: speedup over epoch-far of gpm, epoch-far, sbrp-far, epoch-near, sbrp-near per app, and the geometric mean", Default: true, Run: runFig6},
-		{Name: "sbrp-fig7", Description: "seed 001 Fig. 7: SBRP speedup over epoch with and without scopes (block scope promoted to device) for apps with intra-block PMO", Run: runFig7},
-		{Name: "sbrp-fig8", Description: "seed 001 Fig. 8: L1 read misses on PM data, normalised to epoch-far", Run: runFig8},
-		{Name: "sbrp-fig9", Description: "seed 001 Fig. 9: sbrp-far speedup over epoch-far with eADR", Run: runFig9},
-		{Name: "sbrp-fig10a", Description: "seed 001 Fig. 10a: sbrp-near speedup over epoch-near against persist-buffer entries", Run: runFig10a},
+		{Name: "sbrp-fig6", Description: "SBRP Fig. 6: speedup over epoch-far of gpm, epoch-far, sbrp-far, epoch-near, sbrp-near per app, and the geometric mean", Default: true, Run: runFig6},
+		{Name: "sbrp-fig7", Description: "SBRP Fig. 7: SBRP speedup over epoch with and without scopes (block scope promoted to device) for apps with intra-block PMO", Run: runFig7},
+		{Name: "sbrp-fig8", Description: "SBRP Fig. 8: L1 read misses on PM data, normalised to epoch-far", Run: runFig8},
+		{Name: "sbrp-fig9", Description: "SBRP Fig. 9: sbrp-far speedup over epoch-far with eADR", Run: runFig9},
+		{Name: "sbrp-fig10a", Description: "SBRP Fig. 10a: sbrp-near speedup over epoch-near against persist-buffer entries", Run: runFig10a},
 		{Name: "sbrp-fig10b", Description: "SBRP Fig. 10b: sbrp-near speedup over epoch-near with the NVM's read and write bandwidth at 50, 100 and 200%", Run: runFig10b},
-		{Name: "sbrp-fig10c", Description: "seed 001 Fig. 10c: sbrp-near speedup over epoch-near against the flush window", Run: runFig10c},
+		{Name: "sbrp-fig10c", Description: "SBRP Fig. 10c: sbrp-near speedup over epoch-near against the flush window", Run: runFig10c},
 		{Name: "sbrp-fig11", Description: "SBRP Fig. 11: recovery time after a crash just before the transaction completes (gpKVS, Red, MQ: the workload's commit word; the others: just before the run's last persist), normalised to epoch-near", Run: runFig11},
 	} {
 		Register(e)

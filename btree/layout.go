@@ -229,7 +229,7 @@ func decodeRecord(b []byte, g geometry) (record, error) {
 	return r, nil
 }
 
-// A mark is a lane's epoch status word (seed 000 §8.3): the batch (low 24
+// A mark is a lane's epoch status word (scoped persist barrier paper §8.3): the batch (low 24
 // bits of its seq) and the levels the lane has completed (the low 32 bits
 // are reserved, 0). One aligned 8-byte store. Every run owner at every
 // level writes its pieces to a slice of the batch's free list the plan

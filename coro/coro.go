@@ -1,5 +1,5 @@
 // Package coro runs CPU tasks as coroutines on one simulated core of a
-// pm.Machine, in the style of COSPlay (seed 004): a task runs until it calls
+// pm.Machine, in the style of COSPlay: a task runs until it calls
 // Yield, then the next live task runs, round robin, deterministically. Tasks
 // issue the CPU verbs (Load/Store, CLWB, SFence, SetCtx, CFence, Work) that
 // the machine's backend times and makes durable.

@@ -10,7 +10,7 @@ import (
 )
 
 func init() {
-	register("hashmap", "cuckoo hashmap (seed 001 Table 2): batched parallel inserts, old slot values undo-logged and ordered by OFence before the update; recovery kernel",
+	register("hashmap", "cuckoo hashmap (SBRP Table 2): batched parallel inserts, old slot values undo-logged and ordered by OFence before the update; recovery kernel",
 		func(s Size) crash.Workload { return mustWorkload(NewHashmap(hashmapConfig(s))) })
 	register("hashmap-nofence", "the hashmap without the OFence between the undo log and the in-place update: an intra-thread persistency bug",
 		func(s Size) crash.Workload {
@@ -51,7 +51,7 @@ const (
 	hmLogHead = 8          // log header: the last committed (or undone) generation
 )
 
-// Hashmap is seed 001's hashmap (Table 2, §7.1): batches of keys are
+// Hashmap is SBRP's hashmap (Table 2, §7.1): batches of keys are
 // inserted in parallel, one thread per key, into a PM-resident cuckoo hash
 // table. A key lives in one of two buckets; an insert claims an empty slot
 // in either, or else evicts an older key to that key's other bucket, and so

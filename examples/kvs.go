@@ -11,7 +11,7 @@ import (
 )
 
 func init() {
-	register("gpkvs", "gpKVS (seed 003 §5.2, seed 001 §5.1): batched SETs into an 8-way PM hash table, undo-logged in HCL with an OFence before each in-place update, a transaction flag, a recovery kernel",
+	register("gpkvs", "gpKVS (GPM §5.2, SBRP §5.1): batched SETs into an 8-way PM hash table, undo-logged in HCL with an OFence before each in-place update, a transaction flag, a recovery kernel",
 		func(s Size) crash.Workload { return NewKVS(KVSShapeFor(s), kvs.LogHCL, true) })
 	register("gpkvs-conv", "gpKVS with a conventional log (partitions appended under locks) instead of HCL",
 		func(s Size) crash.Workload { return NewKVS(KVSShapeFor(s), kvs.LogConv, true) })

@@ -10,7 +10,7 @@ import (
 )
 
 func init() {
-	register("multiqueue", "persistent queue per block, batch transactions (seed 001 Table 2): entries released at block scope to a leader that logs and moves head/tail",
+	register("multiqueue", "persistent queue per block, batch transactions (SBRP Table 2): entries released at block scope to a leader that logs and moves head/tail",
 		func(s Size) crash.Workload { return mustWorkload(NewMultiqueue(multiqueueConfig(s))) })
 	register("multiqueue-narrow", "the multiqueue with the workers' block-scope release narrowed to thread scope: a scoped persistency bug",
 		func(s Size) crash.Workload {
@@ -74,7 +74,7 @@ const (
 // mqValue is the value of the j-th entry ever inserted into queue q.
 func mqValue(q, j int) uint32 { return uint32(q)<<20 | uint32(j) }
 
-// Multiqueue is seed 001's multiqueue (Table 2, §7.1): each block owns one
+// Multiqueue is SBRP's multiqueue (Table 2, §7.1): each block owns one
 // persistent ring-buffer queue in PM and applies a sequence of batch
 // transactions to it, each removing a batch of entries from the head
 // (copying them to a persistent output array) and inserting a batch at the

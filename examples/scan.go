@@ -11,7 +11,7 @@ import (
 )
 
 func init() {
-	register("scan", "per-block persistent inclusive scan (seed 001 Table 2): iterations ordered inside a block by block-scope release/acquire; native recovery",
+	register("scan", "per-block persistent inclusive scan (SBRP Table 2): iterations ordered inside a block by block-scope release/acquire; native recovery",
 		func(s Size) crash.Workload { return mustWorkload(NewScan(scanShape(s), pm.Block, 1)) })
 	register("scan-narrow", "the scan with its block-scope release narrowed to thread scope: a scoped persistency bug",
 		func(s Size) crash.Workload { return mustWorkload(NewScan(scanShape(s), pm.Thread, 1)) })
@@ -32,7 +32,7 @@ func scanShape(s Size) scope.Grid {
 const scanNone = 0xFFFFFFFF
 
 // Scan computes an inclusive prefix sum of many independent arrays, one per
-// block with one element per thread, in place in PM (seed 001 Table 2,
+// block with one element per thread, in place in PM (SBRP Table 2,
 // "Scan"). It is the Hillis–Steele scan: in iteration it (1..L) thread i
 // adds the value of thread i-2^(it-1) from iteration it-1 to its own.
 //

@@ -11,7 +11,7 @@ import (
 )
 
 func init() {
-	register("srad", "SRAD speckle-reducing diffusion (seed 001 Table 2): per pixel, noise values persisted and ordered by OFence before the pixel; native recovery",
+	register("srad", "SRAD speckle-reducing diffusion (SBRP Table 2): per pixel, noise values persisted and ordered by OFence before the pixel; native recovery",
 		func(s Size) crash.Workload { return mustWorkload(NewSRAD(sradConfig(s))) })
 	register("srad-nofence", "SRAD without the OFence between a pixel's noise values and the pixel: an intra-thread persistency bug",
 		func(s Size) crash.Workload {
@@ -28,7 +28,7 @@ func sradConfig(s Size) SRADConfig {
 	case Quick:
 		return SRADConfig{Rows: 12, Cols: 12, Iterations: 2, Threads: 64, Seed: 1}
 	}
-	return SRADConfig{Rows: 512, Cols: 512, Iterations: 2, Threads: 256, Seed: 1} // seed 001 Table 2: a 512x512 image
+	return SRADConfig{Rows: 512, Cols: 512, Iterations: 2, Threads: 256, Seed: 1} // SBRP Table 2: a 512x512 image
 }
 
 // SRADConfig is the shape of an SRAD run.
@@ -51,7 +51,7 @@ const (
 	sradNoiseB = 24 // bytes of noise per pixel: (dN,dS), (dW,dE), (c, valid)
 )
 
-// SRAD is speckle-reducing anisotropic diffusion (Rodinia's SRAD, seed 001
+// SRAD is speckle-reducing anisotropic diffusion (Rodinia's SRAD, SBRP
 // Table 2), one thread per pixel. Each iteration has two steps, each a
 // launch. Step 1 computes a pixel's noise values from the image: the four
 // directional derivatives and the diffusion coefficient c, and persists

@@ -114,7 +114,7 @@ type PersistConfig struct {
 	// write latency too. Off by default, like BufferWindowOnly.
 	AckAtQueue bool `json:"ack_at_queue"`
 	// NVWFIFOL1 and NVWFIFOL2 are the NVW-FIFO sizes of the scoped persist
-	// barrier hardware (seed 000): outstanding PM writes per L1 and in the L2.
+	// barrier hardware (scoped persist barrier paper): outstanding PM writes per L1 and in the L2.
 	NVWFIFOL1 int `json:"nvw_fifo_l1"`
 	NVWFIFOL2 int `json:"nvw_fifo_l2"`
 	// None turns off all persist work: PM behaves as device memory and every
@@ -127,7 +127,7 @@ const (
 	pointEADR = "eadr"
 )
 
-// The SBRP baseline machine (seed 001 Table 1 and the calibration facts of
+// The SBRP baseline machine (SBRP Table 1 and the calibration facts of
 // DESIGN.md, read from the SBRP artifact's GPGPU-Sim configuration).
 func sbrpBase() Config {
 	return Config{
@@ -159,13 +159,13 @@ func sbrpBase() Config {
 			EADRLatencyCycles: 100,      // artifact: PM-far eADR adds 600 = 900-300 cycles; the partition's 100-cycle base remains
 			BufferEntries:     256,      // artifact: 256 persist-buffer entries per L1 (Fig. 10a sweeps 32-256)
 			Window:            6,        // Table 1: window size 6 (Fig. 10c sweeps 2-12)
-			NVWFIFOL1:         16,       // seed 000 Table 2 (for ScopedBarrier on this machine)
-			NVWFIFOL2:         64,       // seed 000 Table 2
+			NVWFIFOL1:         16,       // scoped persist barrier paper Table 2 (for ScopedBarrier on this machine)
+			NVWFIFOL2:         64,       // scoped persist barrier paper Table 2
 		},
 	}
 }
 
-// PresetPMNear is SBRP's PM-near machine (seed 001 Table 1): NVM on the
+// PresetPMNear is SBRP's PM-near machine (SBRP Table 1): NVM on the
 // GPU's memory partitions, 300 cycles more than device memory.
 func PresetPMNear() Config {
 	c := sbrpBase()
@@ -173,7 +173,7 @@ func PresetPMNear() Config {
 	return c
 }
 
-// PresetPMFar is SBRP's PM-far machine (seed 001 Table 1, GPM's system): NVM
+// PresetPMFar is SBRP's PM-far machine (SBRP Table 1, GPM's system): NVM
 // on the host, reached over PCIe. The artifact charges 900 cycles over
 // device memory and 1/12 of its bandwidth (336/12 = 28 GB/s, the PCIe
 // bandwidth of Table 1); here the 900 cycles are the NVM's own 300 plus a
@@ -186,7 +186,7 @@ func PresetPMFar() Config {
 	return c
 }
 
-// PresetPMFarEADR is PM-far with eADR (seed 001 §7, Fig. 9): a persist is
+// PresetPMFarEADR is PM-far with eADR (SBRP §7, Fig. 9): a persist is
 // durable in the host's LLC, so it pays the link (600 cycles) and the
 // 100-cycle partition base but not the NVM's 300: the artifact's +600.
 func PresetPMFarEADR() Config {
@@ -196,12 +196,12 @@ func PresetPMFarEADR() Config {
 	return c
 }
 
-// PresetGOPE is the machine of the scoped persist barrier paper (seed 000
+// PresetGOPE is the machine of the scoped persist barrier paper (GPGPU 2018,
 // Table 2): 4 CUs at 1 GHz (1 cycle = 1 ns), 40 wavefronts of 64 lanes per
 // CU, 16 KB 16-way L1 and 512 KB 16-way L2 with 64-byte lines, DRAM 25 ns,
 // NVRAM 75 ns read and 250 ns write, NVW-FIFOs of 16 (L1) and 64 (L2)
 // entries. Table 2 gives no cache latencies, bandwidths or block limits;
-// those are the SBRP machine's (seed 001 Table 1), noted per field.
+// those are the SBRP machine's (SBRP Table 1), noted per field.
 func PresetGOPE() Config {
 	c := sbrpBase()
 	c.Name = "gope"
@@ -224,7 +224,7 @@ func PresetGOPE() Config {
 }
 
 // PresetVolta is the GPGPU-Sim 4.0 Volta QV100 machine of the persistency
-// re-study (seed 002 Table I): 80 SMs, 4 schedulers, 2048 threads, 64 warps
+// re-study (its Table I): 80 SMs, 4 schedulers, 2048 threads, 64 warps
 // and 32 CTAs per SM, 32 KB L1, 6 MB L2, NVM 200 cycles read and 600 write,
 // DRAM 150 cycles. Table I gives no clock, cache latencies or bandwidths:
 // the clock (1132 MHz) and the L1/L2 latencies (20/160) are GPGPU-Sim's

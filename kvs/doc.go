@@ -1,5 +1,5 @@
-// Package kvs is gpKVS, the GPU key-value store of GPM (seed 003 §5.2) as
-// the SBRP paper runs it (seed 001 §5.1, Figure 4): a persistent hash table
+// Package kvs is gpKVS, the GPU key-value store of GPM (§5.2) as
+// the SBRP paper runs it (SBRP §5.1, Figure 4): a persistent hash table
 // in a PM region, updated by batched GPU kernels with one thread per
 // request, made crash-consistent by write-ahead undo logging through
 // package txn and a transaction flag.

@@ -72,7 +72,7 @@ type GPULimits struct {
 }
 
 // DefaultGPU is the shape the functional backend reports: 30 SMs (the SBRP
-// baseline GPU of seed 001) with CUDA's per-SM limits of 2048 threads and 32
+// baseline GPU of the SBRP paper) with CUDA's per-SM limits of 2048 threads and 32
 // blocks and 1024 threads per block.
 var DefaultGPU = GPULimits{SMs: 30, WarpSize: 32, MaxThreadsPerSM: 2048, MaxBlocksPerSM: 32, MaxThreadsPerBlock: 1024}
 

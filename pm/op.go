@@ -49,7 +49,7 @@ const (
 	OpDFence                     // a durability fence: earlier persists durable on return
 	OpPRel                       // Addr, Scope, Value: a scoped persist release of a 32-bit flag
 	OpPAcq                       // Addr, Scope, Value (read): a scoped persist acquire of a 32-bit flag
-	OpPBarrier                   // Scope: a scoped persist barrier (seed 000)
+	OpPBarrier                   // Scope: a scoped persist barrier (scoped persist barrier paper)
 	OpEpochBarrier               // a system-scope persist barrier (GPM's gpm_persist)
 	OpSyncThreads                // a block execution barrier (arrival)
 	OpWork                       // Value: compute cycles the model cannot see

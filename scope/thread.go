@@ -450,7 +450,7 @@ func (t *Thread) SyncWarp() {
 
 var pbarNames = [...]string{"PBarrier.thread", "PBarrier.warp", "PBarrier.block", "PBarrier.device", "PBarrier.system"}
 
-// PBarrier is the scoped persist barrier of seed 000: persists of the
+// PBarrier is the scoped persist barrier of the scoped persist barrier paper (GPGPU 2018): persists of the
 // members of scope s before it are ordered before their persists after it.
 // Thread scope orders only the thread's own persists; warp and block scope
 // are also execution barriers of the warp or block; device (and system)

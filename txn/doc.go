@@ -2,7 +2,7 @@
 // API: write-ahead undo logs (a conventional partitioned log whose partitions
 // are appended under a lock, and GPM's hierarchical coalesced log, HCL, in
 // which every GPU thread owns a lock-free slot), undo-log transactions, the
-// epoch status table of seed 000 §8.3, and GPM's double-buffered
+// epoch status table of the scoped persist barrier paper (§8.3), and GPM's double-buffered
 // checkpoints.
 //
 // # Executors

@@ -10,7 +10,7 @@ import (
 // MaxEpoch is the largest epoch number the epoch status table holds.
 const MaxEpoch = maxTagged
 
-// EST is the epoch status table of seed 000 §8.3. Persist barriers divide a
+// EST is the epoch status table of the scoped persist barrier paper (§8.3). Persist barriers divide a
 // program into epochs; an epoch's undo entries are tagged with its number,
 // and once every write of the epoch has persisted, its completion is noted
 // in the table with one aligned 8-byte store, the table's commit point.

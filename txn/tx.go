@@ -83,7 +83,7 @@ func Begin(x Exec, log Log, part int) (*Tx, error) {
 
 // BeginEpoch starts a transaction for epoch (1..MaxEpoch) of lane of the
 // epoch status table est. Its entries are tagged with the epoch, and its
-// commit marks the epoch complete in est (seed 000 §8.3).
+// commit marks the epoch complete in est (scoped persist barrier paper §8.3).
 func BeginEpoch(x Exec, log Log, part int, est *EST, lane int, epoch uint64) (*Tx, error) {
 	if est == nil {
 		return nil, fmt.Errorf("%w: nil epoch status table", ErrBadArg)
