@@ -272,18 +272,23 @@ func (k *kern) findLeaf(t *scope.Thread, i int) {
 		if cnt < 0 {
 			return
 		}
-		// The child: the number of separators <= key (binary search).
-		lo, hi := 0, cnt-1
-		for lo < hi {
-			mid := (lo + hi) / 2
-			if t.Load64(k.keyAt(id, mid)) <= key {
-				lo = mid + 1
-			} else {
-				hi = mid
-			}
-		}
-		id = uint32(t.Load64(k.valAt(id, lo)))
+		id = k.child(t, id, cnt, key)
 	}
+}
+
+// child returns the child of inner node id (cnt entries) whose subtree
+// holds key: the one after the separators <= key (a binary search).
+func (k *kern) child(t *scope.Thread, id uint32, cnt int, key uint64) uint32 {
+	lo, hi := 0, cnt-1
+	for lo < hi {
+		mid := (lo + hi) / 2
+		if t.Load64(k.keyAt(id, mid)) <= key {
+			lo = mid + 1
+		} else {
+			hi = mid
+		}
+	}
+	return uint32(t.Load64(k.valAt(id, lo)))
 }
 
 // runEnd returns the end of the run of keys that start at owner i and

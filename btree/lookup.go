@@ -161,16 +161,7 @@ func (k *kern) descend(t *scope.Thread, root uint32, height int, key uint64) (ui
 		if cnt < 0 {
 			return 0, -1
 		}
-		lo, hi := 0, cnt-1
-		for lo < hi {
-			mid := (lo + hi) / 2
-			if t.Load64(k.keyAt(id, mid)) <= key {
-				lo = mid + 1
-			} else {
-				hi = mid
-			}
-		}
-		id = uint32(t.Load64(k.valAt(id, lo)))
+		id = k.child(t, id, cnt, key)
 	}
 	return id, k.lookupHeader(t, id, true)
 }

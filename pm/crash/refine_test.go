@@ -15,21 +15,27 @@ import (
 	"github.com/scopedpm/scopedpm/scope"
 )
 
-// recordKernel records one thread storing a, OFence, b, then a again.
-func recordKernel(t *testing.T) []record.Event {
-	rec := record.New(functional.New(pm.GPULimits{}), false)
+// recordOne records kernel k, given a 256-byte PM region, on grid g.
+func recordOne(t *testing.T, g scope.Grid, sites bool, k func(th *scope.Thread, r pm.Addr)) []record.Event {
+	t.Helper()
+	rec := record.New(functional.New(pm.GPULimits{}), sites)
 	m, err := pm.NewMachine(rec)
 	require.NoError(t, err)
 	r, err := m.CreateRegion("r", 256)
 	require.NoError(t, err)
-	_, err = scope.Launch(m, scope.Grid{Blocks: 1, Threads: 1}, func(t *scope.Thread) {
-		t.Store64(r.Base, 1)
-		t.OFence()
-		t.Store64(r.Base.Add(128), 2)
-		t.Store64(r.Base, 3)
-	})
+	_, err = scope.Launch(m, g, func(th *scope.Thread) { k(th, r.Base) })
 	require.NoError(t, err)
 	return rec.Events()
+}
+
+// recordKernel records one thread storing a, OFence, b, then a again.
+func recordKernel(t *testing.T) []record.Event {
+	return recordOne(t, scope.Grid{Blocks: 1, Threads: 1}, false, func(t *scope.Thread, r pm.Addr) {
+		t.Store64(r, 1)
+		t.OFence()
+		t.Store64(r.Add(128), 2)
+		t.Store64(r, 3)
+	})
 }
 
 // Refines accepts durable cycles that follow the PMO and rejects ones
@@ -169,45 +175,32 @@ func TestExplainMissingOFence(t *testing.T) {
 // marker; Epoch drains before writing it), under every ordering model, so
 // a recovery may trust a durable flag.
 func TestReleaseFlagPersistsAfterData(t *testing.T) {
-	rec := record.New(functional.New(pm.GPULimits{}), false)
-	m, err := pm.NewMachine(rec)
-	require.NoError(t, err)
-	r, err := m.CreateRegion("r", 256)
-	require.NoError(t, err)
-	_, err = scope.Launch(m, scope.Grid{Blocks: 1, Threads: 1}, func(t *scope.Thread) {
-		t.Store64(r.Base, 1)
-		t.PRel(r.Base.Add(128), 1, pm.Block)
+	events := recordOne(t, scope.Grid{Blocks: 1, Threads: 1}, false, func(t *scope.Thread, r pm.Addr) {
+		t.Store64(r, 1)
+		t.PRel(r.Add(128), 1, pm.Block)
 	})
-	require.NoError(t, err)
 	for _, model := range []crash.Model{crash.SBRP, crash.Epoch, crash.GPM, crash.ScopedBarrier, crash.Strict} {
-		g := crash.Build(rec.Events(), model)
+		g := crash.Build(events, model)
 		require.Len(t, g.Persists, 2)
 		require.ErrorIs(t, crash.Refines(g, []uint64{20, 10}), crash.ErrRefinement, "%v", model)
 		require.NoError(t, crash.Refines(g, []uint64{10, 20}), "%v", model)
 	}
-	require.NoError(t, crash.Refines(crash.Build(rec.Events(), crash.None), []uint64{20, 10}))
+	require.NoError(t, crash.Refines(crash.Build(events, crash.None), []uint64{20, 10}))
 }
 
 // A device-scope persist barrier orders persists across blocks; the same
 // barrier narrowed to block scope (a mutant, or a site override) orders
 // only within each block, though the recorded group is still the grid.
 func TestNarrowedBarrierOrdersPerBlock(t *testing.T) {
-	rec := record.New(functional.New(pm.GPULimits{}), true)
-	m, err := pm.NewMachine(rec)
-	require.NoError(t, err)
-	r, err := m.CreateRegion("r", 256)
-	require.NoError(t, err)
-	_, err = scope.Launch(m, scope.Grid{Blocks: 2, Threads: 1}, func(t *scope.Thread) {
+	events := recordOne(t, scope.Grid{Blocks: 2, Threads: 1}, true, func(t *scope.Thread, r pm.Addr) {
 		if t.Block() == 0 {
-			t.Store64(r.Base, 1)
+			t.Store64(r, 1)
 		}
 		t.PBarrier(pm.Device)
 		if t.Block() == 1 {
-			t.Store64(r.Base.Add(128), 2)
+			t.Store64(r.Add(128), 2)
 		}
 	})
-	require.NoError(t, err)
-	events := rec.Events()
 	g := crash.Build(events, crash.ScopedBarrier)
 	require.ErrorIs(t, crash.Refines(g, []uint64{20, 10}), crash.ErrRefinement)
 	var site string
