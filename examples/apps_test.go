@@ -343,7 +343,7 @@ func TestRegistry(t *testing.T) {
 		names[n[0]] = true
 		require.NotEmpty(t, n[1])
 	}
-	for _, n := range []string{"hashmap", "hashmap-nofence", "multiqueue", "multiqueue-narrow", "scan", "scan-narrow", "srad", "srad-nofence"} {
+	for _, n := range []string{"hashmap", "hashmap-nofence", "multiqueue", "multiqueue-narrow", "scan", "scan-narrow", "srad", "srad-nofence", "gpkvs-sbrp", "gpkvs-sbrp-no-ofence"} {
 		require.True(t, names[n], n)
 		w, err := New(n, Tiny)
 		require.NoError(t, err)
@@ -365,4 +365,35 @@ func TestHashmapEvicts(t *testing.T) {
 		}
 	}
 	require.Positive(t, chains)
+}
+
+// TestScanOutput checks what the scan writes to device memory, the
+// inclusive scan of each block's inputs, on the functional backend and
+// under SBRP and Epoch on hwmodel.
+func TestScanOutput(t *testing.T) {
+	for _, size := range []Size{Tiny, Quick} {
+		backends := map[string]func() pm.Backend{
+			"functional": func() pm.Backend { return functional.New(pm.DefaultGPU) },
+		}
+		for _, model := range []hwmodel.Model{hwmodel.SBRP, hwmodel.Epoch} {
+			backends[model.String()] = func() pm.Backend {
+				be, err := hwmodel.New(hwmodel.PresetPMNear(), model)
+				require.NoError(t, err)
+				return be
+			}
+		}
+		for name, be := range backends {
+			t.Run(fmt.Sprintf("%s/%s", sizeNames[size], name), func(t *testing.T) {
+				s, err := NewScan(scanShape(size), pm.Block, 7)
+				require.NoError(t, err)
+				m, err := pm.NewMachine(be())
+				require.NoError(t, err)
+				require.NoError(t, s.Setup(m))
+				out, err := s.Output(m)
+				require.NoError(t, err)
+				require.Equal(t, s.Want(), out)
+				require.NoError(t, s.Check(m))
+			})
+		}
+	}
 }
