@@ -18,7 +18,7 @@ import (
 
 // The six applications of SBRP Table 2, by their label in the figures.
 var sbrpApps = []struct{ label, workload string }{
-	{"gpKVS", "gpkvs-sbrp"}, {"HM", "hashmap"}, {"SRAD", "srad"},
+	{"gpKVS", "gpkvs-sbrp"}, {"HM", "hm-sbrp"}, {"SRAD", "srad"},
 	{"Red", "reduction"}, {"MQ", "multiqueue"}, {"Scan", "scan"},
 }
 

@@ -17,23 +17,33 @@ import (
 // model and timed preset, and checks at the end of every launch that each
 // crash image the timing model can produce is one the model's persist
 // memory order allows (crash.Refines), and that CrashAt agrees with the
-// durability it reports.
+// durability it reports. The "+artifact" presets turn on the physics
+// parameters that model the SBRP artifact's hardware.
 func TestRefinement(t *testing.T) {
+	artifact := []string{"persist.buffer_window_only=true", "persist.ack_at_queue=true", "pcie.full_duplex=true", "persist.epoch_own_acks=true"}
 	for _, nw := range examples.Names() {
-		for _, preset := range []string{"pm-near", "pm-far", "pm-far-eadr", "gope", "volta"} {
+		for _, p := range []struct {
+			name, preset string
+			set          []string
+		}{
+			{"pm-near", "pm-near", nil}, {"pm-far", "pm-far", nil}, {"pm-far-eadr", "pm-far-eadr", nil},
+			{"gope", "gope", nil}, {"volta", "volta", nil},
+			{"pm-near+artifact", "pm-near", artifact}, {"pm-far+artifact", "pm-far", artifact},
+		} {
 			for _, model := range hwmodel.Models() {
-				t.Run(nw[0]+"/"+preset+"/"+model.String(), func(t *testing.T) {
+				t.Run(nw[0]+"/"+p.name+"/"+model.String(), func(t *testing.T) {
 					w, err := examples.New(nw[0], examples.Tiny)
 					require.NoError(t, err)
-					cfg, err := hwmodel.Preset(preset)
+					cfg, err := hwmodel.Preset(p.preset)
 					require.NoError(t, err)
+					require.NoError(t, cfg.Set(p.set...))
 					be, err := hwmodel.New(cfg, model)
 					require.NoError(t, err)
 					ref := crash.NewRefiner(be, model)
 					m, err := pm.NewMachine(ref)
 					require.NoError(t, err)
 					if err := w.Setup(m); errors.Is(err, txn.ErrBadArg) {
-						t.Skipf("%s does not fit %s: %v", nw[0], preset, err)
+						t.Skipf("%s does not fit %s: %v", nw[0], p.name, err)
 					}
 					require.NoError(t, err)
 					require.NoError(t, w.Run(m))

@@ -165,6 +165,9 @@ type warpState struct {
 	stamp   uint64 // Sync de-duplication
 	bar     pm.OpKind
 	barS    pm.Scope
+	// owned are the dirty PM entries the warp stored into since its last
+	// Epoch/GPM fence (persist.epoch_own_acks).
+	owned []int32
 }
 
 type smState struct {
@@ -1055,12 +1058,14 @@ func (b *Backend) persistLine(ws *warpState, line uint64, t uint64) (int32, uint
 		}
 		if e := s.l1.entry[way]; e >= 0 && b.entries[e].ack == noAck {
 			b.entries[e].dirty = min(b.entries[e].dirty, t)
+			b.own(ws, e)
 			return e, t + 1, true
 		}
 		e := b.newEntry(line)
 		b.entries[e].dirty = t
 		s.l1.entry[way] = e
 		s.dirty = append(s.dirty, e)
+		b.own(ws, e)
 		return e, t + 1, false
 	}
 }
@@ -1150,11 +1155,32 @@ func (b *Backend) marker(ws *warpState, t uint64) uint64 {
 	return t
 }
 
+// own notes that warp ws stored into dirty entry e (for
+// persist.epoch_own_acks).
+func (b *Backend) own(ws *warpState, e int32) {
+	if b.cfg.Persist.EpochOwnAcks && (len(ws.owned) == 0 || ws.owned[len(ws.owned)-1] != e) {
+		ws.owned = append(ws.owned, e)
+	}
+}
+
 // epochFlush writes back every dirty PM line of the SM's L1 from cycle t,
-// invalidates the L1 and returns when every ack of the SM is back.
+// invalidates the L1 and returns when every ack of the SM is back (with
+// persist.epoch_own_acks: every ack of the lines this warp dirtied).
 func (b *Backend) epochFlush(ws *warpState, t uint64) uint64 {
 	b.writeBack(ws, t)
-	done := max(t+1, b.sms[ws.sm].ackBy(t))
+	var ack uint64
+	if b.cfg.Persist.EpochOwnAcks {
+		for _, e := range ws.owned {
+			if b.entries[e].ack == noAck {
+				panic(fmt.Sprintf("hwmodel: a line warp-stored before cycle %d is still unflushed after the Epoch write-back", t))
+			}
+			ack = max(ack, b.entries[e].ack)
+		}
+		ws.owned = ws.owned[:0]
+	} else {
+		ack = b.sms[ws.sm].ackBy(t)
+	}
+	done := max(t+1, ack)
 	b.last.Stalls.Epoch += done - t - 1
 	return done
 }

@@ -113,6 +113,12 @@ type PersistConfig struct {
 	// bandwidth), as the SBRP artifact does, instead of after the NVM
 	// write latency too. Off by default, like BufferWindowOnly.
 	AckAtQueue bool `json:"ack_at_queue"`
+	// EpochOwnAcks makes an Epoch or GPM fence or barrier wait for the
+	// acks of the PM lines its own warp dirtied, as the SBRP artifact's
+	// simulator does (a warp waits for its outstanding persists), instead
+	// of for every flush of the SM. The L1 is still written back and
+	// invalidated whole. Off by default, like BufferWindowOnly.
+	EpochOwnAcks bool `json:"epoch_own_acks"`
 	// NVWFIFOL1 and NVWFIFOL2 are the NVW-FIFO sizes of the scoped persist
 	// barrier hardware (scoped persist barrier paper): outstanding PM writes per L1 and in the L2.
 	NVWFIFOL1 int `json:"nvw_fifo_l1"`

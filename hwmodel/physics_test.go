@@ -399,3 +399,31 @@ func TestBadInputIsAnError(t *testing.T) {
 	_, err = m.Crash()
 	require.NoError(t, err)
 }
+
+// With persist.epoch_own_acks an Epoch fence waits only for the lines its
+// own warp dirtied: a warp that stored nothing fences at once though its
+// fence writes back another warp's dirty lines; without it the fence waits
+// for those flushes too.
+func TestEpochOwnAcks(t *testing.T) {
+	fenceCost := func(own bool) uint64 {
+		cfg := PresetPMNear()
+		cfg.Persist.EpochOwnAcks = own
+		be, m := setupHW(t, cfg, Epoch)
+		r := region(t, m, "a", 64*128)
+		_, err := scope.Launch(m, scope.Grid{Blocks: 1, Threads: 64}, func(t *scope.Thread) {
+			if t.WarpInBlock() == 0 {
+				for i := range uint64(64) {
+					t.Store32(r.Base.Add(128*i+4*uint64(t.Lane())), uint32(i))
+				}
+				return // its lines are flushed by the other warp's fence
+			}
+			t.Work(200)
+			t.OFence()
+		})
+		require.NoError(t, err)
+		return be.LastLaunch().Stalls.Epoch
+	}
+	shared, own := fenceCost(false), fenceCost(true)
+	t.Logf("epoch stall cycles: SM-wide %d, own lines %d", shared, own)
+	require.Less(t, own, shared)
+}

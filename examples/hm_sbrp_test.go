@@ -1,0 +1,121 @@
+package examples
+
+import (
+	"fmt"
+	"testing"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/scopedpm/scopedpm/hwmodel"
+	"github.com/scopedpm/scopedpm/pm"
+	"github.com/scopedpm/scopedpm/pm/crash"
+	"github.com/scopedpm/scopedpm/pm/functional"
+)
+
+// TestHMRebuildCorrect runs hm-sbrp at Tiny and Quick size on the
+// functional backend and under SBRP and Epoch on hwmodel: after the run the
+// table holds every key in its bucket, and recovery with no active batch
+// changes nothing.
+func TestHMRebuildCorrect(t *testing.T) {
+	for _, size := range []Size{Tiny, Quick} {
+		for _, be := range []string{"functional", "sbrp", "epoch"} {
+			t.Run(fmt.Sprintf("%s/%s", sizeNames[size], be), func(t *testing.T) {
+				var b pm.Backend = functional.New(pm.DefaultGPU)
+				if be != "functional" {
+					model, err := hwmodel.ParseModel(be)
+					require.NoError(t, err)
+					h, err := hwmodel.New(hwmodel.PresetPMNear(), model)
+					require.NoError(t, err)
+					b = h
+				}
+				w, err := NewHMRebuild(hmRebuildShape(size), true)
+				require.NoError(t, err)
+				m, err := pm.NewMachine(b)
+				require.NoError(t, err)
+				require.NoError(t, w.Setup(m))
+				require.NoError(t, w.Check(m))
+				require.NoError(t, w.Run(m))
+				require.NoError(t, w.Check(m))
+				l, err := w.layout(m)
+				require.NoError(t, err)
+				n, err := m.Memory().Load(l.counts(), 8)
+				require.NoError(t, err)
+				require.EqualValues(t, w.Shape.Keys, uint32(n))
+				require.NoError(t, w.Recover(m))
+				require.NoError(t, w.Check(m))
+			})
+		}
+	}
+}
+
+// TestHMRebuildCrashes explores the Tiny run's crash states under SBRP and
+// Epoch: recovery always restores a whole number of batches; without the
+// OFence between an undo entry and its tag the checker finds a tagged entry
+// holding a stale node.
+func TestHMRebuildCrashes(t *testing.T) {
+	for _, model := range []crash.Model{crash.SBRP, crash.Epoch} {
+		t.Run(model.String(), func(t *testing.T) {
+			const seed = 9
+			t.Logf("seed = %d", seed)
+			w, err := New("hm-sbrp", Tiny)
+			require.NoError(t, err)
+			rep, err := crash.Check(w, pm.DefaultGPU, crash.Config{Model: model, States: crashStates(), Seed: seed})
+			require.NoError(t, err)
+			for _, v := range rep.Violations {
+				t.Logf("violation: %v", v.Err)
+			}
+			require.Empty(t, rep.Violations, rep.Summary())
+			t.Log(rep.Summary())
+
+			bug, err := New("hm-sbrp-no-ofence", Tiny)
+			require.NoError(t, err)
+			rep, err = crash.Check(bug, pm.DefaultGPU, crash.Config{Model: model, States: 10000, Seed: seed, Shrink: true})
+			require.NoError(t, err)
+			require.NotEmpty(t, rep.Violations, rep.Summary())
+			v := rep.Violations[0]
+			t.Log(v.Explanation)
+			require.ErrorIs(t, v.Err, ErrInconsistent)
+			require.Contains(t, v.Explanation, "at "+siteOf(t, "hm_sbrp.go", "t.Store64(l.entry(b, s), node)"))
+		})
+	}
+}
+
+// TestHMRebuildBadShape checks that impossible shapes are errors.
+func TestHMRebuildBadShape(t *testing.T) {
+	good := hmRebuildShape(Tiny)
+	for _, f := range []func(*HMRebuildShape){
+		func(s *HMRebuildShape) { s.Slots = 4 },
+		func(s *HMRebuildShape) { s.Keys = 0 },
+		func(s *HMRebuildShape) { s.MaxBuckets = 2 },
+		func(s *HMRebuildShape) { s.PerBucket = 7 },
+	} {
+		sh := good
+		f(&sh)
+		_, err := NewHMRebuild(sh, true)
+		require.ErrorIs(t, err, ErrConfig, "%+v", sh)
+	}
+}
+
+// TestHMRebuildFallback counts the keys the cuckoo rounds leave to the
+// fallback at Quick size (a statistic for the notes: it must stay rare).
+func TestHMRebuildFallback(t *testing.T) {
+	n := 0
+	hmFallbackHook = func() { n++ }
+	defer func() { hmFallbackHook = nil }()
+	w, err := NewHMRebuild(hmRebuildShape(Quick), true)
+	require.NoError(t, err)
+	m, err := pm.NewMachine(functional.New(pm.DefaultGPU))
+	require.NoError(t, err)
+	require.NoError(t, w.Setup(m))
+	require.NoError(t, w.Run(m))
+	require.NoError(t, w.Check(m))
+	placed := 0 // every batch rebuilds every key inserted so far
+	for hi := w.Shape.Batch; ; hi += w.Shape.Batch {
+		placed += min(hi, w.Shape.Keys)
+		if hi >= w.Shape.Keys {
+			break
+		}
+	}
+	t.Logf("%d of %d key placements fell back", n, placed)
+	require.Less(t, n, placed/20)
+}
