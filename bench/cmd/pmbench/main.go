@@ -17,6 +17,7 @@ import (
 	"path/filepath"
 	"strconv"
 	"strings"
+	"text/tabwriter"
 
 	"github.com/pkg/profile"
 	"github.com/schollz/progressbar/v3"
@@ -39,8 +40,9 @@ func run(args []string, stdout, stderr io.Writer) error {
 	fs.SetOutput(stderr)
 	list := fs.Bool("list", false, "list the experiments and exit")
 	exps := fs.String("exp", "", "comma-separated experiments to run (default: the quick default set)")
-	quick := fs.Bool("quick", false, "small inputs")
+	quick := fs.Bool("quick", false, "small inputs (seconds, not minutes); the default set always runs quick. Quick numbers can differ from paper scale: every table header and CSV row says which size it is")
 	format := fs.String("format", "table", "output format: table or csv")
+	paper := fs.Bool("paper", false, "print the papers' reported values beside ours, with the ratio ours/paper (tables, CSV and figures)")
 	var sets multiFlag
 	fs.Var(&sets, "set", "hwmodel override key=value, repeatable (e.g. -set nvm.write_latency_cycles=500)")
 	out := fs.String("out", "", "also write <experiment>.csv and <experiment>.svg (a bar chart) per experiment to this directory")
@@ -54,14 +56,7 @@ func run(args []string, stdout, stderr io.Writer) error {
 		return fmt.Errorf("unexpected arguments %q", fs.Args())
 	}
 	if *list {
-		for _, e := range bench.All() {
-			def := ""
-			if e.Default {
-				def = " (default)"
-			}
-			fmt.Fprintf(stdout, "%-16s %s%s\n", e.Name, e.Description, def)
-		}
-		return nil
+		return writeList(stdout)
 	}
 	if *format != "table" && *format != "csv" {
 		return fmt.Errorf("unknown -format %q (want table or csv)", *format)
@@ -109,6 +104,8 @@ func run(args []string, stdout, stderr io.Writer) error {
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt)
 	defer stop()
 	opts.Quick = *quick
+	fmt.Fprintf(stderr, "pmbench: running %s at %s size%s\n", names(selected), opts.SizeName(), sizeNote(*exps == "", *quick))
+	f := bench.Format{Size: opts.SizeName(), Paper: *paper}
 	for i, e := range selected {
 		bar := newProgress(stderr, e.Name)
 		opts.Progress = bar.update
@@ -120,25 +117,74 @@ func run(args []string, stdout, stderr io.Writer) error {
 		// Results are printed before files are written: a failed write
 		// loses nothing that was computed.
 		if *format == "csv" {
-			if err := bench.WriteCSV(stdout, rows, i == 0); err != nil {
+			f.Header = i == 0
+			if err := bench.WriteCSV(stdout, rows, f); err != nil {
 				return err
 			}
 		} else {
 			if i > 0 {
 				fmt.Fprintln(stdout)
 			}
-			fmt.Fprintf(stdout, "== %s: %s\n", e.Name, e.Description)
-			if err := bench.WriteTable(stdout, rows); err != nil {
+			fmt.Fprintf(stdout, "== %s [%s size]%s: %s\n", e.Name, opts.SizeName(), source(e, " (%s)"), e.Description)
+			if err := bench.WriteTable(stdout, rows, f); err != nil {
 				return err
 			}
 		}
 		if *out != "" {
-			if err := writeOut(*out, e, rows); err != nil {
+			if err := writeOut(*out, e, rows, f); err != nil {
 				return err
 			}
 		}
 	}
 	return nil
+}
+
+// names lists the experiments' names.
+func names(es []bench.Experiment) string {
+	var n []string
+	for _, e := range es {
+		n = append(n, e.Name)
+	}
+	return strings.Join(n, ", ")
+}
+
+// sizeNote explains the size on stderr when the user did not pick it.
+func sizeNote(defaultSet, quick bool) string {
+	switch {
+	case defaultSet:
+		return " (the default set runs quick, small inputs; quick numbers can differ from paper scale: run -exp NAME without -quick for paper scale)"
+	case !quick:
+		return " (paper-scale inputs; -quick runs small ones in seconds)"
+	}
+	return " (small inputs; quick numbers can differ from paper scale)"
+}
+
+// source is "SBRP Fig. 6" for an experiment that reproduces a paper's
+// figure, put into layout, or "" for one that measures scopedpm itself.
+func source(e bench.Experiment, layout string) string {
+	if e.Paper == "" {
+		return ""
+	}
+	return fmt.Sprintf(layout, strings.TrimSpace(e.Paper+" "+e.Figure))
+}
+
+// writeList prints every experiment with the paper and figure it
+// reproduces.
+func writeList(w io.Writer) error {
+	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
+	fmt.Fprintln(tw, "experiment\treproduces\tdefault\tdescription")
+	for _, e := range bench.All() {
+		def := ""
+		if e.Default {
+			def = "yes"
+		}
+		src := source(e, "%s")
+		if src == "" {
+			src = "(scopedpm itself)"
+		}
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\n", e.Name, src, def, e.Description)
+	}
+	return tw.Flush()
 }
 
 // checkDir makes sure files can be written to dir ("" is not used).
@@ -167,23 +213,31 @@ func (f *multiFlag) Set(v string) error {
 	return nil
 }
 
-// writeOut writes the experiment's CSV and figure into dir.
-func writeOut(dir string, e bench.Experiment, rows []bench.Row) error {
-	f, err := os.Create(filepath.Join(dir, e.Name+".csv"))
+// writeOut writes the experiment's CSV and its figure, as SVG and PNG,
+// into dir.
+func writeOut(dir string, e bench.Experiment, rows []bench.Row, f bench.Format) error {
+	file, err := os.Create(filepath.Join(dir, e.Name+".csv"))
 	if err != nil {
 		return err
 	}
-	if err := bench.WriteCSV(f, rows, true); err != nil {
-		f.Close()
+	f.Header = true
+	if err := bench.WriteCSV(file, rows, f); err != nil {
+		file.Close()
 		return err
 	}
-	if err := f.Close(); err != nil {
+	if err := file.Close(); err != nil {
 		return err
 	}
 	if len(rows) == 0 {
 		return nil
 	}
-	return bench.WriteFigure(filepath.Join(dir, e.Name+".svg"), e.Name, rows)
+	title := fmt.Sprintf("%s%s, %s size", e.Name, source(e, " (%s)"), f.Size)
+	for _, ext := range []string{".svg", ".png"} {
+		if err := bench.WriteFigure(filepath.Join(dir, e.Name+ext), title, rows, f.Paper); err != nil {
+			return err
+		}
+	}
+	return nil
 }
 
 // progress is a progress bar on stderr, shown only when stderr is a

@@ -14,12 +14,13 @@ func TestPmbenchCSV(t *testing.T) {
 	var out, errb bytes.Buffer
 	require.NoError(t, run([]string{"-exp", "engine", "-quick", "-format", "csv"}, &out, &errb))
 	lines := strings.Split(strings.TrimSpace(out.String()), "\n")
-	require.Equal(t, "experiment,workload,config,metric,value", lines[0])
+	require.Equal(t, "experiment,workload,config,metric,value,size", lines[0])
 	var sawRate bool
 	for _, l := range lines[1:] {
 		f := strings.Split(l, ",")
-		require.Len(t, f, 5, l)
+		require.Len(t, f, 6, l)
 		require.Equal(t, "engine", f[0])
+		require.Equal(t, "quick", f[5], "every row says its size")
 		if f[1] == "vector-add" && f[3] == "verbs_per_s" {
 			sawRate = true
 		}
@@ -45,10 +46,13 @@ func TestPmbenchOutAndShard(t *testing.T) {
 	require.NoError(t, run([]string{"-exp", "micro-persist", "-quick", "-out", dir, "-set", "persist.window=4"}, &out, &errb))
 	csv, err := os.ReadFile(filepath.Join(dir, "micro-persist.csv"))
 	require.NoError(t, err)
-	require.True(t, strings.HasPrefix(string(csv), "experiment,workload,config,metric,value\n"))
+	require.True(t, strings.HasPrefix(string(csv), "experiment,workload,config,metric,value,size\n"))
 	svg, err := os.ReadFile(filepath.Join(dir, "micro-persist.svg"))
 	require.NoError(t, err)
 	require.Contains(t, string(svg), "<svg")
+	png, err := os.ReadFile(filepath.Join(dir, "micro-persist.png"))
+	require.NoError(t, err)
+	require.True(t, bytes.HasPrefix(png, []byte("\x89PNG")))
 
 	// The shards of a sweep together give the unsharded rows, minus the
 	// summary rows.
@@ -90,4 +94,54 @@ func TestPmbenchStrictFlags(t *testing.T) {
 		require.ErrorContains(t, err, tc.msg, "%v", tc.args)
 		require.Empty(t, out.String(), "%v: nothing ran", tc.args)
 	}
+}
+
+// The run says what it runs and at which size, on stderr and in every
+// table header; -list names each experiment's paper and figure.
+func TestPmbenchSizeLabels(t *testing.T) {
+	for _, tc := range []struct {
+		args         []string
+		stderr, head string
+	}{
+		{[]string{"-exp", "micro-persist", "-quick"}, "running micro-persist at quick size", "== micro-persist [quick size]"},
+		{[]string{"-exp", "sbrp-fig6", "-quick", "-shard", "0/6"}, "running sbrp-fig6 at quick size", "== sbrp-fig6 [quick size] (SBRP Fig. 6)"},
+	} {
+		var out, errb bytes.Buffer
+		require.NoError(t, run(tc.args, &out, &errb), "%v", tc.args)
+		require.Contains(t, errb.String(), tc.stderr, "%v", tc.args)
+		require.Contains(t, out.String(), tc.head, "%v", tc.args)
+	}
+	var out, errb bytes.Buffer
+	require.NoError(t, run([]string{"-list"}, &out, &errb))
+	for _, s := range []string{"SBRP Fig. 6", "GPM Fig. 11", "scoped persist barrier paper Table 3", "(scopedpm itself)"} {
+		require.Contains(t, out.String(), s)
+	}
+}
+
+// -paper puts the papers' values beside ours, with the ratio, in tables
+// and CSV.
+func TestPmbenchPaper(t *testing.T) {
+	var out, errb bytes.Buffer
+	require.NoError(t, run([]string{"-exp", "sbrp-fig6", "-quick", "-paper"}, &out, &errb))
+	require.Contains(t, out.String(), "the papers' values beside ours (quick size; ratio = ours/paper)")
+	require.Regexp(t, `geomean\s+sbrp-far\s+speedup\s+[0-9.]+\s+1\.14\s+[0-9.]+\s+SBRP §7.2, Fig. 6`, out.String())
+	require.Regexp(t, `Red\s+sbrp-near over epoch-near\s+speedup\s+[0-9.]+\s+1\.68`, out.String())
+
+	out.Reset()
+	require.NoError(t, run([]string{"-exp", "sbrp-fig6", "-quick", "-paper", "-format", "csv"}, &out, &errb))
+	lines := strings.Split(strings.TrimSpace(out.String()), "\n")
+	require.Equal(t, "experiment,workload,config,metric,value,size,paper_value,ratio,paper_source", lines[0])
+	var direct, relative bool
+	for _, l := range lines[1:] {
+		if strings.HasPrefix(l, "sbrp-fig6,geomean,sbrp-far,speedup,") {
+			direct = true
+			require.Contains(t, l, ",quick,1.14,")
+			require.Contains(t, l, `"SBRP §7.2, Fig. 6"`)
+		}
+		if strings.HasPrefix(l, "sbrp-fig6,geomean,sbrp-near over epoch-near,speedup,") {
+			relative = true
+			require.Contains(t, l, ",quick,1.15,")
+		}
+	}
+	require.True(t, direct && relative, out.String())
 }
