@@ -4,6 +4,7 @@
 //	go run ./bench/cmd/pmbench                 # the quick default set, as tables
 //	go run ./bench/cmd/pmbench -list           # what experiments there are
 //	go run ./bench/cmd/pmbench -exp engine -format csv
+//	go run ./bench/cmd/pmbench keys            # the hwmodel parameters -set takes
 package main
 
 import (
@@ -15,6 +16,7 @@ import (
 	"os"
 	"os/signal"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"text/tabwriter"
@@ -24,6 +26,7 @@ import (
 	"golang.org/x/term"
 
 	"github.com/scopedpm/scopedpm/bench"
+	"github.com/scopedpm/scopedpm/hwmodel"
 )
 
 func main() {
@@ -36,6 +39,12 @@ func main() {
 }
 
 func run(args []string, stdout, stderr io.Writer) error {
+	if len(args) > 0 && args[0] == "keys" {
+		if len(args) > 1 {
+			return fmt.Errorf("keys takes no arguments, got %q", args[1:])
+		}
+		return writeKeys(stdout)
+	}
 	fs := flag.NewFlagSet("pmbench", flag.ContinueOnError)
 	fs.SetOutput(stderr)
 	list := fs.Bool("list", false, "list the experiments and exit")
@@ -44,11 +53,26 @@ func run(args []string, stdout, stderr io.Writer) error {
 	format := fs.String("format", "table", "output format: table or csv")
 	paper := fs.Bool("paper", false, "print the papers' reported values beside ours, with the ratio ours/paper (tables, CSV and figures)")
 	var sets multiFlag
-	fs.Var(&sets, "set", "hwmodel override key=value, repeatable (e.g. -set nvm.write_latency_cycles=500)")
+	fs.Var(&sets, "set", "hwmodel override key=value, repeatable (e.g. -set nvm.write_latency_cycles=500); -set help or pmbench keys lists the keys")
 	out := fs.String("out", "", "also write <experiment>.csv and <experiment>.svg (a bar chart) per experiment to this directory")
 	shard := fs.String("shard", "", "run only part i of n of each sweep, as i/n (0-based), for a batch scheduler")
 	cpuprofile := fs.String("cpuprofile", "", "write a CPU profile to this directory")
 	memprofile := fs.String("memprofile", "", "write a memory profile to this directory")
+	fs.Usage = func() {
+		fmt.Fprint(stderr, `pmbench runs scopedpm's experiments: the papers' figures (SBRP, GPM, the scoped
+persist barrier paper) on the simulated machines of hwmodel, and measurements of
+scopedpm itself. It prints a table per experiment (or long-format CSV), says on
+stderr and in every header at which input size it ran (quick: small inputs, in
+seconds; paper: the papers' sizes, minutes), and with -paper prints the values
+the papers report beside ours. With no -exp it runs the default set, quick.
+Exit status: 0 success, 2 bad usage or a failed run.
+
+Usage: pmbench [flags]
+       pmbench keys      list the hwmodel parameters -set takes
+
+`)
+		fs.PrintDefaults()
+	}
 	if err := fs.Parse(args); err != nil {
 		return err
 	}
@@ -57,6 +81,9 @@ func run(args []string, stdout, stderr io.Writer) error {
 	}
 	if *list {
 		return writeList(stdout)
+	}
+	if slices.Contains(sets, "help") {
+		return writeKeys(stdout)
 	}
 	if *format != "table" && *format != "csv" {
 		return fmt.Errorf("unknown -format %q (want table or csv)", *format)
@@ -76,6 +103,11 @@ func run(args []string, stdout, stderr io.Writer) error {
 		}
 	}
 	if len(sets) > 0 {
+		// A bad key or value is found before anything runs.
+		probe := hwmodel.PresetPMNear()
+		if err := probe.Set(sets...); err != nil {
+			return fmt.Errorf("-set: %w", err)
+		}
 		for _, e := range selected {
 			if e.NoSet {
 				return fmt.Errorf("-set does not apply to experiment %s (it runs no hwmodel configuration)", e.Name)
@@ -185,6 +217,40 @@ func writeList(w io.Writer) error {
 		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\n", e.Name, src, def, e.Description)
 	}
 	return tw.Flush()
+}
+
+// writeKeys lists every hwmodel parameter -set takes: its unit, its value
+// in pm-near (and in the presets where it differs), what it is and where
+// the value comes from.
+func writeKeys(w io.Writer) error {
+	base, err := hwmodel.Preset("pm-near")
+	if err != nil {
+		return err
+	}
+	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
+	fmt.Fprintln(tw, "key\tunit\tpm-near\tother presets\tmeaning (source of pm-near's value)")
+	for _, k := range hwmodel.KeyInfos() {
+		def, err := base.Value(k.Key)
+		if err != nil {
+			return err
+		}
+		var others []string
+		for _, name := range hwmodel.Presets() {
+			c, err := hwmodel.Preset(name)
+			if err != nil {
+				return err
+			}
+			if v, err := c.Value(k.Key); err == nil && v != def && k.Key != "name" {
+				others = append(others, name+"="+v)
+			}
+		}
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s (%s)\n", k.Key, k.Unit, def, strings.Join(others, " "), k.Doc, k.Source)
+	}
+	if err := tw.Flush(); err != nil {
+		return err
+	}
+	_, err = fmt.Fprintln(w, "\nSet any of them with -set key=value (repeatable); experiments apply the overrides to every configuration they build.")
+	return err
 }
 
 // checkDir makes sure files can be written to dir ("" is not used).

@@ -2,6 +2,7 @@ package main
 
 import (
 	"bytes"
+	"flag"
 	"os"
 	"path/filepath"
 	"strings"
@@ -88,6 +89,15 @@ func TestPmbenchStrictFlags(t *testing.T) {
 		{[]string{"-exp", "micro-persist", "-quick", "-cpuprofile", t.TempDir(), "-memprofile", t.TempDir()}, "exclude each other"},
 		{[]string{"-exp", "micro-persist", "-quick", "-out", filepath.Join(file, "sub")}, "-out"},
 		{[]string{"-exp", "micro-persist", "-quick", "-cpuprofile", filepath.Join(file, "sub")}, "-cpuprofile"},
+		{[]string{"-exp", "micro-persist", "-quick", "-set", "nvm.write_lat=3"}, "keys of nvm: nvm.read_latency_cycles"},
+		{[]string{"-exp", "micro-persist", "-quick", "-set", "bogus=3"}, "every key: pmbench keys"},
+		{[]string{"-exp", "micro-persist", "-quick", "-set", "persist.window=-1"}, "persist.window"},
+		{[]string{"-exp", "micro-persist", "-quick", "-set", "persist.window"}, "not key=value"},
+		{[]string{"-exp", "micro-persist", "-format", "xml"}, "unknown -format"},
+		{[]string{"-exp", "nope"}, "unknown experiment"},
+		{[]string{"-exp", "micro-persist", "stray"}, "unexpected arguments"},
+		{[]string{"keys", "stray"}, "keys takes no arguments"},
+		{[]string{"-nope"}, "flag provided but not defined"},
 	} {
 		var out, errb bytes.Buffer
 		err := run(tc.args, &out, &errb)
@@ -144,4 +154,23 @@ func TestPmbenchPaper(t *testing.T) {
 		}
 	}
 	require.True(t, direct && relative, out.String())
+}
+
+// pmbench keys and -set help list every hwmodel key with its unit, value
+// and source.
+func TestPmbenchKeys(t *testing.T) {
+	for _, args := range [][]string{{"keys"}, {"-set", "help"}} {
+		var out, errb bytes.Buffer
+		require.NoError(t, run(args, &out, &errb), "%v", args)
+		require.Regexp(t, `persist.window\s+count\s+6\s+most outstanding`, out.String(), "%v", args)
+		require.Regexp(t, `nvm.write_latency_cycles\s+cycles\s+400\s+gope=250`, out.String(), "%v", args)
+		require.Contains(t, out.String(), "SBRP Table 1")
+	}
+}
+
+// -h says what the tool does (and main exits 2 on flag.ErrHelp).
+func TestPmbenchHelp(t *testing.T) {
+	var out, errb bytes.Buffer
+	require.ErrorIs(t, run([]string{"-h"}, &out, &errb), flag.ErrHelp)
+	require.Contains(t, errb.String(), "pmbench runs")
 }
