@@ -43,7 +43,7 @@ func TestTooNarrowReleaseCaught(t *testing.T) {
 	require.ErrorIs(t, v.Err, examples.ErrInconsistent)
 	require.Len(t, v.Dropped, 1, "shrunk to one lost persist")
 	t.Log(v.Explanation)
-	require.Contains(t, v.Explanation, "PRel.block at reduction.go:")
+	require.Contains(t, v.Explanation, "PRel.block at examples/reduction.go:")
 	require.Contains(t, v.Explanation, "is too narrow")
 	require.Contains(t, v.Explanation, "need device scope")
 

@@ -17,9 +17,9 @@ func TestPmcheck(t *testing.T) {
 	}{
 		{[]string{"-workload", "reduction", "-states", "2000"}, nil, []string{"0 violations"}},
 		{[]string{"-workload", "reduction-narrow", "-states", "2000", "-seed", "5"}, errViolations,
-			[]string{"1 violations", "PRel.block at reduction.go:", "too narrow", "replay: pmcheck -workload reduction-narrow -size tiny -model sbrp -strategy mixed -states 2000 -seed 5"}},
+			[]string{"1 violations", "PRel.block at examples/reduction.go:", "too narrow", "replay: pmcheck -workload reduction-narrow -size tiny -model sbrp -strategy mixed -states 2000 -seed 5"}},
 		{[]string{"-workload", "reduction", "-model", "epoch", "-strategy", "random", "-states", "300"}, nil, []string{"checked 300 crash states, 0 violations"}},
-		{[]string{"-workload", "reduction", "-mutate", "-states", "300"}, nil, []string{"killed   PRel at reduction.go:", "device -> block"}},
+		{[]string{"-workload", "reduction", "-mutate", "-states", "300"}, nil, []string{"killed   PRel at examples/reduction.go:", "device -> block"}},
 		{[]string{"-workload", "reduction", "-advise", "-states", "300"}, nil, []string{"device -> device keep", "block  -> block  keep"}},
 		{[]string{"-list"}, nil, []string{"reduction-narrow"}},
 	} {
@@ -79,4 +79,19 @@ func TestPmcheckStrictFlags(t *testing.T) {
 	var out, errb bytes.Buffer
 	require.ErrorIs(t, run([]string{"-h"}, &out, &errb), flag.ErrHelp)
 	require.Contains(t, errb.String(), "pmcheck checks that a PM workload recovers from crashes")
+}
+
+// Call sites are the first frame outside the library: gpKVS's undo-log
+// fences, issued inside txn, are sited at the kvs kernel lines that log,
+// one mutant per line, and no report points into txn.
+func TestPmcheckUserSites(t *testing.T) {
+	var out, errb bytes.Buffer
+	require.NoError(t, run([]string{"-workload", "gpkvs", "-mutate", "-states", "300"}, &out, &errb), errb.String())
+	require.Regexp(t, `killed   drop OFence at kvs/kernels\.go:[0-9]+ `, out.String())
+	require.NotContains(t, out.String(), "txn/")
+	require.NotContains(t, out.String(), " exec.go:")
+	out.Reset()
+	require.ErrorIs(t, run([]string{"-workload", "gpkvs-no-ofence", "-states", "2000"}, &out, &errb), errViolations)
+	require.Contains(t, out.String(), "at kvs/")
+	require.NotContains(t, out.String(), "txn/")
 }
