@@ -15,10 +15,10 @@ func ExampleCheckFunc() {
 	const threads = 64
 	kernel := func(log pm.Range) func(t *scope.Thread) {
 		return func(t *scope.Thread) {
-			slot := log.Base.Add(uint64(16 * t.TID()))
-			t.Store64(slot, uint64(100+t.TID())) // the value
-			t.OFence()                           // without it the flag may persist first
-			t.Store64(slot.Add(8), 1)            // the flag
+			slot := log.Base.Add(uint64(16 * t.ID()))
+			t.Store64(slot, uint64(100+t.ID())) // the value
+			t.OFence()                          // without it the flag may persist first
+			t.Store64(slot.Add(8), 1)           // the flag
 		}
 	}
 	w := crash.Func{

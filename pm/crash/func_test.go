@@ -41,8 +41,8 @@ func flaggedLog(fence bool, recovered *int) crash.Func {
 				return err
 			}
 			_, err = scope.Launch(m, scope.Grid{Blocks: 2, Threads: threads / 2}, func(t *scope.Thread) {
-				slot := log.Base.Add(uint64(16 * t.TID()))
-				t.Store64(slot, uint64(100+t.TID()))
+				slot := log.Base.Add(uint64(16 * t.ID()))
+				t.Store64(slot, uint64(100+t.ID()))
 				if fence {
 					t.OFence()
 				}

@@ -1,0 +1,70 @@
+package bench_test
+
+import (
+	"context"
+	"math"
+	"path/filepath"
+	"slices"
+	"testing"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/scopedpm/scopedpm/bench"
+)
+
+// wallClock experiments measure real time: their values differ run to
+// run, and kvs-vs-pebble writes to disk for seconds, so -short skips it.
+var wallClock = map[string]bool{"engine": true, "kvs-vs-pebble": true}
+
+// Every registered experiment runs at quick size and gives well-formed
+// rows: its own name, one value per (workload, config, metric), finite and
+// not negative; the configs and metrics the papers' values name exist in
+// its output; its figure draws. Simulated experiments give the same rows
+// twice (not under -short).
+func TestEveryExperiment(t *testing.T) {
+	all := bench.All()
+	require.NotEmpty(t, all)
+	for _, e := range all {
+		t.Run(e.Name, func(t *testing.T) {
+			if testing.Short() && e.Name == "kvs-vs-pebble" {
+				t.Skip("wall-clock disk benchmark; runs without -short")
+			}
+			require.NotEmpty(t, e.Description)
+			if e.Paper != "" {
+				require.NotEmpty(t, e.Figure, "an experiment of a paper names its figure")
+			}
+			rows, err := e.Run(context.Background(), bench.Options{Quick: true})
+			require.NoError(t, err)
+			require.NotEmpty(t, rows)
+			type key struct{ w, c, m string }
+			seen := map[key]bool{}
+			configs, metrics := map[string]bool{}, map[string]bool{}
+			for _, r := range rows {
+				require.Equal(t, e.Name, r.Experiment, "%+v", r)
+				require.NotEmpty(t, r.Workload, "%+v", r)
+				require.NotEmpty(t, r.Config, "%+v", r)
+				require.NotEmpty(t, r.Metric, "%+v", r)
+				require.False(t, math.IsNaN(r.Value) || math.IsInf(r.Value, 0), "%+v", r)
+				require.GreaterOrEqual(t, r.Value, 0.0, "%+v", r)
+				k := key{r.Workload, r.Config, r.Metric}
+				require.False(t, seen[k], "duplicate row %+v", r)
+				seen[k] = true
+				configs[r.Config], metrics[r.Metric] = true, true
+			}
+			vals, err := bench.PaperValuesFor(e.Name)
+			require.NoError(t, err)
+			for _, v := range vals {
+				require.True(t, configs[v.Config], "paper value %+v: no config %q in the output", v, v.Config)
+				require.True(t, v.Over == "" || configs[v.Over], "paper value %+v: no config %q in the output", v, v.Over)
+				require.True(t, metrics[v.Metric], "paper value %+v: no metric %q in the output", v, v.Metric)
+			}
+			require.NoError(t, bench.WriteFigure(filepath.Join(t.TempDir(), e.Name+".svg"), e.Name, rows, true))
+			if testing.Short() || wallClock[e.Name] {
+				return
+			}
+			again, err := e.Run(context.Background(), bench.Options{Quick: true})
+			require.NoError(t, err)
+			require.True(t, slices.Equal(rows, again), "%s is not deterministic", e.Name)
+		})
+	}
+}
