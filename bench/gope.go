@@ -193,12 +193,20 @@ func gopeSweep(ctx context.Context, o Options, sizes []float64, configs []gopeCo
 	runs := make([][]gopeRun, len(sizes))
 	g, ctx := errgroup.WithContext(ctx)
 	g.SetLimit(runtime.GOMAXPROCS(0))
+	// The whole sweep is announced before any of it runs (g.Go blocks at
+	// the limit), so that a progress bar never moves backwards.
+	n := 0
+	for i := range sizes {
+		if o.mine(i) {
+			n++
+		}
+	}
+	o.progress(n*len(configs), 0)
 	for i, size := range sizes {
 		if !o.mine(i) {
 			continue
 		}
 		runs[i] = make([]gopeRun, len(configs))
-		o.progress(len(configs), 0)
 		g.Go(func() error {
 			tr, err := gopeBuild(size, perKey, uint64(i+1))
 			if err != nil {

@@ -5,6 +5,7 @@ import (
 	"math"
 	"path/filepath"
 	"slices"
+	"sync"
 	"testing"
 
 	"github.com/stretchr/testify/require"
@@ -33,9 +34,22 @@ func TestEveryExperiment(t *testing.T) {
 			if e.Paper != "" {
 				require.NotEmpty(t, e.Figure, "an experiment of a paper names its figure")
 			}
-			rows, err := e.Run(context.Background(), bench.Options{Quick: true})
+			// Progress: all the work is announced before any is done (a
+			// bar never moves backwards), and all of it is done.
+			var mu sync.Mutex
+			total, done, late := 0, 0, false
+			progress := func(tot, d int) {
+				mu.Lock()
+				defer mu.Unlock()
+				late = late || tot > 0 && done > 0
+				total += tot
+				done += d
+			}
+			rows, err := e.Run(context.Background(), bench.Options{Quick: true, Progress: progress})
 			require.NoError(t, err)
 			require.NotEmpty(t, rows)
+			require.False(t, late, "work announced after some was done: the progress bar would go backwards")
+			require.Equal(t, total, done, "progress: done %d of %d", done, total)
 			type key struct{ w, c, m string }
 			seen := map[key]bool{}
 			configs, metrics := map[string]bool{}, map[string]bool{}

@@ -196,13 +196,19 @@ func sweep(ctx context.Context, apps []string, configs []sysConfig, o Options, r
 	out := map[string][]appRun{}
 	g, ctx := errgroup.WithContext(ctx)
 	g.SetLimit(runtime.GOMAXPROCS(0))
+	// The whole sweep is announced before any of it runs (g.Go blocks at
+	// the limit), so that a progress bar never moves backwards.
+	var mine []string
 	for k, app := range apps {
 		if _, err := examples.New(app, examples.Tiny); errors.Is(err, examples.ErrUnknown) || !o.mine(k) {
 			continue
 		}
+		mine = append(mine, app)
+	}
+	o.progress(len(mine)*len(configs), 0)
+	for _, app := range mine {
 		runs := make([]appRun, len(configs))
 		out[app] = runs
-		o.progress(len(configs), 0)
 		for i, c := range configs {
 			g.Go(func() error {
 				if err := ctx.Err(); err != nil {
