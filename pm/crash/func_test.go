@@ -67,9 +67,11 @@ func TestCheckFunc(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			const seed = 1
 			t.Logf("seed = %d", seed)
-			recovered := 0
-			rep, err := crash.CheckFunc(flaggedLog(tc.fence, &recovered), crash.Config{Model: crash.SBRP, States: 2000, Seed: seed})
+			recovered, progress := 0, 0
+			rep, err := crash.CheckFunc(flaggedLog(tc.fence, &recovered), crash.Config{Model: crash.SBRP, States: 2000, Seed: seed,
+				Progress: func() { progress++ }})
 			require.NoError(t, err)
+			require.Equal(t, rep.Checked, progress, "Progress is called once per checked state")
 			require.Positive(t, recovered, "Recover runs before Check")
 			if !tc.violations {
 				require.Empty(t, rep.Violations, rep.Summary())

@@ -95,3 +95,22 @@ func TestPmcheckUserSites(t *testing.T) {
 	require.Contains(t, out.String(), "at kvs/")
 	require.NotContains(t, out.String(), "txn/")
 }
+
+// Long runs say what they do: a line per phase on stderr.
+func TestPmcheckPhases(t *testing.T) {
+	for _, tc := range []struct {
+		args  []string
+		lines []string
+	}{
+		{[]string{"-workload", "reduction", "-states", "200"}, []string{"pmcheck: recording one run of reduction (tiny size)", "exploring up to 200 crash states under sbrp"}},
+		{[]string{"-workload", "reduction", "-mutate", "-states", "100"}, []string{"checking the unmutated program under sbrp, then 8 mutants"}},
+		{[]string{"-workload", "reduction", "-advise", "-states", "100"}, []string{"trying narrower scopes", "timing the recommended scopes on hwmodel pm-near"}},
+		{[]string{"-workload", "reduction", "-timed", "pm-near", "-states", "50"}, []string{"crashing reduction (tiny size) on hwmodel pm-near"}},
+	} {
+		var out, errb bytes.Buffer
+		require.NoError(t, run(tc.args, &out, &errb), "%v", tc.args)
+		for _, l := range tc.lines {
+			require.Contains(t, errb.String(), l, "%v", tc.args)
+		}
+	}
+}
