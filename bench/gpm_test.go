@@ -17,8 +17,7 @@ import (
 func TestGPMFig11(t *testing.T) {
 	e, ok := bench.Lookup("gpm-fig11")
 	require.True(t, ok)
-	rows, err := e.Run(context.Background(), bench.Options{Quick: true})
-	require.NoError(t, err)
+	rows := quickRows(t, e.Name)
 	v := rowsBy(rows)
 	for _, r := range rows {
 		require.Equal(t, "gpm-fig11", r.Experiment)
@@ -55,7 +54,7 @@ func TestGPMFig11(t *testing.T) {
 	require.LessOrEqual(t, v[[3]string{"logging", "pm-far/gpm", "geomean_hcl_speedup"}], v[[3]string{"logging", "pm-far/gpm", "mean_hcl_speedup"}])
 
 	// -set reaches every configuration: a slower link slows HCL logging.
-	rows, err = e.Run(context.Background(), bench.Options{Quick: true, Set: []string{"pcie.latency_cycles=1800"}})
+	rows, err := e.Run(context.Background(), bench.Options{Quick: true, Set: []string{"pcie.latency_cycles=1800"}})
 	require.NoError(t, err)
 	slow := rowsBy(rows)
 	require.Greater(t, slow[[3]string{"log-32", "pm-far/gpm/hcl", "latency_cycles"}], v[[3]string{"log-32", "pm-far/gpm/hcl", "latency_cycles"}])

@@ -2,6 +2,7 @@ package bench_test
 
 import (
 	"context"
+	"fmt"
 	"math"
 	"path/filepath"
 	"slices"
@@ -34,22 +35,12 @@ func TestEveryExperiment(t *testing.T) {
 			if e.Paper != "" {
 				require.NotEmpty(t, e.Figure, "an experiment of a paper names its figure")
 			}
-			// Progress: all the work is announced before any is done (a
-			// bar never moves backwards), and all of it is done.
-			var mu sync.Mutex
-			total, done, late := 0, 0, false
-			progress := func(tot, d int) {
-				mu.Lock()
-				defer mu.Unlock()
-				late = late || tot > 0 && done > 0
-				total += tot
-				done += d
-			}
-			rows, err := e.Run(context.Background(), bench.Options{Quick: true, Progress: progress})
-			require.NoError(t, err)
+			q := quickRun(e.Name)
+			require.NoError(t, q.err)
+			rows := q.rows
 			require.NotEmpty(t, rows)
-			require.False(t, late, "work announced after some was done: the progress bar would go backwards")
-			require.Equal(t, total, done, "progress: done %d of %d", done, total)
+			require.False(t, q.late, "work announced after some was done: the progress bar would go backwards")
+			require.Equal(t, q.total, q.done, "progress: done %d of %d", q.done, q.total)
 			type key struct{ w, c, m string }
 			seen := map[key]bool{}
 			configs, metrics := map[string]bool{}, map[string]bool{}
@@ -81,4 +72,49 @@ func TestEveryExperiment(t *testing.T) {
 			require.True(t, slices.Equal(rows, again), "%s is not deterministic", e.Name)
 		})
 	}
+}
+
+// quickResult is one quick run of an experiment, with what its progress
+// reports said.
+type quickResult struct {
+	rows        []bench.Row
+	err         error
+	total, done int
+	late        bool // work announced after some was done
+}
+
+// quickRuns caches each experiment's quick run, so that the registry test
+// and the experiment's own test share it (the tests run one at a time).
+var quickRuns = map[string]*quickResult{}
+
+// quickRun runs experiment name at quick size once per test binary.
+func quickRun(name string) *quickResult {
+	if q, ok := quickRuns[name]; ok {
+		return q
+	}
+	q := &quickResult{}
+	e, ok := bench.Lookup(name)
+	if !ok {
+		q.err = fmt.Errorf("no experiment %q", name)
+		return q
+	}
+	var mu sync.Mutex
+	progress := func(tot, d int) {
+		mu.Lock()
+		defer mu.Unlock()
+		q.late = q.late || tot > 0 && q.done > 0
+		q.total += tot
+		q.done += d
+	}
+	q.rows, q.err = e.Run(context.Background(), bench.Options{Quick: true, Progress: progress})
+	quickRuns[name] = q
+	return q
+}
+
+// quickRows returns the rows of experiment name's quick run.
+func quickRows(t *testing.T, name string) []bench.Row {
+	t.Helper()
+	q := quickRun(name)
+	require.NoError(t, q.err, name)
+	return q.rows
 }
