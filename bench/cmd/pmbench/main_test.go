@@ -11,17 +11,37 @@ import (
 	"github.com/stretchr/testify/require"
 )
 
+// The tests run the cheapest experiments (sbrp-fig9, sbrp-fig7: two
+// configs of six small apps); the engine's 1M-thread run is left out of
+// -short.
+
 func TestPmbenchCSV(t *testing.T) {
 	var out, errb bytes.Buffer
-	require.NoError(t, run([]string{"-exp", "engine", "-quick", "-format", "csv"}, &out, &errb))
+	require.NoError(t, run([]string{"-exp", "sbrp-fig9,sbrp-fig7", "-quick", "-format", "csv"}, &out, &errb))
 	lines := strings.Split(strings.TrimSpace(out.String()), "\n")
 	require.Equal(t, "experiment,workload,config,metric,value,size", lines[0])
-	var sawRate bool
+	exps := map[string]int{}
 	for _, l := range lines[1:] {
 		f := strings.Split(l, ",")
 		require.Len(t, f, 6, l)
-		require.Equal(t, "engine", f[0])
 		require.Equal(t, "quick", f[5], "every row says its size")
+		exps[f[0]]++
+	}
+	require.Equal(t, 7, exps["sbrp-fig9"], "six apps and the geomean, one config")
+	require.Positive(t, exps["sbrp-fig7"])
+	require.Len(t, exps, 2, "one header for both experiments")
+}
+
+func TestPmbenchEngine(t *testing.T) {
+	if testing.Short() {
+		t.Skip("launches 1M threads")
+	}
+	var out, errb bytes.Buffer
+	require.NoError(t, run([]string{"-exp", "engine", "-quick", "-format", "csv"}, &out, &errb))
+	var sawRate bool
+	for _, l := range strings.Split(strings.TrimSpace(out.String()), "\n")[1:] {
+		f := strings.Split(l, ",")
+		require.Equal(t, "engine", f[0])
 		if f[1] == "vector-add" && f[3] == "verbs_per_s" {
 			sawRate = true
 		}
@@ -44,23 +64,23 @@ func TestPmbenchFlags(t *testing.T) {
 func TestPmbenchOutAndShard(t *testing.T) {
 	dir := t.TempDir()
 	var out, errb bytes.Buffer
-	require.NoError(t, run([]string{"-exp", "micro-persist", "-quick", "-out", dir, "-set", "persist.window=4"}, &out, &errb))
-	csv, err := os.ReadFile(filepath.Join(dir, "micro-persist.csv"))
+	require.NoError(t, run([]string{"-exp", "sbrp-fig9", "-quick", "-out", dir, "-set", "persist.window=4"}, &out, &errb))
+	csv, err := os.ReadFile(filepath.Join(dir, "sbrp-fig9.csv"))
 	require.NoError(t, err)
 	require.True(t, strings.HasPrefix(string(csv), "experiment,workload,config,metric,value,size\n"))
-	svg, err := os.ReadFile(filepath.Join(dir, "micro-persist.svg"))
+	svg, err := os.ReadFile(filepath.Join(dir, "sbrp-fig9.svg"))
 	require.NoError(t, err)
 	require.Contains(t, string(svg), "<svg")
-	png, err := os.ReadFile(filepath.Join(dir, "micro-persist.png"))
+	png, err := os.ReadFile(filepath.Join(dir, "sbrp-fig9.png"))
 	require.NoError(t, err)
 	require.True(t, bytes.HasPrefix(png, []byte("\x89PNG")))
 
 	// The shards of a sweep together give the unsharded rows, minus the
 	// summary rows.
 	var all, s0, s1 bytes.Buffer
-	require.NoError(t, run([]string{"-exp", "sbrp-fig6", "-quick", "-format", "csv"}, &all, &errb))
-	require.NoError(t, run([]string{"-exp", "sbrp-fig6", "-quick", "-format", "csv", "-shard", "0/2"}, &s0, &errb))
-	require.NoError(t, run([]string{"-exp", "sbrp-fig6", "-quick", "-format", "csv", "-shard", "1/2"}, &s1, &errb))
+	require.NoError(t, run([]string{"-exp", "sbrp-fig9", "-quick", "-format", "csv"}, &all, &errb))
+	require.NoError(t, run([]string{"-exp", "sbrp-fig9", "-quick", "-format", "csv", "-shard", "0/2"}, &s0, &errb))
+	require.NoError(t, run([]string{"-exp", "sbrp-fig9", "-quick", "-format", "csv", "-shard", "1/2"}, &s1, &errb))
 	var want []string
 	for _, l := range strings.Split(strings.TrimSpace(all.String()), "\n")[1:] {
 		if !strings.Contains(l, ",geomean,") {
@@ -113,8 +133,7 @@ func TestPmbenchSizeLabels(t *testing.T) {
 		args         []string
 		stderr, head string
 	}{
-		{[]string{"-exp", "micro-persist", "-quick"}, "running micro-persist at quick size", "== micro-persist [quick size]"},
-		{[]string{"-exp", "sbrp-fig6", "-quick", "-shard", "0/6"}, "running sbrp-fig6 at quick size", "== sbrp-fig6 [quick size] (SBRP Fig. 6)"},
+		{[]string{"-exp", "sbrp-fig9", "-quick", "-shard", "0/6"}, "running sbrp-fig9 at quick size (small inputs", "== sbrp-fig9 [quick size] (SBRP Fig. 9)"},
 	} {
 		var out, errb bytes.Buffer
 		require.NoError(t, run(tc.args, &out, &errb), "%v", tc.args)
