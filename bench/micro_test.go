@@ -18,6 +18,7 @@ func rowsBy(rows []bench.Row) map[[3]string]float64 {
 }
 
 func TestMicroPersist(t *testing.T) {
+	skipSlow(t, "micro-persist")
 	e, ok := bench.Lookup("micro-persist")
 	require.True(t, ok)
 	rows := quickRows(t, e.Name)

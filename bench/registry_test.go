@@ -18,6 +18,22 @@ import (
 // run, and kvs-vs-pebble writes to disk for seconds, so -short skips it.
 var wallClock = map[string]bool{"engine": true, "kvs-vs-pebble": true}
 
+// slowUnderRace are the experiments -short skips under the race detector:
+// sequential runs of many kernels (micro-persist) or of a 1M-thread one
+// (engine), minutes there, and no goroutines of their own to check.
+var slowUnderRace = map[string]bool{"micro-persist": true, "engine": true}
+
+// skipSlow skips experiment name where -short asks for speed.
+func skipSlow(t *testing.T, name string) {
+	t.Helper()
+	switch {
+	case testing.Short() && name == "kvs-vs-pebble":
+		t.Skip("wall-clock disk benchmark; runs without -short")
+	case testing.Short() && raceOn && slowUnderRace[name]:
+		t.Skip("minutes under the race detector; runs without -short or -race")
+	}
+}
+
 // Every registered experiment runs at quick size and gives well-formed
 // rows: its own name, one value per (workload, config, metric), finite and
 // not negative; the configs and metrics the papers' values name exist in
@@ -28,9 +44,7 @@ func TestEveryExperiment(t *testing.T) {
 	require.NotEmpty(t, all)
 	for _, e := range all {
 		t.Run(e.Name, func(t *testing.T) {
-			if testing.Short() && e.Name == "kvs-vs-pebble" {
-				t.Skip("wall-clock disk benchmark; runs without -short")
-			}
+			skipSlow(t, e.Name)
 			require.NotEmpty(t, e.Description)
 			if e.Paper != "" {
 				require.NotEmpty(t, e.Figure, "an experiment of a paper names its figure")
