@@ -30,12 +30,20 @@ import (
 )
 
 func main() {
-	if err := run(os.Args[1:], os.Stdout, os.Stderr); err != nil {
-		if !errors.Is(err, flag.ErrHelp) {
-			fmt.Fprintln(os.Stderr, "pmbench:", err)
-		}
-		os.Exit(2)
+	err := run(os.Args[1:], os.Stdout, os.Stderr)
+	if err != nil && !errors.Is(err, flag.ErrHelp) {
+		fmt.Fprintln(os.Stderr, "pmbench:", err)
 	}
+	os.Exit(exitCode(err))
+}
+
+// exitCode is 0 for success and 2 for anything else: bad flags, a failed
+// run, a file that cannot be written, -h.
+func exitCode(err error) int {
+	if err == nil {
+		return 0
+	}
+	return 2
 }
 
 func run(args []string, stdout, stderr io.Writer) error {

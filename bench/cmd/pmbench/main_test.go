@@ -122,6 +122,8 @@ func TestPmbenchStrictFlags(t *testing.T) {
 		var out, errb bytes.Buffer
 		err := run(tc.args, &out, &errb)
 		require.ErrorContains(t, err, tc.msg, "%v", tc.args)
+		require.NotContains(t, err.Error(), "\n", "%v: a one-line error", tc.args)
+		require.Equal(t, 2, exitCode(err), "%v", tc.args)
 		require.Empty(t, out.String(), "%v: nothing ran", tc.args)
 	}
 }
@@ -190,6 +192,9 @@ func TestPmbenchKeys(t *testing.T) {
 // -h says what the tool does (and main exits 2 on flag.ErrHelp).
 func TestPmbenchHelp(t *testing.T) {
 	var out, errb bytes.Buffer
-	require.ErrorIs(t, run([]string{"-h"}, &out, &errb), flag.ErrHelp)
+	err := run([]string{"-h"}, &out, &errb)
+	require.ErrorIs(t, err, flag.ErrHelp)
+	require.Equal(t, 2, exitCode(err))
+	require.Equal(t, 0, exitCode(nil))
 	require.Contains(t, errb.String(), "pmbench runs")
 }
