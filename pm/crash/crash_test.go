@@ -163,7 +163,11 @@ func BenchmarkCheck(b *testing.B) {
 // The advisor narrows a too-wide scope inside a block and measures what it
 // buys on hwmodel.
 func TestAdviceSpeedup(t *testing.T) {
-	w, err := examples.New("reduction-wide", examples.Quick)
+	size := examples.Quick
+	if testing.Short() {
+		size = examples.Tiny
+	}
+	w, err := examples.New("reduction-wide", size)
 	require.NoError(t, err)
 	rec, err := crash.Record(w, gpu)
 	require.NoError(t, err)
