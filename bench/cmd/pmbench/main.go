@@ -165,7 +165,11 @@ Usage: pmbench [flags]
 			if i > 0 {
 				fmt.Fprintln(stdout)
 			}
-			fmt.Fprintf(stdout, "== %s [%s size]%s: %s\n", e.Name, opts.SizeName(), source(e, " (%s)"), e.Description)
+			src := source(e, " (%s)")
+			if strings.HasPrefix(e.Description, source(e, "%s")) {
+				src = "" // the description says it already
+			}
+			fmt.Fprintf(stdout, "== %s [%s size]%s: %s\n", e.Name, opts.SizeName(), src, e.Description)
 			if err := bench.WriteTable(stdout, rows, f); err != nil {
 				return err
 			}
@@ -192,7 +196,7 @@ func names(es []bench.Experiment) string {
 func sizeNote(defaultSet, quick bool) string {
 	switch {
 	case defaultSet:
-		return " (the default set runs quick, small inputs; quick numbers can differ from paper scale: run -exp NAME without -quick for paper scale)"
+		return " (the default set runs quick, small inputs; quick numbers can differ from paper scale: run -exp NAME without -quick for paper scale, add -paper for the papers' values)"
 	case !quick:
 		return " (paper-scale inputs; -quick runs small ones in seconds)"
 	}

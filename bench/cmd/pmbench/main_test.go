@@ -135,7 +135,7 @@ func TestPmbenchSizeLabels(t *testing.T) {
 		args         []string
 		stderr, head string
 	}{
-		{[]string{"-exp", "sbrp-fig9", "-quick", "-shard", "0/6"}, "running sbrp-fig9 at quick size (small inputs", "== sbrp-fig9 [quick size] (SBRP Fig. 9)"},
+		{[]string{"-exp", "sbrp-fig9", "-quick", "-shard", "0/6"}, "running sbrp-fig9 at quick size (small inputs", "== sbrp-fig9 [quick size]: SBRP Fig. 9:"},
 	} {
 		var out, errb bytes.Buffer
 		require.NoError(t, run(tc.args, &out, &errb), "%v", tc.args)
