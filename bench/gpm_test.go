@@ -53,6 +53,9 @@ func TestGPMFig11(t *testing.T) {
 	require.Greater(t, v[[3]string{"logging", "pm-far/gpm", "mean_hcl_speedup"}], 1.0)
 	require.LessOrEqual(t, v[[3]string{"logging", "pm-far/gpm", "geomean_hcl_speedup"}], v[[3]string{"logging", "pm-far/gpm", "mean_hcl_speedup"}])
 
+	if testing.Short() {
+		return // the runs below repeat the experiment
+	}
 	// -set reaches every configuration: a slower link slows HCL logging.
 	rows, err := e.Run(context.Background(), bench.Options{Quick: true, Set: []string{"pcie.latency_cycles=1800"}})
 	require.NoError(t, err)
