@@ -46,6 +46,14 @@ type Options struct {
 	Progress func(total, done int)
 }
 
+// SizeName is the input size the options ask for: "quick" or "paper".
+func (o Options) SizeName() string {
+	if o.Quick {
+		return "quick"
+	}
+	return "paper"
+}
+
 // mine reports whether sweep item i belongs to this shard.
 func (o Options) mine(i int) bool { return o.Shards <= 1 || i%o.Shards == o.Shard }
 
@@ -64,7 +72,11 @@ type Experiment struct {
 	// NoSet marks an experiment that runs no hwmodel configuration, so
 	// that -set would be silently ignored: pmbench refuses the pair.
 	NoSet bool
-	Run   func(ctx context.Context, o Options) ([]Row, error)
+	// Paper is the short name of the paper the experiment reproduces (see
+	// REFERENCES.md), empty for a measurement of scopedpm itself; Figure
+	// names the figure or table ("Fig. 6").
+	Paper, Figure string
+	Run           func(ctx context.Context, o Options) ([]Row, error)
 }
 
 var registry []Experiment
@@ -115,28 +127,102 @@ func Select(list string) ([]Experiment, error) {
 	return out, nil
 }
 
-// Header is the CSV header of WriteCSV.
-var Header = []string{"experiment", "workload", "config", "metric", "value"}
+// Header is the CSV header of WriteCSV: the long format plus the input
+// size every row was measured at.
+var Header = []string{"experiment", "workload", "config", "metric", "value", "size"}
+
+// PaperHeader is what WriteCSV adds to Header when asked for the papers'
+// values: the value the paper reports for the row, ours over it, and where
+// in the paper it is.
+var PaperHeader = []string{"paper_value", "ratio", "paper_source"}
+
+// Format says how WriteCSV and WriteTable print rows.
+type Format struct {
+	// Header asks WriteCSV for the header line.
+	Header bool
+	// Size labels every CSV row ("quick" or "paper", Options.SizeName).
+	Size string
+	// Paper adds the papers' values (PaperValues) beside ours: CSV gets the
+	// PaperHeader columns, and a value the paper states relative to another
+	// config ("sbrp-near over epoch-near") gets a row of its own with our
+	// value computed the same way; a table gets a comparison block.
+	Paper bool
+}
+
+var nan = math.NaN()
 
 // formatValue prints integral values (counts, cycles) in full and others
 // with six significant digits.
 func formatValue(v float64) string {
+	if math.IsNaN(v) {
+		return "-"
+	}
 	if v == math.Trunc(v) && math.Abs(v) < 1e15 {
 		return strconv.FormatFloat(v, 'f', -1, 64)
 	}
 	return strconv.FormatFloat(v, 'g', 6, 64)
 }
 
-// WriteCSV writes rows as long-format CSV with Header.
-func WriteCSV(w io.Writer, rows []Row, header bool) error {
+// comparisons returns the papers' values beside ours for rows (all of one
+// experiment), or nil if f does not ask for them.
+func comparisons(rows []Row, f Format) ([]Comparison, error) {
+	if !f.Paper || len(rows) == 0 {
+		return nil, nil
+	}
+	vals, err := PaperValuesFor(rows[0].Experiment)
+	if err != nil {
+		return nil, err
+	}
+	return Compare(rows, vals), nil
+}
+
+// Source is where the value is in its paper: "SBRP §7.2, Fig. 6".
+func (p PaperValue) Source() string { return p.Paper + " " + p.Where }
+
+// WriteCSV writes the rows of one experiment as long-format CSV with
+// Header (and PaperHeader if f.Paper).
+func WriteCSV(w io.Writer, rows []Row, f Format) error {
+	cmp, err := comparisons(rows, f)
+	if err != nil {
+		return err
+	}
+	type key struct{ workload, config, metric string }
+	direct := map[key]Comparison{}
+	for _, c := range cmp {
+		if c.Over == "" && c.Found {
+			direct[key{c.Workload, c.Config, c.Metric}] = c
+		}
+	}
 	cw := csv.NewWriter(w)
-	if header {
-		if err := cw.Write(Header); err != nil {
+	if f.Header {
+		h := Header
+		if f.Paper {
+			h = append(slices.Clone(h), PaperHeader...)
+		}
+		if err := cw.Write(h); err != nil {
 			return err
 		}
 	}
 	for _, r := range rows {
-		if err := cw.Write([]string{r.Experiment, r.Workload, r.Config, r.Metric, formatValue(r.Value)}); err != nil {
+		rec := []string{r.Experiment, r.Workload, r.Config, r.Metric, formatValue(r.Value), f.Size}
+		if f.Paper {
+			if c, ok := direct[key{r.Workload, r.Config, r.Metric}]; ok {
+				rec = append(rec, formatValue(c.Value), formatValue(c.Ratio()), c.Source())
+			} else {
+				rec = append(rec, "", "", "")
+			}
+		}
+		if err := cw.Write(rec); err != nil {
+			return err
+		}
+	}
+	for _, c := range cmp {
+		if c.Over == "" || !c.Found {
+			continue
+		}
+		rec := []string{c.Experiment, c.Workload, c.Label(), c.Metric, formatValue(c.Ours), f.Size,
+			formatValue(c.Value), formatValue(c.Ratio()), c.Source()}
+		if err := cw.Write(rec); err != nil {
 			return err
 		}
 	}
@@ -145,8 +231,45 @@ func WriteCSV(w io.Writer, rows []Row, header bool) error {
 }
 
 // WriteTable writes the rows of one experiment as a table: one line per
-// workload and config, one column per metric in first-seen order.
-func WriteTable(w io.Writer, rows []Row) error {
+// workload and config, one column per metric in first-seen order; with
+// f.Paper a second table puts each of the papers' values beside ours.
+func WriteTable(w io.Writer, rows []Row, f Format) error {
+	cmp, err := comparisons(rows, f)
+	if err != nil {
+		return err
+	}
+	if err := writeTable(w, rows); err != nil {
+		return err
+	}
+	if !f.Paper {
+		return nil
+	}
+	if len(cmp) == 0 {
+		_, err := fmt.Fprintln(w, "-- the papers report no value for this experiment (see bench/paper/values.csv)")
+		return err
+	}
+	fmt.Fprintf(w, "-- the papers' values beside ours (%s size; ratio = ours/paper)\n", f.Size)
+	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
+	fmt.Fprintln(tw, "workload\tconfig\tmetric\tours\tpaper\tratio\tsource\t")
+	for _, c := range cmp {
+		ours := nan
+		if c.Found {
+			ours = c.Ours
+		}
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\t%s\t\n", c.Workload, c.Label(), c.Metric,
+			formatValue(ours), formatValue(c.Value), formatRatio(c.Ratio()), c.Source())
+	}
+	return tw.Flush()
+}
+
+func formatRatio(r float64) string {
+	if math.IsNaN(r) {
+		return "-"
+	}
+	return strconv.FormatFloat(r, 'f', 2, 64)
+}
+
+func writeTable(w io.Writer, rows []Row) error {
 	type key struct{ workload, config string }
 	var keys []key
 	var metrics []string

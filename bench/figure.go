@@ -1,25 +1,151 @@
 package bench
 
 import (
+	"errors"
 	"fmt"
 	"image/color"
+	"math"
+	"os"
+	"path/filepath"
 	"slices"
+	"strconv"
+	"strings"
 
 	"gonum.org/v1/plot"
+	"gonum.org/v1/plot/palette"
 	"gonum.org/v1/plot/plotter"
-	"gonum.org/v1/plot/plotutil"
 	"gonum.org/v1/plot/vg"
+	"gonum.org/v1/plot/vg/draw"
+	"gonum.org/v1/plot/vg/vgimg"
+	"gonum.org/v1/plot/vg/vgpdf"
+	"gonum.org/v1/plot/vg/vgsvg"
 )
 
-// WriteFigure draws the rows of one experiment as grouped bars (one group
-// per workload, one bar per config) of the first metric, and saves it to
-// path; the format follows the extension (.svg, .png, .pdf).
-func WriteFigure(path, title string, rows []Row) error {
+// ErrFigure is returned when a figure cannot be drawn: no rows, or an
+// unknown file format.
+var ErrFigure = errors.New("bench: figure")
+
+// WriteFigure draws the rows of one experiment as grouped bar charts, one
+// panel per metric (one group per workload, one bar per config, each
+// config the same colour in every panel), with the legend beside the
+// panels, a dashed line at 1 on panels of ratios (speedups, normalised
+// values), and, if paper is set, each value a paper reports for a bar (see
+// PaperValues) as a black mark across that bar. The format follows the
+// extension of path: .svg, .png or .pdf.
+func WriteFigure(path, title string, rows []Row, paper bool) error {
 	if len(rows) == 0 {
-		return fmt.Errorf("bench: no rows to plot for %s", title)
+		return fmt.Errorf("%w: no rows to plot for %s", ErrFigure, title)
 	}
-	metric := rows[0].Metric
-	var workloads, configs []string
+	var marks []Comparison
+	if paper {
+		vals, err := PaperValuesFor(rows[0].Experiment)
+		if err != nil {
+			return err
+		}
+		for _, c := range Compare(rows, vals) {
+			if c.Over == "" {
+				marks = append(marks, c)
+			}
+		}
+	}
+	var metrics, configs []string
+	for _, r := range rows {
+		if !slices.Contains(metrics, r.Metric) {
+			metrics = append(metrics, r.Metric)
+		}
+		if !slices.Contains(configs, r.Config) {
+			configs = append(configs, r.Config)
+		}
+	}
+	colors := configColors(configs)
+	var panels []*plot.Plot
+	maxBars := vg.Length(0) // the widest panel's bars and gaps
+	for _, m := range metrics {
+		p, bars, err := metricPanel(m, rows, configs, colors, marks)
+		if err != nil {
+			return err
+		}
+		panels = append(panels, p)
+		maxBars = max(maxBars, bars)
+	}
+	legend := figureLegend(configs, colors, len(marks) > 0)
+
+	// One column of panels, two if there are many; each panel wide enough
+	// for its bars, the legend in a column of its own on the right.
+	cols := 1
+	if len(panels) > 3 {
+		cols = 2
+	}
+	nrows := (len(panels) + cols - 1) / cols
+	panelW := max(5*vg.Inch, vg.Length(maxBars)+1.5*vg.Inch)
+	panelH := 3.2 * vg.Inch
+	legendW := legendWidth(legend, append(slices.Clone(configs), "paper's value")...)
+	titleH := 0.45 * vg.Inch
+	width := vg.Length(cols)*panelW + legendW
+	height := vg.Length(nrows)*panelH + titleH
+
+	cw, err := newCanvas(path, width, height)
+	if err != nil {
+		return err
+	}
+	dc := draw.New(cw)
+	sty := plot.New().Title.TextStyle
+	sty.Font.Size = 14
+	sty.XAlign, sty.YAlign = draw.XCenter, draw.YCenter
+	dc.FillText(sty, vg.Point{X: (width - legendW) / 2, Y: height - titleH/2}, title)
+
+	grid := make([][]*plot.Plot, nrows)
+	for i := range grid {
+		grid[i] = make([]*plot.Plot, cols)
+	}
+	for i, p := range panels {
+		grid[i/cols][i%cols] = p
+	}
+	area := draw.Crop(dc, 0, -legendW, 0, -titleH)
+	tiles := draw.Tiles{Rows: nrows, Cols: cols, PadX: vg.Points(12), PadY: vg.Points(12),
+		PadTop: vg.Points(4), PadBottom: vg.Points(4), PadLeft: vg.Points(4), PadRight: vg.Points(8)}
+	canvases := plot.Align(grid, tiles, area)
+	for i, p := range panels {
+		p.Draw(canvases[i/cols][i%cols])
+	}
+	legend.Draw(draw.Crop(dc, width-legendW+vg.Points(6), -vg.Points(6), 0, -titleH-vg.Points(8)))
+
+	f, err := os.Create(path)
+	if err != nil {
+		return err
+	}
+	if _, err := cw.WriteTo(f); err != nil {
+		f.Close()
+		return err
+	}
+	return f.Close()
+}
+
+// newCanvas returns a canvas for the format of path's extension; PNGs are
+// drawn at 150 dpi so that their labels are readable on a slide.
+func newCanvas(path string, w, h vg.Length) (vg.CanvasWriterTo, error) {
+	switch strings.ToLower(filepath.Ext(path)) {
+	case ".svg":
+		return vgsvg.New(w, h), nil
+	case ".png":
+		return vgimg.PngCanvas{Canvas: vgimg.NewWith(vgimg.UseWH(w, h), vgimg.UseDPI(150))}, nil
+	case ".pdf":
+		return vgpdf.New(w, h), nil
+	}
+	return nil, fmt.Errorf("%w: unknown format %q (want .svg, .png or .pdf)", ErrFigure, filepath.Ext(path))
+}
+
+// isRatio reports whether a metric is a ratio to a baseline, drawn with a
+// reference line at 1.
+func isRatio(metric string) bool {
+	return strings.Contains(metric, "speedup") || strings.HasSuffix(metric, "_norm") || strings.HasPrefix(metric, "x_")
+}
+
+// metricPanel draws one metric: a group of bars per workload that has the
+// metric, a bar per config present in it. It returns the panel and the
+// width its bars and the gaps between groups need.
+func metricPanel(metric string, rows []Row, configs []string, colors []color.Color, marks []Comparison) (*plot.Plot, vg.Length, error) {
+	var workloads, cfgs []string
 	vals := map[[2]string]float64{}
 	for _, r := range rows {
 		if r.Metric != metric {
@@ -28,36 +154,259 @@ func WriteFigure(path, title string, rows []Row) error {
 		if !slices.Contains(workloads, r.Workload) {
 			workloads = append(workloads, r.Workload)
 		}
-		if !slices.Contains(configs, r.Config) {
-			configs = append(configs, r.Config)
+		if !slices.Contains(cfgs, r.Config) {
+			cfgs = append(cfgs, r.Config)
 		}
 		vals[[2]string{r.Workload, r.Config}] = r.Value
 	}
+	// Configs keep the experiment's order (and colour).
+	slices.SortStableFunc(cfgs, func(a, b string) int { return slices.Index(configs, a) - slices.Index(configs, b) })
+
 	p := plot.New()
-	p.Title.Text = title
+	p.Title.Text = metric
+	p.Title.TextStyle.Font.Size = 12
 	p.Y.Label.Text = metric
-	p.Legend.Top = true
-	p.Legend.Left = true
-	w := vg.Points(float64(min(18, 90/max(len(configs), 1))))
-	for i, c := range configs {
+	p.Y.Tick.Marker = compactTicks{}
+	p.Y.Min = 0
+	p.X.Tick.Label.Font.Size = 10
+	long := 0
+	for _, w := range workloads {
+		long = max(long, len(w))
+	}
+	if long*len(workloads) > 60 {
+		p.X.Tick.Label.Rotation = math.Pi / 6
+		p.X.Tick.Label.XAlign = draw.XRight
+		p.X.Tick.Label.YAlign = draw.YTop
+	}
+	barW := vg.Points(float64(max(5, min(14, 90/max(len(cfgs), 1)))))
+	offset := func(i int) vg.Length { return barW * vg.Length(float64(i)-float64(len(cfgs)-1)/2) }
+	for i, c := range cfgs {
 		v := make(plotter.Values, len(workloads))
 		for j, wl := range workloads {
 			v[j] = vals[[2]string{wl, c}]
 		}
-		bars, err := plotter.NewBarChart(v, w)
+		bars, err := plotter.NewBarChart(v, barW)
 		if err != nil {
-			return err
+			return nil, 0, fmt.Errorf("%w: %s: %w", ErrFigure, metric, err)
 		}
-		bars.LineStyle.Width = vg.Length(0)
-		bars.Color = plotutil.Color(i)
-		if len(configs) > 7 {
-			bars.Color = color.Gray{Y: uint8(40 + 180*i/len(configs))}
-		}
-		bars.Offset = w * vg.Length(float64(i)-float64(len(configs)-1)/2)
+		bars.LineStyle.Width = 0
+		bars.Color = colors[slices.Index(configs, c)]
+		bars.Offset = offset(i)
 		p.Add(bars)
-		p.Legend.Add(c, bars)
+	}
+	if isRatio(metric) {
+		ref := plotter.NewFunction(func(float64) float64 { return 1 })
+		ref.XMin, ref.XMax = -0.5, float64(len(workloads))-0.5
+		ref.Dashes = []vg.Length{vg.Points(4), vg.Points(3)}
+		ref.Color = color.Gray{Y: 60}
+		ref.Width = vg.Points(1)
+		p.Add(ref)
+	}
+	pm := paperMarks{width: barW}
+	for _, m := range marks {
+		j := slices.Index(workloads, m.Workload)
+		i := slices.Index(cfgs, m.Config)
+		if m.Metric != metric || j < 0 || i < 0 {
+			continue
+		}
+		pm.pts = append(pm.pts, paperMark{x: float64(j), off: offset(i), y: m.Value})
+	}
+	if len(pm.pts) > 0 {
+		p.Add(pm)
 	}
 	p.NominalX(workloads...)
-	width := vg.Length(max(6, len(workloads)*len(configs)/3+4)) * vg.Inch
-	return p.Save(width, 4*vg.Inch, path)
+	// Room above the tallest bar, and groups apart by a bar and a half.
+	ymax := 0.0
+	for _, v := range vals {
+		ymax = max(ymax, v)
+	}
+	for _, m := range pm.pts {
+		ymax = max(ymax, m.y)
+	}
+	if isRatio(metric) {
+		ymax = max(ymax, 1)
+	}
+	if ymax > 0 {
+		p.Y.Max = ymax * 1.08
+	}
+	p.X.Min, p.X.Max = -0.5, float64(len(workloads))-0.5
+	return p, vg.Length(len(workloads)) * (vg.Length(len(cfgs)) + 1.5) * barW, nil
+}
+
+// qualitative is a palette of eight colours that stay apart on screen and
+// paper.
+var qualitative = []color.RGBA{
+	{0x1f, 0x77, 0xb4, 0xff}, {0xff, 0x7f, 0x0e, 0xff}, {0x2c, 0xa0, 0x2c, 0xff}, {0xd6, 0x27, 0x28, 0xff},
+	{0x94, 0x67, 0xbd, 0xff}, {0x8c, 0x56, 0x4b, 0xff}, {0xe3, 0x77, 0xc2, 0xff}, {0x17, 0xbe, 0xcf, 0xff},
+}
+
+// configColors returns a colour per config that tells them apart: the
+// qualitative palette for up to eight; for more, configs named
+// "machine/model" get a hue per model and a shade per machine (so that the
+// same model looks alike across machines); otherwise hues spread around the
+// circle with alternating brightness.
+func configColors(configs []string) []color.Color {
+	n := len(configs)
+	out := make([]color.Color, n)
+	if n <= len(qualitative) {
+		for i := range out {
+			out[i] = qualitative[i]
+		}
+		return out
+	}
+	var prefixes, suffixes []string
+	for _, c := range configs {
+		i := strings.LastIndex(c, "/")
+		if i < 0 {
+			prefixes = nil
+			break
+		}
+		if !slices.Contains(prefixes, c[:i]) {
+			prefixes = append(prefixes, c[:i])
+		}
+		if !slices.Contains(suffixes, c[i+1:]) {
+			suffixes = append(suffixes, c[i+1:])
+		}
+	}
+	if len(prefixes) > 0 && len(prefixes) <= 3 && len(suffixes) <= len(qualitative) {
+		for k, c := range configs {
+			i := strings.LastIndex(c, "/")
+			base := qualitative[slices.Index(suffixes, c[i+1:])]
+			out[k] = shade(base, slices.Index(prefixes, c[:i]), len(prefixes))
+		}
+		return out
+	}
+	for i := range out {
+		v := 0.95
+		if i%2 == 1 {
+			v = 0.6
+		}
+		out[i] = palette.HSVA{H: float64(i) / float64(n), S: 0.8, V: v, A: 1}
+	}
+	return out
+}
+
+// shade returns c darkened (i = 0), as is, or lightened (i = n-1) for the
+// i-th of n machines.
+func shade(c color.RGBA, i, n int) color.Color {
+	if n <= 1 {
+		return c
+	}
+	t := float64(i)/float64(n-1)*2 - 1 // -1 .. 1
+	mix := func(v uint8) uint8 {
+		if t < 0 {
+			return uint8(float64(v) * (1 + 0.45*t))
+		}
+		return uint8(float64(v) + (255-float64(v))*0.55*t)
+	}
+	return color.RGBA{mix(c.R), mix(c.G), mix(c.B), 0xff}
+}
+
+// figureLegend names each config's colour, and the paper's mark.
+func figureLegend(configs []string, colors []color.Color, paper bool) plot.Legend {
+	l := plot.NewLegend()
+	l.Top, l.Left = true, true
+	l.TextStyle.Font.Size = 10
+	l.ThumbnailWidth = vg.Points(14)
+	l.Padding = vg.Points(4)
+	for i, c := range configs {
+		l.Add(c, swatch{colors[i]})
+	}
+	if paper {
+		l.Add("paper's value", paperMarks{width: vg.Points(12)})
+	}
+	return l
+}
+
+// legendWidth is the width of the legend's column.
+func legendWidth(l plot.Legend, names ...string) vg.Length {
+	w := vg.Length(0)
+	for _, n := range names {
+		w = max(w, l.TextStyle.Rectangle(n).Size().X)
+	}
+	return w + l.ThumbnailWidth + vg.Points(24)
+}
+
+// swatch is a legend thumbnail: a filled square of one colour.
+type swatch struct{ c color.Color }
+
+// Thumbnail draws the swatch (plot.Thumbnailer).
+func (s swatch) Thumbnail(c *draw.Canvas) {
+	c.FillPolygon(s.c, c.ClipPolygonY([]vg.Point{
+		{X: c.Min.X, Y: c.Min.Y}, {X: c.Min.X, Y: c.Max.Y},
+		{X: c.Max.X, Y: c.Max.Y}, {X: c.Max.X, Y: c.Min.Y},
+	}))
+}
+
+// paperMark is a paper's value for one bar: x is the workload's group,
+// off the bar's offset in it, y the value.
+type paperMark struct {
+	x   float64
+	off vg.Length
+	y   float64
+}
+
+// paperMarks draws the papers' values as a black line across each bar
+// with a ring on it (a plot.Plotter, plot.DataRanger and
+// plot.Thumbnailer).
+type paperMarks struct {
+	pts   []paperMark
+	width vg.Length
+}
+
+var markLine = draw.LineStyle{Color: color.Black, Width: vg.Points(2)}
+var markRing = draw.GlyphStyle{Color: color.Black, Radius: vg.Points(3), Shape: draw.RingGlyph{}}
+
+// Plot draws the marks.
+func (m paperMarks) Plot(c draw.Canvas, plt *plot.Plot) {
+	trX, trY := plt.Transforms(&c)
+	for _, p := range m.pts {
+		x, y := trX(p.x)+p.off, trY(p.y)
+		c.StrokeLine2(markLine, x-m.width/2-1, y, x+m.width/2+1, y)
+		c.DrawGlyph(markRing, vg.Point{X: x, Y: y})
+	}
+}
+
+// DataRange makes room for the marks on the y axis.
+func (m paperMarks) DataRange() (xmin, xmax, ymin, ymax float64) {
+	xmin, xmax, ymin, ymax = math.Inf(1), math.Inf(-1), 0, math.Inf(-1)
+	for _, p := range m.pts {
+		xmin, xmax, ymax = min(xmin, p.x), max(xmax, p.x), max(ymax, p.y)
+	}
+	return xmin, xmax, ymin, ymax
+}
+
+// Thumbnail draws the mark in the legend.
+func (m paperMarks) Thumbnail(c *draw.Canvas) {
+	y := (c.Min.Y + c.Max.Y) / 2
+	c.StrokeLine2(markLine, c.Min.X, y, c.Max.X, y)
+	c.DrawGlyph(markRing, vg.Point{X: (c.Min.X + c.Max.X) / 2, Y: y})
+}
+
+// compactTicks labels the y axis with short numbers (250k, 1.5M, 0.25)
+// instead of fixed-precision ones ("250000.00").
+type compactTicks struct{}
+
+// Ticks returns the default ticks relabelled.
+func (compactTicks) Ticks(lo, hi float64) []plot.Tick {
+	ticks := plot.DefaultTicks{}.Ticks(lo, hi)
+	for i := range ticks {
+		if ticks[i].Label != "" {
+			ticks[i].Label = compact(ticks[i].Value)
+		}
+	}
+	return ticks
+}
+
+func compact(v float64) string {
+	a := math.Abs(v)
+	switch {
+	case a >= 1e9:
+		return strconv.FormatFloat(v/1e9, 'g', 3, 64) + "G"
+	case a >= 1e6:
+		return strconv.FormatFloat(v/1e6, 'g', 3, 64) + "M"
+	case a >= 1e4:
+		return strconv.FormatFloat(v/1e3, 'g', 3, 64) + "k"
+	}
+	return strconv.FormatFloat(v, 'g', 6, 64)
 }

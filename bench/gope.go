@@ -16,9 +16,9 @@ import (
 
 func init() {
 	for _, e := range []Experiment{
-		{Name: "gope-fig5", Description: "scoped persist barrier paper Fig. 5: B+tree batch insertion time of Algorithm 1 (kernel scope) and Algorithm 2 (workgroup scope) normalised to the DRAM-only baseline, over tree sizes up to 13.17 MB, gope preset", Run: runGopeFig5},
-		{Name: "gope-fig7", Description: "scoped persist barrier paper Fig. 7: the same, largest tree, NVW-FIFO sizes (L1/L2) 16/64, 64/256, 256/1024", Run: runGopeFig7},
-		{Name: "gope-table3", Description: "scoped persist barrier paper Table 3: NV writes a crash at each level (leaf .. leaf-5) makes the insertion write again, per scope, largest tree", Run: runGopeTable3},
+		{Name: "gope-fig5", Paper: "scoped persist barrier paper", Figure: "Fig. 5", Description: "scoped persist barrier paper Fig. 5: B+tree batch insertion time of Algorithm 1 (kernel scope) and Algorithm 2 (workgroup scope) normalised to the DRAM-only baseline, over tree sizes up to 13.17 MB, gope preset", Run: runGopeFig5},
+		{Name: "gope-fig7", Paper: "scoped persist barrier paper", Figure: "Fig. 7", Description: "scoped persist barrier paper Fig. 7: the same, largest tree, NVW-FIFO sizes (L1/L2) 16/64, 64/256, 256/1024", Run: runGopeFig7},
+		{Name: "gope-table3", Paper: "scoped persist barrier paper", Figure: "Table 3", Description: "scoped persist barrier paper Table 3: NV writes a crash at each level (leaf .. leaf-5) makes the insertion write again, per scope, largest tree", Run: runGopeTable3},
 	} {
 		Register(e)
 	}
@@ -193,12 +193,20 @@ func gopeSweep(ctx context.Context, o Options, sizes []float64, configs []gopeCo
 	runs := make([][]gopeRun, len(sizes))
 	g, ctx := errgroup.WithContext(ctx)
 	g.SetLimit(runtime.GOMAXPROCS(0))
+	// The whole sweep is announced before any of it runs (g.Go blocks at
+	// the limit), so that a progress bar never moves backwards.
+	n := 0
+	for i := range sizes {
+		if o.mine(i) {
+			n++
+		}
+	}
+	o.progress(n*len(configs), 0)
 	for i, size := range sizes {
 		if !o.mine(i) {
 			continue
 		}
 		runs[i] = make([]gopeRun, len(configs))
-		o.progress(len(configs), 0)
 		g.Go(func() error {
 			tr, err := gopeBuild(size, perKey, uint64(i+1))
 			if err != nil {

@@ -16,8 +16,7 @@ import (
 func TestGopeFig5(t *testing.T) {
 	e, ok := bench.Lookup("gope-fig5")
 	require.True(t, ok)
-	rows, err := e.Run(context.Background(), bench.Options{Quick: true})
-	require.NoError(t, err)
+	rows := quickRows(t, e.Name)
 	v := rowsBy(rows)
 	var sizes []string
 	for _, r := range rows {
@@ -36,6 +35,9 @@ func TestGopeFig5(t *testing.T) {
 		}
 		require.Greater(t, v[[3]string{s, "workgroup-scope", "workgroups"}], v[[3]string{s, "kernel-scope", "workgroups"}])
 	}
+	if testing.Short() {
+		return // the runs below repeat the sweep
+	}
 	slow, err := e.Run(context.Background(), bench.Options{Quick: true, Set: []string{"nvm.write_latency_cycles=1000"}})
 	require.NoError(t, err)
 	vs := rowsBy(slow)
@@ -52,8 +54,7 @@ func TestGopeFig5(t *testing.T) {
 // leaves; fig7 has a row per FIFO size and scope.
 func TestGopeTable3AndFig7(t *testing.T) {
 	e, _ := bench.Lookup("gope-table3")
-	rows, err := e.Run(context.Background(), bench.Options{Quick: true})
-	require.NoError(t, err)
+	rows := quickRows(t, e.Name)
 	v := rowsBy(rows)
 	leaf := v[[3]string{"leaf", "kernel-scope", "nv_writes"}]
 	require.Greater(t, leaf, v[[3]string{"leaf", "workgroup-scope-max", "nv_writes"}])
@@ -67,9 +68,7 @@ func TestGopeTable3AndFig7(t *testing.T) {
 	require.InDelta(t, leaf, v[[3]string{"leaf", "kernel-scope/crash", "nv_writes"}], 0)
 	require.Less(t, v[[3]string{"leaf", "workgroup-scope/crash", "nv_writes"}], leaf)
 	require.Positive(t, v[[3]string{"leaf", "workgroup-scope/crash", "nv_writes"}])
-	f7, _ := bench.Lookup("gope-fig7")
-	rows, err = f7.Run(context.Background(), bench.Options{Quick: true})
-	require.NoError(t, err)
+	rows = quickRows(t, "gope-fig7")
 	n := 0
 	for _, r := range rows {
 		if r.Metric == "time_norm" {

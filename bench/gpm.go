@@ -15,7 +15,9 @@ import (
 
 func init() {
 	Register(Experiment{
-		Name: "gpm-fig11",
+		Name:   "gpm-fig11",
+		Paper:  "GPM",
+		Figure: "Fig. 11(a), 11(b)",
 		Description: "GPM Fig. 11: HCL against conventional logging on hwmodel pm-far/gpm: (a) gpKVS batch latency, " +
 			"(b) logging latency against concurrent logging threads",
 		Default: true,

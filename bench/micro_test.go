@@ -18,10 +18,10 @@ func rowsBy(rows []bench.Row) map[[3]string]float64 {
 }
 
 func TestMicroPersist(t *testing.T) {
+	skipSlow(t, "micro-persist")
 	e, ok := bench.Lookup("micro-persist")
 	require.True(t, ok)
-	rows, err := e.Run(context.Background(), bench.Options{Quick: true})
-	require.NoError(t, err)
+	rows := quickRows(t, e.Name)
 	v := rowsBy(rows)
 	for _, model := range []string{"strict", "epoch", "gpm", "sbrp", "scoped-barrier"} {
 		// Physics: a persist then DFence never beats the NVM write
@@ -41,7 +41,10 @@ func TestMicroPersist(t *testing.T) {
 
 	// -set reaches the model: halving the NVM write bandwidth halves the
 	// near stream's bandwidth (give or take).
-	rows, err = e.Run(context.Background(), bench.Options{Quick: true, Set: []string{"nvm.write_gbps=21"}})
+	if testing.Short() {
+		return // the run below repeats the whole experiment
+	}
+	rows, err := e.Run(context.Background(), bench.Options{Quick: true, Set: []string{"nvm.write_gbps=21"}})
 	require.NoError(t, err)
 	half := rowsBy(rows)[[3]string{"stream", "pm-near/sbrp", "write_gbps"}]
 	require.InDelta(t, v[[3]string{"stream", "pm-near/sbrp", "write_gbps"}]/2, half, 2.0)

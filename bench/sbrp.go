@@ -54,14 +54,14 @@ func promoted(c sysConfig, name string) sysConfig {
 
 func init() {
 	for _, e := range []Experiment{
-		{Name: "sbrp-fig6", Description: "SBRP Fig. 6: speedup over epoch-far of gpm, epoch-far, sbrp-far, epoch-near, sbrp-near per app, and the geometric mean", Default: true, Run: runFig6},
-		{Name: "sbrp-fig7", Description: "SBRP Fig. 7: SBRP speedup over epoch with and without scopes (block scope promoted to device) for apps with intra-block PMO", Run: runFig7},
-		{Name: "sbrp-fig8", Description: "SBRP Fig. 8: L1 read misses on PM data, normalised to epoch-far", Run: runFig8},
-		{Name: "sbrp-fig9", Description: "SBRP Fig. 9: sbrp-far speedup over epoch-far with eADR", Run: runFig9},
-		{Name: "sbrp-fig10a", Description: "SBRP Fig. 10a: sbrp-near speedup over epoch-near against persist-buffer entries", Run: runFig10a},
-		{Name: "sbrp-fig10b", Description: "SBRP Fig. 10b: sbrp-near speedup over epoch-near with the NVM's read and write bandwidth at 50, 100 and 200%", Run: runFig10b},
-		{Name: "sbrp-fig10c", Description: "SBRP Fig. 10c: sbrp-near speedup over epoch-near against the flush window", Run: runFig10c},
-		{Name: "sbrp-fig11", Description: "SBRP Fig. 11: recovery time after a crash just before the transaction completes (gpKVS, Red, MQ: the workload's commit word; the others: just before the run's last persist), normalised to epoch-near", Run: runFig11},
+		{Name: "sbrp-fig6", Paper: "SBRP", Figure: "Fig. 6", Description: "SBRP Fig. 6: speedup over epoch-far of gpm, epoch-far, sbrp-far, epoch-near, sbrp-near per app, and the geometric mean", Default: true, Run: runFig6},
+		{Name: "sbrp-fig7", Paper: "SBRP", Figure: "Fig. 7", Description: "SBRP Fig. 7: SBRP speedup over epoch with and without scopes (block scope promoted to device) for apps with intra-block PMO", Run: runFig7},
+		{Name: "sbrp-fig8", Paper: "SBRP", Figure: "Fig. 8", Description: "SBRP Fig. 8: L1 read misses on PM data, normalised to epoch-far", Run: runFig8},
+		{Name: "sbrp-fig9", Paper: "SBRP", Figure: "Fig. 9", Description: "SBRP Fig. 9: sbrp-far speedup over epoch-far with eADR", Run: runFig9},
+		{Name: "sbrp-fig10a", Paper: "SBRP", Figure: "Fig. 10(a)", Description: "SBRP Fig. 10a: sbrp-near speedup over epoch-near against persist-buffer entries", Run: runFig10a},
+		{Name: "sbrp-fig10b", Paper: "SBRP", Figure: "Fig. 10(b)", Description: "SBRP Fig. 10b: sbrp-near speedup over epoch-near with the NVM's read and write bandwidth at 50, 100 and 200%", Run: runFig10b},
+		{Name: "sbrp-fig10c", Paper: "SBRP", Figure: "Fig. 10(c)", Description: "SBRP Fig. 10c: sbrp-near speedup over epoch-near against the flush window", Run: runFig10c},
+		{Name: "sbrp-fig11", Paper: "SBRP", Figure: "Fig. 11", Description: "SBRP Fig. 11: recovery time after a crash just before the transaction completes (gpKVS, Red, MQ: the workload's commit word; the others: just before the run's last persist), normalised to epoch-near", Run: runFig11},
 	} {
 		Register(e)
 	}
@@ -196,13 +196,19 @@ func sweep(ctx context.Context, apps []string, configs []sysConfig, o Options, r
 	out := map[string][]appRun{}
 	g, ctx := errgroup.WithContext(ctx)
 	g.SetLimit(runtime.GOMAXPROCS(0))
+	// The whole sweep is announced before any of it runs (g.Go blocks at
+	// the limit), so that a progress bar never moves backwards.
+	var mine []string
 	for k, app := range apps {
 		if _, err := examples.New(app, examples.Tiny); errors.Is(err, examples.ErrUnknown) || !o.mine(k) {
 			continue
 		}
+		mine = append(mine, app)
+	}
+	o.progress(len(mine)*len(configs), 0)
+	for _, app := range mine {
 		runs := make([]appRun, len(configs))
 		out[app] = runs
-		o.progress(len(configs), 0)
 		for i, c := range configs {
 			g.Go(func() error {
 				if err := ctx.Err(); err != nil {

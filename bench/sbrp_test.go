@@ -1,7 +1,6 @@
 package bench_test
 
 import (
-	"context"
 	"testing"
 
 	"github.com/stretchr/testify/require"
@@ -14,8 +13,7 @@ import (
 func TestSBRPFig10b(t *testing.T) {
 	e, ok := bench.Lookup("sbrp-fig10b")
 	require.True(t, ok)
-	rows, err := e.Run(context.Background(), bench.Options{Quick: true})
-	require.NoError(t, err)
+	rows := quickRows(t, e.Name)
 	v := rowsBy(rows)
 	for _, app := range []string{"gpKVS", "HM", "SRAD", "Red", "MQ", "Scan", "geomean"} {
 		for _, pct := range []string{"50", "100", "200"} {
@@ -33,8 +31,7 @@ func TestSBRPFig10b(t *testing.T) {
 func TestSBRPFig11CrashPoint(t *testing.T) {
 	e, ok := bench.Lookup("sbrp-fig11")
 	require.True(t, ok)
-	rows, err := e.Run(context.Background(), bench.Options{Quick: true})
-	require.NoError(t, err)
+	rows := quickRows(t, e.Name)
 	v := rowsBy(rows)
 	for _, app := range []string{"gpKVS", "Red", "MQ"} {
 		for _, cfg := range []string{"epoch-near", "sbrp-near"} {

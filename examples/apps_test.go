@@ -4,6 +4,7 @@ import (
 	"bufio"
 	"fmt"
 	"os"
+	"path/filepath"
 	"strings"
 	"testing"
 
@@ -154,9 +155,14 @@ func TestCrashStatesRecover(t *testing.T) {
 	}
 }
 
-// siteOf returns "file:line" of the only line of file containing marker.
+// siteOf returns the site ("examples/file:line") of the only line of file
+// containing marker.
 func siteOf(t *testing.T, file, marker string) string {
 	t.Helper()
+	// Sites are module-relative paths (internal/callsite): this package's
+	// directory, then the file.
+	wd, err := os.Getwd()
+	require.NoError(t, err)
 	f, err := os.Open(file)
 	require.NoError(t, err)
 	defer f.Close()
@@ -164,7 +170,7 @@ func siteOf(t *testing.T, file, marker string) string {
 	sc := bufio.NewScanner(f)
 	for n := 1; sc.Scan(); n++ {
 		if strings.Contains(sc.Text(), marker) {
-			found = append(found, fmt.Sprintf("%s:%d", file, n))
+			found = append(found, fmt.Sprintf("%s/%s:%d", filepath.Base(wd), file, n))
 		}
 	}
 	require.NoError(t, sc.Err())

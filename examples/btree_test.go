@@ -15,7 +15,7 @@ import (
 	"github.com/scopedpm/scopedpm/pm/functional"
 )
 
-// kernelSite returns "kernel.go:N" of the line of ../btree/kernel.go that
+// kernelSite returns "btree/kernel.go:N" (the module-relative site) of the line of ../btree/kernel.go that
 // holds marker.
 func kernelSite(t *testing.T, marker string) string {
 	t.Helper()
@@ -26,7 +26,7 @@ func kernelSite(t *testing.T, marker string) string {
 	sc := bufio.NewScanner(f)
 	for n := 1; sc.Scan(); n++ {
 		if strings.Contains(sc.Text(), marker) {
-			found = append(found, fmt.Sprintf("kernel.go:%d", n))
+			found = append(found, fmt.Sprintf("btree/kernel.go:%d", n))
 		}
 	}
 	require.Len(t, found, 1)
@@ -103,8 +103,8 @@ func TestBTreeCrashStates(t *testing.T) {
 // there.
 func TestBTreeSeededBugs(t *testing.T) {
 	for _, tc := range []struct{ name, blame string }{
-		{"btree-narrow", "PBarrier.thread at kernel.go:"},
-		{"btree-narrow-top", "PBarrier.block at kernel.go:"},
+		{"btree-narrow", "PBarrier.thread at btree/kernel.go:"},
+		{"btree-narrow-top", "PBarrier.block at btree/kernel.go:"},
 	} {
 		name := tc.name
 		t.Run(name, func(t *testing.T) {

@@ -366,7 +366,7 @@ func field(v reflect.Value, key string) (reflect.Value, error) {
 	parts := strings.Split(key, ".")
 	for i, p := range parts {
 		if v.Kind() != reflect.Struct {
-			return reflect.Value{}, fmt.Errorf("%w: unknown key %q", ErrConfig, key)
+			return reflect.Value{}, fmt.Errorf("%w: unknown key %q (%s)", ErrConfig, key, keyHint(key))
 		}
 		t := v.Type()
 		found := false
@@ -378,11 +378,11 @@ func field(v reflect.Value, key string) (reflect.Value, error) {
 			}
 		}
 		if !found {
-			return reflect.Value{}, fmt.Errorf("%w: unknown key %q", ErrConfig, strings.Join(parts[:i+1], "."))
+			return reflect.Value{}, fmt.Errorf("%w: unknown key %q (%s)", ErrConfig, strings.Join(parts[:i+1], "."), keyHint(key))
 		}
 	}
 	if v.Kind() == reflect.Struct {
-		return reflect.Value{}, fmt.Errorf("%w: key %q names a group, not a parameter", ErrConfig, key)
+		return reflect.Value{}, fmt.Errorf("%w: key %q names a group, not a parameter (%s)", ErrConfig, key, keyHint(key+".x"))
 	}
 	return v, nil
 }

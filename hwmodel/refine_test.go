@@ -17,11 +17,21 @@ import (
 // DRAM and makes no persist durable on its own).
 var timedPresets = []string{"pm-near", "pm-far", "pm-far-eadr", "gope", "volta"}
 
+// presetsToTime are the timed presets a test crosses with every model and
+// kernel: all of them, or under -short one per persistence mechanism
+// (ADR near, eADR across PCIe, the NVW-FIFOs of gope).
+func presetsToTime() []string {
+	if testing.Short() {
+		return []string{"pm-near", "pm-far-eadr", "gope"}
+	}
+	return timedPresets
+}
+
 // Every crash image hwmodel produces for the foundation kernels, under
 // every model and timed preset, is one the model's PMO allows.
 func TestFoundationKernelsRefinePMO(t *testing.T) {
 	for _, c := range kerneltest.Cases() {
-		for _, preset := range timedPresets {
+		for _, preset := range presetsToTime() {
 			cfg, err := hwmodel.Preset(preset)
 			require.NoError(t, err)
 			for _, model := range hwmodel.Models() {
@@ -82,7 +92,7 @@ func lockedAppend(m *pm.Machine, grid scope.Grid) (check func(img *pm.Image) err
 // The locked append refines the PMO under every model and timed preset,
 // and its invariant holds at every cycle where the durable image changes.
 func TestLockedAppendEveryCycle(t *testing.T) {
-	for _, preset := range timedPresets {
+	for _, preset := range presetsToTime() {
 		cfg, err := hwmodel.Preset(preset)
 		require.NoError(t, err)
 		for _, model := range hwmodel.Models() {

@@ -2,10 +2,8 @@ package scope
 
 import (
 	"fmt"
-	"path/filepath"
-	"runtime"
-	"strings"
 
+	"github.com/scopedpm/scopedpm/internal/callsite"
 	"github.com/scopedpm/scopedpm/pm"
 )
 
@@ -285,22 +283,10 @@ func (t *Thread) persistScopeOf(k pm.OpKind, s Scope) Scope {
 	return s
 }
 
-// callerSite returns "file.go:line" of the first caller outside package
-// scope: the kernel line that issued the verb.
-func callerSite() string {
-	var pcs [8]uintptr
-	n := runtime.Callers(3, pcs[:])
-	frames := runtime.CallersFrames(pcs[:n])
-	for {
-		f, more := frames.Next()
-		if !strings.HasPrefix(f.Function, "github.com/scopedpm/scopedpm/scope.") {
-			return fmt.Sprintf("%s:%d", filepath.Base(f.File), f.Line)
-		}
-		if !more {
-			return ""
-		}
-	}
-}
+// callerSite returns the site of the verb being issued: the first frame
+// outside scopedpm's library (internal/callsite), the same name pm/record
+// gives the verb.
+func callerSite() string { return callsite.Site(1) }
 
 // atomic applies f to the value at a as one indivisible step and returns the
 // old value. f returns the new value and whether to write it.

@@ -96,6 +96,9 @@ type Config struct {
 	Shrink bool
 	// MaxViolations stops the exploration after this many (default 1).
 	MaxViolations int
+	// Progress, if set, is called after each crash state is checked
+	// (Mutate and Advise explore once per mutant, and call it throughout).
+	Progress func()
 }
 
 // Violation is a crash state after which recovery failed.
@@ -153,6 +156,9 @@ func (r *Recording) Explore(w Workload, g *Graph, cfg Config) (*Report, error) {
 			return false
 		}
 		rep.Checked++
+		if cfg.Progress != nil {
+			defer cfg.Progress()
+		}
 		if err := r.oracle(w, img); err != nil {
 			v := Violation{State: s, Err: err, Seed: cfg.Seed}
 			for i, k := range s.Kept[:g.issued(s.Point)] {

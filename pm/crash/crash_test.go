@@ -43,7 +43,7 @@ func TestTooNarrowReleaseCaught(t *testing.T) {
 	require.ErrorIs(t, v.Err, examples.ErrInconsistent)
 	require.Len(t, v.Dropped, 1, "shrunk to one lost persist")
 	t.Log(v.Explanation)
-	require.Contains(t, v.Explanation, "PRel.block at reduction.go:")
+	require.Contains(t, v.Explanation, "PRel.block at examples/reduction.go:")
 	require.Contains(t, v.Explanation, "is too narrow")
 	require.Contains(t, v.Explanation, "need device scope")
 
@@ -163,7 +163,11 @@ func BenchmarkCheck(b *testing.B) {
 // The advisor narrows a too-wide scope inside a block and measures what it
 // buys on hwmodel.
 func TestAdviceSpeedup(t *testing.T) {
-	w, err := examples.New("reduction-wide", examples.Quick)
+	size := examples.Quick
+	if testing.Short() {
+		size = examples.Tiny
+	}
+	w, err := examples.New("reduction-wide", size)
 	require.NoError(t, err)
 	rec, err := crash.Record(w, gpu)
 	require.NoError(t, err)

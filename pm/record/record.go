@@ -7,8 +7,8 @@ package record
 import (
 	"bytes"
 	"fmt"
-	"runtime"
 
+	"github.com/scopedpm/scopedpm/internal/callsite"
 	"github.com/scopedpm/scopedpm/pm"
 )
 
@@ -127,40 +127,10 @@ func (r *Recorder) End() (pm.Stats, error) { return r.inner.End() }
 // Crash passes the call on.
 func (r *Recorder) Crash() (*pm.Image, error) { return r.inner.Crash() }
 
-// callSite returns the first caller outside scopedpm's executors and this
-// package: the kernel line that issued the verb.
-func callSite() string {
-	var pcs [16]uintptr
-	n := runtime.Callers(3, pcs[:])
-	frames := runtime.CallersFrames(pcs[:n])
-	for {
-		f, more := frames.Next()
-		if !isRuntimePkg(f.Function) {
-			return fmt.Sprintf("%s:%d", shortFile(f.File), f.Line)
-		}
-		if !more {
-			return ""
-		}
-	}
-}
-
-func isRuntimePkg(fn string) bool {
-	for _, p := range []string{"github.com/scopedpm/scopedpm/scope.", "github.com/scopedpm/scopedpm/coro.", "github.com/scopedpm/scopedpm/pm/record."} {
-		if len(fn) >= len(p) && fn[:len(p)] == p {
-			return true
-		}
-	}
-	return false
-}
-
-func shortFile(f string) string {
-	for i := len(f) - 1; i >= 0; i-- {
-		if f[i] == '/' {
-			return f[i+1:]
-		}
-	}
-	return f
-}
+// callSite returns the site of the verb being recorded: the first frame
+// outside scopedpm's library (internal/callsite), the same name scope's
+// per-site overrides are keyed by.
+func callSite() string { return callsite.Site(1) }
 
 // Image returns base with the persists applied in order: the durable image
 // of a crash at which exactly those persists had become durable.

@@ -4,6 +4,7 @@
 //	go run ./bench/cmd/pmbench                 # the quick default set, as tables
 //	go run ./bench/cmd/pmbench -list           # what experiments there are
 //	go run ./bench/cmd/pmbench -exp engine -format csv
+//	go run ./bench/cmd/pmbench keys            # the hwmodel parameters -set takes
 package main
 
 import (
@@ -15,38 +16,71 @@ import (
 	"os"
 	"os/signal"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
+	"text/tabwriter"
 
 	"github.com/pkg/profile"
 	"github.com/schollz/progressbar/v3"
 	"golang.org/x/term"
 
 	"github.com/scopedpm/scopedpm/bench"
+	"github.com/scopedpm/scopedpm/hwmodel"
 )
 
 func main() {
-	if err := run(os.Args[1:], os.Stdout, os.Stderr); err != nil {
-		if !errors.Is(err, flag.ErrHelp) {
-			fmt.Fprintln(os.Stderr, "pmbench:", err)
-		}
-		os.Exit(2)
+	err := run(os.Args[1:], os.Stdout, os.Stderr)
+	if err != nil && !errors.Is(err, flag.ErrHelp) {
+		fmt.Fprintln(os.Stderr, "pmbench:", err)
 	}
+	os.Exit(exitCode(err))
+}
+
+// exitCode is 0 for success and 2 for anything else: bad flags, a failed
+// run, a file that cannot be written, -h.
+func exitCode(err error) int {
+	if err == nil {
+		return 0
+	}
+	return 2
 }
 
 func run(args []string, stdout, stderr io.Writer) error {
+	if len(args) > 0 && args[0] == "keys" {
+		if len(args) > 1 {
+			return fmt.Errorf("keys takes no arguments, got %q", args[1:])
+		}
+		return writeKeys(stdout)
+	}
 	fs := flag.NewFlagSet("pmbench", flag.ContinueOnError)
 	fs.SetOutput(stderr)
 	list := fs.Bool("list", false, "list the experiments and exit")
 	exps := fs.String("exp", "", "comma-separated experiments to run (default: the quick default set)")
-	quick := fs.Bool("quick", false, "small inputs")
+	quick := fs.Bool("quick", false, "small inputs (seconds, not minutes); the default set always runs quick. Quick numbers can differ from paper scale: every table header and CSV row says which size it is")
 	format := fs.String("format", "table", "output format: table or csv")
+	paper := fs.Bool("paper", false, "print the papers' reported values beside ours, with the ratio ours/paper (tables, CSV and figures)")
 	var sets multiFlag
-	fs.Var(&sets, "set", "hwmodel override key=value, repeatable (e.g. -set nvm.write_latency_cycles=500)")
+	fs.Var(&sets, "set", "hwmodel override key=value, repeatable (e.g. -set nvm.write_latency_cycles=500); -set help or pmbench keys lists the keys")
 	out := fs.String("out", "", "also write <experiment>.csv and <experiment>.svg (a bar chart) per experiment to this directory")
 	shard := fs.String("shard", "", "run only part i of n of each sweep, as i/n (0-based), for a batch scheduler")
 	cpuprofile := fs.String("cpuprofile", "", "write a CPU profile to this directory")
 	memprofile := fs.String("memprofile", "", "write a memory profile to this directory")
+	fs.Usage = func() {
+		fmt.Fprint(stderr, `pmbench runs scopedpm's experiments: the papers' figures (SBRP, GPM, the scoped
+persist barrier paper) on the simulated machines of hwmodel, and measurements of
+scopedpm itself. It prints a table per experiment (or long-format CSV), says on
+stderr and in every header at which input size it ran (quick: small inputs, in
+seconds; paper: the papers' sizes, minutes), and with -paper prints the values
+the papers report beside ours. With no -exp it runs the default set, quick.
+Exit status: 0 success, 2 bad usage or a failed run.
+
+Usage: pmbench [flags]
+       pmbench keys      list the hwmodel parameters -set takes
+
+`)
+		fs.PrintDefaults()
+	}
 	if err := fs.Parse(args); err != nil {
 		return err
 	}
@@ -54,14 +88,10 @@ func run(args []string, stdout, stderr io.Writer) error {
 		return fmt.Errorf("unexpected arguments %q", fs.Args())
 	}
 	if *list {
-		for _, e := range bench.All() {
-			def := ""
-			if e.Default {
-				def = " (default)"
-			}
-			fmt.Fprintf(stdout, "%-16s %s%s\n", e.Name, e.Description, def)
-		}
-		return nil
+		return writeList(stdout)
+	}
+	if slices.Contains(sets, "help") {
+		return writeKeys(stdout)
 	}
 	if *format != "table" && *format != "csv" {
 		return fmt.Errorf("unknown -format %q (want table or csv)", *format)
@@ -81,6 +111,11 @@ func run(args []string, stdout, stderr io.Writer) error {
 		}
 	}
 	if len(sets) > 0 {
+		// A bad key or value is found before anything runs.
+		probe := hwmodel.PresetPMNear()
+		if err := probe.Set(sets...); err != nil {
+			return fmt.Errorf("-set: %w", err)
+		}
 		for _, e := range selected {
 			if e.NoSet {
 				return fmt.Errorf("-set does not apply to experiment %s (it runs no hwmodel configuration)", e.Name)
@@ -109,6 +144,8 @@ func run(args []string, stdout, stderr io.Writer) error {
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt)
 	defer stop()
 	opts.Quick = *quick
+	fmt.Fprintf(stderr, "pmbench: running %s at %s size%s\n", names(selected), opts.SizeName(), sizeNote(*exps == "", *quick))
+	f := bench.Format{Size: opts.SizeName(), Paper: *paper}
 	for i, e := range selected {
 		bar := newProgress(stderr, e.Name)
 		opts.Progress = bar.update
@@ -120,25 +157,112 @@ func run(args []string, stdout, stderr io.Writer) error {
 		// Results are printed before files are written: a failed write
 		// loses nothing that was computed.
 		if *format == "csv" {
-			if err := bench.WriteCSV(stdout, rows, i == 0); err != nil {
+			f.Header = i == 0
+			if err := bench.WriteCSV(stdout, rows, f); err != nil {
 				return err
 			}
 		} else {
 			if i > 0 {
 				fmt.Fprintln(stdout)
 			}
-			fmt.Fprintf(stdout, "== %s: %s\n", e.Name, e.Description)
-			if err := bench.WriteTable(stdout, rows); err != nil {
+			src := source(e, " (%s)")
+			if strings.HasPrefix(e.Description, source(e, "%s")) {
+				src = "" // the description says it already
+			}
+			fmt.Fprintf(stdout, "== %s [%s size]%s: %s\n", e.Name, opts.SizeName(), src, e.Description)
+			if err := bench.WriteTable(stdout, rows, f); err != nil {
 				return err
 			}
 		}
 		if *out != "" {
-			if err := writeOut(*out, e, rows); err != nil {
+			if err := writeOut(*out, e, rows, f); err != nil {
 				return err
 			}
 		}
 	}
 	return nil
+}
+
+// names lists the experiments' names.
+func names(es []bench.Experiment) string {
+	var n []string
+	for _, e := range es {
+		n = append(n, e.Name)
+	}
+	return strings.Join(n, ", ")
+}
+
+// sizeNote explains the size on stderr when the user did not pick it.
+func sizeNote(defaultSet, quick bool) string {
+	switch {
+	case defaultSet:
+		return " (the default set runs quick, small inputs; quick numbers can differ from paper scale: run -exp NAME without -quick for paper scale, add -paper for the papers' values)"
+	case !quick:
+		return " (paper-scale inputs; -quick runs small ones in seconds)"
+	}
+	return " (small inputs; quick numbers can differ from paper scale)"
+}
+
+// source is "SBRP Fig. 6" for an experiment that reproduces a paper's
+// figure, put into layout, or "" for one that measures scopedpm itself.
+func source(e bench.Experiment, layout string) string {
+	if e.Paper == "" {
+		return ""
+	}
+	return fmt.Sprintf(layout, strings.TrimSpace(e.Paper+" "+e.Figure))
+}
+
+// writeList prints every experiment with the paper and figure it
+// reproduces.
+func writeList(w io.Writer) error {
+	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
+	fmt.Fprintln(tw, "experiment\treproduces\tdefault\tdescription")
+	for _, e := range bench.All() {
+		def := ""
+		if e.Default {
+			def = "yes"
+		}
+		src := source(e, "%s")
+		if src == "" {
+			src = "(scopedpm itself)"
+		}
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\n", e.Name, src, def, e.Description)
+	}
+	return tw.Flush()
+}
+
+// writeKeys lists every hwmodel parameter -set takes: its unit, its value
+// in pm-near (and in the presets where it differs), what it is and where
+// the value comes from.
+func writeKeys(w io.Writer) error {
+	base, err := hwmodel.Preset("pm-near")
+	if err != nil {
+		return err
+	}
+	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
+	fmt.Fprintln(tw, "key\tunit\tpm-near\tother presets\tmeaning (source of pm-near's value)")
+	for _, k := range hwmodel.KeyInfos() {
+		def, err := base.Value(k.Key)
+		if err != nil {
+			return err
+		}
+		var others []string
+		for _, name := range hwmodel.Presets() {
+			c, err := hwmodel.Preset(name)
+			if err != nil {
+				return err
+			}
+			if v, err := c.Value(k.Key); err == nil && v != def && k.Key != "name" {
+				others = append(others, name+"="+v)
+			}
+		}
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s (%s)\n", k.Key, k.Unit, def, strings.Join(others, " "), k.Doc, k.Source)
+	}
+	if err := tw.Flush(); err != nil {
+		return err
+	}
+	_, err = fmt.Fprintln(w, "\nSet any of them with -set key=value (repeatable); experiments apply the overrides to every configuration they build.")
+	return err
 }
 
 // checkDir makes sure files can be written to dir ("" is not used).
@@ -167,23 +291,31 @@ func (f *multiFlag) Set(v string) error {
 	return nil
 }
 
-// writeOut writes the experiment's CSV and figure into dir.
-func writeOut(dir string, e bench.Experiment, rows []bench.Row) error {
-	f, err := os.Create(filepath.Join(dir, e.Name+".csv"))
+// writeOut writes the experiment's CSV and its figure, as SVG and PNG,
+// into dir.
+func writeOut(dir string, e bench.Experiment, rows []bench.Row, f bench.Format) error {
+	file, err := os.Create(filepath.Join(dir, e.Name+".csv"))
 	if err != nil {
 		return err
 	}
-	if err := bench.WriteCSV(f, rows, true); err != nil {
-		f.Close()
+	f.Header = true
+	if err := bench.WriteCSV(file, rows, f); err != nil {
+		file.Close()
 		return err
 	}
-	if err := f.Close(); err != nil {
+	if err := file.Close(); err != nil {
 		return err
 	}
 	if len(rows) == 0 {
 		return nil
 	}
-	return bench.WriteFigure(filepath.Join(dir, e.Name+".svg"), e.Name, rows)
+	title := fmt.Sprintf("%s%s, %s size", e.Name, source(e, " (%s)"), f.Size)
+	for _, ext := range []string{".svg", ".png"} {
+		if err := bench.WriteFigure(filepath.Join(dir, e.Name+ext), title, rows, f.Paper); err != nil {
+			return err
+		}
+	}
+	return nil
 }
 
 // progress is a progress bar on stderr, shown only when stderr is a

@@ -2,6 +2,7 @@ package main
 
 import (
 	"bytes"
+	"flag"
 	"os"
 	"path/filepath"
 	"strings"
@@ -10,15 +11,36 @@ import (
 	"github.com/stretchr/testify/require"
 )
 
+// The tests run the cheapest experiments (sbrp-fig9, sbrp-fig7: two
+// configs of six small apps); the engine's 1M-thread run is left out of
+// -short.
+
 func TestPmbenchCSV(t *testing.T) {
 	var out, errb bytes.Buffer
-	require.NoError(t, run([]string{"-exp", "engine", "-quick", "-format", "csv"}, &out, &errb))
+	require.NoError(t, run([]string{"-exp", "sbrp-fig9,sbrp-fig7", "-quick", "-format", "csv"}, &out, &errb))
 	lines := strings.Split(strings.TrimSpace(out.String()), "\n")
-	require.Equal(t, "experiment,workload,config,metric,value", lines[0])
-	var sawRate bool
+	require.Equal(t, "experiment,workload,config,metric,value,size", lines[0])
+	exps := map[string]int{}
 	for _, l := range lines[1:] {
 		f := strings.Split(l, ",")
-		require.Len(t, f, 5, l)
+		require.Len(t, f, 6, l)
+		require.Equal(t, "quick", f[5], "every row says its size")
+		exps[f[0]]++
+	}
+	require.Equal(t, 7, exps["sbrp-fig9"], "six apps and the geomean, one config")
+	require.Positive(t, exps["sbrp-fig7"])
+	require.Len(t, exps, 2, "one header for both experiments")
+}
+
+func TestPmbenchEngine(t *testing.T) {
+	if testing.Short() {
+		t.Skip("launches 1M threads")
+	}
+	var out, errb bytes.Buffer
+	require.NoError(t, run([]string{"-exp", "engine", "-quick", "-format", "csv"}, &out, &errb))
+	var sawRate bool
+	for _, l := range strings.Split(strings.TrimSpace(out.String()), "\n")[1:] {
+		f := strings.Split(l, ",")
 		require.Equal(t, "engine", f[0])
 		if f[1] == "vector-add" && f[3] == "verbs_per_s" {
 			sawRate = true
@@ -42,20 +64,23 @@ func TestPmbenchFlags(t *testing.T) {
 func TestPmbenchOutAndShard(t *testing.T) {
 	dir := t.TempDir()
 	var out, errb bytes.Buffer
-	require.NoError(t, run([]string{"-exp", "micro-persist", "-quick", "-out", dir, "-set", "persist.window=4"}, &out, &errb))
-	csv, err := os.ReadFile(filepath.Join(dir, "micro-persist.csv"))
+	require.NoError(t, run([]string{"-exp", "sbrp-fig9", "-quick", "-out", dir, "-set", "persist.window=4"}, &out, &errb))
+	csv, err := os.ReadFile(filepath.Join(dir, "sbrp-fig9.csv"))
 	require.NoError(t, err)
-	require.True(t, strings.HasPrefix(string(csv), "experiment,workload,config,metric,value\n"))
-	svg, err := os.ReadFile(filepath.Join(dir, "micro-persist.svg"))
+	require.True(t, strings.HasPrefix(string(csv), "experiment,workload,config,metric,value,size\n"))
+	svg, err := os.ReadFile(filepath.Join(dir, "sbrp-fig9.svg"))
 	require.NoError(t, err)
 	require.Contains(t, string(svg), "<svg")
+	png, err := os.ReadFile(filepath.Join(dir, "sbrp-fig9.png"))
+	require.NoError(t, err)
+	require.True(t, bytes.HasPrefix(png, []byte("\x89PNG")))
 
 	// The shards of a sweep together give the unsharded rows, minus the
 	// summary rows.
 	var all, s0, s1 bytes.Buffer
-	require.NoError(t, run([]string{"-exp", "sbrp-fig6", "-quick", "-format", "csv"}, &all, &errb))
-	require.NoError(t, run([]string{"-exp", "sbrp-fig6", "-quick", "-format", "csv", "-shard", "0/2"}, &s0, &errb))
-	require.NoError(t, run([]string{"-exp", "sbrp-fig6", "-quick", "-format", "csv", "-shard", "1/2"}, &s1, &errb))
+	require.NoError(t, run([]string{"-exp", "sbrp-fig9", "-quick", "-format", "csv"}, &all, &errb))
+	require.NoError(t, run([]string{"-exp", "sbrp-fig9", "-quick", "-format", "csv", "-shard", "0/2"}, &s0, &errb))
+	require.NoError(t, run([]string{"-exp", "sbrp-fig9", "-quick", "-format", "csv", "-shard", "1/2"}, &s1, &errb))
 	var want []string
 	for _, l := range strings.Split(strings.TrimSpace(all.String()), "\n")[1:] {
 		if !strings.Contains(l, ",geomean,") {
@@ -84,10 +109,92 @@ func TestPmbenchStrictFlags(t *testing.T) {
 		{[]string{"-exp", "micro-persist", "-quick", "-cpuprofile", t.TempDir(), "-memprofile", t.TempDir()}, "exclude each other"},
 		{[]string{"-exp", "micro-persist", "-quick", "-out", filepath.Join(file, "sub")}, "-out"},
 		{[]string{"-exp", "micro-persist", "-quick", "-cpuprofile", filepath.Join(file, "sub")}, "-cpuprofile"},
+		{[]string{"-exp", "micro-persist", "-quick", "-set", "nvm.write_lat=3"}, "keys of nvm: nvm.read_latency_cycles"},
+		{[]string{"-exp", "micro-persist", "-quick", "-set", "bogus=3"}, "every key: pmbench keys"},
+		{[]string{"-exp", "micro-persist", "-quick", "-set", "persist.window=-1"}, "persist.window"},
+		{[]string{"-exp", "micro-persist", "-quick", "-set", "persist.window"}, "not key=value"},
+		{[]string{"-exp", "micro-persist", "-format", "xml"}, "unknown -format"},
+		{[]string{"-exp", "nope"}, "unknown experiment"},
+		{[]string{"-exp", "micro-persist", "stray"}, "unexpected arguments"},
+		{[]string{"keys", "stray"}, "keys takes no arguments"},
+		{[]string{"-nope"}, "flag provided but not defined"},
 	} {
 		var out, errb bytes.Buffer
 		err := run(tc.args, &out, &errb)
 		require.ErrorContains(t, err, tc.msg, "%v", tc.args)
+		require.NotContains(t, err.Error(), "\n", "%v: a one-line error", tc.args)
+		require.Equal(t, 2, exitCode(err), "%v", tc.args)
 		require.Empty(t, out.String(), "%v: nothing ran", tc.args)
 	}
+}
+
+// The run says what it runs and at which size, on stderr and in every
+// table header; -list names each experiment's paper and figure.
+func TestPmbenchSizeLabels(t *testing.T) {
+	for _, tc := range []struct {
+		args         []string
+		stderr, head string
+	}{
+		{[]string{"-exp", "sbrp-fig9", "-quick", "-shard", "0/6"}, "running sbrp-fig9 at quick size (small inputs", "== sbrp-fig9 [quick size]: SBRP Fig. 9:"},
+	} {
+		var out, errb bytes.Buffer
+		require.NoError(t, run(tc.args, &out, &errb), "%v", tc.args)
+		require.Contains(t, errb.String(), tc.stderr, "%v", tc.args)
+		require.Contains(t, out.String(), tc.head, "%v", tc.args)
+	}
+	var out, errb bytes.Buffer
+	require.NoError(t, run([]string{"-list"}, &out, &errb))
+	for _, s := range []string{"SBRP Fig. 6", "GPM Fig. 11", "scoped persist barrier paper Table 3", "(scopedpm itself)"} {
+		require.Contains(t, out.String(), s)
+	}
+}
+
+// -paper puts the papers' values beside ours, with the ratio, in tables
+// and CSV.
+func TestPmbenchPaper(t *testing.T) {
+	var out, errb bytes.Buffer
+	require.NoError(t, run([]string{"-exp", "sbrp-fig6", "-quick", "-paper"}, &out, &errb))
+	require.Contains(t, out.String(), "the papers' values beside ours (quick size; ratio = ours/paper)")
+	require.Regexp(t, `geomean\s+sbrp-far\s+speedup\s+[0-9.]+\s+1\.14\s+[0-9.]+\s+SBRP §7.2, Fig. 6`, out.String())
+	require.Regexp(t, `Red\s+sbrp-near over epoch-near\s+speedup\s+[0-9.]+\s+1\.68`, out.String())
+
+	out.Reset()
+	require.NoError(t, run([]string{"-exp", "sbrp-fig6", "-quick", "-paper", "-format", "csv"}, &out, &errb))
+	lines := strings.Split(strings.TrimSpace(out.String()), "\n")
+	require.Equal(t, "experiment,workload,config,metric,value,size,paper_value,ratio,paper_source", lines[0])
+	var direct, relative bool
+	for _, l := range lines[1:] {
+		if strings.HasPrefix(l, "sbrp-fig6,geomean,sbrp-far,speedup,") {
+			direct = true
+			require.Contains(t, l, ",quick,1.14,")
+			require.Contains(t, l, `"SBRP §7.2, Fig. 6"`)
+		}
+		if strings.HasPrefix(l, "sbrp-fig6,geomean,sbrp-near over epoch-near,speedup,") {
+			relative = true
+			require.Contains(t, l, ",quick,1.15,")
+		}
+	}
+	require.True(t, direct && relative, out.String())
+}
+
+// pmbench keys and -set help list every hwmodel key with its unit, value
+// and source.
+func TestPmbenchKeys(t *testing.T) {
+	for _, args := range [][]string{{"keys"}, {"-set", "help"}} {
+		var out, errb bytes.Buffer
+		require.NoError(t, run(args, &out, &errb), "%v", args)
+		require.Regexp(t, `persist.window\s+count\s+6\s+most outstanding`, out.String(), "%v", args)
+		require.Regexp(t, `nvm.write_latency_cycles\s+cycles\s+400\s+gope=250`, out.String(), "%v", args)
+		require.Contains(t, out.String(), "SBRP Table 1")
+	}
+}
+
+// -h says what the tool does (and main exits 2 on flag.ErrHelp).
+func TestPmbenchHelp(t *testing.T) {
+	var out, errb bytes.Buffer
+	err := run([]string{"-h"}, &out, &errb)
+	require.ErrorIs(t, err, flag.ErrHelp)
+	require.Equal(t, 2, exitCode(err))
+	require.Equal(t, 0, exitCode(nil))
+	require.Contains(t, errb.String(), "pmbench runs")
 }

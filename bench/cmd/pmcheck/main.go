@@ -17,6 +17,8 @@ import (
 	"os"
 
 	"github.com/pkg/profile"
+	"github.com/schollz/progressbar/v3"
+	"golang.org/x/term"
 
 	"github.com/scopedpm/scopedpm/examples"
 	"github.com/scopedpm/scopedpm/hwmodel"
@@ -145,19 +147,27 @@ Usage: pmcheck -workload NAME [flags]
 		return err
 	}
 	gpu := pm.DefaultGPU
+	// Long runs say what they are doing: a line per phase on stderr, and a
+	// count of checked states when stderr is a terminal.
+	status := func(format string, args ...any) { fmt.Fprintf(stderr, "pmcheck: "+format+"\n", args...) }
 	if *timed != "" {
+		status("crashing %s (%s size) on hwmodel %s at up to %d cycles per launch", w.Name(), *size, *timed, *states)
 		return runTimed(stdout, w, *timed, *modelName, *states, *seed)
 	}
+	status("recording one run of %s (%s size)", w.Name(), *size)
 	rec, err := crash.Record(w, gpu)
 	if err != nil {
 		return err
 	}
-	cfg := crash.Config{Model: model, States: *states, Seed: *seed, Strategy: strat, Shrink: true}
+	bar := newCounter(stderr)
+	defer bar.finish()
+	cfg := crash.Config{Model: model, States: *states, Seed: *seed, Strategy: strat, Shrink: true, Progress: bar.add}
 	switch {
 	case *mutate:
 		// Mutation analysis asks which broken variants the exploration
 		// catches: the unmutated program must pass first, or every mutant
 		// would count as killed.
+		status("%d events recorded; checking the unmutated program under %s, then %d mutants, up to %d crash states each", len(rec.Events), model, len(crash.Mutants(rec.Events)), *states)
 		base, err := rec.Explore(w, crash.Build(rec.Events, model), cfg)
 		if err != nil {
 			return err
@@ -181,10 +191,12 @@ Usage: pmcheck -workload NAME [flags]
 		fmt.Fprintf(stdout, "%d of %d mutants killed\n", killed, len(res))
 		return nil
 	case *advise:
+		status("%d events recorded; trying narrower scopes at each scoped site under %s, up to %d crash states each", len(rec.Events), model, *states)
 		adv, err := rec.Advise(w, cfg)
 		if err != nil {
 			return err
 		}
+		status("timing the recommended scopes on hwmodel %s", *preset)
 		hw, err := hwmodel.Preset(*preset)
 		if err != nil {
 			return err
@@ -209,8 +221,10 @@ Usage: pmcheck -workload NAME [flags]
 		}
 		return nil
 	}
+	status("%d events recorded; exploring up to %d crash states under %s", len(rec.Events), *states, model)
 	g := crash.Build(rec.Events, model)
 	rep, err := rec.Explore(w, g, cfg)
+	bar.finish()
 	if err != nil {
 		return err
 	}
@@ -252,4 +266,32 @@ func runTimed(stdout io.Writer, w crash.Workload, preset, modelName string, stat
 		return errViolations
 	}
 	return nil
+}
+
+// counter counts checked crash states on stderr, shown only when stderr is
+// a terminal; it only ever goes up.
+type counter struct {
+	bar *progressbar.ProgressBar
+}
+
+func newCounter(w io.Writer) *counter {
+	f, ok := w.(*os.File)
+	if !ok || !term.IsTerminal(int(f.Fd())) {
+		return &counter{}
+	}
+	return &counter{bar: progressbar.NewOptions(-1, progressbar.OptionSetWriter(w),
+		progressbar.OptionSetDescription("crash states checked"), progressbar.OptionShowCount(), progressbar.OptionClearOnFinish())}
+}
+
+func (c *counter) add() {
+	if c.bar != nil {
+		_ = c.bar.Add(1)
+	}
+}
+
+func (c *counter) finish() {
+	if c.bar != nil {
+		_ = c.bar.Finish()
+		c.bar = nil
+	}
 }

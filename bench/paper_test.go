@@ -1,0 +1,103 @@
+package bench_test
+
+import (
+	"math"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/scopedpm/scopedpm/bench"
+)
+
+// Every value of the embedded table belongs to a registered experiment of
+// the same paper and says where in the paper it is.
+func TestPaperValuesTable(t *testing.T) {
+	vals, err := bench.PaperValues()
+	require.NoError(t, err)
+	require.NotEmpty(t, vals)
+	for _, v := range vals {
+		e, ok := bench.Lookup(v.Experiment)
+		require.True(t, ok, "%+v: no such experiment", v)
+		require.Equal(t, e.Paper, v.Paper, "%+v", v)
+		require.Regexp(t, `^§[0-9.]+, (Fig\.|Table) `, v.Where, "%+v", v)
+		require.NotEmpty(t, v.Note, "%+v", v)
+		require.False(t, math.IsNaN(v.Value) || v.Value <= 0, "%+v", v)
+	}
+}
+
+func TestCompare(t *testing.T) {
+	rows := []bench.Row{
+		{"x", "a", "base", "speedup", 1},
+		{"x", "a", "fast", "speedup", 1.5},
+		{"x", "b", "fast", "speedup", 3},
+		{"x", "b", "base", "speedup", 2},
+	}
+	for _, tc := range []struct {
+		name  string
+		val   bench.PaperValue
+		wls   []string
+		ours  []float64
+		found bool
+	}{
+		{"direct", bench.PaperValue{Workload: "a", Config: "fast", Metric: "speedup", Value: 1.2}, []string{"a"}, []float64{1.5}, true},
+		{"over", bench.PaperValue{Workload: "b", Config: "fast", Over: "base", Metric: "speedup", Value: 1}, []string{"b"}, []float64{1.5}, true},
+		{"every workload", bench.PaperValue{Workload: "*", Config: "fast", Metric: "speedup", Value: 2}, []string{"a", "b"}, []float64{1.5, 3}, true},
+		{"missing workload", bench.PaperValue{Workload: "c", Config: "fast", Metric: "speedup", Value: 2}, []string{"c"}, []float64{0}, false},
+		{"missing metric", bench.PaperValue{Workload: "a", Config: "fast", Metric: "cycles", Value: 2}, []string{"a"}, []float64{0}, false},
+		{"missing over", bench.PaperValue{Workload: "a", Config: "fast", Over: "slow", Metric: "speedup", Value: 2}, []string{"a"}, []float64{0}, false},
+	} {
+		got := bench.Compare(rows, []bench.PaperValue{tc.val})
+		require.Len(t, got, len(tc.wls), tc.name)
+		for i, c := range got {
+			require.Equal(t, tc.wls[i], c.Workload, tc.name)
+			require.Equal(t, tc.found, c.Found, tc.name)
+			if tc.found {
+				require.InDelta(t, tc.ours[i], c.Ours, 1e-12, tc.name)
+				require.InDelta(t, tc.ours[i]/tc.val.Value, c.Ratio(), 1e-12, tc.name)
+			} else {
+				require.True(t, math.IsNaN(c.Ratio()), tc.name)
+			}
+		}
+	}
+}
+
+// A figure has a panel per metric, the legend, the paper's marks and a
+// reference line on ratio panels, in each format.
+func TestWriteFigure(t *testing.T) {
+	rows := []bench.Row{
+		{"sbrp-fig6", "Red", "epoch-far", "speedup", 1},
+		{"sbrp-fig6", "Red", "sbrp-far", "speedup", 1.4},
+		{"sbrp-fig6", "Red", "epoch-far", "cycles", 250000},
+		{"sbrp-fig6", "Red", "sbrp-far", "cycles", 180000},
+	}
+	dir := t.TempDir()
+	svg := filepath.Join(dir, "f.svg")
+	require.NoError(t, bench.WriteFigure(svg, "title", rows, true))
+	b, err := os.ReadFile(svg)
+	require.NoError(t, err)
+	s := string(b)
+	for _, want := range []string{">speedup<", ">cycles<", ">paper&#39;s value<", ">250k<", ">sbrp-far<"} {
+		require.Contains(t, s, want)
+	}
+	require.NotContains(t, s, "250000.00")
+	require.Contains(t, s, "stroke-dasharray", "the speedup panel has a reference line at 1")
+
+	require.NoError(t, bench.WriteFigure(filepath.Join(dir, "f.png"), "title", rows, false))
+	require.NoError(t, bench.WriteFigure(filepath.Join(dir, "f.pdf"), "title", rows, false))
+	require.ErrorIs(t, bench.WriteFigure(filepath.Join(dir, "f.gif"), "title", rows, false), bench.ErrFigure)
+	require.ErrorIs(t, bench.WriteFigure(filepath.Join(dir, "g.svg"), "title", nil, false), bench.ErrFigure)
+}
+
+// CSV rows carry the size; -paper adds the paper's value and the ratio.
+func TestWriteCSVSize(t *testing.T) {
+	rows := []bench.Row{{"sbrp-fig9", "geomean", "sbrp-far-eadr", "speedup", 1.2}}
+	var b strings.Builder
+	require.NoError(t, bench.WriteCSV(&b, rows, bench.Format{Header: true, Size: "paper"}))
+	require.Equal(t, "experiment,workload,config,metric,value,size\nsbrp-fig9,geomean,sbrp-far-eadr,speedup,1.2,paper\n", b.String())
+	b.Reset()
+	require.NoError(t, bench.WriteCSV(&b, rows, bench.Format{Size: "quick", Paper: true}))
+	require.Equal(t, "sbrp-fig9,geomean,sbrp-far-eadr,speedup,1.2,quick,1.14,1.05263,\"SBRP §7.3, Fig. 9\"\n", b.String())
+}

@@ -1,0 +1,134 @@
+package bench_test
+
+import (
+	"context"
+	"fmt"
+	"math"
+	"path/filepath"
+	"slices"
+	"sync"
+	"testing"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/scopedpm/scopedpm/bench"
+)
+
+// wallClock experiments measure real time: their values differ run to
+// run, and kvs-vs-pebble writes to disk for seconds, so -short skips it.
+var wallClock = map[string]bool{"engine": true, "kvs-vs-pebble": true}
+
+// slowUnderRace are the experiments -short skips under the race detector:
+// sequential runs of many kernels (micro-persist) or of a 1M-thread one
+// (engine), minutes there, and no goroutines of their own to check.
+var slowUnderRace = map[string]bool{"micro-persist": true, "engine": true}
+
+// skipSlow skips experiment name where -short asks for speed.
+func skipSlow(t *testing.T, name string) {
+	t.Helper()
+	switch {
+	case testing.Short() && name == "kvs-vs-pebble":
+		t.Skip("wall-clock disk benchmark; runs without -short")
+	case testing.Short() && raceOn && slowUnderRace[name]:
+		t.Skip("minutes under the race detector; runs without -short or -race")
+	}
+}
+
+// Every registered experiment runs at quick size and gives well-formed
+// rows: its own name, one value per (workload, config, metric), finite and
+// not negative; the configs and metrics the papers' values name exist in
+// its output; its figure draws. Simulated experiments give the same rows
+// twice (not under -short).
+func TestEveryExperiment(t *testing.T) {
+	all := bench.All()
+	require.NotEmpty(t, all)
+	for _, e := range all {
+		t.Run(e.Name, func(t *testing.T) {
+			skipSlow(t, e.Name)
+			require.NotEmpty(t, e.Description)
+			if e.Paper != "" {
+				require.NotEmpty(t, e.Figure, "an experiment of a paper names its figure")
+			}
+			q := quickRun(e.Name)
+			require.NoError(t, q.err)
+			rows := q.rows
+			require.NotEmpty(t, rows)
+			require.False(t, q.late, "work announced after some was done: the progress bar would go backwards")
+			require.Equal(t, q.total, q.done, "progress: done %d of %d", q.done, q.total)
+			type key struct{ w, c, m string }
+			seen := map[key]bool{}
+			configs, metrics := map[string]bool{}, map[string]bool{}
+			for _, r := range rows {
+				require.Equal(t, e.Name, r.Experiment, "%+v", r)
+				require.NotEmpty(t, r.Workload, "%+v", r)
+				require.NotEmpty(t, r.Config, "%+v", r)
+				require.NotEmpty(t, r.Metric, "%+v", r)
+				require.False(t, math.IsNaN(r.Value) || math.IsInf(r.Value, 0), "%+v", r)
+				require.GreaterOrEqual(t, r.Value, 0.0, "%+v", r)
+				k := key{r.Workload, r.Config, r.Metric}
+				require.False(t, seen[k], "duplicate row %+v", r)
+				seen[k] = true
+				configs[r.Config], metrics[r.Metric] = true, true
+			}
+			vals, err := bench.PaperValuesFor(e.Name)
+			require.NoError(t, err)
+			for _, v := range vals {
+				require.True(t, configs[v.Config], "paper value %+v: no config %q in the output", v, v.Config)
+				require.True(t, v.Over == "" || configs[v.Over], "paper value %+v: no config %q in the output", v, v.Over)
+				require.True(t, metrics[v.Metric], "paper value %+v: no metric %q in the output", v, v.Metric)
+			}
+			require.NoError(t, bench.WriteFigure(filepath.Join(t.TempDir(), e.Name+".svg"), e.Name, rows, true))
+			if testing.Short() || wallClock[e.Name] {
+				return
+			}
+			again, err := e.Run(context.Background(), bench.Options{Quick: true})
+			require.NoError(t, err)
+			require.True(t, slices.Equal(rows, again), "%s is not deterministic", e.Name)
+		})
+	}
+}
+
+// quickResult is one quick run of an experiment, with what its progress
+// reports said.
+type quickResult struct {
+	rows        []bench.Row
+	err         error
+	total, done int
+	late        bool // work announced after some was done
+}
+
+// quickRuns caches each experiment's quick run, so that the registry test
+// and the experiment's own test share it (the tests run one at a time).
+var quickRuns = map[string]*quickResult{}
+
+// quickRun runs experiment name at quick size once per test binary.
+func quickRun(name string) *quickResult {
+	if q, ok := quickRuns[name]; ok {
+		return q
+	}
+	q := &quickResult{}
+	e, ok := bench.Lookup(name)
+	if !ok {
+		q.err = fmt.Errorf("no experiment %q", name)
+		return q
+	}
+	var mu sync.Mutex
+	progress := func(tot, d int) {
+		mu.Lock()
+		defer mu.Unlock()
+		q.late = q.late || tot > 0 && q.done > 0
+		q.total += tot
+		q.done += d
+	}
+	q.rows, q.err = e.Run(context.Background(), bench.Options{Quick: true, Progress: progress})
+	quickRuns[name] = q
+	return q
+}
+
+// quickRows returns the rows of experiment name's quick run.
+func quickRows(t *testing.T, name string) []bench.Row {
+	t.Helper()
+	q := quickRun(name)
+	require.NoError(t, q.err, name)
+	return q.rows
+}

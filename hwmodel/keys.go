@@ -1,0 +1,115 @@
+package hwmodel
+
+import (
+	"fmt"
+	"reflect"
+	"slices"
+	"strconv"
+	"strings"
+)
+
+// KeyInfo documents one key of Config.Set: what it sets, in which unit,
+// and where the SBRP machine's value (sbrpBase, the pm-near, pm-far and
+// pm-far-eadr presets) comes from. Every key of Keys has one (a test
+// keeps it so).
+type KeyInfo struct {
+	Key    string // dotted JSON path, as Set takes it
+	Unit   string // "cycles", "GB/s", "bytes", "count", "MHz", "bool", "name"
+	Doc    string // what the parameter is
+	Source string // where the SBRP machine's value comes from
+}
+
+// keyDocs holds Unit, Doc and Source per key.
+var keyDocs = map[string][3]string{
+	"name":                        {"name", "names the configuration in Backend.Name", "the preset's name"},
+	"gpu.clock_mhz":               {"MHz", "core clock; converts cycles to time", "SBRP Table 1 (1365 MHz)"},
+	"gpu.sms":                     {"count", "streaming multiprocessors", "SBRP Table 1 (30)"},
+	"gpu.warp_size":               {"count", "threads per warp", "CUDA (32)"},
+	"gpu.schedulers":              {"count", "warp schedulers per SM: warp instructions issued per cycle", "assumed: GPGPU-Sim's Pascal/Volta configs (4); not in SBRP Table 1"},
+	"gpu.max_threads_per_sm":      {"count", "resident threads per SM", "CUDA limit (2048); not in SBRP Table 1"},
+	"gpu.max_blocks_per_sm":       {"count", "resident blocks per SM", "CUDA limit (32); not in SBRP Table 1"},
+	"gpu.max_threads_per_block":   {"count", "threads in one block", "SBRP Table 1 (1024)"},
+	"l1.size_bytes":               {"bytes", "per-SM L1 data cache capacity", "SBRP Table 1 (64 KB)"},
+	"l1.line_bytes":               {"bytes", "L1 line; warp accesses coalesce into lines of this size", "SBRP artifact (128)"},
+	"l1.assoc":                    {"count", "L1 ways per set", "assumed (4); not in SBRP Table 1"},
+	"l1.latency_cycles":           {"cycles", "L1 hit latency", "SBRP artifact (20)"},
+	"l2.size_bytes":               {"bytes", "shared L2 capacity", "SBRP Table 1 (3 MB)"},
+	"l2.line_bytes":               {"bytes", "L2 line", "SBRP artifact (128)"},
+	"l2.assoc":                    {"count", "L2 ways per set", "assumed (16); not in SBRP Table 1"},
+	"l2.latency_cycles":           {"cycles", "L2 hit latency (ROP)", "SBRP artifact (160)"},
+	"dram.read_latency_cycles":    {"cycles", "device-memory read latency after an L2 miss", "SBRP artifact (100)"},
+	"dram.write_latency_cycles":   {"cycles", "device-memory write latency", "SBRP artifact (100)"},
+	"dram.read_gbps":              {"GB/s", "device-memory read bandwidth", "SBRP Table 1 (336 GB/s GDDR)"},
+	"dram.write_gbps":             {"GB/s", "device-memory write bandwidth", "SBRP Table 1 (336 GB/s GDDR)"},
+	"nvm.read_latency_cycles":     {"cycles", "NVM read latency after an L2 miss", "SBRP artifact: device memory + 300 (400)"},
+	"nvm.write_latency_cycles":    {"cycles", "NVM write latency from the L2 to the ack at the persistence point", "SBRP artifact: device memory + 300 (400)"},
+	"nvm.read_gbps":               {"GB/s", "NVM read bandwidth", "SBRP Table 1 (84 GB/s, 1/4 of GDDR in the artifact)"},
+	"nvm.write_gbps":              {"GB/s", "NVM write bandwidth", "SBRP Table 1 (42 GB/s, 1/8 of GDDR in the artifact)"},
+	"pcie.pm_far":                 {"bool", "PM is on the host: PM traffic crosses the PCIe link", "SBRP PM-far (pm-far, pm-far-eadr presets)"},
+	"pcie.latency_cycles":         {"cycles", "one-way PCIe latency", "SBRP Table 1 (300 ns = 410 cycles); pm-far: the artifact's 600"},
+	"pcie.gbps":                   {"GB/s", "PCIe bandwidth", "SBRP Table 1 (28 GB/s)"},
+	"pcie.full_duplex":            {"bool", "each PCIe direction has its own bandwidth", "off: both directions share one, as in the SBRP artifact"},
+	"persist.point":               {"name", "persistence point: adr (memory controller's PM queue) or eadr (last-level cache)", "SBRP artifact (adr); pm-far-eadr: SBRP §7.3 (eadr)"},
+	"persist.eadr_latency_cycles": {"cycles", "latency from the L2 or the far end of PCIe to the eADR point", "SBRP artifact: PM-far eADR +600 over device memory (100)"},
+	"persist.buffer_entries":      {"count", "SBRP persist-buffer entries per SM (markers take entries too)", "SBRP artifact (256; Fig. 10a sweeps 32-256)"},
+	"persist.window":              {"count", "most outstanding flushed PM lines per SM", "SBRP Table 1 (6; Fig. 10c sweeps 2-12)"},
+	"persist.buffer_window_only":  {"bool", "the window bounds only SBRP's buffer drain, as in the SBRP artifact", "off (scopedpm's default)"},
+	"persist.ack_at_queue":        {"bool", "an ADR persist is acked when the PM queue accepts it, as in the SBRP artifact", "off (scopedpm's default)"},
+	"persist.nvw_fifo_l1":         {"count", "NVW-FIFO entries per L1 (ScopedBarrier)", "scoped persist barrier paper Table 2 (16)"},
+	"persist.nvw_fifo_l2":         {"count", "NVW-FIFO entries in the L2 (ScopedBarrier)", "scoped persist barrier paper Table 2 (64)"},
+	"persist.none":                {"bool", "no persist work: PM behaves as device memory (the DRAM-only baseline)", "off; on in the dram preset"},
+}
+
+// KeyInfos returns the documentation of every key of Keys, in the same
+// order. A key without documentation (a field added without an entry here)
+// gets Unit "?" and says so in Doc.
+func KeyInfos() []KeyInfo {
+	var out []KeyInfo
+	for _, k := range Keys() {
+		d, ok := keyDocs[k]
+		if !ok {
+			d = [3]string{"?", "(undocumented: add it to hwmodel/keys.go)", ""}
+		}
+		out = append(out, KeyInfo{Key: k, Unit: d[0], Doc: d[1], Source: d[2]})
+	}
+	return out
+}
+
+// Value returns the value of key in c as Set would take it back.
+func (c Config) Value(key string) (string, error) {
+	f, err := field(reflect.ValueOf(&c).Elem(), key)
+	if err != nil {
+		return "", err
+	}
+	switch f.Kind() {
+	case reflect.Int:
+		return strconv.FormatInt(f.Int(), 10), nil
+	case reflect.Float64:
+		return strconv.FormatFloat(f.Float(), 'g', -1, 64), nil
+	case reflect.Bool:
+		return strconv.FormatBool(f.Bool()), nil
+	case reflect.String:
+		return f.String(), nil
+	}
+	return "", fmt.Errorf("%w: key %q has unsupported kind %s", ErrConfig, key, f.Kind())
+}
+
+// keyHint says which keys exist near a key that does not: the keys of its
+// group if the group exists, else the groups.
+func keyHint(key string) string {
+	group, _, ok := strings.Cut(key, ".")
+	var inGroup, groups []string
+	for _, k := range Keys() {
+		g, _, sub := strings.Cut(k, ".")
+		if !slices.Contains(groups, g) {
+			groups = append(groups, g)
+		}
+		if ok && sub && g == group {
+			inGroup = append(inGroup, k)
+		}
+	}
+	if len(inGroup) > 0 {
+		return "keys of " + group + ": " + strings.Join(inGroup, ", ") + "; every key: pmbench keys"
+	}
+	return "groups: " + strings.Join(groups, ", ") + "; every key: pmbench keys"
+}

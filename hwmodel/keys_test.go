@@ -1,0 +1,49 @@
+package hwmodel_test
+
+import (
+	"testing"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/scopedpm/scopedpm/hwmodel"
+)
+
+// Every key Set takes is documented with a unit and a source, and every
+// preset's value of it reads back through Set unchanged.
+func TestKeyInfos(t *testing.T) {
+	infos := hwmodel.KeyInfos()
+	require.Len(t, infos, len(hwmodel.Keys()))
+	for i, in := range infos {
+		require.Equal(t, hwmodel.Keys()[i], in.Key)
+		require.NotEqual(t, "?", in.Unit, "%s has no documentation in hwmodel/keys.go", in.Key)
+		require.NotEmpty(t, in.Doc, in.Key)
+		require.NotEmpty(t, in.Source, in.Key)
+	}
+	for _, name := range hwmodel.Presets() {
+		c, err := hwmodel.Preset(name)
+		require.NoError(t, err)
+		for _, k := range hwmodel.Keys() {
+			v, err := c.Value(k)
+			require.NoError(t, err, "%s %s", name, k)
+			c2 := c
+			require.NoError(t, c2.Set(k+"="+v), "%s %s=%s", name, k, v)
+			require.Equal(t, c, c2, "%s %s=%s", name, k, v)
+		}
+	}
+}
+
+// An unknown key's error says which keys there are.
+func TestUnknownKeyHint(t *testing.T) {
+	c := hwmodel.PresetPMNear()
+	for _, tc := range []struct{ set, want string }{
+		{"nvm.write_latency=5", "keys of nvm: nvm.read_latency_cycles, nvm.write_latency_cycles, nvm.read_gbps, nvm.write_gbps; every key: pmbench keys"},
+		{"nope=1", "groups: name, gpu, l1, l2, dram, nvm, pcie, persist; every key: pmbench keys"},
+		{"nvm=1", "names a group, not a parameter (keys of nvm: "},
+	} {
+		err := c.Set(tc.set)
+		require.ErrorIs(t, err, hwmodel.ErrConfig, tc.set)
+		require.ErrorContains(t, err, tc.want, tc.set)
+	}
+	_, err := c.Value("nope")
+	require.ErrorIs(t, err, hwmodel.ErrConfig)
+}

@@ -1,0 +1,84 @@
+package crash
+
+import (
+	"errors"
+	"fmt"
+
+	"github.com/scopedpm/scopedpm/pm"
+)
+
+// ErrFunc is returned by CheckFunc for a Func without Run or Check.
+var ErrFunc = errors.New("crash: incomplete Func")
+
+// ErrViolation wraps the first violation in Report.Err.
+var ErrViolation = errors.New("crash: crash consistency violated")
+
+// Func is a workload made of functions, for checking a kernel of one's
+// own without writing a type: Setup creates the PM regions and inputs
+// (its persists are not crashed), Run launches the kernels whose persists
+// are, and Check states the invariant that must hold after any crash the
+// model allows, on a machine reopened from the crash image (volatile
+// memory is gone: find the regions with OpenRegion). Recover, if set, runs
+// first on that machine, as a program's recovery would.
+type Func struct {
+	// Name names the workload in reports (default "func").
+	Name    string
+	Setup   func(m *pm.Machine) error
+	Run     func(m *pm.Machine) error
+	Recover func(m *pm.Machine) error
+	Check   func(m *pm.Machine) error
+}
+
+// Workload returns f as a Workload, for Record, Check and the rest of
+// the package.
+func (f Func) Workload() Workload { return funcWorkload{f} }
+
+type funcWorkload struct{ f Func }
+
+func (w funcWorkload) Name() string {
+	if w.f.Name == "" {
+		return "func"
+	}
+	return w.f.Name
+}
+
+func call(fn func(*pm.Machine) error, m *pm.Machine) error {
+	if fn == nil {
+		return nil
+	}
+	return fn(m)
+}
+
+func (w funcWorkload) Setup(m *pm.Machine) error   { return call(w.f.Setup, m) }
+func (w funcWorkload) Run(m *pm.Machine) error     { return call(w.f.Run, m) }
+func (w funcWorkload) Recover(m *pm.Machine) error { return call(w.f.Recover, m) }
+func (w funcWorkload) Check(m *pm.Machine) error   { return call(w.f.Check, m) }
+
+// CheckFunc is the one call for checking one's own kernel: it runs f once
+// (on the functional backend, with pm.DefaultGPU), explores the crash
+// states cfg.Model allows (cfg.States of them, 1000 by default, seeded by
+// cfg.Seed), and shrinks and explains every violation found: the lost
+// persist, the durable one that got ahead of it, and the verb (or missing
+// verb) at the call site in f's code that should have ordered them.
+// Report.Err turns the report into an error. A Func that fails without a
+// crash is an error wrapping ErrWorkload.
+func CheckFunc(f Func, cfg Config) (*Report, error) {
+	if f.Run == nil || f.Check == nil {
+		return nil, fmt.Errorf("%w: Run and Check are required", ErrFunc)
+	}
+	cfg.Shrink = true
+	return Check(f.Workload(), pm.DefaultGPU, cfg)
+}
+
+// Err returns nil if r found no violation, else an error wrapping
+// ErrViolation with the first violation's explanation.
+func (r *Report) Err() error {
+	if len(r.Violations) == 0 {
+		return nil
+	}
+	v := r.Violations[0]
+	if v.Explanation != "" {
+		return fmt.Errorf("%w: %s under %s, seed %d:\n%s", ErrViolation, r.Workload, r.Model, v.Seed, v.Explanation)
+	}
+	return fmt.Errorf("%w: %s under %s, seed %d: %w", ErrViolation, r.Workload, r.Model, v.Seed, v.Err)
+}
