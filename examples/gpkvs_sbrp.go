@@ -32,7 +32,7 @@ func kvsInsertShape(s Size) KVSInsertShape {
 	case Tiny:
 		return KVSInsertShape{Blocks: 1, Threads: 8, PerGroup: 2, Buckets: 2, Preload: 2, Updates: 1}
 	case Quick:
-		return KVSInsertShape{Blocks: 16, Threads: 128, PerGroup: 8, Buckets: 1 << 16}
+		return KVSInsertShape{Blocks: 4, Threads: 128, PerGroup: 8, Buckets: 1 << 14}
 	}
 	// The artifact: 65,536 inserts by 16 blocks of 512 threads (32 per
 	// 4-lane group) into a 128 MB table of 4-slot buckets.

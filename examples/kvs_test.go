@@ -26,6 +26,9 @@ func TestKVSCrashConsistent(t *testing.T) {
 		{"gpkvs-conv", crash.Epoch, 2000},
 	} {
 		t.Run(tc.workload+"/"+tc.model.String(), func(t *testing.T) {
+			if testing.Short() && tc.workload == "gpkvs-conv" {
+				t.Skip("-short: the conventional log's states are checked without -short")
+			}
 			const seed = 20240611
 			t.Logf("seed = %d", seed)
 			w, err := examples.New(tc.workload, examples.Tiny)
@@ -65,6 +68,9 @@ func TestKVSNoOFenceCaught(t *testing.T) {
 // A larger instance than Tiny (two batches of eight requests over two
 // blocks, both logs): 10,000 sampled crash states each under SBRP.
 func TestKVSCrashSampled(t *testing.T) {
+	if testing.Short() {
+		t.Skip("-short: 20,000 sampled crash states")
+	}
 	shape := examples.KVSShape{Buckets: 16, BlockThreads: 4, Preload: 8, Batch: 8, Batches: 2, Updates: 4}
 	for _, lk := range []kvs.LogKind{kvs.LogHCL, kvs.LogConv} {
 		t.Run(lk.String(), func(t *testing.T) {

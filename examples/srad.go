@@ -26,7 +26,7 @@ func sradConfig(s Size) SRADConfig {
 	case Tiny:
 		return SRADConfig{Rows: 2, Cols: 2, Iterations: 1, Threads: 4, Seed: 1}
 	case Quick:
-		return SRADConfig{Rows: 12, Cols: 12, Iterations: 2, Threads: 64, Seed: 1}
+		return SRADConfig{Rows: 64, Cols: 64, Iterations: 2, Threads: 256, Seed: 1}
 	}
 	return SRADConfig{Rows: 512, Cols: 512, Iterations: 2, Threads: 256, Seed: 1} // SBRP Table 2: a 512x512 image
 }

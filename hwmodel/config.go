@@ -75,9 +75,8 @@ type LinkConfig struct {
 	GBps          float64 `json:"gbps"`           // bandwidth
 	// FullDuplex gives each direction its own GBps, as PCIe links have
 	// (reads from PM-far come back over one direction, writes go over the
-	// other). Off by default, both directions share one GBps; the
-	// SBRP-fidelity work adopts it with the workloads in the artifact's
-	// shape.
+	// other). Off, both directions share one GBps. The SBRP machines
+	// (pm-near, pm-far, pm-far-eadr) set it.
 	FullDuplex bool `json:"full_duplex"`
 }
 
@@ -103,21 +102,20 @@ type PersistConfig struct {
 	// BufferWindowOnly limits Window to SBRP's persist-buffer drain, as in
 	// the SBRP artifact, where a cache flush (Epoch's and GPM's
 	// write-backs, evictions, the end-of-kernel flush) sends every dirty
-	// line at once and only bandwidth bounds it. Off (the default), the
-	// window bounds every model's flushes: no SM has unlimited writes in
-	// flight. The SBRP-fidelity work adopts it together with the
-	// workloads in the artifact's shape.
+	// line at once and only bandwidth bounds it. Off, the window bounds
+	// every model's flushes: no SM has unlimited writes in flight. The
+	// SBRP machines set it.
 	BufferWindowOnly bool `json:"buffer_window_only"`
 	// AckAtQueue acknowledges an ADR persist when the memory partition's
 	// PM queue accepts it (after the interconnect and the NVM write
 	// bandwidth), as the SBRP artifact does, instead of after the NVM
-	// write latency too. Off by default, like BufferWindowOnly.
+	// write latency too. The SBRP machines set it.
 	AckAtQueue bool `json:"ack_at_queue"`
 	// EpochOwnAcks makes an Epoch or GPM fence or barrier wait for the
 	// acks of the PM lines its own warp dirtied, as the SBRP artifact's
 	// simulator does (a warp waits for its outstanding persists), instead
 	// of for every flush of the SM. The L1 is still written back and
-	// invalidated whole. Off by default, like BufferWindowOnly.
+	// invalidated whole. The SBRP machines set it.
 	EpochOwnAcks bool `json:"epoch_own_acks"`
 	// NVWFIFOL1 and NVWFIFOL2 are the NVW-FIFO sizes of the scoped persist
 	// barrier hardware (scoped persist barrier paper): outstanding PM writes per L1 and in the L2.
@@ -176,7 +174,20 @@ func sbrpBase() Config {
 func PresetPMNear() Config {
 	c := sbrpBase()
 	c.Name = "pm-near"
+	artifactPhysics(&c)
 	return c
+}
+
+// artifactPhysics sets the memory-system behaviour of the SBRP artifact's
+// simulator on an SBRP machine: only the persist buffer's drain is
+// windowed (a cache flush sends every dirty line at once), an ADR persist
+// is acknowledged when the PM queue takes it, PCIe has a bandwidth per
+// direction, and an Epoch or GPM fence waits for its own warp's persists.
+func artifactPhysics(c *Config) {
+	c.Persist.BufferWindowOnly = true
+	c.Persist.AckAtQueue = true
+	c.Persist.EpochOwnAcks = true
+	c.PCIe.FullDuplex = true
 }
 
 // PresetPMFar is SBRP's PM-far machine (SBRP Table 1, GPM's system): NVM
@@ -189,6 +200,7 @@ func PresetPMFar() Config {
 	c := sbrpBase()
 	c.Name = "pm-far"
 	c.PCIe = LinkConfig{PMFar: true, LatencyCycles: 600, GBps: 28}
+	artifactPhysics(&c)
 	return c
 }
 
