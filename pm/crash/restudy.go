@@ -1,0 +1,105 @@
+package crash
+
+import (
+	"slices"
+
+	"github.com/scopedpm/scopedpm/pm"
+	"github.com/scopedpm/scopedpm/pm/persistency"
+	"github.com/scopedpm/scopedpm/pm/record"
+)
+
+// gpuLine is the line a GPU CLWB writes back (the L2 line of the re-study's
+// Volta configuration). A kernel that writes back 128-byte lines is correct
+// on any machine with lines at least that long.
+const gpuLine = 128
+
+// restudyState is the PMO builder's state for the write-back models
+// (persistency.Restudy and RestudyPCT).
+//
+// Each persist starts "dirty" (in the agent's unflushed lines and in dirty,
+// the order every agent's dirty persists were made); a write-through store,
+// a CLWB of its line or an L2WB moves it to the flushing agent's flushed
+// list. Under ADR a MemBar orders the agent's flushed persists, durably,
+// before its later ones. Under a volatile WPQ a MemBar only moves them into
+// wpq (acknowledged by a write-pending queue), a PCommit moves everything in
+// wpq to the agent's committed list, and the next MemBar orders those.
+//
+// Which persists an L2WB or a PCommit covers is decided by the recorded
+// order of verbs: everything recorded before it. A program makes that order
+// real with a barrier between the writers and the thread that writes back
+// (a SyncThreads for a block, the end of the kernel for a grid), as the
+// re-study's kernels do; without one the write-back may miss a persist that
+// had not reached the L2 yet, which this checker does not model.
+type restudyState struct {
+	dirty []int32 // persists not written back by an L2WB, in order
+	wpq   []int32 // RestudyPCT: acknowledged by a WPQ, not yet committed
+}
+
+// restudyPersist files persist node n of event ev under a write-back model.
+func (b *builder) restudyPersist(ev *record.Event, s *agentState, p *pm.Persist, n int32) {
+	if ev.Op.WT {
+		s.flushed = append(s.flushed, n)
+		return
+	}
+	line := p.Addr &^ (gpuLine - 1)
+	s.unflushed[line] = append(s.unflushed[line], cpuPersist{n, &s.ctxState})
+	b.rs.dirty = append(b.rs.dirty, n)
+}
+
+// restudyVerb applies verb event i of agent s under a write-back model. It
+// reports whether it handled the verb; if not, the generic rules of the
+// model's verb table apply, after this call has written back and committed
+// the agent's own persists when the verb's effect says so.
+func (b *builder) restudyVerb(i int, ev *record.Event, s *agentState) bool {
+	op := &ev.Op
+	pct := b.g.Model.VolatileWPQ()
+	switch op.Kind {
+	case pm.OpCLWB:
+		line := op.Addr &^ (gpuLine - 1)
+		for _, u := range s.unflushed[line] {
+			s.flushed = append(s.flushed, u.node)
+		}
+		delete(s.unflushed, line)
+		return true
+	case pm.OpL2WB:
+		s.flushed = append(s.flushed, b.rs.dirty...)
+		b.rs.dirty = nil
+		return true
+	case pm.OpPCommit:
+		if pct {
+			s.committed = append(s.committed, b.rs.wpq...)
+			b.rs.wpq = nil
+		}
+		return true
+	case pm.OpMemBar:
+		preds := slices.Clone(s.after)
+		if pct {
+			b.rs.wpq = append(b.rs.wpq, s.flushed...)
+			preds = append(preds, s.committed...)
+			s.committed = nil
+		} else {
+			preds = append(preds, s.flushed...)
+		}
+		s.flushed = nil
+		preds = append(preds, s.pending...)
+		f := b.add(Node{Kind: NOrder, Event: i, Preds: preds, Durable: true})
+		s.after, s.pending = []int32{f}, nil
+		return true
+	}
+	if b.g.Model.Verb(op.Kind, op.Scope).Has(persistency.WritesBack) {
+		// A verb of another model: the agent's own persists are written
+		// back and committed, then the generic fence orders them.
+		var own []int32
+		for _, us := range s.unflushed {
+			for _, u := range us {
+				own = append(own, u.node)
+			}
+		}
+		clear(s.unflushed)
+		own = append(append(own, s.flushed...), s.committed...)
+		slices.Sort(own)
+		s.pending = append(s.pending, slices.Compact(own)...)
+		s.flushed, s.committed = nil, nil
+	}
+	return false
+}
