@@ -39,6 +39,12 @@ const (
 	SBRP          = persistency.SBRP
 	ScopedBarrier = persistency.ScopedBarrier
 	None          = persistency.None
+	// Restudy and RestudyPCT are the persistency re-study's write-back
+	// GPU with durable or volatile write-pending queues (restudy.go). New
+	// accepts them; Models leaves them out, since they run the re-study's
+	// kernels rather than every model's.
+	Restudy    = persistency.Restudy
+	RestudyPCT = persistency.RestudyPCT
 )
 
 var timed = []Model{Strict, Epoch, GPM, SBRP, ScopedBarrier, None}
@@ -53,7 +59,7 @@ func ParseModel(name string) (Model, error) {
 	if err != nil {
 		return 0, fmt.Errorf("%w: %w", ErrModel, err)
 	}
-	if !slices.Contains(timed, m) {
+	if !slices.Contains(timed, m) && !m.WriteBack() {
 		return 0, fmt.Errorf("%w: %v is a CPU model; hwmodel times %v", ErrModel, m, timed)
 	}
 	return m, nil
