@@ -103,12 +103,15 @@ const (
 	// PerLoop: loop-level epochs (EP_L): a long-running block writes back
 	// and fences at the end of every iteration of its main loop.
 	PerLoop
+	// Baseline: no persistency at all, the re-study's "nvm" baseline: PM
+	// as plain memory, nothing written back, nothing fenced.
+	Baseline
 	numGrans
 )
 
-var granNames = [...]string{"SP", "EP_K", "EP_C", "EP_L"}
+var granNames = [...]string{"SP", "EP_K", "EP_C", "EP_L", "nvm"}
 
-// String returns the scheme prefix: "SP", "EP_K", "EP_C" or "EP_L".
+// String returns the scheme prefix: "SP", "EP_K", "EP_C", "EP_L" or "nvm".
 func (g Granularity) String() string {
 	if g < numGrans {
 		return granNames[g]
@@ -162,6 +165,9 @@ func (s Scheme) Model() Model {
 // "SP_clwb_pct", "EP_K", "EP_K_pct", "EP_C_l2wb", "EP_L_clwb_pct", ...
 func (s Scheme) String() string {
 	name := s.Gran.String()
+	if s.Gran == Baseline {
+		return name
+	}
 	if s.Gran != PerKernel {
 		name += "_" + s.Mech.String()
 	}
@@ -172,15 +178,17 @@ func (s Scheme) String() string {
 }
 
 // Valid reports whether s is a scheme the re-study's hardware can run:
-// known fields, kernel-level epochs by L2WB only, and a write-through
-// store has nothing for a PCommit to add beyond what CLWB has, so both are
-// allowed with PCT.
+// known fields, kernel-level epochs by L2WB only, strict persistency by
+// write-through or CLWB, and the baseline as Scheme{Gran: Baseline} alone.
 func (s Scheme) Valid() bool {
 	if s.Gran >= numGrans || s.Mech >= numMechs {
 		return false
 	}
 	if s.Gran == PerKernel {
 		return s.Mech == L2WB
+	}
+	if s.Gran == Baseline {
+		return s.Mech == WT && !s.PCT
 	}
 	return !(s.Gran == PerStore && s.Mech == L2WB)
 }
@@ -203,6 +211,8 @@ func ParseScheme(name string) (Scheme, error) {
 
 // The re-study's schemes as its figures group them.
 var (
+	// NVM is the baseline every figure normalises to.
+	NVM = Scheme{Gran: Baseline}
 	// StrictSchemes are the strict persistency schemes (Figures 1, 2, 4, 6).
 	StrictSchemes = []Scheme{{PerStore, WT, false}, {PerStore, CLWB, false}, {PerStore, CLWB, true}}
 	// KernelSchemes are the kernel-level epoch schemes (Figures 1 and 5).

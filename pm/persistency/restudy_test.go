@@ -23,6 +23,11 @@ func TestSchemeNames(t *testing.T) {
 		names = append(names, s.String())
 	}
 	require.Equal(t, []string{"SP_wt", "SP_clwb", "SP_clwb_pct", "EP_K", "EP_K_pct", "EP_C_wt", "EP_C_clwb", "EP_C_l2wb", "EP_L_wt", "EP_L_clwb", "EP_L_clwb_pct"}, names)
+	require.Equal(t, "nvm", persistency.NVM.String())
+	got, err := persistency.ParseScheme("NVM")
+	require.NoError(t, err)
+	require.Equal(t, persistency.NVM, got)
+	require.False(t, persistency.Scheme{Gran: persistency.Baseline, PCT: true}.Valid())
 	require.Equal(t, persistency.RestudyPCT, persistency.KernelSchemes[1].Model())
 	require.Equal(t, persistency.Restudy, persistency.CTASchemes[0].Model())
 	for _, bad := range []string{"EP_K_wt", "SP_l2wb", "EP_X", ""} {

@@ -1,0 +1,308 @@
+package examples
+
+import (
+	"fmt"
+	"slices"
+
+	"github.com/scopedpm/scopedpm/pm"
+	"github.com/scopedpm/scopedpm/pm/persistency"
+	"github.com/scopedpm/scopedpm/scope"
+)
+
+// This file is the common part of the persistency re-study's kernels
+// (restudy_*.go): a kernel is written once against a per-thread Persister,
+// and the scheme (persistency.Scheme: SP_wt, EP_K, EP_C_clwb, ...) decides
+// where the write-backs, fences and PCommits go.
+//
+// Every re-study workload is a sequence of idempotent kernels with durable
+// progress markers in PM: one per kernel (written after the kernel by a
+// one-thread epilogue launch), one per block under CTA- and loop-level
+// schemes (written by the block's thread 0 once the block's persists are
+// durable), and a per-block iteration count under loop-level schemes. A
+// marker is the unit's one commit point. Recovery re-runs every kernel
+// whose marker is not durable, and in it every block whose marker is not;
+// the invariant is that a durable marker's unit is durable, so that the
+// recovered output equals the reference computed in Go. A scheme too weak
+// for the kernel (the nvm baseline, a PCT machine without PCommit, an epoch
+// without its fence) lets a marker persist before its unit, which the crash
+// checker finds.
+
+// Persister places one thread's PM stores and epoch ends by a scheme. Make
+// one per thread at the start of the kernel (rsRun does) and use it for
+// every PM store the kernel must make durable.
+type Persister struct {
+	S     persistency.Scheme
+	T     *scope.Thread
+	lines []pm.Addr // lines written since the last epoch end (CLWB schemes)
+}
+
+// lineOf is the line a GPU CLWB writes back.
+func lineOf(a pm.Addr) pm.Addr { return a &^ 127 }
+
+// after places what the scheme does right after a PM store to a.
+func (p *Persister) after(a pm.Addr) {
+	s, t := p.S, p.T
+	switch s.Gran {
+	case persistency.PerStore:
+		if s.Mech == persistency.CLWB {
+			t.CLWB(a)
+		}
+		p.fence()
+	case persistency.PerCTA, persistency.PerLoop:
+		if s.Mech == persistency.CLWB {
+			l := lineOf(a)
+			if n := len(p.lines); n == 0 || p.lines[n-1] != l && (n > 32 || !slices.Contains(p.lines, l)) {
+				p.lines = append(p.lines, l)
+			}
+		}
+	}
+}
+
+// fence waits for the thread's write-backs and, on a PCT machine, commits
+// them.
+func (p *Persister) fence() {
+	p.T.MemBar()
+	if p.S.PCT {
+		p.T.PCommit()
+		p.T.MemBar()
+	}
+}
+
+// wt reports whether PM stores are write-through stores.
+func (p *Persister) wt() bool {
+	switch p.S.Gran {
+	case persistency.PerStore, persistency.PerCTA, persistency.PerLoop:
+		return p.S.Mech == persistency.WT
+	}
+	return false
+}
+
+// Store32 stores v at a (4-byte aligned, in PM) as the scheme requires.
+func (p *Persister) Store32(a pm.Addr, v uint32) {
+	if p.wt() {
+		p.T.StoreWT32(a, v)
+	} else {
+		p.T.Store32(a, v)
+	}
+	p.after(a)
+}
+
+// Store64 stores v at a (8-byte aligned, in PM) as the scheme requires.
+func (p *Persister) Store64(a pm.Addr, v uint64) {
+	if p.wt() {
+		p.T.StoreWT64(a, v)
+	} else {
+		p.T.Store64(a, v)
+	}
+	p.after(a)
+}
+
+// EndEpoch ends a block-wide epoch: every thread of the block calls it
+// (it contains SyncThreads). Under a block-granularity scheme g (PerCTA,
+// or PerLoop for a loop epoch) the block's persists are written back and
+// fenced, then thread 0 stores value to the marker at mark and makes it
+// durable; under other schemes it only synchronises the block.
+func (p *Persister) EndEpoch(g persistency.Granularity, mark pm.Addr, value uint64) {
+	s, t := p.S, p.T
+	if s.Gran != g {
+		t.SyncThreads()
+		return
+	}
+	if s.Mech != persistency.L2WB {
+		for _, l := range p.lines {
+			t.CLWB(l)
+		}
+		p.lines = p.lines[:0]
+		t.MemBar()
+	}
+	t.SyncThreads()
+	if t.TID() == 0 {
+		if s.Mech == persistency.L2WB {
+			t.L2WB()
+			t.MemBar()
+		}
+		if s.PCT {
+			t.PCommit()
+			t.MemBar()
+		}
+		if s.Mech == persistency.WT {
+			t.StoreWT64(mark, value)
+		} else {
+			t.Store64(mark, value)
+			t.CLWB(mark)
+		}
+		p.fence()
+	}
+	t.SyncThreads()
+}
+
+// rsKernel is one kernel of a re-study workload.
+type rsKernel struct {
+	name string
+	grid scope.Grid
+	// body runs one thread; it stores PM through p and, if it has a main
+	// loop, ends each iteration with p.EndEpoch(persistency.PerLoop, ...)
+	// (see rsState.loopMark). It must be idempotent: a block re-run after
+	// a crash must produce the same PM contents.
+	body func(t *scope.Thread, p *Persister)
+	// shared bytes of shared memory per block.
+	shared int
+}
+
+// rsState is a re-study workload's scheme, kernels and marker region.
+type rsState struct {
+	scheme  persistency.Scheme
+	prefix  string
+	kernels []rsKernel
+	marks   pm.Addr // region <prefix>.marks: per kernel, a kernel marker then one per block
+	loops   pm.Addr // region <prefix>.loops: per kernel and block, the last durable loop iteration + 1
+	// Launches counts the launches of the last Run or Recover.
+	launches int
+}
+
+// rsSetup creates the marker regions (zero: nothing done).
+func (r *rsState) setup(m *pm.Machine) error {
+	if !r.scheme.Valid() {
+		return fmt.Errorf("%w: re-study scheme %+v", ErrConfig, r.scheme)
+	}
+	n := 0
+	for _, k := range r.kernels {
+		n += 1 + k.grid.Blocks
+	}
+	var err error
+	if r.marks, err = createFilled(m, r.prefix+".marks", 8*n, 0); err != nil {
+		return err
+	}
+	r.loops, err = createFilled(m, r.prefix+".loops", 8*n, 0)
+	return err
+}
+
+// open finds the marker regions after a reopen.
+func (r *rsState) open(m *pm.Machine) error {
+	b, err := openRegions(m, r.prefix+".marks", r.prefix+".loops")
+	if err != nil {
+		return err
+	}
+	r.marks, r.loops = b[0], b[1]
+	return nil
+}
+
+// kernelMark returns the address of kernel k's marker; blockMark that of
+// block b of kernel k; loopMark that of its loop count.
+func (r *rsState) kernelMark(k int) pm.Addr {
+	off := 0
+	for i := range k {
+		off += 1 + r.kernels[i].grid.Blocks
+	}
+	return r.marks.Add(uint64(8 * off))
+}
+
+func (r *rsState) blockMark(k, b int) pm.Addr { return r.kernelMark(k).Add(uint64(8 * (1 + b))) }
+
+func (r *rsState) loopMark(k, b int) pm.Addr {
+	return r.loops.Add(uint64(r.blockMark(k, b) - r.marks))
+}
+
+// run launches every kernel whose marker is not durable (all of them on a
+// fresh machine), each followed by its epilogue. Blocks whose marker is
+// set return at once.
+func (r *rsState) run(m *pm.Machine) error {
+	r.launches = 0
+	for k := range r.kernels {
+		v, err := m.Memory().Load(r.kernelMark(k), 8)
+		if err != nil {
+			return err
+		}
+		if v != 0 {
+			continue
+		}
+		if err := r.launch(m, k); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+func (r *rsState) launch(m *pm.Machine, k int) error {
+	kn := r.kernels[k]
+	s := r.scheme
+	opts := []scope.Option{scope.WithName(r.prefix + "." + kn.name)}
+	if kn.shared > 0 {
+		opts = append(opts, scope.WithShared(kn.shared))
+	}
+	_, err := scope.Launch(m, kn.grid, func(t *scope.Thread) {
+		mark := r.blockMark(k, t.Block())
+		if t.Load64(mark) != 0 {
+			return // the block is durable: nothing to redo
+		}
+		p := &Persister{S: s, T: t}
+		kn.body(t, p)
+		p.EndEpoch(persistency.PerCTA, mark, 1)
+		if s.Gran == persistency.PerLoop {
+			// The block's last loop epoch ended inside the body; the
+			// block marker is its final commit.
+			p.EndEpoch(persistency.PerLoop, mark, 1)
+		}
+	}, opts...)
+	if err != nil {
+		return err
+	}
+	r.launches++
+	// The epilogue: the kernel's marker, after an L2WB for kernel-level
+	// epochs.
+	_, err = scope.Launch(m, scope.Grid{Blocks: 1, Threads: 1}, func(t *scope.Thread) {
+		km := r.kernelMark(k)
+		switch s.Gran {
+		case persistency.Baseline:
+			t.Store64(km, 1)
+			return
+		case persistency.PerKernel:
+			t.L2WB()
+			t.MemBar()
+			if s.PCT {
+				t.PCommit()
+				t.MemBar()
+			}
+			t.Store64(km, 1)
+			t.CLWB(km)
+		default:
+			if s.Mech == persistency.WT {
+				t.StoreWT64(km, 1)
+			} else {
+				t.Store64(km, 1)
+				t.CLWB(km)
+			}
+		}
+		t.MemBar()
+		if s.PCT {
+			t.PCommit()
+			t.MemBar()
+		}
+	}, scope.WithName(r.prefix+"."+kn.name+".epilogue"))
+	r.launches++
+	return err
+}
+
+// readU32s reads n 4-byte words at a.
+func readU32s(m *pm.Machine, a pm.Addr, n int) ([]uint32, error) {
+	w, err := readWords(m, a, n, 4)
+	if err != nil {
+		return nil, err
+	}
+	out := make([]uint32, n)
+	for i, v := range w {
+		out[i] = uint32(v)
+	}
+	return out, nil
+}
+
+// compareU32 returns an ErrInconsistent error naming the first index where
+// got differs from want.
+func compareU32(what string, got, want []uint32) error {
+	for i := range want {
+		if got[i] != want[i] {
+			return fmt.Errorf("%w: %s[%d] = %d, want %d", ErrInconsistent, what, i, got[i], want[i])
+		}
+	}
+	return nil
+}
