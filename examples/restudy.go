@@ -5,6 +5,7 @@ import (
 	"slices"
 
 	"github.com/scopedpm/scopedpm/pm"
+	"github.com/scopedpm/scopedpm/pm/crash"
 	"github.com/scopedpm/scopedpm/pm/persistency"
 	"github.com/scopedpm/scopedpm/scope"
 )
@@ -305,4 +306,47 @@ func compareU32(what string, got, want []uint32) error {
 		}
 	}
 	return nil
+}
+
+// RestudyWorkload is a re-study kernel workload: a crash.Workload whose
+// kernels follow a persistency scheme.
+type RestudyWorkload interface {
+	crash.Workload
+	// Scheme returns the scheme the kernels follow; check crash states
+	// under Scheme().Model().
+	Scheme() persistency.Scheme
+}
+
+// RestudyInfo describes one re-study workload.
+type RestudyInfo struct {
+	Name string
+	// Category is the re-study's class: "S" (short-running kernels), "LS"
+	// (long-running, short CTAs), "LL" (long-running, long CTAs).
+	Category string
+	// Recommended is the scheme the re-study's Table V recommends for the
+	// Parboil kernel this one stands for.
+	Recommended persistency.Scheme
+	make        func(Size, persistency.Scheme) (RestudyWorkload, error)
+}
+
+var restudyWorkloads = []RestudyInfo{
+	{"histo", "S", persistency.KernelSchemes[0], func(s Size, sc persistency.Scheme) (RestudyWorkload, error) { return NewHisto(histoShape(s), sc, 1) }},
+	{"stencil", "LS", persistency.CTASchemes[2], func(s Size, sc persistency.Scheme) (RestudyWorkload, error) {
+		return NewStencil(stencilShape(s), sc, 1)
+	}},
+	{"bfs", "LL", persistency.LoopSchemes[1], func(s Size, sc persistency.Scheme) (RestudyWorkload, error) { return NewBFS(bfsShape(s), sc, 1) }},
+}
+
+// RestudyWorkloads lists the re-study workloads in a fixed order.
+func RestudyWorkloads() []RestudyInfo { return slices.Clone(restudyWorkloads) }
+
+// NewRestudy returns the re-study workload called name at size under
+// scheme s.
+func NewRestudy(name string, size Size, s persistency.Scheme) (RestudyWorkload, error) {
+	for _, w := range restudyWorkloads {
+		if w.Name == name {
+			return w.make(size, s)
+		}
+	}
+	return nil, fmt.Errorf("%w: re-study workload %q", ErrUnknown, name)
 }

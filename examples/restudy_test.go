@@ -13,38 +13,31 @@ import (
 	"github.com/scopedpm/scopedpm/scope"
 )
 
-// restudyWorkload is what the re-study's workloads have beyond
-// crash.Workload.
-type restudyWorkload interface {
-	crash.Workload
-	Scheme() persistency.Scheme
-}
-
 // restudyCase makes a re-study workload at a size under a scheme, with the
 // scheme the re-study recommends for it (Table V).
 type restudyCase struct {
 	name        string
-	make        func(Size, persistency.Scheme) (restudyWorkload, error)
+	make        func(Size, persistency.Scheme) (RestudyWorkload, error)
 	recommended persistency.Scheme
 	// check makes the workload at a size between Tiny and Quick, whose
 	// crash states are too many to enumerate: the crash tests sample
 	// 10,000 of them.
-	check func(persistency.Scheme) (restudyWorkload, error)
+	check func(persistency.Scheme) (RestudyWorkload, error)
 }
 
 var restudyCases = []restudyCase{
-	{"histo", func(s Size, sc persistency.Scheme) (restudyWorkload, error) { return NewHisto(histoShape(s), sc, 1) }, persistency.KernelSchemes[0],
-		func(sc persistency.Scheme) (restudyWorkload, error) {
+	{"histo", func(s Size, sc persistency.Scheme) (RestudyWorkload, error) { return NewHisto(histoShape(s), sc, 1) }, persistency.KernelSchemes[0],
+		func(sc persistency.Scheme) (RestudyWorkload, error) {
 			return NewHisto(HistoShape{Elements: 96, Bins: 8, Grid: scope.Grid{Blocks: 3, Threads: 4}}, sc, 2)
 		}},
-	{"stencil", func(s Size, sc persistency.Scheme) (restudyWorkload, error) {
+	{"stencil", func(s Size, sc persistency.Scheme) (RestudyWorkload, error) {
 		return NewStencil(stencilShape(s), sc, 1)
 	}, persistency.CTASchemes[2],
-		func(sc persistency.Scheme) (restudyWorkload, error) {
+		func(sc persistency.Scheme) (RestudyWorkload, error) {
 			return NewStencil(StencilShape{NX: 5, NY: 5, NZ: 4, Steps: 2, Threads: 4}, sc, 2)
 		}},
-	{"bfs", func(s Size, sc persistency.Scheme) (restudyWorkload, error) { return NewBFS(bfsShape(s), sc, 1) }, persistency.LoopSchemes[1],
-		func(sc persistency.Scheme) (restudyWorkload, error) {
+	{"bfs", func(s Size, sc persistency.Scheme) (RestudyWorkload, error) { return NewBFS(bfsShape(s), sc, 1) }, persistency.LoopSchemes[1],
+		func(sc persistency.Scheme) (RestudyWorkload, error) {
 			return NewBFS(BFSShape{Nodes: 40, Degree: 2, Threads: 8}, sc, 2)
 		}},
 }

@@ -1,0 +1,150 @@
+package bench
+
+import (
+	"context"
+	"fmt"
+	"runtime"
+
+	"golang.org/x/sync/errgroup"
+
+	"github.com/scopedpm/scopedpm/examples"
+	"github.com/scopedpm/scopedpm/hwmodel"
+	"github.com/scopedpm/scopedpm/pm"
+	"github.com/scopedpm/scopedpm/pm/persistency"
+)
+
+// The persistency re-study's figures (a GPGPU-Sim 4.0 re-study of
+// "Exploring Memory Persistency Models for GPUs"): each kernel of a
+// category under the nvm baseline and under the schemes of the figure, on
+// the volta preset (the re-study's Table I), as execution time normalised
+// to the baseline. Every scheme runs the same kernel code
+// (examples.Persister places its verbs) on the write-back GPU of hwmodel's
+// Restudy and RestudyPCT models.
+
+func init() {
+	for _, e := range []Experiment{
+		{Name: "lin-fig1", Description: "persistency re-study Fig. 1: short-running (S) kernels under SP_wt, SP_clwb, SP_clwb_pct, EP_K, EP_K_pct, execution time normalised to the nvm baseline, volta preset", Run: linFig(1, "S", linFig1Schemes())},
+		{Name: "lin-fig2", Description: "persistency re-study Fig. 2: long-running kernels with short CTAs (LS) under SP and EP_C (wt, clwb, l2wb), normalised to the nvm baseline, volta preset", Run: linFig(2, "LS", linFig2Schemes())},
+		{Name: "lin-fig4", Description: "persistency re-study Fig. 4: long-running kernels with long CTAs (LL) under SP and EP_L (wt, clwb, clwb_pct), normalised to the nvm baseline, volta preset", Run: linFig(4, "LL", linFig4Schemes())},
+	} {
+		Register(e)
+	}
+}
+
+func linFig1Schemes() []persistency.Scheme {
+	return append(append([]persistency.Scheme(nil), persistency.StrictSchemes...), persistency.KernelSchemes...)
+}
+
+func linFig2Schemes() []persistency.Scheme {
+	return append(append([]persistency.Scheme(nil), persistency.StrictSchemes...), persistency.CTASchemes...)
+}
+
+func linFig4Schemes() []persistency.Scheme {
+	return append(append([]persistency.Scheme(nil), persistency.StrictSchemes...), persistency.LoopSchemes...)
+}
+
+// linRun runs re-study workload name under scheme s on a fresh volta
+// machine and returns the cycles from the end of Setup until every launch
+// has ended and its write-backs are acknowledged.
+func linRun(name string, s persistency.Scheme, o Options) (uint64, error) {
+	size := examples.Paper
+	if o.Quick {
+		size = examples.Quick
+	}
+	w, err := examples.NewRestudy(name, size, s)
+	if err != nil {
+		return 0, err
+	}
+	cfg := hwmodel.PresetVolta()
+	if err := cfg.Set(o.Set...); err != nil {
+		return 0, err
+	}
+	be, err := hwmodel.New(cfg, s.Model())
+	if err != nil {
+		return 0, err
+	}
+	m, err := pm.NewMachine(be)
+	if err != nil {
+		return 0, err
+	}
+	if err := w.Setup(m); err != nil {
+		return 0, fmt.Errorf("%s setup: %w", name, err)
+	}
+	t0 := be.Now()
+	if err := w.Run(m); err != nil {
+		return 0, fmt.Errorf("%s under %v: %w", name, s, err)
+	}
+	c := be.Now() - t0
+	if err := w.Check(m); err != nil {
+		return 0, fmt.Errorf("%s under %v: %w", name, s, err)
+	}
+	return c, nil
+}
+
+// linFig returns the runner of re-study figure fig: the workloads of
+// category cat under the nvm baseline and schemes. Rows: per workload and
+// scheme, "cycles", "normalized_time" and "overhead_pct"; per scheme, the
+// arithmetic mean of overhead_pct over the workloads as workload "average"
+// (the re-study averages overheads arithmetically).
+func linFig(fig int, cat string, schemes []persistency.Scheme) func(context.Context, Options) ([]Row, error) {
+	exp := fmt.Sprintf("lin-fig%d", fig)
+	return func(ctx context.Context, o Options) ([]Row, error) {
+		var names []string
+		for _, w := range examples.RestudyWorkloads() {
+			if w.Category == cat {
+				names = append(names, w.Name)
+			}
+		}
+		all := append([]persistency.Scheme{persistency.NVM}, schemes...)
+		cycles := make([][]uint64, len(names))
+		g, gctx := errgroup.WithContext(ctx)
+		g.SetLimit(runtime.GOMAXPROCS(0))
+		total := 0
+		for i, name := range names {
+			if !o.mine(i) {
+				continue
+			}
+			cycles[i] = make([]uint64, len(all))
+			for j, s := range all {
+				total++
+				g.Go(func() error {
+					if err := gctx.Err(); err != nil {
+						return err
+					}
+					c, err := linRun(name, s, o)
+					cycles[i][j] = c
+					o.progress(0, 1)
+					return err
+				})
+			}
+		}
+		o.progress(total, 0)
+		if err := g.Wait(); err != nil {
+			return nil, err
+		}
+		var rows []Row
+		sum := make([]float64, len(all))
+		n := 0
+		for i, name := range names {
+			if cycles[i] == nil {
+				continue
+			}
+			n++
+			base := float64(cycles[i][0])
+			for j, s := range all {
+				norm := float64(cycles[i][j]) / base
+				rows = append(rows,
+					Row{exp, name, s.String(), "cycles", float64(cycles[i][j])},
+					Row{exp, name, s.String(), "normalized_time", norm},
+					Row{exp, name, s.String(), "overhead_pct", 100 * (norm - 1)})
+				sum[j] += 100 * (norm - 1)
+			}
+		}
+		if n > 0 && o.Shards <= 1 {
+			for j, s := range all {
+				rows = append(rows, Row{exp, "average", s.String(), "overhead_pct", sum[j] / float64(n)})
+			}
+		}
+		return rows, nil
+	}
+}

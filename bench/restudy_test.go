@@ -1,0 +1,45 @@
+package bench_test
+
+import (
+	"context"
+	"testing"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/scopedpm/scopedpm/bench"
+)
+
+// The re-study's figures run at quick size: every persistency scheme costs
+// at least the nvm baseline, a run is deterministic, and the L2WB's walk
+// (restudy.* parameters through -set) is what kernel-level epochs pay for.
+func TestLinFigures(t *testing.T) {
+	for _, name := range []string{"lin-fig1", "lin-fig2", "lin-fig4"} {
+		t.Run(name, func(t *testing.T) {
+			e, ok := bench.Lookup(name)
+			require.True(t, ok)
+			rows, err := e.Run(context.Background(), bench.Options{Quick: true})
+			require.NoError(t, err)
+			require.NotEmpty(t, rows)
+			again, err := e.Run(context.Background(), bench.Options{Quick: true})
+			require.NoError(t, err)
+			require.Equal(t, rows, again, "same inputs, same cycles")
+			for _, r := range rows {
+				if r.Metric != "normalized_time" {
+					continue
+				}
+				if r.Config == "nvm" {
+					require.Equal(t, 1.0, r.Value)
+				}
+				require.GreaterOrEqual(t, r.Value, 1.0, "%s %s: persisting costs time", r.Workload, r.Config)
+			}
+		})
+	}
+	e, _ := bench.Lookup("lin-fig1")
+	rows, err := e.Run(context.Background(), bench.Options{Quick: true})
+	require.NoError(t, err)
+	slow, err := e.Run(context.Background(), bench.Options{Quick: true, Set: []string{"restudy.channels=1", "restudy.l2_banks_per_channel=1"}})
+	require.NoError(t, err)
+	v, s := rowsBy(rows), rowsBy(slow)
+	require.Equal(t, v[[3]string{"histo", "nvm", "cycles"}], s[[3]string{"histo", "nvm", "cycles"}], "the baseline never walks the L2")
+	require.Greater(t, s[[3]string{"histo", "EP_K", "cycles"}], v[[3]string{"histo", "EP_K", "cycles"}], "a one-bank walk is longer")
+}
