@@ -335,6 +335,10 @@ var restudyWorkloads = []RestudyInfo{
 		return NewStencil(stencilShape(s), sc, 1)
 	}},
 	{"bfs", "LL", persistency.LoopSchemes[1], func(s Size, sc persistency.Scheme) (RestudyWorkload, error) { return NewBFS(bfsShape(s), sc, 1) }},
+	{"sgemm", "LS", persistency.CTASchemes[2], func(s Size, sc persistency.Scheme) (RestudyWorkload, error) { return NewSGEMM(sgemmShape(s), sc, 1) }},
+	{"spmv", "LS", persistency.CTASchemes[0], func(s Size, sc persistency.Scheme) (RestudyWorkload, error) { return NewSpMV(spmvShape(s), sc, 1) }},
+	{"lbm", "LS", persistency.CTASchemes[0], func(s Size, sc persistency.Scheme) (RestudyWorkload, error) { return NewLBM(lbmShape(s), sc, 1) }},
+	{"sad", "LS", persistency.CTASchemes[0], func(s Size, sc persistency.Scheme) (RestudyWorkload, error) { return NewSAD(sadShape(s), sc, 1) }},
 }
 
 // RestudyWorkloads lists the re-study workloads in a fixed order.
@@ -349,4 +353,125 @@ func NewRestudy(name string, size Size, s persistency.Scheme) (RestudyWorkload, 
 		}
 	}
 	return nil, fmt.Errorf("%w: re-study workload %q", ErrUnknown, name)
+}
+
+// createU32s creates the PM region name holding vals (host-written, so
+// durable at once) and returns its base.
+func createU32s(m *pm.Machine, name string, vals []uint32) (pm.Addr, error) {
+	base, err := createFilled(m, name, 4*max(len(vals), 1), 0)
+	if err != nil {
+		return 0, err
+	}
+	b := make([]byte, 4*len(vals))
+	for i, v := range vals {
+		pm.PutLE(b[4*i:4*i+4], uint64(v))
+	}
+	return base, m.CopyIn(base, b)
+}
+
+// word32 is the address of 4-byte word i of an array at base.
+func word32(base pm.Addr, i int) pm.Addr { return base.Add(uint64(4 * i)) }
+
+// rsArray is a PM array of 32-bit words of a re-study app: its initial
+// contents (host-written) and, for an output, the reference result.
+type rsArray struct {
+	name string
+	init []uint32 // nil: zero-filled, of len(want) words
+	want []uint32 // nil: not checked (an input)
+}
+
+// rsApp is a re-study workload made of PM arrays and kernels; the kernels
+// find the arrays with addr and device-memory scratch with dev.
+type rsApp struct {
+	name   string
+	rs     rsState
+	arrays []rsArray
+	devs   []int // bytes of each device-memory scratch area, allocated per Run
+	base   map[string]pm.Addr
+	dev    []pm.Addr
+	// check, if set, is a further output check after the arrays'.
+	check func(m *pm.Machine) error
+}
+
+func newRSApp(name string, s persistency.Scheme) (*rsApp, error) {
+	if !s.Valid() {
+		return nil, fmt.Errorf("%w: scheme %+v", ErrConfig, s)
+	}
+	return &rsApp{name: name, rs: rsState{scheme: s, prefix: name}, base: map[string]pm.Addr{}}, nil
+}
+
+// Name returns "<app>/<scheme>".
+func (a *rsApp) Name() string { return a.name + "/" + a.rs.scheme.String() }
+
+// Scheme returns the persistency scheme the kernels follow.
+func (a *rsApp) Scheme() persistency.Scheme { return a.rs.scheme }
+
+func (a *rsApp) addr(name string) pm.Addr { return a.base[name] }
+
+// Setup creates the arrays (regions <app>.<array>) and the markers.
+func (a *rsApp) Setup(m *pm.Machine) error {
+	for _, ar := range a.arrays {
+		vals := ar.init
+		if vals == nil {
+			vals = make([]uint32, len(ar.want))
+		}
+		if _, err := createU32s(m, a.name+"."+ar.name, vals); err != nil {
+			return err
+		}
+	}
+	return a.rs.setup(m)
+}
+
+func (a *rsApp) bind(m *pm.Machine) error {
+	for _, ar := range a.arrays {
+		r, err := m.OpenRegion(a.name + "." + ar.name)
+		if err != nil {
+			return err
+		}
+		a.base[ar.name] = r.Base
+	}
+	return a.rs.open(m)
+}
+
+// Run allocates the device-memory scratch and runs the kernels whose
+// markers are not durable.
+func (a *rsApp) Run(m *pm.Machine) error {
+	if err := a.bind(m); err != nil {
+		return err
+	}
+	a.dev = a.dev[:0]
+	for _, n := range a.devs {
+		d, err := m.Alloc(pm.DeviceMem, uint64(max(n, 4)))
+		if err != nil {
+			return err
+		}
+		a.dev = append(a.dev, d)
+	}
+	return a.rs.run(m)
+}
+
+// Recover re-runs what the durable markers do not cover.
+func (a *rsApp) Recover(m *pm.Machine) error { return a.Run(m) }
+
+// Check compares every output array with its reference.
+func (a *rsApp) Check(m *pm.Machine) error {
+	if err := a.bind(m); err != nil {
+		return err
+	}
+	for _, ar := range a.arrays {
+		if ar.want == nil {
+			continue
+		}
+		got, err := readU32s(m, a.addr(ar.name), len(ar.want))
+		if err != nil {
+			return err
+		}
+		if err := compareU32(a.name+"."+ar.name, got, ar.want); err != nil {
+			return err
+		}
+	}
+	if a.check != nil {
+		return a.check(m)
+	}
+	return nil
 }

@@ -13,33 +13,29 @@ import (
 	"github.com/scopedpm/scopedpm/scope"
 )
 
-// restudyCase makes a re-study workload at a size under a scheme, with the
-// scheme the re-study recommends for it (Table V).
-type restudyCase struct {
-	name        string
-	make        func(Size, persistency.Scheme) (RestudyWorkload, error)
-	recommended persistency.Scheme
-	// check makes the workload at a size between Tiny and Quick, whose
-	// crash states are too many to enumerate: the crash tests sample
-	// 10,000 of them.
-	check func(persistency.Scheme) (RestudyWorkload, error)
-}
-
-var restudyCases = []restudyCase{
-	{"histo", func(s Size, sc persistency.Scheme) (RestudyWorkload, error) { return NewHisto(histoShape(s), sc, 1) }, persistency.KernelSchemes[0],
-		func(sc persistency.Scheme) (RestudyWorkload, error) {
-			return NewHisto(HistoShape{Elements: 96, Bins: 8, Grid: scope.Grid{Blocks: 3, Threads: 4}}, sc, 2)
-		}},
-	{"stencil", func(s Size, sc persistency.Scheme) (RestudyWorkload, error) {
-		return NewStencil(stencilShape(s), sc, 1)
-	}, persistency.CTASchemes[2],
-		func(sc persistency.Scheme) (RestudyWorkload, error) {
-			return NewStencil(StencilShape{NX: 5, NY: 5, NZ: 4, Steps: 2, Threads: 4}, sc, 2)
-		}},
-	{"bfs", func(s Size, sc persistency.Scheme) (RestudyWorkload, error) { return NewBFS(bfsShape(s), sc, 1) }, persistency.LoopSchemes[1],
-		func(sc persistency.Scheme) (RestudyWorkload, error) {
-			return NewBFS(BFSShape{Nodes: 40, Degree: 2, Threads: 8}, sc, 2)
-		}},
+// restudyCheckShapes makes each re-study workload at a size between Tiny
+// and Quick, whose crash states are too many to enumerate for most: the
+// crash tests sample 10,000 of them.
+var restudyCheckShapes = map[string]func(persistency.Scheme) (RestudyWorkload, error){
+	"histo": func(sc persistency.Scheme) (RestudyWorkload, error) {
+		return NewHisto(HistoShape{Elements: 96, Bins: 8, Grid: scope.Grid{Blocks: 3, Threads: 4}}, sc, 2)
+	},
+	"stencil": func(sc persistency.Scheme) (RestudyWorkload, error) {
+		return NewStencil(StencilShape{NX: 5, NY: 5, NZ: 4, Steps: 2, Threads: 4}, sc, 2)
+	},
+	"bfs": func(sc persistency.Scheme) (RestudyWorkload, error) {
+		return NewBFS(BFSShape{Nodes: 40, Degree: 2, Threads: 8}, sc, 2)
+	},
+	"sgemm": func(sc persistency.Scheme) (RestudyWorkload, error) {
+		return NewSGEMM(SGEMMShape{M: 6, N: 4, K: 3, Tile: 2}, sc, 2)
+	},
+	"spmv": func(sc persistency.Scheme) (RestudyWorkload, error) {
+		return NewSpMV(SpMVShape{Rows: 24, MaxPerRow: 3, Threads: 4}, sc, 2)
+	},
+	"lbm": func(sc persistency.Scheme) (RestudyWorkload, error) {
+		return NewLBM(LBMShape{NX: 4, NY: 3, Steps: 2, Threads: 4}, sc, 2)
+	},
+	"sad": func(sc persistency.Scheme) (RestudyWorkload, error) { return NewSAD(SADShape{W: 8, H: 8, R: 1}, sc, 2) },
 }
 
 // allSchemes is every scheme of the re-study and the baseline.
@@ -57,11 +53,11 @@ func allSchemes() []persistency.Scheme {
 // on the functional backend and on hwmodel's volta preset under the
 // scheme's machine.
 func TestRestudyCorrectUnderEveryScheme(t *testing.T) {
-	for _, rc := range restudyCases {
+	for _, rc := range RestudyWorkloads() {
 		for _, sc := range allSchemes() {
-			t.Run(rc.name+"/"+sc.String(), func(t *testing.T) {
+			t.Run(rc.Name+"/"+sc.String(), func(t *testing.T) {
 				for _, timed := range []bool{false, true} {
-					w, err := rc.make(Tiny, sc)
+					w, err := NewRestudy(rc.Name, Tiny, sc)
 					require.NoError(t, err)
 					var be pm.Backend = functional.New(pm.GPULimits{})
 					if timed {
@@ -84,19 +80,21 @@ func TestRestudyCorrectUnderEveryScheme(t *testing.T) {
 // machine whose WPQ is volatile although they issue no PCommit, the
 // checker finds a state that does not.
 func TestRestudyCrashConsistency(t *testing.T) {
-	for _, rc := range restudyCases {
-		t.Run(rc.name, func(t *testing.T) {
+	for _, rc := range RestudyWorkloads() {
+		t.Run(rc.Name, func(t *testing.T) {
+			check := restudyCheckShapes[rc.Name]
+			require.NotNil(t, check, "no crash-check shape for %s", rc.Name)
 			const seed = 5
 			t.Logf("seed = %d", seed)
-			w, err := rc.check(rc.recommended)
+			w, err := check(rc.Recommended)
 			require.NoError(t, err)
-			rep, err := crash.Check(w, pm.GPULimits{}, crash.Config{Model: rc.recommended.Model(), States: 10000, Seed: seed})
+			rep, err := crash.Check(w, pm.GPULimits{}, crash.Config{Model: rc.Recommended.Model(), States: 10000, Seed: seed})
 			require.NoError(t, err)
-			t.Logf("%s under %v: %d persists, %s, complete=%v", w.Name(), rc.recommended, rep.Persists, rep.Summary(), rep.Complete)
+			t.Logf("%s under %v: %d persists, %s, complete=%v", w.Name(), rc.Recommended, rep.Persists, rep.Summary(), rep.Complete)
 			require.Empty(t, rep.Violations)
 			require.True(t, rep.Complete || rep.Checked >= 10000)
 
-			w, err = rc.check(persistency.NVM)
+			w, err = check(persistency.NVM)
 			require.NoError(t, err)
 			rep, err = crash.Check(w, pm.GPULimits{}, crash.Config{Model: persistency.Restudy, States: 10000, Seed: seed, Shrink: true})
 			require.NoError(t, err)
@@ -104,8 +102,8 @@ func TestRestudyCrashConsistency(t *testing.T) {
 			t.Log(rep.Violations[0].Explanation)
 			require.ErrorIs(t, rep.Violations[0].Err, ErrInconsistent)
 
-			if !rc.recommended.PCT {
-				w, err = rc.check(rc.recommended)
+			if !rc.Recommended.PCT {
+				w, err = check(rc.Recommended)
 				require.NoError(t, err)
 				rep, err = crash.Check(w, pm.GPULimits{}, crash.Config{Model: persistency.RestudyPCT, States: 10000, Seed: seed})
 				require.NoError(t, err)
