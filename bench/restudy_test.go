@@ -13,7 +13,7 @@ import (
 // at least the nvm baseline, a run is deterministic, and the L2WB's walk
 // (restudy.* parameters through -set) is what kernel-level epochs pay for.
 func TestLinFigures(t *testing.T) {
-	for _, name := range []string{"lin-fig1", "lin-fig2", "lin-fig4"} {
+	for _, name := range []string{"lin-fig1", "lin-fig2", "lin-fig4", "lin-fig5", "lin-fig6"} {
 		t.Run(name, func(t *testing.T) {
 			e, ok := bench.Lookup(name)
 			require.True(t, ok)

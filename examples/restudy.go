@@ -98,6 +98,27 @@ func (p *Persister) Store64(a pm.Addr, v uint64) {
 	p.after(a)
 }
 
+// CAS64 is an atomic compare-and-swap of the 8-byte PM word at a at
+// device scope, made durable as the scheme requires. An atomic executes at
+// the L2, so no scheme can write it through: under write-through schemes
+// its line is written back with a CLWB instead, like the CLWB schemes do.
+func (p *Persister) CAS64(a pm.Addr, old, nv uint64) uint64 {
+	got := p.T.AtomicCAS64(a, old, nv, pm.Device)
+	if got != old {
+		return got
+	}
+	switch p.S.Gran {
+	case persistency.PerStore:
+		p.T.CLWB(a)
+		p.fence()
+	case persistency.PerCTA, persistency.PerLoop:
+		if p.S.Mech != persistency.L2WB {
+			p.lines = append(p.lines, lineOf(a))
+		}
+	}
+	return got
+}
+
 // EndEpoch ends a block-wide epoch: every thread of the block calls it
 // (it contains SyncThreads). Under a block-granularity scheme g (PerCTA,
 // or PerLoop for a loop epoch) the block's persists are written back and
@@ -321,7 +342,9 @@ type RestudyWorkload interface {
 type RestudyInfo struct {
 	Name string
 	// Category is the re-study's class: "S" (short-running kernels), "LS"
-	// (long-running, short CTAs), "LL" (long-running, long CTAs).
+	// (long-running, short CTAs), "LL" (long-running, long CTAs), or the
+	// application of its Mega-KV ("KV", short kernels) and ProgPOW ("PoW",
+	// long kernels with short CTAs) figures.
 	Category string
 	// Recommended is the scheme the re-study's Table V recommends for the
 	// Parboil kernel this one stands for.
@@ -339,6 +362,29 @@ var restudyWorkloads = []RestudyInfo{
 	{"spmv", "LS", persistency.CTASchemes[0], func(s Size, sc persistency.Scheme) (RestudyWorkload, error) { return NewSpMV(spmvShape(s), sc, 1) }},
 	{"lbm", "LS", persistency.CTASchemes[0], func(s Size, sc persistency.Scheme) (RestudyWorkload, error) { return NewLBM(lbmShape(s), sc, 1) }},
 	{"sad", "LS", persistency.CTASchemes[0], func(s Size, sc persistency.Scheme) (RestudyWorkload, error) { return NewSAD(sadShape(s), sc, 1) }},
+	{"scan", "S", persistency.StrictSchemes[1], func(s Size, sc persistency.Scheme) (RestudyWorkload, error) { return NewRSScan(rsScanShape(s), sc, 1) }},
+	{"kv-search", "KV", persistency.KernelSchemes[0], func(s Size, sc persistency.Scheme) (RestudyWorkload, error) {
+		return NewMegaKV(KVSearch, kvShape(s), sc, 1)
+	}},
+	{"kv-insert", "KV", persistency.KernelSchemes[0], func(s Size, sc persistency.Scheme) (RestudyWorkload, error) {
+		return NewMegaKV(KVInsert, kvShape(s), sc, 1)
+	}},
+	{"kv-delete", "KV", persistency.KernelSchemes[0], func(s Size, sc persistency.Scheme) (RestudyWorkload, error) {
+		return NewMegaKV(KVDelete, kvShape(s), sc, 1)
+	}},
+	{"pow-dag", "PoW", persistency.CTASchemes[0], func(s Size, sc persistency.Scheme) (RestudyWorkload, error) {
+		return NewProgPoW(true, powShape(s), sc, 1)
+	}},
+	{"pow-search", "PoW", persistency.CTASchemes[0], func(s Size, sc persistency.Scheme) (RestudyWorkload, error) {
+		return NewProgPoW(false, powShape(s), sc, 1)
+	}},
+}
+
+func init() {
+	for _, w := range restudyWorkloads {
+		register("restudy-"+w.Name, fmt.Sprintf("persistency re-study %s kernel %s under %v (its Table V recommendation); check with -model %v", w.Category, w.Name, w.Recommended, w.Recommended.Model()),
+			func(s Size) crash.Workload { return mustWorkload(w.make(s, w.Recommended)) })
+	}
 }
 
 // RestudyWorkloads lists the re-study workloads in a fixed order.

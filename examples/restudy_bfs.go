@@ -5,17 +5,9 @@ import (
 	"math/rand/v2"
 
 	"github.com/scopedpm/scopedpm/pm"
-	"github.com/scopedpm/scopedpm/pm/crash"
 	"github.com/scopedpm/scopedpm/pm/persistency"
 	"github.com/scopedpm/scopedpm/scope"
 )
-
-func init() {
-	register("restudy-bfs", "re-study LL kernel: level-synchronous BFS in one long-running block, PM costs, a loop epoch per level, under EP_L_clwb; check with -model restudy",
-		func(s Size) crash.Workload {
-			return mustWorkload(NewBFS(bfsShape(s), persistency.LoopSchemes[1], 1))
-		})
-}
 
 // BFSShape sizes a BFS: Nodes nodes with Degree random out-edges each,
 // searched from node 0 by one block of Threads threads.

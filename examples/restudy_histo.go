@@ -5,17 +5,9 @@ import (
 	"math/rand/v2"
 
 	"github.com/scopedpm/scopedpm/pm"
-	"github.com/scopedpm/scopedpm/pm/crash"
 	"github.com/scopedpm/scopedpm/pm/persistency"
 	"github.com/scopedpm/scopedpm/scope"
 )
-
-func init() {
-	register("restudy-histo", "re-study S kernels: two-kernel histogram (per-block shared-memory counts to PM, then a per-bin final sum) under EP_K; check with -model restudy",
-		func(s Size) crash.Workload {
-			return mustWorkload(NewHisto(histoShape(s), persistency.KernelSchemes[0], 1))
-		})
-}
 
 // HistoShape sizes a Histo: Elements input values in [0, Bins), counted by
 // Grid (one shared-memory histogram per block).

@@ -5,17 +5,9 @@ import (
 	"math/rand/v2"
 
 	"github.com/scopedpm/scopedpm/pm"
-	"github.com/scopedpm/scopedpm/pm/crash"
 	"github.com/scopedpm/scopedpm/pm/persistency"
 	"github.com/scopedpm/scopedpm/scope"
 )
-
-func init() {
-	register("restudy-stencil", "re-study LS kernel: 7-point 3-D stencil, a kernel per time step alternating two PM buffers, under EP_C_l2wb; check with -model restudy",
-		func(s Size) crash.Workload {
-			return mustWorkload(NewStencil(stencilShape(s), persistency.CTASchemes[2], 1))
-		})
-}
 
 // StencilShape sizes a Stencil: an NX×NY×NZ grid of 32-bit cells, Steps
 // time steps, Threads threads per block (one interior column per thread).

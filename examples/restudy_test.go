@@ -36,6 +36,24 @@ var restudyCheckShapes = map[string]func(persistency.Scheme) (RestudyWorkload, e
 		return NewLBM(LBMShape{NX: 4, NY: 3, Steps: 2, Threads: 4}, sc, 2)
 	},
 	"sad": func(sc persistency.Scheme) (RestudyWorkload, error) { return NewSAD(SADShape{W: 8, H: 8, R: 1}, sc, 2) },
+	"scan": func(sc persistency.Scheme) (RestudyWorkload, error) {
+		return NewRSScan(ScanShape{Blocks: 3, Threads: 8}, sc, 2)
+	},
+	"kv-search": func(sc persistency.Scheme) (RestudyWorkload, error) {
+		return NewMegaKV(KVSearch, KVShape{Buckets: 8, Keys: 8, Batch: 8, Threads: 4}, sc, 2)
+	},
+	"kv-insert": func(sc persistency.Scheme) (RestudyWorkload, error) {
+		return NewMegaKV(KVInsert, KVShape{Buckets: 8, Keys: 4, Batch: 12, Threads: 4}, sc, 2)
+	},
+	"kv-delete": func(sc persistency.Scheme) (RestudyWorkload, error) {
+		return NewMegaKV(KVDelete, KVShape{Buckets: 8, Keys: 12, Batch: 4, Threads: 4}, sc, 2)
+	},
+	"pow-dag": func(sc persistency.Scheme) (RestudyWorkload, error) {
+		return NewProgPoW(true, PoWShape{Items: 6, Cache: 16, Rounds: 2, Nonces: 4, Loops: 2, Threads: 4}, sc, 2)
+	},
+	"pow-search": func(sc persistency.Scheme) (RestudyWorkload, error) {
+		return NewProgPoW(false, PoWShape{Items: 8, Cache: 16, Rounds: 2, Nonces: 24, Loops: 2, Threads: 4}, sc, 2)
+	},
 }
 
 // allSchemes is every scheme of the re-study and the baseline.
