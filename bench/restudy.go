@@ -10,6 +10,7 @@ import (
 	"github.com/scopedpm/scopedpm/examples"
 	"github.com/scopedpm/scopedpm/hwmodel"
 	"github.com/scopedpm/scopedpm/pm"
+	"github.com/scopedpm/scopedpm/pm/crash"
 	"github.com/scopedpm/scopedpm/pm/persistency"
 )
 
@@ -27,6 +28,7 @@ func init() {
 		{Name: "lin-fig2", Description: "persistency re-study Fig. 2: long-running kernels with short CTAs (LS) under SP and EP_C (wt, clwb, l2wb), normalised to the nvm baseline, volta preset", Run: linFig(2, "LS", linFig2Schemes())},
 		{Name: "lin-fig4", Description: "persistency re-study Fig. 4: long-running kernels with long CTAs (LL) under SP and EP_L (wt, clwb, clwb_pct), normalised to the nvm baseline, volta preset", Run: linFig(4, "LL", linFig4Schemes())},
 		{Name: "lin-fig5", Description: "persistency re-study Fig. 5: Mega-KV search, insert and delete kernels on a PM hash table under SP, EP_K and EP_K_pct, normalised to the nvm baseline, volta preset", Run: linFig(5, "KV", linFig1Schemes())},
+		{Name: "lin-table5", Description: "persistency re-study Table V by measurement: per kernel, the cheapest scheme of its category's figure that the crash checker accepts (tiny size, 2000 states, seed 1), with its overhead over the nvm baseline; durable-transaction models are not built yet", Run: runLinTable5},
 		{Name: "lin-fig6", Description: "persistency re-study Fig. 6: ProgPOW-like DAG generation and search kernels under SP and EP_C, normalised to the nvm baseline, volta preset", Run: linFig(6, "PoW", linFig2Schemes())},
 	} {
 		Register(e)
@@ -149,4 +151,110 @@ func linFig(fig int, cat string, schemes []persistency.Scheme) func(context.Cont
 		}
 		return rows, nil
 	}
+}
+
+// linCandidates returns the schemes re-study figure of category cat
+// compares, after the nvm baseline.
+func linCandidates(cat string) []persistency.Scheme {
+	switch cat {
+	case "S", "KV":
+		return linFig1Schemes()
+	case "LL":
+		return linFig4Schemes()
+	}
+	return linFig2Schemes()
+}
+
+// linAccepted reports whether the crash checker finds no violation of
+// re-study workload name under scheme s at tiny size, and how many states
+// it checked.
+func linAccepted(name string, s persistency.Scheme) (bool, int, error) {
+	w, err := examples.NewRestudy(name, examples.Tiny, s)
+	if err != nil {
+		return false, 0, err
+	}
+	rep, err := crash.Check(w, pm.GPULimits{}, crash.Config{Model: s.Model(), States: 2000, Seed: 1})
+	if err != nil {
+		return false, 0, err
+	}
+	return len(rep.Violations) == 0, rep.Checked, nil
+}
+
+// runLinTable5 measures every candidate scheme of each workload (the nvm
+// baseline included, which the checker must reject), checks each for crash
+// consistency, and picks the cheapest accepted one. Rows per workload and
+// candidate: overhead_pct, accepted (1 or 0), states; per workload, the
+// pick as config "PM=<scheme>" with its overhead_pct; and the average of
+// the picks' overheads.
+func runLinTable5(ctx context.Context, o Options) ([]Row, error) {
+	const exp = "lin-table5"
+	type result struct {
+		cycles   uint64
+		accepted bool
+		states   int
+	}
+	infos := examples.RestudyWorkloads()
+	res := make([][]result, len(infos))
+	cands := make([][]persistency.Scheme, len(infos))
+	g, gctx := errgroup.WithContext(ctx)
+	g.SetLimit(runtime.GOMAXPROCS(0))
+	for i, w := range infos {
+		if !o.mine(i) {
+			continue
+		}
+		cands[i] = append([]persistency.Scheme{persistency.NVM}, linCandidates(w.Category)...)
+		res[i] = make([]result, len(cands[i]))
+		for j, s := range cands[i] {
+			g.Go(func() error {
+				if err := gctx.Err(); err != nil {
+					return err
+				}
+				c, err := linRun(w.Name, s, o)
+				if err != nil {
+					return err
+				}
+				ok, n, err := linAccepted(w.Name, s)
+				res[i][j] = result{c, ok, n}
+				return err
+			})
+		}
+	}
+	if err := g.Wait(); err != nil {
+		return nil, err
+	}
+	var rows []Row
+	var sum float64
+	n := 0
+	for i, w := range infos {
+		if res[i] == nil {
+			continue
+		}
+		base := float64(res[i][0].cycles)
+		best := -1
+		for j, s := range cands[i] {
+			r := res[i][j]
+			ov := 100 * (float64(r.cycles)/base - 1)
+			acc := 0.0
+			if r.accepted {
+				acc = 1
+				if best < 0 || r.cycles < res[i][best].cycles {
+					best = j
+				}
+			}
+			rows = append(rows, Row{exp, w.Name, s.String(), "overhead_pct", ov},
+				Row{exp, w.Name, s.String(), "accepted", acc},
+				Row{exp, w.Name, s.String(), "states", float64(r.states)})
+		}
+		if best < 0 {
+			return nil, fmt.Errorf("%s: the crash checker accepts none of %v", w.Name, cands[i])
+		}
+		ov := 100 * (float64(res[i][best].cycles)/base - 1)
+		rows = append(rows, Row{exp, w.Name, "PM=" + cands[i][best].String(), "overhead_pct", ov})
+		sum += ov
+		n++
+	}
+	if n > 0 && o.Shards <= 1 {
+		rows = append(rows, Row{exp, "average", "PM", "overhead_pct", sum / float64(n)})
+	}
+	return rows, nil
 }

@@ -43,3 +43,31 @@ func TestLinFigures(t *testing.T) {
 	require.Equal(t, v[[3]string{"histo", "nvm", "cycles"}], s[[3]string{"histo", "nvm", "cycles"}], "the baseline never walks the L2")
 	require.Greater(t, s[[3]string{"histo", "EP_K", "cycles"}], v[[3]string{"histo", "EP_K", "cycles"}], "a one-bank walk is longer")
 }
+
+// Table V by measurement: the nvm baseline is never accepted, every pick
+// is a scheme the checker accepted, and no accepted scheme is cheaper than
+// the pick.
+func TestLinTable5(t *testing.T) {
+	e, ok := bench.Lookup("lin-table5")
+	require.True(t, ok)
+	rows, err := e.Run(context.Background(), bench.Options{Quick: true})
+	require.NoError(t, err)
+	v := rowsBy(rows)
+	picks := 0
+	for _, r := range rows {
+		if r.Config == "nvm" && r.Metric == "accepted" {
+			require.Zero(t, r.Value, "%s: the nvm baseline must be rejected", r.Workload)
+		}
+		if len(r.Config) > 3 && r.Config[:3] == "PM=" && r.Workload != "average" {
+			picks++
+			s := r.Config[3:]
+			require.Equal(t, 1.0, v[[3]string{r.Workload, s, "accepted"}])
+			for _, q := range rows {
+				if q.Workload == r.Workload && q.Metric == "overhead_pct" && v[[3]string{q.Workload, q.Config, "accepted"}] == 1 {
+					require.GreaterOrEqual(t, q.Value, r.Value, "%s: %s is cheaper than the pick %s", r.Workload, q.Config, s)
+				}
+			}
+		}
+	}
+	require.Positive(t, picks)
+}
