@@ -957,6 +957,9 @@ func (b *Backend) newEntry(line uint64) int32 {
 // start, and returns its ack cycle. Writes of one line are acked in order.
 func (b *Backend) flush(e int32, start uint64, sm int) uint64 {
 	n := b.lineBytes
+	if b.rs != nil {
+		n = b.rs.bytesOf(e, n) // the re-study's sectored L2 (restudy.go)
+	}
 	x := start + b.l2Lat
 	if b.l2.lookup(b.entries[e].line) < 0 {
 		b.l2.insert(b.entries[e].line) // the write passes through the L2

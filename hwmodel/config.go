@@ -503,6 +503,9 @@ func (c *Config) Validate() error {
 	if err := c.Restudy.validate(); err != nil {
 		return err
 	}
+	if err := c.Restudy.validateSectors(c.L2.LineBytes); err != nil {
+		return err
+	}
 	if !slices.Contains([]string{pointADR, pointEADR}, c.Persist.Point) {
 		return bad("persist.point", "%q, want \"adr\" or \"eadr\"", c.Persist.Point)
 	}

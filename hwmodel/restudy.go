@@ -2,6 +2,7 @@ package hwmodel
 
 import (
 	"fmt"
+	"math/bits"
 
 	"github.com/scopedpm/scopedpm/pm"
 )
@@ -17,6 +18,9 @@ import (
 //     for global stores); the L2 is write-back. A plain PM store makes its
 //     L2 line dirty and costs the warp one issue slot; its record is not
 //     durable.
+//   - The L2 is sectored (restudy.sector_bytes): a write-back or a
+//     write-through sends only the sectors written, and counts as many
+//     bytes against the NVM write bandwidth.
 //   - A dirty line is written back by a write-through store (StoreWT), a
 //     CLWB of the line, an L2WB, or its eviction by another store. A
 //     write-back takes the path of every other flush (L2 latency, NVM write
@@ -60,11 +64,17 @@ type RestudyConfig struct {
 	// cycle during an L2WB. Not in the paper: one tag lookup per bank per
 	// cycle, as a cache bank's single tag port allows, is assumed.
 	L2TagChecksPerCycle int `json:"l2_tag_checks_per_cycle"`
+	// SectorBytes is the sector of the sectored L2: a write-back sends
+	// only the dirty sectors of a line, a write-through store only the
+	// sectors it wrote. Not in Table I: GPGPU-Sim 4.0's Volta
+	// configuration, which the re-study ran, has 32-byte sectors. 0 writes
+	// whole lines.
+	SectorBytes int `json:"sector_bytes"`
 }
 
 // restudyVolta is the write-back hardware of the re-study's Table I.
 func restudyVolta() RestudyConfig {
-	return RestudyConfig{Channels: 32, L2BanksPerChannel: 2, L2TagChecksPerCycle: 1}
+	return RestudyConfig{Channels: 32, L2BanksPerChannel: 2, L2TagChecksPerCycle: 1, SectorBytes: 32}
 }
 
 // validate checks the fields: zero is allowed (a preset without this
@@ -78,6 +88,15 @@ func (r RestudyConfig) validate() error {
 		if p.v < 0 || p.v > 1<<16 {
 			return fmt.Errorf("%w: %s: %d, want 0..65536", ErrConfig, p.k, p.v)
 		}
+	}
+	return nil
+}
+
+// validateSectors checks restudy.sector_bytes against the line size.
+func (r RestudyConfig) validateSectors(line int) error {
+	sb := r.SectorBytes
+	if sb != 0 && (sb < 8 || sb&(sb-1) != 0 || sb > line || line/sb > 64) {
+		return fmt.Errorf("%w: restudy.sector_bytes: %d, want 0 or a power of two from 8 to l2.line_bytes (%d), at most 64 sectors a line", ErrConfig, sb, line)
 	}
 	return nil
 }
@@ -96,6 +115,10 @@ type restudyHW struct {
 	// wpq holds, under PCT, the written-back entries not yet committed,
 	// with the cycle each reached its WPQ.
 	wpq []wpqItem
+	// sector is the sector size (0: whole lines); sectors holds each
+	// entry's dirty sectors.
+	sector  uint64
+	sectors map[int32]uint64
 }
 
 type dirtyWay struct {
@@ -111,7 +134,48 @@ type wpqItem struct {
 func newRestudyHW(cfg Config, pct bool) *restudyHW {
 	r := cfg.Restudy
 	banks := uint64(max(r.Channels, 1) * max(r.L2BanksPerChannel, 1))
-	return &restudyHW{pct: pct, banks: banks, rate: uint64(max(r.L2TagChecksPerCycle, 1))}
+	return &restudyHW{pct: pct, banks: banks, rate: uint64(max(r.L2TagChecksPerCycle, 1)),
+		sector: uint64(r.SectorBytes), sectors: map[int32]uint64{}}
+}
+
+// bytesOf returns how many bytes writing entry e back sends: its dirty
+// sectors, or n (the line) without sectors.
+func (r *restudyHW) bytesOf(e int32, n uint64) uint64 {
+	if r.sector == 0 {
+		return n
+	}
+	m, ok := r.sectors[e]
+	if !ok || m == 0 {
+		return n
+	}
+	return uint64(bits.OnesCount64(m)) * r.sector
+}
+
+// sectorMask returns the sectors of line that the step's persists not yet
+// timed write.
+func (b *Backend) sectorMask(line uint64) uint64 {
+	sec := b.rs.sector
+	if sec == 0 {
+		return 0
+	}
+	var m uint64
+	for i := range b.pending {
+		p := &b.pending[i]
+		if p.done || p.rec0 < 0 {
+			continue
+		}
+		for r := p.rec0; r < p.rec1; r++ {
+			rec := &b.records[r]
+			if uint64(rec.addr)>>b.lineShift != line {
+				continue
+			}
+			off := uint64(rec.addr) & (b.lineBytes - 1)
+			for s := off / sec; s <= (off+uint64(max(rec.size, 1))-1)/sec; s++ {
+				m |= 1 << s
+			}
+		}
+	}
+	return m
 }
 
 // restudyBegin forgets the dirty marks of the last launch: its records
@@ -124,6 +188,7 @@ func (b *Backend) restudyBegin() {
 	}
 	b.rs.dirty = b.rs.dirty[:0]
 	b.rs.wpq = b.rs.wpq[:0]
+	clear(b.rs.sectors)
 }
 
 // restudyStore times one PM line of a store instruction at cycle t.
@@ -138,15 +203,19 @@ func (b *Backend) restudyStore(ws *warpState, line uint64, t uint64) (int32, uin
 		}
 	}
 	ws.lastAck = max(ws.lastAck, t+b.l2Lat) // the store's own ack from the L2
+	mask := b.sectorMask(line)
 	if b.rs.wt {
 		e := b.newEntry(line)
+		b.rs.sectors[e] = mask
 		b.restudyWriteBack(ws, e, t)
 		return e, t + 1, false
 	}
 	if e := b.l2.entry[way]; e >= 0 && b.entries[e].start == noAck {
+		b.rs.sectors[e] |= mask
 		return e, t + 1, true
 	}
 	e := b.newEntry(line)
+	b.rs.sectors[e] = mask
 	b.entries[e].dirty = t
 	b.l2.entry[way] = e
 	b.rs.dirty = append(b.rs.dirty, dirtyWay{way, e})

@@ -38,7 +38,7 @@ func TestRestudyCLWBOfCleanLine(t *testing.T) {
 		t.CLWB(a)
 		t.MemBar()
 	})
-	require.Equal(t, uint64(128), st.NVMWriteBytes, "one write-back of one line")
+	require.Equal(t, uint64(32), st.NVMWriteBytes, "one write-back of the one dirty 32-byte sector")
 	require.Equal(t, uint64(5), word(t, img, "p", 0))
 }
 
@@ -95,7 +95,7 @@ func TestRestudyL2WBCostGrowsWithDirtyLines(t *testing.T) {
 			t.MemBar()
 		})
 		t.Logf("%d dirty lines: %d cycles, %d bytes to NVM", n, st.Cycles, st.NVMWriteBytes)
-		require.Equal(t, uint64(n*128), st.NVMWriteBytes)
+		require.Equal(t, uint64(n*32), st.NVMWriteBytes, "a dirty sector per line")
 		require.Greater(t, st.Cycles, walk)
 		require.Greater(t, st.Cycles, last)
 		last = st.Cycles
@@ -122,7 +122,8 @@ func TestRestudyPCommitCost(t *testing.T) {
 
 func TestRestudyConfigKeys(t *testing.T) {
 	c := PresetVolta()
-	require.Equal(t, RestudyConfig{Channels: 32, L2BanksPerChannel: 2, L2TagChecksPerCycle: 1}, c.Restudy)
+	require.Equal(t, RestudyConfig{Channels: 32, L2BanksPerChannel: 2, L2TagChecksPerCycle: 1, SectorBytes: 32}, c.Restudy)
+	require.ErrorIs(t, c.Set("restudy.sector_bytes=24"), ErrConfig)
 	require.NoError(t, c.Set("restudy.channels=16", "restudy.l2_tag_checks_per_cycle=4"))
 	require.Equal(t, 16, c.Restudy.Channels)
 	require.ErrorIs(t, c.Set("restudy.channels=-1"), ErrConfig)
@@ -132,4 +133,25 @@ func TestRestudyConfigKeys(t *testing.T) {
 	m, err := ParseModel("restudy-pct")
 	require.NoError(t, err)
 	require.Equal(t, RestudyPCT, m)
+}
+
+// A sectored L2 writes back the sectors written: a whole line of
+// write-through stores sends the line once per store's sector, and with
+// restudy.sector_bytes=0 every write-back sends the whole line.
+func TestRestudySectors(t *testing.T) {
+	k := func(t *scope.Thread, a pm.Addr) {
+		for i := range 16 {
+			t.Store64(a+pm.Addr(8*i), uint64(i))
+		}
+		t.CLWB(a)
+		t.StoreWT64(a+128, 1)
+		t.MemBar()
+	}
+	st, _ := runVolta(t, Restudy, 2, k)
+	require.Equal(t, uint64(128+32), st.NVMWriteBytes, "four dirty sectors, then one written through")
+	be, m := setupHW(t, func() Config { c := PresetVolta(); c.Restudy.SectorBytes = 0; return c }(), Restudy)
+	r := region(t, m, "p", 256)
+	_, err := scope.Launch(m, scope.Grid{Blocks: 1, Threads: 1}, func(t *scope.Thread) { k(t, r.Base) })
+	require.NoError(t, err)
+	require.Equal(t, uint64(256), be.LastLaunch().NVMWriteBytes)
 }
