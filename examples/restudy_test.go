@@ -119,13 +119,15 @@ func TestRestudyCrashConsistency(t *testing.T) {
 			require.NotEmpty(t, rep.Violations, "the nvm baseline persists nothing in order")
 			t.Log(rep.Violations[0].Explanation)
 			require.ErrorIs(t, rep.Violations[0].Err, ErrInconsistent)
+			require.Contains(t, rep.Violations[0].Explanation, "stayed dirty in the L2")
 
 			if !rc.Recommended.PCT {
 				w, err = check(rc.Recommended)
 				require.NoError(t, err)
-				rep, err = crash.Check(w, pm.GPULimits{}, crash.Config{Model: persistency.RestudyPCT, States: 10000, Seed: seed})
+				rep, err = crash.Check(w, pm.GPULimits{}, crash.Config{Model: persistency.RestudyPCT, States: 10000, Seed: seed, Shrink: true})
 				require.NoError(t, err)
 				require.NotEmpty(t, rep.Violations, "without PCommit a volatile WPQ loses acknowledged write-backs")
+				t.Log(rep.Violations[0].Explanation)
 			}
 		})
 	}

@@ -1,6 +1,7 @@
 package crash
 
 import (
+	"fmt"
 	"slices"
 
 	"github.com/scopedpm/scopedpm/pm"
@@ -102,4 +103,38 @@ func (b *builder) restudyVerb(i int, ev *record.Event, s *agentState) bool {
 		s.flushed, s.committed = nil, nil
 	}
 	return false
+}
+
+// restudyWhy explains, under a write-back model, why persist event a is
+// not PMO-ordered before event x: which of write-back, MemBar and (with a
+// volatile WPQ) PCommit the program left out between them.
+func (g *Graph) restudyWhy(a, x int) string {
+	ea := &g.Events[a]
+	line := ea.Op.Addr &^ (gpuLine - 1)
+	flushed, by := ea.Op.WT, ea.Agent
+	fenced, committed := false, false
+	for i := a + 1; i < x; i++ {
+		e := &g.Events[i]
+		if e.Group != nil {
+			continue
+		}
+		switch {
+		case !flushed && e.Op.Kind == pm.OpCLWB && e.Agent == ea.Agent && e.Op.Addr&^(gpuLine-1) == line,
+			!flushed && e.Op.Kind == pm.OpL2WB:
+			flushed, by = true, e.Agent
+		case flushed && !fenced && e.Op.Kind == pm.OpMemBar && e.Agent == by:
+			fenced = true
+		case fenced && e.Op.Kind == pm.OpPCommit:
+			committed = true
+		}
+	}
+	switch {
+	case !flushed:
+		return fmt.Sprintf("its line %v stayed dirty in the L2: no write-through store, CLWB of the line by %v, or L2WB before it", line, &ea.Agent)
+	case !fenced:
+		return fmt.Sprintf("its write-back by %v was not followed by a MemBar of that thread", &by)
+	case g.Model.VolatileWPQ() && !committed:
+		return "its write-back was acknowledged by a volatile write-pending queue, and no PCommit (followed by a MemBar) drained it"
+	}
+	return fmt.Sprintf("no barrier joins %v's MemBar to %v before its persist", &by, &g.Events[x].Agent)
 }
