@@ -35,6 +35,7 @@ type Persister struct {
 	S     persistency.Scheme
 	T     *scope.Thread
 	lines []pm.Addr // lines written since the last epoch end (CLWB schemes)
+	log   *rsLog    // undo logging (Undo schemes, unless skipped by +idem), else nil
 }
 
 // lineOf is the line a GPU CLWB writes back.
@@ -80,6 +81,9 @@ func (p *Persister) wt() bool {
 
 // Store32 stores v at a (4-byte aligned, in PM) as the scheme requires.
 func (p *Persister) Store32(a pm.Addr, v uint32) {
+	if p.log != nil {
+		p.logBefore(a, 4)
+	}
 	if p.wt() {
 		p.T.StoreWT32(a, v)
 	} else {
@@ -90,6 +94,9 @@ func (p *Persister) Store32(a pm.Addr, v uint32) {
 
 // Store64 stores v at a (8-byte aligned, in PM) as the scheme requires.
 func (p *Persister) Store64(a pm.Addr, v uint64) {
+	if p.log != nil {
+		p.logBefore(a, 8)
+	}
 	if p.wt() {
 		p.T.StoreWT64(a, v)
 	} else {
@@ -103,6 +110,9 @@ func (p *Persister) Store64(a pm.Addr, v uint64) {
 // the L2, so no scheme can write it through: under write-through schemes
 // its line is written back with a CLWB instead, like the CLWB schemes do.
 func (p *Persister) CAS64(a pm.Addr, old, nv uint64) uint64 {
+	if p.log != nil && p.T.Load64(a) == old {
+		p.logBefore(a, 8)
+	}
 	got := p.T.AtomicCAS64(a, old, nv, pm.Device)
 	if got != old {
 		return got
@@ -156,6 +166,9 @@ func (p *Persister) EndEpoch(g persistency.Granularity, mark pm.Addr, value uint
 		p.fence()
 	}
 	t.SyncThreads()
+	if p.log != nil {
+		p.log.tag = 0 // the next epoch logs afresh
+	}
 }
 
 // rsKernel is one kernel of a re-study workload.
@@ -169,6 +182,10 @@ type rsKernel struct {
 	body func(t *scope.Thread, p *Persister)
 	// shared bytes of shared memory per block.
 	shared int
+	// idempotent declares that re-running the kernel from any crash state
+	// gives its result without rolling back: "+idem" schemes skip its undo
+	// log (see restudy_undo.go).
+	idempotent bool
 }
 
 // rsState is a re-study workload's scheme, kernels and marker region.
@@ -178,6 +195,12 @@ type rsState struct {
 	kernels []rsKernel
 	marks   pm.Addr // region <prefix>.marks: per kernel, a kernel marker then one per block
 	loops   pm.Addr // region <prefix>.loops: per kernel and block, the last durable loop iteration + 1
+	// undoWords is the number of PM words the kernels may overwrite, in
+	// ranges (set when the machine's regions are opened); undo holds a
+	// slot for each (region <prefix>.undo, Undo schemes only).
+	undoWords int
+	ranges    []rsRange
+	undo      pm.Addr
 	// Launches counts the launches of the last Run or Recover.
 	launches int
 }
@@ -195,8 +218,27 @@ func (r *rsState) setup(m *pm.Machine) error {
 	if r.marks, err = createFilled(m, r.prefix+".marks", 8*n, 0); err != nil {
 		return err
 	}
-	r.loops, err = createFilled(m, r.prefix+".loops", 8*n, 0)
+	if r.loops, err = createFilled(m, r.prefix+".loops", 8*n, 0); err != nil {
+		return err
+	}
+	if r.scheme.Undo && r.undoWords > 0 {
+		r.undo, err = createFilled(m, r.prefix+".undo", 8*r.undoWords, 0)
+	}
 	return err
+}
+
+// writable records the writable arrays of the machine being run, in a
+// fixed order; their words must add up to undoWords.
+func (r *rsState) writable(rs ...rsRange) error {
+	r.ranges = append(r.ranges[:0], rs...)
+	n := 0
+	for _, rg := range rs {
+		n += rg.words
+	}
+	if n != r.undoWords {
+		return fmt.Errorf("%w: %s: writable arrays of %d words, want %d", ErrConfig, r.prefix, n, r.undoWords)
+	}
+	return nil
 }
 
 // open finds the marker regions after a reopen.
@@ -206,6 +248,13 @@ func (r *rsState) open(m *pm.Machine) error {
 		return err
 	}
 	r.marks, r.loops = b[0], b[1]
+	if r.scheme.Undo && r.undoWords > 0 {
+		u, err := openRegions(m, r.prefix+".undo")
+		if err != nil {
+			return err
+		}
+		r.undo = u[0]
+	}
 	return nil
 }
 
@@ -230,6 +279,11 @@ func (r *rsState) loopMark(k, b int) pm.Addr {
 // set return at once.
 func (r *rsState) run(m *pm.Machine) error {
 	r.launches = 0
+	if r.scheme.Undo {
+		if err := r.rollback(m); err != nil {
+			return err
+		}
+	}
 	for k := range r.kernels {
 		v, err := m.Memory().Load(r.kernelMark(k), 8)
 		if err != nil {
@@ -258,6 +312,15 @@ func (r *rsState) launch(m *pm.Machine, k int) error {
 			return // the block is durable: nothing to redo
 		}
 		p := &Persister{S: s, T: t}
+		if s.Undo && r.undoWords > 0 && !(s.Idem && kn.idempotent) {
+			p.log = &rsLog{r: r, mark: int(mark-r.marks) / 8}
+			switch s.Gran {
+			case persistency.PerKernel:
+				p.log.mark = int(r.kernelMark(k)-r.marks) / 8
+			case persistency.PerLoop:
+				p.log.loop = r.loopMark(k, t.Block())
+			}
+		}
 		kn.body(t, p)
 		p.EndEpoch(persistency.PerCTA, mark, 1)
 		if s.Gran == persistency.PerLoop {
@@ -424,6 +487,16 @@ type rsArray struct {
 	name string
 	init []uint32 // nil: zero-filled, of len(want) words
 	want []uint32 // nil: not checked (an input)
+	rw   bool     // kernels overwrite it (implied for an array without init)
+}
+
+func (ar *rsArray) writable() bool { return ar.rw || ar.init == nil }
+
+func (ar *rsArray) words() int {
+	if ar.init != nil {
+		return len(ar.init)
+	}
+	return len(ar.want)
 }
 
 // rsApp is a re-study workload made of PM arrays and kernels; the kernels
@@ -456,6 +529,12 @@ func (a *rsApp) addr(name string) pm.Addr { return a.base[name] }
 
 // Setup creates the arrays (regions <app>.<array>) and the markers.
 func (a *rsApp) Setup(m *pm.Machine) error {
+	a.rs.undoWords = 0
+	for i := range a.arrays {
+		if a.arrays[i].writable() {
+			a.rs.undoWords += a.arrays[i].words()
+		}
+	}
 	for _, ar := range a.arrays {
 		vals := ar.init
 		if vals == nil {
@@ -475,6 +554,19 @@ func (a *rsApp) bind(m *pm.Machine) error {
 			return err
 		}
 		a.base[ar.name] = r.Base
+	}
+	var rs []rsRange
+	for i := range a.arrays {
+		if ar := &a.arrays[i]; ar.writable() {
+			rs = append(rs, rsRange{a.base[ar.name], ar.words()})
+		}
+	}
+	a.rs.undoWords = 0
+	for _, rg := range rs {
+		a.rs.undoWords += rg.words
+	}
+	if err := a.rs.writable(rs...); err != nil {
+		return err
 	}
 	return a.rs.open(m)
 }

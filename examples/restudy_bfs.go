@@ -91,7 +91,9 @@ func NewBFS(sh BFSShape, s persistency.Scheme, seed uint64) (*BFS, error) {
 		}
 		front = next
 	}
-	b.rs = rsState{scheme: s, prefix: "bfs"}
+	b.rs = rsState{scheme: s, prefix: "bfs", undoWords: sh.Nodes}
+	// Not idempotent: a level cut short leaves nodes marked that a re-run
+	// would skip (the restart's repair, or an undo log, fixes that).
 	b.rs.kernels = []rsKernel{{name: "levels", grid: scope.Grid{Blocks: 1, Threads: sh.Threads}, body: b.kernel}}
 	return b, nil
 }
@@ -199,6 +201,9 @@ func (b *BFS) bind(m *pm.Machine) error {
 		return err
 	}
 	b.graph, b.cost = r[0], r[1]
+	if err := b.rs.writable(rsRange{b.cost, b.Shape.Nodes}); err != nil {
+		return err
+	}
 	return b.rs.open(m)
 }
 

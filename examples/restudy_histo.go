@@ -59,11 +59,11 @@ func NewHisto(sh HistoShape, s persistency.Scheme, seed uint64) (*Histo, error) 
 		h.in = append(h.in, v)
 		h.want[v]++
 	}
-	h.rs = rsState{scheme: s, prefix: "histo"}
+	h.rs = rsState{scheme: s, prefix: "histo", undoWords: sh.Bins*sh.Grid.Blocks + sh.Bins}
 	sh1 := sh
 	h.rs.kernels = []rsKernel{
-		{name: "intermediates", grid: sh.Grid, shared: 4 * sh.Bins, body: func(t *scope.Thread, p *Persister) { h.intermediates(t, p, sh1) }},
-		{name: "final", grid: scope.Grid{Blocks: blocksFor(sh.Bins, min(sh.Bins, 256)), Threads: min(sh.Bins, 256)}, body: func(t *scope.Thread, p *Persister) { h.final(t, p, sh1) }},
+		{idempotent: true, name: "intermediates", grid: sh.Grid, shared: 4 * sh.Bins, body: func(t *scope.Thread, p *Persister) { h.intermediates(t, p, sh1) }},
+		{idempotent: true, name: "final", grid: scope.Grid{Blocks: blocksFor(sh.Bins, min(sh.Bins, 256)), Threads: min(sh.Bins, 256)}, body: func(t *scope.Thread, p *Persister) { h.final(t, p, sh1) }},
 	}
 	return h, nil
 }
@@ -144,6 +144,10 @@ func (h *Histo) bind(m *pm.Machine) error {
 		return err
 	}
 	h.base = [3]pm.Addr{in, partial, final}
+	sh := h.Shape
+	if err := h.rs.writable(rsRange{partial, sh.Bins * sh.Grid.Blocks}, rsRange{final, sh.Bins}); err != nil {
+		return err
+	}
 	return h.rs.open(m)
 }
 

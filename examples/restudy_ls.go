@@ -56,7 +56,7 @@ func NewSGEMM(sh SGEMMShape, s persistency.Scheme, seed uint64) (RestudyWorkload
 	}
 	a.arrays = []rsArray{{name: "a", init: A}, {name: "b", init: B}, {name: "c", want: C}}
 	tilesN := sh.N / sh.Tile
-	a.rs.kernels = []rsKernel{{name: "mysgemm", grid: scope.Grid{Blocks: (sh.M / sh.Tile) * tilesN, Threads: sh.Tile * sh.Tile},
+	a.rs.kernels = []rsKernel{{idempotent: true, name: "mysgemm", grid: scope.Grid{Blocks: (sh.M / sh.Tile) * tilesN, Threads: sh.Tile * sh.Tile},
 		body: func(t *scope.Thread, p *Persister) {
 			ab, bb, cb := a.addr("a"), a.addr("b"), a.addr("c")
 			i := (t.Block()/tilesN)*sh.Tile + t.TID()/sh.Tile
@@ -144,7 +144,7 @@ func NewSpMV(sh SpMVShape, s persistency.Scheme, seed uint64) (RestudyWorkload, 
 	}
 	a.arrays = []rsArray{{name: "data", init: data}, {name: "idx", init: idx}, {name: "ptr", init: ptr},
 		{name: "perm", init: perm}, {name: "len", init: lens}, {name: "x", init: x}, {name: "y", want: y}}
-	a.rs.kernels = []rsKernel{{name: "spmv_jds", grid: scope.Grid{Blocks: blocksFor(sh.Rows, sh.Threads), Threads: sh.Threads},
+	a.rs.kernels = []rsKernel{{idempotent: true, name: "spmv_jds", grid: scope.Grid{Blocks: blocksFor(sh.Rows, sh.Threads), Threads: sh.Threads},
 		body: func(t *scope.Thread, p *Persister) {
 			r := t.ID()
 			if r >= sh.Rows {
@@ -225,10 +225,10 @@ func NewLBM(sh LBMShape, s persistency.Scheme, seed uint64) (RestudyWorkload, er
 		cur = next
 	}
 	// The result is in buffer Steps%2; the other buffer is not checked.
-	a.arrays = []rsArray{{name: "f", init: init}}
+	a.arrays = []rsArray{{name: "f", init: init, rw: true}}
 	a.rs.kernels = nil
 	for k := range sh.Steps {
-		a.rs.kernels = append(a.rs.kernels, rsKernel{name: fmt.Sprintf("collide%d", k), grid: scope.Grid{Blocks: blocksFor(cells, sh.Threads), Threads: sh.Threads},
+		a.rs.kernels = append(a.rs.kernels, rsKernel{idempotent: true, name: fmt.Sprintf("collide%d", k), grid: scope.Grid{Blocks: blocksFor(cells, sh.Threads), Threads: sh.Threads},
 			body: func(t *scope.Thread, p *Persister) {
 				c := t.ID()
 				if c >= cells {
@@ -319,7 +319,7 @@ func NewSAD(sh SADShape, s persistency.Scheme, seed uint64) (RestudyWorkload, er
 		}
 	}
 	a.arrays = []rsArray{{name: "cur", init: cur}, {name: "ref", init: ref}, {name: "out", want: want}}
-	a.rs.kernels = []rsKernel{{name: "mb_sad_calc", grid: scope.Grid{Blocks: mbs, Threads: side * side},
+	a.rs.kernels = []rsKernel{{idempotent: true, name: "mb_sad_calc", grid: scope.Grid{Blocks: mbs, Threads: side * side},
 		body: func(t *scope.Thread, p *Persister) {
 			cb, rb := a.addr("cur"), a.addr("ref")
 			v := sadOf(func(f, x, y int) uint32 {

@@ -58,7 +58,7 @@ func NewRSScan(sh ScanShape, s persistency.Scheme, seed uint64) (RestudyWorkload
 	a.arrays = []rsArray{{name: "in", init: in}, {name: "part", want: part}, {name: "tot", want: tot}, {name: "out", want: out}}
 	grid := scope.Grid{Blocks: sh.Blocks, Threads: sh.Threads}
 	a.rs.kernels = []rsKernel{
-		{name: "scan_L1", grid: grid, shared: 8 * sh.Threads, body: func(t *scope.Thread, p *Persister) {
+		{idempotent: true, name: "scan_L1", grid: grid, shared: 8 * sh.Threads, body: func(t *scope.Thread, p *Persister) {
 			sm, T, i := t.Shared(), sh.Threads, t.TID()
 			buf := func(k, j int) pm.Addr { return word32(sm, k*T+j) }
 			t.Store32(buf(0, i), t.Load32(word32(a.addr("in"), t.ID())))
@@ -79,7 +79,7 @@ func NewRSScan(sh ScanShape, s persistency.Scheme, seed uint64) (RestudyWorkload
 				p.Store32(word32(a.addr("tot"), t.Block()), v)
 			}
 		}},
-		{name: "scan_inter", grid: grid, body: func(t *scope.Thread, p *Persister) {
+		{idempotent: true, name: "scan_inter", grid: grid, body: func(t *scope.Thread, p *Persister) {
 			var run uint32
 			for b := range t.Block() {
 				run += t.Load32(word32(a.addr("tot"), b))
@@ -213,7 +213,7 @@ func NewMegaKV(op int, sh KVShape, s persistency.Scheme, seed uint64) (RestudyWo
 	for i, w := range init {
 		words[2*i], words[2*i+1] = uint32(w), uint32(w>>32)
 	}
-	a.arrays = []rsArray{{name: "table", init: words}, {name: "batch", init: batch}}
+	a.arrays = []rsArray{{name: "table", init: words, rw: true}, {name: "batch", init: batch}}
 	if op == KVSearch {
 		a.arrays = append(a.arrays, rsArray{name: "result", want: result})
 	}
@@ -245,7 +245,7 @@ func NewMegaKV(op int, sh KVShape, s persistency.Scheme, seed uint64) (RestudyWo
 		}
 		return nil
 	}
-	a.rs.kernels = []rsKernel{{name: "hash_" + names[op], grid: scope.Grid{Blocks: blocksFor(sh.Batch, sh.Threads), Threads: sh.Threads},
+	a.rs.kernels = []rsKernel{{idempotent: true, name: "hash_" + names[op], grid: scope.Grid{Blocks: blocksFor(sh.Batch, sh.Threads), Threads: sh.Threads},
 		body: func(t *scope.Thread, p *Persister) {
 			i := t.ID()
 			if i >= sh.Batch {
@@ -360,7 +360,7 @@ func NewProgPoW(dag bool, sh PoWShape, s persistency.Scheme, seed uint64) (Restu
 	}
 	if dag {
 		a.arrays = []rsArray{{name: "cache", init: cache}, {name: "dag", want: items}}
-		a.rs.kernels = []rsKernel{{name: "ethash_calculate_dag_item", grid: scope.Grid{Blocks: blocksFor(sh.Items, sh.Threads), Threads: sh.Threads},
+		a.rs.kernels = []rsKernel{{idempotent: true, name: "ethash_calculate_dag_item", grid: scope.Grid{Blocks: blocksFor(sh.Items, sh.Threads), Threads: sh.Threads},
 			body: func(t *scope.Thread, p *Persister) {
 				i := t.ID()
 				if i >= sh.Items {
@@ -379,7 +379,7 @@ func NewProgPoW(dag bool, sh PoWShape, s persistency.Scheme, seed uint64) (Restu
 		out[2*n], out[2*n+1] = uint32(h), uint32(h>>32)
 	}
 	a.arrays = []rsArray{{name: "dag", init: items}, {name: "out", want: out}}
-	a.rs.kernels = []rsKernel{{name: "progpow_search", grid: scope.Grid{Blocks: blocksFor(sh.Nonces, sh.Threads), Threads: sh.Threads},
+	a.rs.kernels = []rsKernel{{idempotent: true, name: "progpow_search", grid: scope.Grid{Blocks: blocksFor(sh.Nonces, sh.Threads), Threads: sh.Threads},
 		body: func(t *scope.Thread, p *Persister) {
 			n := t.ID()
 			if n >= sh.Nonces {

@@ -69,9 +69,9 @@ func NewStencil(sh StencilShape, s persistency.Scheme, seed uint64) (*Stencil, e
 	st.want = cur
 	cols := (sh.NX - 2) * (sh.NY - 2)
 	grid := scope.Grid{Blocks: blocksFor(cols, sh.Threads), Threads: sh.Threads}
-	st.rs = rsState{scheme: s, prefix: "stencil"}
+	st.rs = rsState{scheme: s, prefix: "stencil", undoWords: 2 * n}
 	for k := range sh.Steps {
-		st.rs.kernels = append(st.rs.kernels, rsKernel{name: fmt.Sprintf("step%d", k), grid: grid,
+		st.rs.kernels = append(st.rs.kernels, rsKernel{idempotent: true, name: fmt.Sprintf("step%d", k), grid: grid,
 			body: func(t *scope.Thread, p *Persister) { st.step(t, p, k) }})
 	}
 	return st, nil
@@ -135,6 +135,9 @@ func (st *Stencil) bind(m *pm.Machine) error {
 		return err
 	}
 	st.buf = b[0]
+	if err := st.rs.writable(rsRange{st.buf, 2 * len(st.in)}); err != nil {
+		return err
+	}
 	return st.rs.open(m)
 }
 

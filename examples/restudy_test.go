@@ -64,7 +64,8 @@ func allSchemes() []persistency.Scheme {
 	}
 	out = append(out, persistency.Scheme{Gran: persistency.PerCTA, Mech: persistency.CLWB, PCT: true},
 		persistency.Scheme{Gran: persistency.PerCTA, Mech: persistency.L2WB, PCT: true})
-	return out
+	out = append(out, persistency.UndoSchemes...)
+	return append(out, persistency.Scheme{Gran: persistency.PerLoop, Mech: persistency.CLWB, PCT: true, Undo: true})
 }
 
 // Every re-study workload computes the reference result under every scheme,

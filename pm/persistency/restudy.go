@@ -150,6 +150,15 @@ type Scheme struct {
 	Gran Granularity
 	Mech Mechanism
 	PCT  bool
+	// Undo makes the scheme a durable transaction (the re-study's undo_K,
+	// undo_C, undo_L): before a PM word is first overwritten in an epoch,
+	// its old value is logged and the log entry made durable, so an epoch
+	// cut short by a crash is rolled back before it is re-run. Log entries
+	// are written back with Mech, or with CLWB when Mech is L2WB.
+	Undo bool
+	// Idem (with Undo) skips the log in kernels declared idempotent: those
+	// are simply re-run (the re-study's "+idem", its idempotency analysis).
+	Idem bool
 }
 
 // Model returns the hardware model the scheme runs on: RestudyPCT if PCT,
@@ -168,6 +177,19 @@ func (s Scheme) String() string {
 	if s.Gran == Baseline {
 		return name
 	}
+	if s.Undo {
+		name = "undo_" + name[len("EP_"):]
+		if s.Gran != PerKernel {
+			name += "+" + s.Mech.String()
+		}
+		if s.PCT {
+			name += "_pct"
+		}
+		if s.Idem {
+			name += "+idem"
+		}
+		return name
+	}
 	if s.Gran != PerKernel {
 		name += "_" + s.Mech.String()
 	}
@@ -182,6 +204,9 @@ func (s Scheme) String() string {
 // write-through or CLWB, and the baseline as Scheme{Gran: Baseline} alone.
 func (s Scheme) Valid() bool {
 	if s.Gran >= numGrans || s.Mech >= numMechs {
+		return false
+	}
+	if s.Idem && !s.Undo || s.Undo && (s.Gran == PerStore || s.Gran == Baseline) {
 		return false
 	}
 	if s.Gran == PerKernel {
@@ -199,14 +224,18 @@ func ParseScheme(name string) (Scheme, error) {
 	for g := range numGrans {
 		for k := range numMechs {
 			for _, pct := range []bool{false, true} {
-				s := Scheme{Gran: g, Mech: k, PCT: pct}
-				if s.Valid() && strings.EqualFold(s.String(), name) {
-					return s, nil
+				for _, undo := range []bool{false, true} {
+					for _, idem := range []bool{false, true} {
+						s := Scheme{Gran: g, Mech: k, PCT: pct, Undo: undo, Idem: idem}
+						if s.Valid() && strings.EqualFold(s.String(), name) {
+							return s, nil
+						}
+					}
 				}
 			}
 		}
 	}
-	return Scheme{}, fmt.Errorf("%w: scheme %q (want SP_wt, SP_clwb, EP_K, EP_C_wt, EP_C_clwb, EP_C_l2wb, EP_L_wt, EP_L_clwb, optionally with _pct)", ErrModel, name)
+	return Scheme{}, fmt.Errorf("%w: scheme %q (want nvm, SP_wt, SP_clwb, EP_K, EP_C_wt, EP_C_clwb, EP_C_l2wb, EP_L_wt, EP_L_clwb, optionally with _pct, or undo_K, undo_C+wt, undo_L+clwb, ... optionally with +idem)", ErrModel, name)
 }
 
 // The re-study's schemes as its figures group them.
@@ -214,11 +243,19 @@ var (
 	// NVM is the baseline every figure normalises to.
 	NVM = Scheme{Gran: Baseline}
 	// StrictSchemes are the strict persistency schemes (Figures 1, 2, 4, 6).
-	StrictSchemes = []Scheme{{PerStore, WT, false}, {PerStore, CLWB, false}, {PerStore, CLWB, true}}
+	StrictSchemes = []Scheme{{Gran: PerStore, Mech: WT}, {Gran: PerStore, Mech: CLWB}, {Gran: PerStore, Mech: CLWB, PCT: true}}
 	// KernelSchemes are the kernel-level epoch schemes (Figures 1 and 5).
-	KernelSchemes = []Scheme{{PerKernel, L2WB, false}, {PerKernel, L2WB, true}}
+	KernelSchemes = []Scheme{{Gran: PerKernel, Mech: L2WB}, {Gran: PerKernel, Mech: L2WB, PCT: true}}
 	// CTASchemes are the CTA-level epoch schemes (Figures 2 and 6).
-	CTASchemes = []Scheme{{PerCTA, WT, false}, {PerCTA, CLWB, false}, {PerCTA, L2WB, false}}
+	CTASchemes = []Scheme{{Gran: PerCTA, Mech: WT}, {Gran: PerCTA, Mech: CLWB}, {Gran: PerCTA, Mech: L2WB}}
 	// LoopSchemes are the loop-level epoch schemes (Figure 4).
-	LoopSchemes = []Scheme{{PerLoop, WT, false}, {PerLoop, CLWB, false}, {PerLoop, CLWB, true}}
+	LoopSchemes = []Scheme{{Gran: PerLoop, Mech: WT}, {Gran: PerLoop, Mech: CLWB}, {Gran: PerLoop, Mech: CLWB, PCT: true}}
+	// UndoSchemes are the durable-transaction schemes (Figure 3 and
+	// Table V), each without and with the idempotency analysis.
+	UndoSchemes = []Scheme{
+		{Gran: PerKernel, Mech: L2WB, Undo: true}, {Gran: PerKernel, Mech: L2WB, Undo: true, Idem: true},
+		{Gran: PerCTA, Mech: WT, Undo: true}, {Gran: PerCTA, Mech: WT, Undo: true, Idem: true},
+		{Gran: PerCTA, Mech: CLWB, Undo: true}, {Gran: PerCTA, Mech: CLWB, Undo: true, Idem: true},
+		{Gran: PerLoop, Mech: CLWB, Undo: true}, {Gran: PerLoop, Mech: CLWB, Undo: true, Idem: true},
+	}
 )

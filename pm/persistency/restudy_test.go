@@ -30,7 +30,18 @@ func TestSchemeNames(t *testing.T) {
 	require.False(t, persistency.Scheme{Gran: persistency.Baseline, PCT: true}.Valid())
 	require.Equal(t, persistency.RestudyPCT, persistency.KernelSchemes[1].Model())
 	require.Equal(t, persistency.Restudy, persistency.CTASchemes[0].Model())
-	for _, bad := range []string{"EP_K_wt", "SP_l2wb", "EP_X", ""} {
+	var undo []string
+	for _, s := range persistency.UndoSchemes {
+		require.True(t, s.Valid(), "%+v", s)
+		got, err := persistency.ParseScheme(s.String())
+		require.NoError(t, err)
+		require.Equal(t, s, got)
+		undo = append(undo, s.String())
+	}
+	require.Equal(t, []string{"undo_K", "undo_K+idem", "undo_C+wt", "undo_C+wt+idem", "undo_C+clwb", "undo_C+clwb+idem", "undo_L+clwb", "undo_L+clwb+idem"}, undo)
+	require.False(t, persistency.Scheme{Gran: persistency.PerStore, Undo: true}.Valid())
+	require.False(t, persistency.Scheme{Gran: persistency.PerCTA, Idem: true}.Valid())
+	for _, bad := range []string{"EP_K_wt", "SP_l2wb", "EP_X", "", "undo_SP+wt"} {
 		_, err := persistency.ParseScheme(bad)
 		require.ErrorIs(t, err, persistency.ErrModel, bad)
 	}
