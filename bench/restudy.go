@@ -26,9 +26,10 @@ func init() {
 	for _, e := range []Experiment{
 		{Name: "lin-fig1", Description: "persistency re-study Fig. 1: short-running (S) kernels under SP_wt, SP_clwb, SP_clwb_pct, EP_K, EP_K_pct, execution time normalised to the nvm baseline, volta preset", Run: linFig(1, "S", linFig1Schemes())},
 		{Name: "lin-fig2", Description: "persistency re-study Fig. 2: long-running kernels with short CTAs (LS) under SP and EP_C (wt, clwb, l2wb), normalised to the nvm baseline, volta preset", Run: linFig(2, "LS", linFig2Schemes())},
+		{Name: "lin-fig3", Description: "persistency re-study Fig. 3: long-running kernels with short CTAs (LS) under durable transactions (undo logging with CTA-level epochs, write-through or CLWB, with and without the idempotency analysis), normalised to the nvm baseline, volta preset", Run: linFig(3, "LS", persistency.UndoSchemes[2:6])},
 		{Name: "lin-fig4", Description: "persistency re-study Fig. 4: long-running kernels with long CTAs (LL) under SP and EP_L (wt, clwb, clwb_pct), normalised to the nvm baseline, volta preset", Run: linFig(4, "LL", linFig4Schemes())},
 		{Name: "lin-fig5", Description: "persistency re-study Fig. 5: Mega-KV search, insert and delete kernels on a PM hash table under SP, EP_K and EP_K_pct, normalised to the nvm baseline, volta preset", Run: linFig(5, "KV", linFig1Schemes())},
-		{Name: "lin-table5", Description: "persistency re-study Table V by measurement: per kernel, the cheapest scheme of its category's figure that the crash checker accepts (tiny size, 2000 states, seed 1), with its overhead over the nvm baseline; durable-transaction models are not built yet", Run: runLinTable5},
+		{Name: "lin-table5", Description: "persistency re-study Table V by measurement: per kernel, the cheapest persistency scheme and the cheapest durable transaction (undo logging, +idem) of its category that the crash checker accepts (tiny size, 2000 states, seed 1), with their overheads over the nvm baseline", Run: runLinTable5},
 		{Name: "lin-fig6", Description: "persistency re-study Fig. 6: ProgPOW-like DAG generation and search kernels under SP and EP_C, normalised to the nvm baseline, volta preset", Run: linFig(6, "PoW", linFig2Schemes())},
 	} {
 		Register(e)
@@ -153,16 +154,17 @@ func linFig(fig int, cat string, schemes []persistency.Scheme) func(context.Cont
 	}
 }
 
-// linCandidates returns the schemes re-study figure of category cat
-// compares, after the nvm baseline.
+// linCandidates returns the persistency schemes the re-study's figure of
+// category cat compares, then the durable transactions of its granularity.
 func linCandidates(cat string) []persistency.Scheme {
+	u := persistency.UndoSchemes
 	switch cat {
 	case "S", "KV":
-		return linFig1Schemes()
+		return append(linFig1Schemes(), u[0:2]...)
 	case "LL":
-		return linFig4Schemes()
+		return append(linFig4Schemes(), u[6:8]...)
 	}
-	return linFig2Schemes()
+	return append(linFig2Schemes(), u[2:6]...)
 }
 
 // linAccepted reports whether the crash checker finds no violation of
@@ -184,8 +186,9 @@ func linAccepted(name string, s persistency.Scheme) (bool, int, error) {
 // baseline included, which the checker must reject), checks each for crash
 // consistency, and picks the cheapest accepted one. Rows per workload and
 // candidate: overhead_pct, accepted (1 or 0), states; per workload, the
-// pick as config "PM=<scheme>" with its overhead_pct; and the average of
-// the picks' overheads.
+// persistency pick as config "PM=<scheme>" and the durable-transaction
+// pick as "DT=<scheme>" with their overhead_pct; and the averages of the
+// picks' overheads (configs "PM" and "DT").
 func runLinTable5(ctx context.Context, o Options) ([]Row, error) {
 	const exp = "lin-table5"
 	type result struct {
@@ -223,38 +226,53 @@ func runLinTable5(ctx context.Context, o Options) ([]Row, error) {
 		return nil, err
 	}
 	var rows []Row
-	var sum float64
-	n := 0
+	var sum, sumDT float64
+	n, nDT := 0, 0
 	for i, w := range infos {
 		if res[i] == nil {
 			continue
 		}
 		base := float64(res[i][0].cycles)
-		best := -1
+		best, bestDT := -1, -1
 		for j, s := range cands[i] {
 			r := res[i][j]
 			ov := 100 * (float64(r.cycles)/base - 1)
 			acc := 0.0
 			if r.accepted {
 				acc = 1
-				if best < 0 || r.cycles < res[i][best].cycles {
-					best = j
+				b := &best
+				if s.Undo {
+					b = &bestDT
+				}
+				if *b < 0 || r.cycles < res[i][*b].cycles {
+					*b = j
 				}
 			}
 			rows = append(rows, Row{exp, w.Name, s.String(), "overhead_pct", ov},
 				Row{exp, w.Name, s.String(), "accepted", acc},
 				Row{exp, w.Name, s.String(), "states", float64(r.states)})
 		}
-		if best < 0 {
-			return nil, fmt.Errorf("%s: the crash checker accepts none of %v", w.Name, cands[i])
+		if bestDT < 0 {
+			return nil, fmt.Errorf("%s: the crash checker accepts none of the transaction schemes of %v", w.Name, cands[i])
 		}
-		ov := 100 * (float64(res[i][best].cycles)/base - 1)
-		rows = append(rows, Row{exp, w.Name, "PM=" + cands[i][best].String(), "overhead_pct", ov})
-		sum += ov
-		n++
+		if best < 0 {
+			// Persistency alone cannot make a non-idempotent kernel
+			// recoverable: only a transaction does.
+			rows = append(rows, Row{exp, w.Name, "PM=none", "accepted", 0})
+		} else {
+			ov := 100 * (float64(res[i][best].cycles)/base - 1)
+			rows = append(rows, Row{exp, w.Name, "PM=" + cands[i][best].String(), "overhead_pct", ov})
+			sum += ov
+			n++
+		}
+		dt := 100 * (float64(res[i][bestDT].cycles)/base - 1)
+		rows = append(rows, Row{exp, w.Name, "DT=" + cands[i][bestDT].String(), "overhead_pct", dt})
+		sumDT += dt
+		nDT++
 	}
-	if n > 0 && o.Shards <= 1 {
-		rows = append(rows, Row{exp, "average", "PM", "overhead_pct", sum / float64(n)})
+	if nDT > 0 && o.Shards <= 1 {
+		rows = append(rows, Row{exp, "average", "PM", "overhead_pct", sum / float64(max(n, 1))},
+			Row{exp, "average", "DT", "overhead_pct", sumDT / float64(nDT)})
 	}
 	return rows, nil
 }

@@ -2,6 +2,7 @@ package bench_test
 
 import (
 	"context"
+	"strings"
 	"testing"
 
 	"github.com/stretchr/testify/require"
@@ -13,7 +14,7 @@ import (
 // at least the nvm baseline, a run is deterministic, and the L2WB's walk
 // (restudy.* parameters through -set) is what kernel-level epochs pay for.
 func TestLinFigures(t *testing.T) {
-	for _, name := range []string{"lin-fig1", "lin-fig2", "lin-fig4", "lin-fig5", "lin-fig6"} {
+	for _, name := range []string{"lin-fig1", "lin-fig2", "lin-fig3", "lin-fig4", "lin-fig5", "lin-fig6"} {
 		t.Run(name, func(t *testing.T) {
 			e, ok := bench.Lookup(name)
 			require.True(t, ok)
@@ -58,16 +59,33 @@ func TestLinTable5(t *testing.T) {
 		if r.Config == "nvm" && r.Metric == "accepted" {
 			require.Zero(t, r.Value, "%s: the nvm baseline must be rejected", r.Workload)
 		}
-		if len(r.Config) > 3 && r.Config[:3] == "PM=" && r.Workload != "average" {
+		if len(r.Config) > 3 && (r.Config[:3] == "PM=" || r.Config[:3] == "DT=") && r.Workload != "average" && r.Metric == "overhead_pct" {
 			picks++
 			s := r.Config[3:]
 			require.Equal(t, 1.0, v[[3]string{r.Workload, s, "accepted"}])
 			for _, q := range rows {
-				if q.Workload == r.Workload && q.Metric == "overhead_pct" && v[[3]string{q.Workload, q.Config, "accepted"}] == 1 {
+				sameKind := strings.HasPrefix(q.Config, "undo_") == (r.Config[:3] == "DT=")
+				if q.Workload == r.Workload && q.Metric == "overhead_pct" && sameKind && v[[3]string{q.Workload, q.Config, "accepted"}] == 1 {
 					require.GreaterOrEqual(t, q.Value, r.Value, "%s: %s is cheaper than the pick %s", r.Workload, q.Config, s)
 				}
 			}
 		}
 	}
 	require.Positive(t, picks)
+	// The in-place accumulation is not idempotent: no persistency scheme
+	// alone recovers it, and its cheapest accepted durable transaction
+	// keeps the undo log.
+	noPM := false
+	for _, r := range rows {
+		if r.Workload == "accumulate" && r.Config == "PM=none" {
+			noPM = true
+		}
+		if r.Workload == "accumulate" && strings.HasPrefix(r.Config, "DT=") {
+			require.NotContains(t, r.Config, "+idem")
+		}
+		if r.Workload == "accumulate" && r.Config == "undo_C+wt+idem" && r.Metric == "accepted" {
+			require.Equal(t, 1.0, r.Value, "declared not idempotent, it keeps its log under +idem")
+		}
+	}
+	require.True(t, noPM, "persistency alone must not recover the accumulation")
 }

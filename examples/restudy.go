@@ -425,6 +425,9 @@ var restudyWorkloads = []RestudyInfo{
 	{"spmv", "LS", persistency.CTASchemes[0], func(s Size, sc persistency.Scheme) (RestudyWorkload, error) { return NewSpMV(spmvShape(s), sc, 1) }},
 	{"lbm", "LS", persistency.CTASchemes[0], func(s Size, sc persistency.Scheme) (RestudyWorkload, error) { return NewLBM(lbmShape(s), sc, 1) }},
 	{"sad", "LS", persistency.CTASchemes[0], func(s Size, sc persistency.Scheme) (RestudyWorkload, error) { return NewSAD(sadShape(s), sc, 1) }},
+	{"accumulate", "LS", persistency.UndoSchemes[4], func(s Size, sc persistency.Scheme) (RestudyWorkload, error) {
+		return NewAccumulate(accumulateShape(s), sc, 1, false)
+	}},
 	{"scan", "S", persistency.StrictSchemes[1], func(s Size, sc persistency.Scheme) (RestudyWorkload, error) { return NewRSScan(rsScanShape(s), sc, 1) }},
 	{"kv-search", "KV", persistency.KernelSchemes[0], func(s Size, sc persistency.Scheme) (RestudyWorkload, error) {
 		return NewMegaKV(KVSearch, kvShape(s), sc, 1)

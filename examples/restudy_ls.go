@@ -332,3 +332,54 @@ func NewSAD(sh SADShape, s persistency.Scheme, seed uint64) (RestudyWorkload, er
 		}}}
 	return a, nil
 }
+
+// AccumulateShape sizes an Accumulate: Elements words, Per words per
+// thread, Threads threads per block.
+type AccumulateShape struct{ Elements, Per, Threads int }
+
+func accumulateShape(s Size) AccumulateShape {
+	switch s {
+	case Tiny:
+		return AccumulateShape{Elements: 8, Per: 2, Threads: 2}
+	case Quick:
+		return AccumulateShape{Elements: 1 << 15, Per: 8, Threads: 128}
+	}
+	return AccumulateShape{Elements: 1 << 19, Per: 8, Threads: 256}
+}
+
+// NewAccumulate returns an in-place accumulation (x[i] += d[i], the shape
+// of an in-place histogram or solver update): unlike every other re-study
+// kernel here it is not idempotent, since a block re-run after some of its
+// additions became durable adds them twice. Only a durable transaction
+// (an Undo scheme, which rolls the block back first) makes it recoverable;
+// declaring it idempotent would be a bug, and the crash checker finds it
+// (TestRestudyIdempotencyDeclaration).
+func NewAccumulate(sh AccumulateShape, s persistency.Scheme, seed uint64, declareIdempotent bool) (RestudyWorkload, error) {
+	if sh.Elements <= 0 || sh.Per <= 0 || sh.Threads <= 0 {
+		return nil, fmt.Errorf("%w: accumulate %+v", ErrConfig, sh)
+	}
+	a, err := newRSApp("accumulate", s)
+	if err != nil {
+		return nil, err
+	}
+	rng := rand.New(rand.NewPCG(seed, 0xacc))
+	x, d := randU32s(rng, sh.Elements, 1000), randU32s(rng, sh.Elements, 1000)
+	want := make([]uint32, sh.Elements)
+	for i := range want {
+		want[i] = x[i] + d[i]
+	}
+	a.arrays = []rsArray{{name: "x", init: x, want: want, rw: true}, {name: "d", init: d}}
+	threads := blocksFor(sh.Elements, sh.Per)
+	a.rs.kernels = []rsKernel{{idempotent: declareIdempotent, name: "accumulate", grid: scope.Grid{Blocks: blocksFor(threads, sh.Threads), Threads: sh.Threads},
+		body: func(t *scope.Thread, p *Persister) {
+			xb, db := a.addr("x"), a.addr("d")
+			for k := range sh.Per {
+				i := t.ID()*sh.Per + k
+				if i >= sh.Elements {
+					return
+				}
+				p.Store32(word32(xb, i), t.Load32(word32(xb, i))+t.Load32(word32(db, i)))
+			}
+		}}}
+	return a, nil
+}
