@@ -201,3 +201,32 @@ func TestRestudyUndoCrashConsistency(t *testing.T) {
 		})
 	}
 }
+
+// The timing model refines the persistency model: every crash image
+// hwmodel's write-back GPU can produce, at any cycle of every launch, is
+// one the re-study model's persist memory order allows (crash.Refines),
+// for every workload under a scheme of each granularity and mechanism.
+func TestRestudyTimingRefinesPMO(t *testing.T) {
+	schemes := []persistency.Scheme{
+		persistency.StrictSchemes[0], persistency.StrictSchemes[2], persistency.KernelSchemes[0], persistency.KernelSchemes[1],
+		persistency.CTASchemes[1], persistency.CTASchemes[2], persistency.LoopSchemes[2], persistency.UndoSchemes[2],
+	}
+	for _, rc := range RestudyWorkloads() {
+		for _, s := range schemes {
+			t.Run(rc.Name+"/"+s.String(), func(t *testing.T) {
+				w, err := NewRestudy(rc.Name, Tiny, s)
+				require.NoError(t, err)
+				be, err := hwmodel.New(hwmodel.PresetVolta(), s.Model())
+				require.NoError(t, err)
+				ref := crash.NewRefiner(be, s.Model())
+				m, err := pm.NewMachine(ref)
+				require.NoError(t, err)
+				require.NoError(t, w.Setup(m))
+				require.NoError(t, w.Run(m))
+				require.NoError(t, ref.Err())
+				require.Positive(t, ref.Launches())
+				require.NoError(t, w.Check(m))
+			})
+		}
+	}
+}

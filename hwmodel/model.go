@@ -29,6 +29,11 @@ import (
 //     covering s to drain.
 //   - None: no ordering; PM lines are written back on eviction and at the
 //     end of the kernel, and no verb waits for a persist.
+//   - Restudy, RestudyPCT: the persistency re-study's write-back GPU (see
+//     restudy.go): PM stores stay dirty in the L2 until a write-through
+//     store, CLWB, L2WB or eviction; MemBar waits for write-backs; the
+//     write-pending queues are durable, or (PCT) durable only after a
+//     PCommit.
 type Model = persistency.Model
 
 // The models hwmodel times (see package persistency for their rules).

@@ -124,6 +124,7 @@ type restudyHW struct {
 type dirtyWay struct {
 	way   int
 	entry int32
+	line  uint64
 }
 
 type wpqItem struct {
@@ -178,17 +179,29 @@ func (b *Backend) sectorMask(line uint64) uint64 {
 	return m
 }
 
-// restudyBegin forgets the dirty marks of the last launch: its records
-// were made durable by compact.
+// restudyBegin carries the L2's dirty PM lines into the new launch. Their
+// records were made durable by compact (the simplification the package
+// notes), but the lines are still dirty in the L2: each gets a fresh entry
+// with no records, so that the write-back the next CLWB, L2WB or eviction
+// does is still timed (an L2WB at a kernel's end, in an epilogue launch,
+// pays for the kernel's dirty lines).
 func (b *Backend) restudyBegin() {
-	for _, d := range b.rs.dirty {
-		if b.l2.entry[d.way] == d.entry {
-			b.l2.entry[d.way] = -1
+	r := b.rs
+	old, oldSec := r.dirty, r.sectors
+	r.dirty, r.sectors = nil, map[int32]uint64{}
+	r.wpq = r.wpq[:0]
+	for _, d := range old {
+		if b.l2.entry[d.way] != d.entry || b.l2.tag[d.way] != d.line+1 || b.l2.gen[d.way] != b.l2.curGen {
+			continue // written back, evicted or replaced since
+		}
+		e := b.newEntry(d.line)
+		b.entries[e].dirty = b.start
+		b.l2.entry[d.way] = e
+		r.dirty = append(r.dirty, dirtyWay{d.way, e, d.line})
+		if m, ok := oldSec[d.entry]; ok {
+			r.sectors[e] = m
 		}
 	}
-	b.rs.dirty = b.rs.dirty[:0]
-	b.rs.wpq = b.rs.wpq[:0]
-	clear(b.rs.sectors)
 }
 
 // restudyStore times one PM line of a store instruction at cycle t.
@@ -218,7 +231,7 @@ func (b *Backend) restudyStore(ws *warpState, line uint64, t uint64) (int32, uin
 	b.rs.sectors[e] = mask
 	b.entries[e].dirty = t
 	b.l2.entry[way] = e
-	b.rs.dirty = append(b.rs.dirty, dirtyWay{way, e})
+	b.rs.dirty = append(b.rs.dirty, dirtyWay{way, e, line})
 	return e, t + 1, false
 }
 

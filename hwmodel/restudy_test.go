@@ -155,3 +155,22 @@ func TestRestudySectors(t *testing.T) {
 	require.NoError(t, err)
 	require.Equal(t, uint64(256), be.LastLaunch().NVMWriteBytes)
 }
+
+// A kernel's dirty lines stay dirty in the L2 after it ends: an L2WB in a
+// later launch (the kernel-level epoch's epilogue) writes them back and
+// pays for it.
+func TestRestudyDirtyLinesOutliveTheLaunch(t *testing.T) {
+	be, m := setupHW(t, PresetVolta(), Restudy)
+	r := region(t, m, "p", 64*128)
+	_, err := scope.Launch(m, scope.Grid{Blocks: 2, Threads: 32}, func(t *scope.Thread) {
+		t.Store64(r.Base+pm.Addr(128*t.ID()), 1)
+	})
+	require.NoError(t, err)
+	require.Zero(t, be.LastLaunch().NVMWriteBytes, "nothing written back yet")
+	_, err = scope.Launch(m, scope.Grid{Blocks: 1, Threads: 1}, func(t *scope.Thread) {
+		t.L2WB()
+		t.MemBar()
+	})
+	require.NoError(t, err)
+	require.Equal(t, uint64(64*32), be.LastLaunch().NVMWriteBytes, "the epilogue's L2WB writes back 64 dirty sectors")
+}

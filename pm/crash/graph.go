@@ -194,7 +194,13 @@ func (b *builder) cpu(a *pm.Agent) bool {
 func (b *builder) event(i int) {
 	ev := &b.g.Events[i]
 	m := b.g.Model
+	if ev.Launch && m.WriteBack() {
+		b.restudyLaunch()
+	}
 	if ev.Group != nil {
+		if m.WriteBack() && len(ev.Group) > 0 {
+			b.restudyBarrier(ev.Group)
+		}
 		b.barrier(i, ev.Group)
 		return
 	}

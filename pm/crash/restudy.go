@@ -25,15 +25,91 @@ const gpuLine = 128
 // wpq (acknowledged by a write-pending queue), a PCommit moves everything in
 // wpq to the agent's committed list, and the next MemBar orders those.
 //
-// Which persists an L2WB or a PCommit covers is decided by the recorded
-// order of verbs: everything recorded before it. A program makes that order
-// real with a barrier between the writers and the thread that writes back
-// (a SyncThreads for a block, the end of the kernel for a grid), as the
-// re-study's kernels do; without one the write-back may miss a persist that
-// had not reached the L2 yet, which this checker does not model.
+// An L2WB or a PCommit covers only what happened before it: the issuer's
+// own persists, those of earlier launches, and those its block made before
+// a block barrier the issuer passed. A concurrent block's persist recorded
+// earlier may reach the L2 (or its WPQ) only after the L2WB (or PCommit)
+// in time, so it is not covered (the timing model shows exactly that).
 type restudyState struct {
-	dirty []int32 // persists not written back by an L2WB, in order
-	wpq   []int32 // RestudyPCT: acknowledged by a WPQ, not yet committed
+	dirty []hbPersist // persists not written back by an L2WB, in order
+	wpq   []hbPersist // RestudyPCT: acknowledged by a WPQ, not yet committed
+	// launch counts the runs begun; cutD and cutW are len(dirty) and
+	// len(wpq) when the current one began.
+	launch     int
+	cutD, cutW int
+	// blocks holds, per block of the current launch, len(dirty) and
+	// len(wpq) at its latest block-wide barrier.
+	blocks map[int]blockCut
+}
+
+// hbPersist is a persist (or an acknowledged write-back) with who made it,
+// for deciding what happened before an L2WB or PCommit.
+type hbPersist struct {
+	node  int32
+	agent agentKey
+	block int
+	done  bool // covered by an earlier L2WB or PCommit
+}
+
+type blockCut struct {
+	launch, d, w int
+}
+
+// restudyLaunch notes that a new run begins at the current event.
+func (b *builder) restudyLaunch() {
+	r := &b.rs
+	r.launch++
+	r.cutD, r.cutW = len(r.dirty), len(r.wpq)
+}
+
+// restudyBarrier notes a barrier of group: a block all of whose live
+// threads it holds has its block cut moved here. (Groups are whole blocks
+// or warps or grids; a warp barrier moves nothing, which is conservative.)
+func (b *builder) restudyBarrier(group []pm.Agent) {
+	r := &b.rs
+	if r.blocks == nil {
+		r.blocks = map[int]blockCut{}
+	}
+	scopeOf := b.agent(&group[0]).arrivalScope
+	if scopeOf < pm.Block {
+		return
+	}
+	for k := range group {
+		r.blocks[group[k].Block] = blockCut{r.launch, len(r.dirty), len(r.wpq)}
+	}
+}
+
+// before reports whether entry i of a list (dirty or wpq, by cut) happened
+// before the current verb of agent a.
+func (r *restudyState) before(list []hbPersist, i int, a *pm.Agent, wpq bool) bool {
+	e := &list[i]
+	cut := r.cutD
+	if wpq {
+		cut = r.cutW
+	}
+	if i < cut || e.agent == (agentKey{a.Kind, a.ID}) {
+		return true
+	}
+	bc, ok := r.blocks[a.Block]
+	if !ok || bc.launch != r.launch || e.block != a.Block {
+		return false
+	}
+	if wpq {
+		return i < bc.w
+	}
+	return i < bc.d
+}
+
+// cover moves the entries of list that happened before agent a's verb,
+// and are not covered yet, to out.
+func (r *restudyState) cover(list []hbPersist, a *pm.Agent, wpq bool, out []int32) []int32 {
+	for i := range list {
+		if !list[i].done && r.before(list, i, a, wpq) {
+			list[i].done = true
+			out = append(out, list[i].node)
+		}
+	}
+	return out
 }
 
 // restudyPersist files persist node n of event ev under a write-back model.
@@ -44,7 +120,7 @@ func (b *builder) restudyPersist(ev *record.Event, s *agentState, p *pm.Persist,
 	}
 	line := p.Addr &^ (gpuLine - 1)
 	s.unflushed[line] = append(s.unflushed[line], cpuPersist{n, &s.ctxState})
-	b.rs.dirty = append(b.rs.dirty, n)
+	b.rs.dirty = append(b.rs.dirty, hbPersist{node: n, agent: agentKey{ev.Agent.Kind, ev.Agent.ID}, block: ev.Agent.Block})
 }
 
 // restudyVerb applies verb event i of agent s under a write-back model. It
@@ -63,19 +139,19 @@ func (b *builder) restudyVerb(i int, ev *record.Event, s *agentState) bool {
 		delete(s.unflushed, line)
 		return true
 	case pm.OpL2WB:
-		s.flushed = append(s.flushed, b.rs.dirty...)
-		b.rs.dirty = nil
+		s.flushed = b.rs.cover(b.rs.dirty, &ev.Agent, false, s.flushed)
 		return true
 	case pm.OpPCommit:
 		if pct {
-			s.committed = append(s.committed, b.rs.wpq...)
-			b.rs.wpq = nil
+			s.committed = b.rs.cover(b.rs.wpq, &ev.Agent, true, s.committed)
 		}
 		return true
 	case pm.OpMemBar:
 		preds := slices.Clone(s.after)
 		if pct {
-			b.rs.wpq = append(b.rs.wpq, s.flushed...)
+			for _, n := range s.flushed {
+				b.rs.wpq = append(b.rs.wpq, hbPersist{node: n, agent: agentKey{ev.Agent.Kind, ev.Agent.ID}, block: ev.Agent.Block})
+			}
 			preds = append(preds, s.committed...)
 			s.committed = nil
 		} else {
