@@ -195,6 +195,8 @@ func NewLBM(sh LBMShape, s persistency.Scheme, seed uint64) (RestudyWorkload, er
 	}
 	cells := sh.NX * sh.NY
 	rng := rand.New(rand.NewPCG(seed, 0x1b))
+	// Structure of arrays, direction-major (f[i·cells + c]), so that a
+	// warp's cells are neighbouring words.
 	cur := randU32s(rng, 5*cells, 1000)
 	init := append(append([]uint32(nil), cur...), make([]uint32, 5*cells)...)
 	up := func(c, i int) int {
@@ -217,10 +219,12 @@ func NewLBM(sh LBMShape, s persistency.Scheme, seed uint64) (RestudyWorkload, er
 		for c := range cells {
 			var f [5]uint32
 			for i := range 5 {
-				f[i] = cur[5*up(c, i)+i]
+				f[i] = cur[i*cells+up(c, i)]
 			}
 			collide(&f)
-			copy(next[5*c:], f[:])
+			for i := range 5 {
+				next[i*cells+c] = f[i]
+			}
 		}
 		cur = next
 	}
@@ -238,11 +242,11 @@ func NewLBM(sh LBMShape, s persistency.Scheme, seed uint64) (RestudyWorkload, er
 				dst := a.addr("f").Add(uint64(20 * cells * ((k + 1) % 2)))
 				var f [5]uint32
 				for i := range 5 {
-					f[i] = t.Load32(word32(src, 5*up(c, i)+i))
+					f[i] = t.Load32(word32(src, i*cells+up(c, i)))
 				}
 				collide(&f)
 				for i := range 5 {
-					p.Store32(word32(dst, 5*c+i), f[i])
+					p.Store32(word32(dst, i*cells+c), f[i])
 				}
 			}})
 	}
@@ -268,8 +272,8 @@ func sadShape(s Size) SADShape {
 		return SADShape{W: 64, H: 32, R: 2}
 	}
 	// Parboil's sad works on QCIF frames (176×144) with a ±16 search; a
-	// smaller search window keeps the run short.
-	return SADShape{W: 176, H: 144, R: 4}
+	// ±15 window keeps a block within 1024 threads.
+	return SADShape{W: 176, H: 144, R: 15}
 }
 
 // NewSAD returns a SAD block matcher (Parboil's mb_sad_calc): block b of
@@ -369,12 +373,14 @@ func NewAccumulate(sh AccumulateShape, s persistency.Scheme, seed uint64, declar
 		want[i] = x[i] + d[i]
 	}
 	a.arrays = []rsArray{{name: "x", init: x, want: want, rw: true}, {name: "d", init: d}}
-	threads := blocksFor(sh.Elements, sh.Per)
-	a.rs.kernels = []rsKernel{{idempotent: declareIdempotent, name: "accumulate", grid: scope.Grid{Blocks: blocksFor(threads, sh.Threads), Threads: sh.Threads},
+	threads := blocksFor(blocksFor(sh.Elements, sh.Per), sh.Threads) * sh.Threads
+	a.rs.kernels = []rsKernel{{idempotent: declareIdempotent, name: "accumulate", grid: scope.Grid{Blocks: threads / sh.Threads, Threads: sh.Threads},
 		body: func(t *scope.Thread, p *Persister) {
+			// Element k of the thread is k·threads + id: a warp's lanes
+			// touch neighbouring words (coalesced).
 			xb, db := a.addr("x"), a.addr("d")
 			for k := range sh.Per {
-				i := t.ID()*sh.Per + k
+				i := k*threads + t.ID()
 				if i >= sh.Elements {
 					return
 				}

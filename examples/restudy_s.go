@@ -325,7 +325,7 @@ func powSearch(n int, dag func(int) uint32, sh PoWShape) uint64 {
 	for range sh.Loops {
 		item := int(h % uint64(sh.Items))
 		for j := range 4 {
-			h = mix64(h ^ uint64(dag(item*powItem+int((h>>(8*j))%powItem))))
+			h = mix64(h ^ uint64(dag(int((h>>(8*j))%powItem)*sh.Items+item)))
 		}
 	}
 	return h
@@ -353,10 +353,14 @@ func NewProgPoW(dag bool, sh PoWShape, s persistency.Scheme, seed uint64) (Restu
 	for i := range cache {
 		cache[i] = uint32(rng.Uint64())
 	}
+	// The DAG is word-major (word j of item i at j·Items + i), so that a
+	// warp's items are neighbouring words.
 	items := make([]uint32, sh.Items*powItem)
 	for i := range sh.Items {
 		it := powDAGItem(i, func(k int) uint32 { return cache[k] }, sh)
-		copy(items[i*powItem:], it[:])
+		for j, v := range it {
+			items[j*sh.Items+i] = v
+		}
 	}
 	if dag {
 		a.arrays = []rsArray{{name: "cache", init: cache}, {name: "dag", want: items}}
@@ -368,7 +372,7 @@ func NewProgPoW(dag bool, sh PoWShape, s persistency.Scheme, seed uint64) (Restu
 				}
 				it := powDAGItem(i, func(k int) uint32 { return t.Load32(word32(a.addr("cache"), k)) }, sh)
 				for j, v := range it {
-					p.Store32(word32(a.addr("dag"), i*powItem+j), v)
+					p.Store32(word32(a.addr("dag"), j*sh.Items+i), v)
 				}
 			}}}
 		return a, nil

@@ -3,6 +3,7 @@ package hwmodel
 import (
 	"fmt"
 	"math/bits"
+	"slices"
 
 	"github.com/scopedpm/scopedpm/pm"
 )
@@ -303,25 +304,29 @@ func (b *Backend) restudyVerb(ws *warpState, t uint64, kind pm.OpKind, sc pm.Sco
 	st := &b.last.Stalls
 	switch kind {
 	case pm.OpCLWB:
-		done := t + 1
-		n := uint64(0)
+		// The lanes' lines coalesce like a store's: one request per
+		// distinct line, issued a cycle apart.
+		b.lines = b.lines[:0]
 		for i := range group {
 			p := &group[i]
 			if p.done || p.kind != kind || p.scope != sc {
 				continue
 			}
-			line := uint64(p.addr) >> b.lineShift
-			ws.lastAck = max(ws.lastAck, t+n+b.l2Lat)
+			if l := uint64(p.addr) >> b.lineShift; !slices.Contains(b.lines, l) {
+				b.lines = append(b.lines, l)
+			}
+		}
+		for n, line := range b.lines {
+			tl := t + uint64(n)
+			ws.lastAck = max(ws.lastAck, tl+b.l2Lat)
 			if way := b.l2.lookup(line); way >= 0 {
 				if e := b.l2.entry[way]; e >= 0 && b.entries[e].start == noAck {
-					b.restudyWriteBack(ws, e, t+n)
+					b.restudyWriteBack(ws, e, tl)
 					b.l2.entry[way] = -1
 				}
 			}
-			n++
-			done = t + n
 		}
-		return done
+		return t + uint64(max(len(b.lines), 1))
 	case pm.OpL2WB:
 		return b.restudyL2WB(ws, t)
 	case pm.OpPCommit:
