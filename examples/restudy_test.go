@@ -230,3 +230,24 @@ func TestRestudyTimingRefinesPMO(t *testing.T) {
 		}
 	}
 }
+
+// Written once, the re-study kernels also run under every other model
+// hwmodel times (where MemBar acts as a DFence and the write-backs have
+// nothing to do) and compute the same result.
+func TestRestudyUnderOtherModels(t *testing.T) {
+	for _, rc := range RestudyWorkloads() {
+		for _, model := range hwmodel.Models() {
+			t.Run(rc.Name+"/"+model.String(), func(t *testing.T) {
+				w, err := NewRestudy(rc.Name, Tiny, rc.Recommended)
+				require.NoError(t, err)
+				be, err := hwmodel.New(hwmodel.PresetVolta(), model)
+				require.NoError(t, err)
+				m, err := pm.NewMachine(be)
+				require.NoError(t, err)
+				require.NoError(t, w.Setup(m))
+				require.NoError(t, w.Run(m))
+				require.NoError(t, w.Check(m))
+			})
+		}
+	}
+}
