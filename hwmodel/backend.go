@@ -252,6 +252,7 @@ type Backend struct {
 
 	st, last Stats
 	trace    func(Event)
+	rs       *restudyHW // the re-study's write-back models (restudy.go), else nil
 }
 
 // New returns a backend for the machine cfg under model. It validates cfg.
@@ -259,10 +260,13 @@ func New(cfg Config, model Model) (*Backend, error) {
 	if err := cfg.Validate(); err != nil {
 		return nil, err
 	}
-	if !slices.Contains(timed, model) {
+	if !slices.Contains(timed, model) && !model.WriteBack() {
 		return nil, fmt.Errorf("%w: %v (hwmodel times %v)", ErrModel, model, timed)
 	}
 	b := &Backend{cfg: cfg, model: model}
+	if model.WriteBack() && !cfg.Persist.None {
+		b.rs = newRestudyHW(cfg, model.VolatileWPQ())
+	}
 	b.lineBytes = uint64(cfg.L1.LineBytes)
 	for uint64(1)<<b.lineShift < b.lineBytes {
 		b.lineShift++
@@ -430,6 +434,9 @@ func (b *Backend) Begin(l pm.Launch) error {
 		b.sms[i].log = b.sms[i].log[:0]
 	}
 	b.l2Slots.reset(b.start)
+	if b.rs != nil {
+		b.restudyBegin()
+	}
 	return nil
 }
 
@@ -475,6 +482,9 @@ func (b *Backend) Op(a *pm.Agent, op *pm.Op) {
 	ws.sm = max(a.Unit, 0) % len(b.sms)
 	sc := op.Scope
 	p := pendOp{kind: op.Kind, scope: sc, pm: op.PM && !b.pmAsDRAM, wrote: op.Wrote, addr: op.Addr, size: op.Size, value: op.Value, old: op.Old, rec0: -1, rec1: -1}
+	if op.WT {
+		p.scope = pm.System // a write-through store is an instruction of its own
+	}
 	switch op.Kind {
 	case pm.OpStore, pm.OpAtomic, pm.OpPRel:
 		if op.PM && (op.Kind != pm.OpAtomic || op.Wrote) {
@@ -683,6 +693,9 @@ func (b *Backend) instruction(w int, ws *warpState, kind pm.OpKind, sc pm.Scope,
 	b.last.Instructions++
 	t := b.issue(ws)
 	done := t + 1
+	if b.rs != nil {
+		b.rs.wt = kind == pm.OpStore && sc == pm.System
+	}
 	switch kind {
 	case pm.OpLoad:
 		done = b.loads(ws, t, kind, sc, group, false)
@@ -947,6 +960,9 @@ func (b *Backend) newEntry(line uint64) int32 {
 // start, and returns its ack cycle. Writes of one line are acked in order.
 func (b *Backend) flush(e int32, start uint64, sm int) uint64 {
 	n := b.lineBytes
+	if b.rs != nil {
+		n = b.rs.bytesOf(e, n) // the re-study's sectored L2 (restudy.go)
+	}
 	x := start + b.l2Lat
 	if b.l2.lookup(b.entries[e].line) < 0 {
 		b.l2.insert(b.entries[e].line) // the write passes through the L2
@@ -1013,6 +1029,8 @@ func (b *Backend) persistLine(ws *warpState, line uint64, t uint64) (int32, uint
 		return e, t + 1, false
 	}
 	switch b.model {
+	case Restudy, RestudyPCT:
+		return b.restudyStore(ws, line, t)
 	case Strict:
 		if s.l1.lookup(line) < 0 {
 			t = b.l1Fill(ws, line, t)
@@ -1224,6 +1242,12 @@ func waitAcks(t, ack uint64, stall *uint64) uint64 {
 // verb times fences, persistency verbs and barriers.
 func (b *Backend) verb(ws *warpState, t uint64, kind pm.OpKind, sc pm.Scope, group []pendOp) uint64 {
 	defer b.markDone(group, kind, sc)
+	if b.rs != nil {
+		return b.restudyVerb(ws, t, kind, sc, group)
+	}
+	if kind == pm.OpMemBar {
+		kind = pm.OpDFence // the membar waits for every earlier access: the model's DFence
+	}
 	st := &b.last.Stalls
 	switch kind {
 	case pm.OpFence:
@@ -1232,8 +1256,8 @@ func (b *Backend) verb(ws *warpState, t uint64, kind pm.OpKind, sc pm.Scope, gro
 			return t + b.l2Lat
 		}
 		return t + 1
-	case pm.OpCLWB, pm.OpSFence, pm.OpSetCtx, pm.OpCFence, pm.OpYield:
-		return t + 1 // CPU verbs: nothing to do on a GPU
+	case pm.OpCLWB, pm.OpSFence, pm.OpSetCtx, pm.OpCFence, pm.OpYield, pm.OpL2WB, pm.OpPCommit:
+		return t + 1 // CPU verbs and the re-study's write-backs: nothing to do without write-back caches
 	case pm.OpSyncWarp:
 		return t + 1 // an execution barrier of the warp: no persist work
 	}

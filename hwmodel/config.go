@@ -38,6 +38,9 @@ type Config struct {
 	PCIe LinkConfig `json:"pcie"`
 	// Persist holds the persistence point and the persist hardware.
 	Persist PersistConfig `json:"persist"`
+	// Restudy is the write-back hardware of the persistency re-study's
+	// models (restudy.go); only the Restudy models use it.
+	Restudy RestudyConfig `json:"restudy"`
 }
 
 // GPUConfig is the shape of the GPU and its clock.
@@ -257,6 +260,7 @@ func PresetVolta() Config {
 	c.DRAM = MemConfig{ReadLatencyCycles: 150, WriteLatencyCycles: 150, ReadGBps: 900, WriteGBps: 900}
 	c.NVM = MemConfig{ReadLatencyCycles: 200, WriteLatencyCycles: 600, ReadGBps: 225, WriteGBps: 112.5}
 	c.Persist.EADRLatencyCycles = 150
+	c.Restudy = restudyVolta() // Table I: 32 channels, 2 L2 banks per channel
 	return c
 }
 
@@ -513,6 +517,12 @@ func (c *Config) Validate() error {
 	}
 	if c.Persist.NVWFIFOL1 > c.Persist.NVWFIFOL2 {
 		return bad("persist.nvw_fifo_l1", "%d is larger than persist.nvw_fifo_l2 = %d", c.Persist.NVWFIFOL1, c.Persist.NVWFIFOL2)
+	}
+	if err := c.Restudy.validate(); err != nil {
+		return err
+	}
+	if err := c.Restudy.validateSectors(c.L2.LineBytes); err != nil {
+		return err
 	}
 	if !slices.Contains([]string{pointADR, pointEADR}, c.Persist.Point) {
 		return bad("persist.point", "%q, want \"adr\" or \"eadr\"", c.Persist.Point)

@@ -53,12 +53,15 @@ const (
 	OpEpochBarrier               // a system-scope persist barrier (GPM's gpm_persist)
 	OpSyncThreads                // a block execution barrier (arrival)
 	OpWork                       // Value: compute cycles the model cannot see
-	OpCLWB                       // Addr: write back the cache line holding Addr (CPU)
+	OpCLWB                       // Addr: write back the cache line holding Addr (CPU task or GPU thread)
 	OpSFence                     // CPU store fence: earlier CLWBs complete first
 	OpSetCtx                     // Value: select the persist context for later stores (COSPlay)
 	OpCFence                     // Value: order the persists of one context (COSPlay)
 	OpYield                      // a CPU task yields its core
 	OpSyncWarp                   // a warp execution barrier (arrival): the lanes reconverge
+	OpL2WB                       // write back every dirty PM line of the GPU's L2 (the re-study)
+	OpPCommit                    // drain the memory controllers' write-pending queues to PM (the re-study)
+	OpMemBar                     // wait until the thread's earlier memory operations are acknowledged (the re-study's membar)
 	numOpKinds
 )
 
@@ -68,6 +71,7 @@ var opNames = [...]string{
 	OpPBarrier: "PBarrier", OpEpochBarrier: "EpochBarrier", OpSyncThreads: "SyncThreads",
 	OpWork: "Work", OpCLWB: "CLWB", OpSFence: "SFence", OpSetCtx: "SetCtx",
 	OpCFence: "CFence", OpYield: "Yield", OpSyncWarp: "SyncWarp",
+	OpL2WB: "L2WB", OpPCommit: "PCommit", OpMemBar: "MemBar",
 }
 
 // String returns the verb's API name ("OFence", "PRel", ...).
@@ -85,6 +89,7 @@ type Op struct {
 	Kind  OpKind
 	Scope Scope
 	Wrote bool   // OpAtomic: whether the atomic stored (a failed CAS does not)
+	WT    bool   // OpStore: a write-through store (the re-study's store.wt): written back at once
 	PM    bool   // Addr lies in a PM region: a store here is a persist
 	Size  uint32 // bytes accessed
 	Addr  Addr
@@ -97,6 +102,9 @@ type Op struct {
 func (o *Op) String() string {
 	switch o.Kind {
 	case OpLoad, OpStore:
+		if o.WT {
+			return fmt.Sprintf("%s.wt %d@%v", o.Kind, o.Size, o.Addr)
+		}
 		return fmt.Sprintf("%s %d@%v", o.Kind, o.Size, o.Addr)
 	case OpAtomic:
 		return fmt.Sprintf("Atomic.%s %d@%v old=%d new=%d", o.Scope, o.Size, o.Addr, o.Old, o.Value)

@@ -328,6 +328,9 @@ func site(ev *record.Event) string {
 // why explains why event a (a persist) is not PMO-ordered before event x.
 func (g *Graph) why(a, x int) string {
 	ea, ex := &g.Events[a], &g.Events[x]
+	if g.Model.WriteBack() {
+		return g.restudyWhy(a, x)
+	}
 	if ea.Agent.Kind == ex.Agent.Kind && ea.Agent.ID == ex.Agent.ID {
 		if ea.Agent.Kind == pm.CPUTask && (g.Model == X86 || g.Model == COSPlay) {
 			line := ea.Op.Addr &^ (lineSize - 1)

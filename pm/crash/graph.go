@@ -49,6 +49,8 @@ const (
 	X86           = persistency.X86
 	COSPlay       = persistency.COSPlay
 	None          = persistency.None
+	Restudy       = persistency.Restudy
+	RestudyPCT    = persistency.RestudyPCT
 )
 
 // ParseModel returns the model named name (persistency.Parse); the error
@@ -114,6 +116,7 @@ type agentState struct {
 	pending   []int32                  // GPU: persists since the last full fence
 	unflushed map[pm.Addr][]cpuPersist // CPU: persists by cache line, not written back
 	ctx       uint64                   // COSPlay: current persist context
+	committed []int32                  // RestudyPCT: persists a PCommit of the agent covered
 	ctxs      map[uint64]*ctxState
 	arrival   int32 // node of the agent's last barrier arrival, or -1
 	// arrivalScope is the scope of that arrival's verb.
@@ -139,6 +142,7 @@ type builder struct {
 	agents   map[agentKey]*agentState
 	lastWord map[pm.Addr]*[pm.WordSize]int32 // per 8-byte word, the last persist node of each byte (-1: none)
 	lastRel  map[pm.Addr]relInfo
+	rs       restudyState
 }
 
 const lineSize = 64 // CPU cache line for CLWB
@@ -190,7 +194,13 @@ func (b *builder) cpu(a *pm.Agent) bool {
 func (b *builder) event(i int) {
 	ev := &b.g.Events[i]
 	m := b.g.Model
+	if ev.Launch && m.WriteBack() {
+		b.restudyLaunch()
+	}
 	if ev.Group != nil {
+		if m.WriteBack() && len(ev.Group) > 0 {
+			b.restudyBarrier(ev.Group)
+		}
 		b.barrier(i, ev.Group)
 		return
 	}
@@ -217,6 +227,9 @@ func (b *builder) event(i int) {
 		if op.Kind == pm.OpPAcq {
 			b.readsFrom(i, ev)
 		}
+		return
+	}
+	if m.WriteBack() && b.restudyVerb(i, ev, s) {
 		return
 	}
 	if b.cpu(&ev.Agent) {
@@ -351,6 +364,8 @@ func (b *builder) persists(i int, ev *record.Event, s *agentState, extra ...int3
 		if b.cpu(&ev.Agent) {
 			line := p.Addr &^ (lineSize - 1)
 			s.unflushed[line] = append(s.unflushed[line], cpuPersist{n, b.cpuCtx(s, s.ctx)})
+		} else if m.WriteBack() {
+			b.restudyPersist(ev, s, p, n)
 		} else {
 			s.pending = append(s.pending, n)
 		}

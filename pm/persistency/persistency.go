@@ -61,10 +61,20 @@ const (
 	COSPlay
 	// None: no order but each byte's own write order ("Unordered").
 	None
+	// Restudy: the GPU of the persistency re-study (see restudy.go): PM
+	// stores sit in a write-back L2 until a write-through store, a CLWB
+	// of their line or an L2WB writes them back; a MemBar orders the
+	// thread's written-back persists, which are durable once acknowledged
+	// (the write-pending queues are in the persistence domain, ADR).
+	Restudy
+	// RestudyPCT: Restudy with volatile write-pending queues (the
+	// re-study's "_pct" variants): a written-back persist is durable only
+	// after a PCommit that follows its acknowledgement.
+	RestudyPCT
 	numModels
 )
 
-var names = [...]string{"strict", "epoch", "gpm", "sbrp", "scoped-barrier", "x86", "cosplay", "none"}
+var names = [...]string{"strict", "epoch", "gpm", "sbrp", "scoped-barrier", "x86", "cosplay", "none", "restudy", "restudy-pct"}
 
 // String returns the model's name as Parse accepts it.
 func (m Model) String() string {
@@ -145,6 +155,15 @@ const (
 	// arrived, every member's persists before it are ordered before every
 	// member's persists after it.
 	Joins
+	// WritesBack: under a write-back model (Model.WriteBack) the verb
+	// writes persists back towards the persistence point: CLWB its line,
+	// L2WB every line, and any other verb with this effect the thread's
+	// own persists.
+	WritesBack
+	// Commits: under a volatile write-pending queue (Model.VolatileWPQ)
+	// the verb makes the written-back persists it covers durable-capable
+	// (PCommit; the other verbs with this effect commit the thread's own).
+	Commits
 )
 
 // Has reports whether e includes every effect of f.
@@ -153,7 +172,7 @@ func (e Effect) Has(f Effect) bool { return e&f == f }
 // String lists the effects ("orders+durable").
 func (e Effect) String() string {
 	var parts []string
-	for i, n := range []string{"orders", "durable", "releases", "acquires", "joins"} {
+	for i, n := range []string{"orders", "durable", "releases", "acquires", "joins", "writes-back", "commits"} {
 		if e&(1<<i) != 0 {
 			parts = append(parts, n)
 		}
@@ -169,9 +188,15 @@ func (e Effect) String() string {
 // COSPlay follow their own line and context rules (see CPU); stores and
 // loads have no effect here (Strict's program order is ProgramOrder).
 func (m Model) Verb(k pm.OpKind, s pm.Scope) Effect {
+	switch k {
+	case pm.OpCLWB, pm.OpL2WB, pm.OpPCommit, pm.OpMemBar:
+		return m.restudyVerb(k)
+	}
 	switch m {
 	case None:
 		return 0
+	case Restudy, RestudyPCT:
+		return m.restudyLegacy(k, s)
 	case Strict:
 		switch k {
 		case pm.OpDFence, pm.OpEpochBarrier, pm.OpSFence, pm.OpCFence:

@@ -21,6 +21,9 @@ type Event struct {
 	// Group is set, and Op is zero, for a barrier that opened: the agents
 	// that passed it together (Backend.Sync). Agent is the group's last member.
 	Group []pm.Agent
+	// Launch marks the first event of a run (a kernel launch or CPU run):
+	// everything recorded before it happened before everything after.
+	Launch bool
 }
 
 // String formats the event as one trace line.
@@ -44,6 +47,7 @@ type Recorder struct {
 	events   []Event
 	persists []pm.Persist
 	seq      map[agentKey]uint64
+	begun    bool // a run began and has recorded no event yet
 }
 
 type agentKey struct {
@@ -68,6 +72,7 @@ func (r *Recorder) Persists() []pm.Persist { return r.persists }
 func (r *Recorder) Reset() {
 	r.events, r.persists = nil, nil
 	clear(r.seq)
+	r.begun = false
 }
 
 // Name returns "record(<inner>)".
@@ -86,8 +91,17 @@ func (r *Recorder) Unwrap() pm.Backend { return r.inner }
 // Host passes the event on.
 func (r *Recorder) Host(ev pm.HostEvent) { r.inner.Host(ev) }
 
-// Begin passes the launch on.
-func (r *Recorder) Begin(l pm.Launch) error { return r.inner.Begin(l) }
+// Begin passes the launch on; the run's first event will be marked Launch.
+func (r *Recorder) Begin(l pm.Launch) error {
+	r.begun = true
+	return r.inner.Begin(l)
+}
+
+// push appends ev, marking the first event of a run.
+func (r *Recorder) push(ev Event) {
+	ev.Launch, r.begun = r.begun, false
+	r.events = append(r.events, ev)
+}
 
 // Op records the verb and passes it on.
 func (r *Recorder) Op(a *pm.Agent, op *pm.Op) {
@@ -100,7 +114,7 @@ func (r *Recorder) Op(a *pm.Agent, op *pm.Op) {
 	if r.sites {
 		ev.Site = callSite()
 	}
-	r.events = append(r.events, ev)
+	r.push(ev)
 	op.Split(func(p *pm.Persist) {
 		p.Agent, p.Seq = *a, ev.Seq
 		r.persists = append(r.persists, *p)
@@ -114,7 +128,7 @@ func (r *Recorder) Sync(group []*pm.Agent) {
 	for i, a := range group {
 		g[i] = *a
 	}
-	r.events = append(r.events, Event{Agent: g[len(g)-1], Group: g})
+	r.push(Event{Agent: g[len(g)-1], Group: g})
 	r.inner.Sync(group)
 }
 

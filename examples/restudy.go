@@ -1,0 +1,618 @@
+package examples
+
+import (
+	"fmt"
+	"slices"
+
+	"github.com/scopedpm/scopedpm/pm"
+	"github.com/scopedpm/scopedpm/pm/crash"
+	"github.com/scopedpm/scopedpm/pm/persistency"
+	"github.com/scopedpm/scopedpm/scope"
+)
+
+// This file is the common part of the persistency re-study's kernels
+// (restudy_*.go): a kernel is written once against a per-thread Persister,
+// and the scheme (persistency.Scheme: SP_wt, EP_K, EP_C_clwb, ...) decides
+// where the write-backs, fences and PCommits go.
+//
+// Every re-study workload is a sequence of idempotent kernels with durable
+// progress markers in PM: one per kernel (written after the kernel by a
+// one-thread epilogue launch), one per block under CTA- and loop-level
+// schemes (written by the block's thread 0 once the block's persists are
+// durable), and a per-block iteration count under loop-level schemes. A
+// marker is the unit's one commit point. Recovery re-runs every kernel
+// whose marker is not durable, and in it every block whose marker is not;
+// the invariant is that a durable marker's unit is durable, so that the
+// recovered output equals the reference computed in Go. A scheme too weak
+// for the kernel (the nvm baseline, a PCT machine without PCommit, an epoch
+// without its fence) lets a marker persist before its unit, which the crash
+// checker finds.
+
+// Persister places one thread's PM stores and epoch ends by a scheme. Make
+// one per thread at the start of the kernel (rsRun does) and use it for
+// every PM store the kernel must make durable.
+type Persister struct {
+	S     persistency.Scheme
+	T     *scope.Thread
+	lines []pm.Addr // lines written since the last epoch end (CLWB schemes)
+	log   *rsLog    // undo logging (Undo schemes, unless skipped by +idem), else nil
+}
+
+// lineOf is the line a GPU CLWB writes back.
+func lineOf(a pm.Addr) pm.Addr { return a &^ 127 }
+
+// after places what the scheme does right after a PM store to a.
+func (p *Persister) after(a pm.Addr) {
+	s, t := p.S, p.T
+	switch s.Gran {
+	case persistency.PerStore:
+		if s.Mech == persistency.CLWB {
+			t.CLWB(a)
+		}
+		p.fence()
+	case persistency.PerCTA, persistency.PerLoop:
+		if s.Mech == persistency.CLWB {
+			l := lineOf(a)
+			if n := len(p.lines); n == 0 || p.lines[n-1] != l && (n > 32 || !slices.Contains(p.lines, l)) {
+				p.lines = append(p.lines, l)
+			}
+		}
+	}
+}
+
+// fence waits for the thread's write-backs and, on a PCT machine, commits
+// them.
+func (p *Persister) fence() {
+	p.T.MemBar()
+	if p.S.PCT {
+		p.T.PCommit()
+		p.T.MemBar()
+	}
+}
+
+// wt reports whether PM stores are write-through stores.
+func (p *Persister) wt() bool {
+	switch p.S.Gran {
+	case persistency.PerStore, persistency.PerCTA, persistency.PerLoop:
+		return p.S.Mech == persistency.WT
+	}
+	return false
+}
+
+// Store32 stores v at a (4-byte aligned, in PM) as the scheme requires.
+func (p *Persister) Store32(a pm.Addr, v uint32) {
+	if p.log != nil {
+		p.logBefore(a, 4)
+	}
+	if p.wt() {
+		p.T.StoreWT32(a, v)
+	} else {
+		p.T.Store32(a, v)
+	}
+	p.after(a)
+}
+
+// Store64 stores v at a (8-byte aligned, in PM) as the scheme requires.
+func (p *Persister) Store64(a pm.Addr, v uint64) {
+	if p.log != nil {
+		p.logBefore(a, 8)
+	}
+	if p.wt() {
+		p.T.StoreWT64(a, v)
+	} else {
+		p.T.Store64(a, v)
+	}
+	p.after(a)
+}
+
+// CAS64 is an atomic compare-and-swap of the 8-byte PM word at a at
+// device scope, made durable as the scheme requires. An atomic executes at
+// the L2, so no scheme can write it through: under write-through schemes
+// its line is written back with a CLWB instead, like the CLWB schemes do.
+func (p *Persister) CAS64(a pm.Addr, old, nv uint64) uint64 {
+	if p.log != nil && p.T.Load64(a) == old {
+		p.logBefore(a, 8)
+	}
+	got := p.T.AtomicCAS64(a, old, nv, pm.Device)
+	if got != old {
+		return got
+	}
+	switch p.S.Gran {
+	case persistency.PerStore:
+		p.T.CLWB(a)
+		p.fence()
+	case persistency.PerCTA, persistency.PerLoop:
+		if p.S.Mech != persistency.L2WB {
+			p.lines = append(p.lines, lineOf(a))
+		}
+	}
+	return got
+}
+
+// EndEpoch ends a block-wide epoch: every thread of the block calls it
+// (it contains SyncThreads). Under a block-granularity scheme g (PerCTA,
+// or PerLoop for a loop epoch) the block's persists are written back and
+// fenced, then thread 0 stores value to the marker at mark and makes it
+// durable; under other schemes it only synchronises the block.
+func (p *Persister) EndEpoch(g persistency.Granularity, mark pm.Addr, value uint64) {
+	s, t := p.S, p.T
+	if s.Gran != g {
+		t.SyncThreads()
+		return
+	}
+	if s.Mech != persistency.L2WB {
+		for _, l := range p.lines {
+			t.CLWB(l)
+		}
+		p.lines = p.lines[:0]
+		t.MemBar()
+	}
+	t.SyncThreads()
+	if t.TID() == 0 {
+		if s.Mech == persistency.L2WB {
+			t.L2WB()
+			t.MemBar()
+		}
+		if s.PCT {
+			t.PCommit()
+			t.MemBar()
+		}
+		if s.Mech == persistency.WT {
+			t.StoreWT64(mark, value)
+		} else {
+			t.Store64(mark, value)
+			t.CLWB(mark)
+		}
+		p.fence()
+	}
+	t.SyncThreads()
+	if p.log != nil {
+		p.log.tag = 0 // the next epoch logs afresh
+	}
+}
+
+// rsKernel is one kernel of a re-study workload.
+type rsKernel struct {
+	name string
+	grid scope.Grid
+	// body runs one thread; it stores PM through p and, if it has a main
+	// loop, ends each iteration with p.EndEpoch(persistency.PerLoop, ...)
+	// (see rsState.loopMark). It must be idempotent: a block re-run after
+	// a crash must produce the same PM contents.
+	body func(t *scope.Thread, p *Persister)
+	// shared bytes of shared memory per block.
+	shared int
+	// idempotent declares that re-running the kernel from any crash state
+	// gives its result without rolling back: "+idem" schemes skip its undo
+	// log (see restudy_undo.go).
+	idempotent bool
+}
+
+// rsState is a re-study workload's scheme, kernels and marker region.
+type rsState struct {
+	scheme  persistency.Scheme
+	prefix  string
+	kernels []rsKernel
+	marks   pm.Addr // region <prefix>.marks: per kernel, a kernel marker then one per block
+	loops   pm.Addr // region <prefix>.loops: per kernel and block, the last durable loop iteration + 1
+	// undoWords is the number of PM words the kernels may overwrite, in
+	// ranges (set when the machine's regions are opened); undo holds a
+	// slot for each (region <prefix>.undo, Undo schemes only).
+	undoWords int
+	ranges    []rsRange
+	undo      pm.Addr
+	// Launches counts the launches of the last Run or Recover.
+	launches int
+}
+
+// rsSetup creates the marker regions (zero: nothing done).
+func (r *rsState) setup(m *pm.Machine) error {
+	if !r.scheme.Valid() {
+		return fmt.Errorf("%w: re-study scheme %+v", ErrConfig, r.scheme)
+	}
+	n := 0
+	for _, k := range r.kernels {
+		n += 1 + k.grid.Blocks
+	}
+	var err error
+	if r.marks, err = createFilled(m, r.prefix+".marks", 8*n, 0); err != nil {
+		return err
+	}
+	if r.loops, err = createFilled(m, r.prefix+".loops", 8*n, 0); err != nil {
+		return err
+	}
+	if r.scheme.Undo && r.undoWords > 0 {
+		r.undo, err = createFilled(m, r.prefix+".undo", 8*r.undoWords, 0)
+	}
+	return err
+}
+
+// writable records the writable arrays of the machine being run, in a
+// fixed order; their words must add up to undoWords.
+func (r *rsState) writable(rs ...rsRange) error {
+	r.ranges = append(r.ranges[:0], rs...)
+	n := 0
+	for _, rg := range rs {
+		n += rg.words
+	}
+	if n != r.undoWords {
+		return fmt.Errorf("%w: %s: writable arrays of %d words, want %d", ErrConfig, r.prefix, n, r.undoWords)
+	}
+	return nil
+}
+
+// open finds the marker regions after a reopen.
+func (r *rsState) open(m *pm.Machine) error {
+	b, err := openRegions(m, r.prefix+".marks", r.prefix+".loops")
+	if err != nil {
+		return err
+	}
+	r.marks, r.loops = b[0], b[1]
+	if r.scheme.Undo && r.undoWords > 0 {
+		u, err := openRegions(m, r.prefix+".undo")
+		if err != nil {
+			return err
+		}
+		r.undo = u[0]
+	}
+	return nil
+}
+
+// kernelMark returns the address of kernel k's marker; blockMark that of
+// block b of kernel k; loopMark that of its loop count.
+func (r *rsState) kernelMark(k int) pm.Addr {
+	off := 0
+	for i := range k {
+		off += 1 + r.kernels[i].grid.Blocks
+	}
+	return r.marks.Add(uint64(8 * off))
+}
+
+func (r *rsState) blockMark(k, b int) pm.Addr { return r.kernelMark(k).Add(uint64(8 * (1 + b))) }
+
+func (r *rsState) loopMark(k, b int) pm.Addr {
+	return r.loops.Add(uint64(r.blockMark(k, b) - r.marks))
+}
+
+// run launches every kernel whose marker is not durable (all of them on a
+// fresh machine), each followed by its epilogue. Blocks whose marker is
+// set return at once.
+func (r *rsState) run(m *pm.Machine) error {
+	r.launches = 0
+	if r.scheme.Undo {
+		if err := r.rollback(m); err != nil {
+			return err
+		}
+	}
+	for k := range r.kernels {
+		v, err := m.Memory().Load(r.kernelMark(k), 8)
+		if err != nil {
+			return err
+		}
+		if v != 0 {
+			continue
+		}
+		if err := r.launch(m, k); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+func (r *rsState) launch(m *pm.Machine, k int) error {
+	kn := r.kernels[k]
+	s := r.scheme
+	opts := []scope.Option{scope.WithName(r.prefix + "." + kn.name)}
+	if kn.shared > 0 {
+		opts = append(opts, scope.WithShared(kn.shared))
+	}
+	_, err := scope.Launch(m, kn.grid, func(t *scope.Thread) {
+		mark := r.blockMark(k, t.Block())
+		if t.Load64(mark) != 0 {
+			return // the block is durable: nothing to redo
+		}
+		p := &Persister{S: s, T: t}
+		if s.Undo && r.undoWords > 0 && !(s.Idem && kn.idempotent) {
+			p.log = &rsLog{r: r, mark: int(mark-r.marks) / 8}
+			switch s.Gran {
+			case persistency.PerKernel:
+				p.log.mark = int(r.kernelMark(k)-r.marks) / 8
+			case persistency.PerLoop:
+				p.log.loop = r.loopMark(k, t.Block())
+			}
+		}
+		kn.body(t, p)
+		p.EndEpoch(persistency.PerCTA, mark, 1)
+		if s.Gran == persistency.PerLoop {
+			// The block's last loop epoch ended inside the body; the
+			// block marker is its final commit.
+			p.EndEpoch(persistency.PerLoop, mark, 1)
+		}
+	}, opts...)
+	if err != nil {
+		return err
+	}
+	r.launches++
+	// The epilogue: the kernel's marker, after an L2WB for kernel-level
+	// epochs.
+	_, err = scope.Launch(m, scope.Grid{Blocks: 1, Threads: 1}, func(t *scope.Thread) {
+		km := r.kernelMark(k)
+		switch s.Gran {
+		case persistency.Baseline:
+			t.Store64(km, 1)
+			return
+		case persistency.PerKernel:
+			t.L2WB()
+			t.MemBar()
+			if s.PCT {
+				t.PCommit()
+				t.MemBar()
+			}
+			t.Store64(km, 1)
+			t.CLWB(km)
+		default:
+			if s.Mech == persistency.WT {
+				t.StoreWT64(km, 1)
+			} else {
+				t.Store64(km, 1)
+				t.CLWB(km)
+			}
+		}
+		t.MemBar()
+		if s.PCT {
+			t.PCommit()
+			t.MemBar()
+		}
+	}, scope.WithName(r.prefix+"."+kn.name+".epilogue"))
+	r.launches++
+	return err
+}
+
+// readU32s reads n 4-byte words at a.
+func readU32s(m *pm.Machine, a pm.Addr, n int) ([]uint32, error) {
+	w, err := readWords(m, a, n, 4)
+	if err != nil {
+		return nil, err
+	}
+	out := make([]uint32, n)
+	for i, v := range w {
+		out[i] = uint32(v)
+	}
+	return out, nil
+}
+
+// compareU32 returns an ErrInconsistent error naming the first index where
+// got differs from want.
+func compareU32(what string, got, want []uint32) error {
+	for i := range want {
+		if got[i] != want[i] {
+			return fmt.Errorf("%w: %s[%d] = %d, want %d", ErrInconsistent, what, i, got[i], want[i])
+		}
+	}
+	return nil
+}
+
+// RestudyWorkload is a re-study kernel workload: a crash.Workload whose
+// kernels follow a persistency scheme.
+type RestudyWorkload interface {
+	crash.Workload
+	// Scheme returns the scheme the kernels follow; check crash states
+	// under Scheme().Model().
+	Scheme() persistency.Scheme
+}
+
+// RestudyInfo describes one re-study workload.
+type RestudyInfo struct {
+	Name string
+	// Category is the re-study's class: "S" (short-running kernels), "LS"
+	// (long-running, short CTAs), "LL" (long-running, long CTAs), or the
+	// application of its Mega-KV ("KV", short kernels) and ProgPOW ("PoW",
+	// long kernels with short CTAs) figures.
+	Category string
+	// Recommended is the scheme the re-study's Table V recommends for the
+	// Parboil kernel this one stands for.
+	Recommended persistency.Scheme
+	make        func(Size, persistency.Scheme) (RestudyWorkload, error)
+}
+
+var restudyWorkloads = []RestudyInfo{
+	{"histo", "S", persistency.KernelSchemes[0], func(s Size, sc persistency.Scheme) (RestudyWorkload, error) { return NewHisto(histoShape(s), sc, 1) }},
+	{"stencil", "LS", persistency.CTASchemes[2], func(s Size, sc persistency.Scheme) (RestudyWorkload, error) {
+		return NewStencil(stencilShape(s), sc, 1)
+	}},
+	{"bfs", "LL", persistency.LoopSchemes[1], func(s Size, sc persistency.Scheme) (RestudyWorkload, error) { return NewBFS(bfsShape(s), sc, 1) }},
+	{"sgemm", "LS", persistency.CTASchemes[2], func(s Size, sc persistency.Scheme) (RestudyWorkload, error) { return NewSGEMM(sgemmShape(s), sc, 1) }},
+	{"spmv", "LS", persistency.CTASchemes[0], func(s Size, sc persistency.Scheme) (RestudyWorkload, error) { return NewSpMV(spmvShape(s), sc, 1) }},
+	{"lbm", "LS", persistency.CTASchemes[0], func(s Size, sc persistency.Scheme) (RestudyWorkload, error) { return NewLBM(lbmShape(s), sc, 1) }},
+	{"sad", "LS", persistency.CTASchemes[0], func(s Size, sc persistency.Scheme) (RestudyWorkload, error) { return NewSAD(sadShape(s), sc, 1) }},
+	{"accumulate", "LS", persistency.UndoSchemes[4], func(s Size, sc persistency.Scheme) (RestudyWorkload, error) {
+		return NewAccumulate(accumulateShape(s), sc, 1, false)
+	}},
+	{"scan", "S", persistency.StrictSchemes[1], func(s Size, sc persistency.Scheme) (RestudyWorkload, error) { return NewRSScan(rsScanShape(s), sc, 1) }},
+	{"kv-search", "KV", persistency.KernelSchemes[0], func(s Size, sc persistency.Scheme) (RestudyWorkload, error) {
+		return NewMegaKV(KVSearch, kvShape(s), sc, 1)
+	}},
+	{"kv-insert", "KV", persistency.KernelSchemes[0], func(s Size, sc persistency.Scheme) (RestudyWorkload, error) {
+		return NewMegaKV(KVInsert, kvShape(s), sc, 1)
+	}},
+	{"kv-delete", "KV", persistency.KernelSchemes[0], func(s Size, sc persistency.Scheme) (RestudyWorkload, error) {
+		return NewMegaKV(KVDelete, kvShape(s), sc, 1)
+	}},
+	{"pow-dag", "PoW", persistency.CTASchemes[0], func(s Size, sc persistency.Scheme) (RestudyWorkload, error) {
+		return NewProgPoW(true, powShape(s), sc, 1)
+	}},
+	{"pow-search", "PoW", persistency.CTASchemes[0], func(s Size, sc persistency.Scheme) (RestudyWorkload, error) {
+		return NewProgPoW(false, powShape(s), sc, 1)
+	}},
+}
+
+func init() {
+	for _, w := range restudyWorkloads {
+		register("restudy-"+w.Name, fmt.Sprintf("persistency re-study %s kernel %s under %v (its Table V recommendation); check with -model %v", w.Category, w.Name, w.Recommended, w.Recommended.Model()),
+			func(s Size) crash.Workload { return mustWorkload(w.make(s, w.Recommended)) })
+	}
+}
+
+// RestudyWorkloads lists the re-study workloads in a fixed order.
+func RestudyWorkloads() []RestudyInfo { return slices.Clone(restudyWorkloads) }
+
+// NewRestudy returns the re-study workload called name at size under
+// scheme s.
+func NewRestudy(name string, size Size, s persistency.Scheme) (RestudyWorkload, error) {
+	for _, w := range restudyWorkloads {
+		if w.Name == name {
+			return w.make(size, s)
+		}
+	}
+	return nil, fmt.Errorf("%w: re-study workload %q", ErrUnknown, name)
+}
+
+// createU32s creates the PM region name holding vals (host-written, so
+// durable at once) and returns its base.
+func createU32s(m *pm.Machine, name string, vals []uint32) (pm.Addr, error) {
+	base, err := createFilled(m, name, 4*max(len(vals), 1), 0)
+	if err != nil {
+		return 0, err
+	}
+	b := make([]byte, 4*len(vals))
+	for i, v := range vals {
+		pm.PutLE(b[4*i:4*i+4], uint64(v))
+	}
+	return base, m.CopyIn(base, b)
+}
+
+// word32 is the address of 4-byte word i of an array at base.
+func word32(base pm.Addr, i int) pm.Addr { return base.Add(uint64(4 * i)) }
+
+// rsArray is a PM array of 32-bit words of a re-study app: its initial
+// contents (host-written) and, for an output, the reference result.
+type rsArray struct {
+	name string
+	init []uint32 // nil: zero-filled, of len(want) words
+	want []uint32 // nil: not checked (an input)
+	rw   bool     // kernels overwrite it (implied for an array without init)
+}
+
+func (ar *rsArray) writable() bool { return ar.rw || ar.init == nil }
+
+func (ar *rsArray) words() int {
+	if ar.init != nil {
+		return len(ar.init)
+	}
+	return len(ar.want)
+}
+
+// rsApp is a re-study workload made of PM arrays and kernels; the kernels
+// find the arrays with addr and device-memory scratch with dev.
+type rsApp struct {
+	name   string
+	rs     rsState
+	arrays []rsArray
+	devs   []int // bytes of each device-memory scratch area, allocated per Run
+	base   map[string]pm.Addr
+	dev    []pm.Addr
+	// check, if set, is a further output check after the arrays'.
+	check func(m *pm.Machine) error
+}
+
+func newRSApp(name string, s persistency.Scheme) (*rsApp, error) {
+	if !s.Valid() {
+		return nil, fmt.Errorf("%w: scheme %+v", ErrConfig, s)
+	}
+	return &rsApp{name: name, rs: rsState{scheme: s, prefix: name}, base: map[string]pm.Addr{}}, nil
+}
+
+// Name returns "<app>/<scheme>".
+func (a *rsApp) Name() string { return a.name + "/" + a.rs.scheme.String() }
+
+// Scheme returns the persistency scheme the kernels follow.
+func (a *rsApp) Scheme() persistency.Scheme { return a.rs.scheme }
+
+func (a *rsApp) addr(name string) pm.Addr { return a.base[name] }
+
+// Setup creates the arrays (regions <app>.<array>) and the markers.
+func (a *rsApp) Setup(m *pm.Machine) error {
+	a.rs.undoWords = 0
+	for i := range a.arrays {
+		if a.arrays[i].writable() {
+			a.rs.undoWords += a.arrays[i].words()
+		}
+	}
+	for _, ar := range a.arrays {
+		vals := ar.init
+		if vals == nil {
+			vals = make([]uint32, len(ar.want))
+		}
+		if _, err := createU32s(m, a.name+"."+ar.name, vals); err != nil {
+			return err
+		}
+	}
+	return a.rs.setup(m)
+}
+
+func (a *rsApp) bind(m *pm.Machine) error {
+	for _, ar := range a.arrays {
+		r, err := m.OpenRegion(a.name + "." + ar.name)
+		if err != nil {
+			return err
+		}
+		a.base[ar.name] = r.Base
+	}
+	var rs []rsRange
+	for i := range a.arrays {
+		if ar := &a.arrays[i]; ar.writable() {
+			rs = append(rs, rsRange{a.base[ar.name], ar.words()})
+		}
+	}
+	a.rs.undoWords = 0
+	for _, rg := range rs {
+		a.rs.undoWords += rg.words
+	}
+	if err := a.rs.writable(rs...); err != nil {
+		return err
+	}
+	return a.rs.open(m)
+}
+
+// Run allocates the device-memory scratch and runs the kernels whose
+// markers are not durable.
+func (a *rsApp) Run(m *pm.Machine) error {
+	if err := a.bind(m); err != nil {
+		return err
+	}
+	a.dev = a.dev[:0]
+	for _, n := range a.devs {
+		d, err := m.Alloc(pm.DeviceMem, uint64(max(n, 4)))
+		if err != nil {
+			return err
+		}
+		a.dev = append(a.dev, d)
+	}
+	return a.rs.run(m)
+}
+
+// Recover re-runs what the durable markers do not cover.
+func (a *rsApp) Recover(m *pm.Machine) error { return a.Run(m) }
+
+// Check compares every output array with its reference.
+func (a *rsApp) Check(m *pm.Machine) error {
+	if err := a.bind(m); err != nil {
+		return err
+	}
+	for _, ar := range a.arrays {
+		if ar.want == nil {
+			continue
+		}
+		got, err := readU32s(m, a.addr(ar.name), len(ar.want))
+		if err != nil {
+			return err
+		}
+		if err := compareU32(a.name+"."+ar.name, got, ar.want); err != nil {
+			return err
+		}
+	}
+	if a.check != nil {
+		return a.check(m)
+	}
+	return nil
+}

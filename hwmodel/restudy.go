@@ -1,0 +1,361 @@
+package hwmodel
+
+import (
+	"fmt"
+	"math/bits"
+	"slices"
+
+	"github.com/scopedpm/scopedpm/pm"
+)
+
+// The machine of the persistency re-study (a GPGPU-Sim 4.0 re-study of
+// "Exploring Memory Persistency Models for GPUs"), timed under the models
+// persistency.Restudy (ADR: the memory controllers' write-pending queues,
+// WPQs, are durable) and persistency.RestudyPCT (volatile WPQs: durable only
+// after a PCOMMIT).
+//
+// How it is timed:
+//   - The L1 is write-through and does not allocate on a store (Volta's L1
+//     for global stores); the L2 is write-back. A plain PM store makes its
+//     L2 line dirty and costs the warp one issue slot; its record is not
+//     durable.
+//   - The L2 is sectored (restudy.sector_bytes): a write-back or a
+//     write-through sends only the sectors written, and counts as many
+//     bytes against the NVM write bandwidth.
+//   - A dirty line is written back by a write-through store (StoreWT), a
+//     CLWB of the line, an L2WB, or its eviction by another store. A
+//     write-back takes the path of every other flush (L2 latency, NVM write
+//     bandwidth, NVM write latency to the WPQ, PCIe when PM is far); it is
+//     acknowledged when it reaches the WPQ. Under ADR it is durable then.
+//   - A CLWB of a clean line costs a round trip to the L2 and writes
+//     nothing to NVM.
+//   - L2WB walks every line of the L2, restudy.l2_tag_checks_per_cycle per
+//     bank per cycle over restudy.channels × restudy.l2_banks_per_channel
+//     banks, writing back each dirty PM line as the walk reaches it. The
+//     warp waits for the walk; a MemBar waits for the write-backs.
+//   - PCommit (RestudyPCT; a no-op under ADR) reaches every memory
+//     controller after the L2 latency, waits there until every write
+//     acknowledged by a WPQ before it has drained, makes those writes
+//     durable, and is acknowledged after the L2 latency again.
+//   - MemBar waits until the warp's earlier stores have reached the L2 and
+//     its write-backs and PCommits have been acknowledged.
+//   - The persistency verbs of the other models (DFence, OFence, PRel,
+//     PAcq, PBarrier, EpochBarrier) write back every dirty line as an L2WB
+//     does, commit under PCT and wait for all of it, so programs written for
+//     those models keep their guarantees; SyncThreads and SyncWarp are
+//     execution barriers only.
+//
+// Simplifications, each erring towards fewer durable persists: a line the
+// L2 evicts to make room for a load or for another model's flush loses its
+// dirty mark without a write-back being timed (its records stay not durable
+// until the next launch); and the records still dirty or uncommitted when a
+// launch ends become durable when the next launch begins, like every
+// model's (the host is assumed to drain the GPU between launches).
+
+// RestudyConfig holds the parameters of the re-study's write-back
+// hardware that no other model uses.
+type RestudyConfig struct {
+	// Channels is the number of memory channels (memory controllers, each
+	// with a WPQ). The re-study's Table I: 32.
+	Channels int `json:"channels"`
+	// L2BanksPerChannel is the number of L2 banks per channel; an L2WB
+	// walks the banks in parallel. Table I: 2.
+	L2BanksPerChannel int `json:"l2_banks_per_channel"`
+	// L2TagChecksPerCycle is how many lines each L2 bank examines per
+	// cycle during an L2WB. Not in the paper: one tag lookup per bank per
+	// cycle, as a cache bank's single tag port allows, is assumed.
+	L2TagChecksPerCycle int `json:"l2_tag_checks_per_cycle"`
+	// SectorBytes is the sector of the sectored L2: a write-back sends
+	// only the dirty sectors of a line, a write-through store only the
+	// sectors it wrote. Not in Table I: GPGPU-Sim 4.0's Volta
+	// configuration, which the re-study ran, has 32-byte sectors. 0 writes
+	// whole lines.
+	SectorBytes int `json:"sector_bytes"`
+}
+
+// restudyVolta is the write-back hardware of the re-study's Table I.
+func restudyVolta() RestudyConfig {
+	return RestudyConfig{Channels: 32, L2BanksPerChannel: 2, L2TagChecksPerCycle: 1, SectorBytes: 32}
+}
+
+// validate checks the fields: zero is allowed (a preset without this
+// hardware; the backend then assumes one bank examining one line per
+// cycle), negative values are not.
+func (r RestudyConfig) validate() error {
+	for _, p := range []struct {
+		k string
+		v int
+	}{{"restudy.channels", r.Channels}, {"restudy.l2_banks_per_channel", r.L2BanksPerChannel}, {"restudy.l2_tag_checks_per_cycle", r.L2TagChecksPerCycle}} {
+		if p.v < 0 || p.v > 1<<16 {
+			return fmt.Errorf("%w: %s: %d, want 0..65536", ErrConfig, p.k, p.v)
+		}
+	}
+	return nil
+}
+
+// validateSectors checks restudy.sector_bytes against the line size.
+func (r RestudyConfig) validateSectors(line int) error {
+	sb := r.SectorBytes
+	if sb != 0 && (sb < 8 || sb&(sb-1) != 0 || sb > line || line/sb > 64) {
+		return fmt.Errorf("%w: restudy.sector_bytes: %d, want 0 or a power of two from 8 to l2.line_bytes (%d), at most 64 sectors a line", ErrConfig, sb, line)
+	}
+	return nil
+}
+
+// restudyHW is the backend's state under the write-back models.
+type restudyHW struct {
+	pct bool
+	// wt is set while a write-through store instruction is timed.
+	wt bool
+	// banks and rate shape the L2WB walk.
+	banks, rate uint64
+	// dirty lists the L2 ways given a dirty PM entry, with the entry, in
+	// the order they were dirtied; an item is stale once the way holds
+	// another entry.
+	dirty []dirtyWay
+	// wpq holds, under PCT, the written-back entries not yet committed,
+	// with the cycle each reached its WPQ.
+	wpq []wpqItem
+	// sector is the sector size (0: whole lines); sectors holds each
+	// entry's dirty sectors.
+	sector  uint64
+	sectors map[int32]uint64
+}
+
+type dirtyWay struct {
+	way   int
+	entry int32
+	line  uint64
+}
+
+type wpqItem struct {
+	entry int32
+	at    uint64
+}
+
+func newRestudyHW(cfg Config, pct bool) *restudyHW {
+	r := cfg.Restudy
+	banks := uint64(max(r.Channels, 1) * max(r.L2BanksPerChannel, 1))
+	return &restudyHW{pct: pct, banks: banks, rate: uint64(max(r.L2TagChecksPerCycle, 1)),
+		sector: uint64(r.SectorBytes), sectors: map[int32]uint64{}}
+}
+
+// bytesOf returns how many bytes writing entry e back sends: its dirty
+// sectors, or n (the line) without sectors.
+func (r *restudyHW) bytesOf(e int32, n uint64) uint64 {
+	if r.sector == 0 {
+		return n
+	}
+	m, ok := r.sectors[e]
+	if !ok || m == 0 {
+		return n
+	}
+	return uint64(bits.OnesCount64(m)) * r.sector
+}
+
+// sectorMask returns the sectors of line that the step's persists not yet
+// timed write.
+func (b *Backend) sectorMask(line uint64) uint64 {
+	sec := b.rs.sector
+	if sec == 0 {
+		return 0
+	}
+	var m uint64
+	for i := range b.pending {
+		p := &b.pending[i]
+		if p.done || p.rec0 < 0 {
+			continue
+		}
+		for r := p.rec0; r < p.rec1; r++ {
+			rec := &b.records[r]
+			if uint64(rec.addr)>>b.lineShift != line {
+				continue
+			}
+			off := uint64(rec.addr) & (b.lineBytes - 1)
+			for s := off / sec; s <= (off+uint64(max(rec.size, 1))-1)/sec; s++ {
+				m |= 1 << s
+			}
+		}
+	}
+	return m
+}
+
+// restudyBegin carries the L2's dirty PM lines into the new launch. Their
+// records were made durable by compact (the simplification the package
+// notes), but the lines are still dirty in the L2: each gets a fresh entry
+// with no records, so that the write-back the next CLWB, L2WB or eviction
+// does is still timed (an L2WB at a kernel's end, in an epilogue launch,
+// pays for the kernel's dirty lines).
+func (b *Backend) restudyBegin() {
+	r := b.rs
+	old, oldSec := r.dirty, r.sectors
+	r.dirty, r.sectors = nil, map[int32]uint64{}
+	r.wpq = r.wpq[:0]
+	for _, d := range old {
+		if b.l2.entry[d.way] != d.entry || b.l2.tag[d.way] != d.line+1 || b.l2.gen[d.way] != b.l2.curGen {
+			continue // written back, evicted or replaced since
+		}
+		e := b.newEntry(d.line)
+		b.entries[e].dirty = b.start
+		b.l2.entry[d.way] = e
+		r.dirty = append(r.dirty, dirtyWay{d.way, e, d.line})
+		if m, ok := oldSec[d.entry]; ok {
+			r.sectors[e] = m
+		}
+	}
+}
+
+// restudyStore times one PM line of a store instruction at cycle t.
+func (b *Backend) restudyStore(ws *warpState, line uint64, t uint64) (int32, uint64, bool) {
+	way := b.l2.lookup(line)
+	if way < 0 {
+		var ve int32
+		var evicted bool
+		way, _, ve, evicted = b.l2.insert(line)
+		if evicted && ve >= 0 && b.entries[ve].start == noAck {
+			b.restudyWriteBack(ws, ve, t) // the victim's write-back
+		}
+	}
+	ws.lastAck = max(ws.lastAck, t+b.l2Lat) // the store's own ack from the L2
+	mask := b.sectorMask(line)
+	if b.rs.wt {
+		e := b.newEntry(line)
+		b.rs.sectors[e] = mask
+		b.restudyWriteBack(ws, e, t)
+		return e, t + 1, false
+	}
+	if e := b.l2.entry[way]; e >= 0 && b.entries[e].start == noAck {
+		b.rs.sectors[e] |= mask
+		return e, t + 1, true
+	}
+	e := b.newEntry(line)
+	b.rs.sectors[e] = mask
+	b.entries[e].dirty = t
+	b.l2.entry[way] = e
+	b.rs.dirty = append(b.rs.dirty, dirtyWay{way, e, line})
+	return e, t + 1, false
+}
+
+// restudyWriteBack writes entry e back from the L2 from cycle t and
+// returns the cycle its WPQ acknowledges it. Under PCT the entry is not
+// durable until a PCommit commits it.
+func (b *Backend) restudyWriteBack(ws *warpState, e int32, t uint64) uint64 {
+	ack := b.flush(e, t, ws.sm)
+	ws.lastAck = max(ws.lastAck, ack)
+	if b.rs.pct {
+		b.entries[e].ack = noAck
+		b.rs.wpq = append(b.rs.wpq, wpqItem{e, ack})
+	}
+	return ack
+}
+
+// restudyL2WB walks the L2 from cycle t, writing back every dirty PM line,
+// and returns when the walk is over.
+func (b *Backend) restudyL2WB(ws *warpState, t uint64) uint64 {
+	r := b.rs
+	t0 := t + b.l2Lat // the request reaches the banks
+	sets := uint64(b.l2.sets)
+	walk := (sets*uint64(b.l2.assoc) + r.banks*r.rate - 1) / (r.banks * r.rate)
+	for _, d := range r.dirty {
+		if b.l2.entry[d.way] != d.entry || b.entries[d.entry].start != noAck {
+			continue // written back since, or evicted
+		}
+		// Sets are spread over the banks; within a bank the walk visits
+		// set after set, every way of a set.
+		set := uint64(d.way / b.l2.assoc)
+		pos := (set/r.banks)*uint64(b.l2.assoc) + uint64(d.way%b.l2.assoc)
+		b.restudyWriteBack(ws, d.entry, t0+pos/r.rate)
+		b.l2.entry[d.way] = -1
+	}
+	r.dirty = r.dirty[:0]
+	done := t0 + walk
+	b.last.Stalls.Epoch += done - t - 1
+	return done
+}
+
+// restudyPCommit times a PCommit issued at cycle t: the writes
+// acknowledged by a WPQ by the time it arrives become durable when the
+// queues have drained them; it returns the cycle its acknowledgement is
+// back at the SM.
+func (b *Backend) restudyPCommit(t uint64) uint64 {
+	r := b.rs
+	arrive := t + b.l2Lat
+	drained := arrive
+	for _, w := range r.wpq {
+		if w.at <= arrive {
+			drained = max(drained, w.at)
+		}
+	}
+	kept := r.wpq[:0]
+	for _, w := range r.wpq {
+		if w.at <= arrive {
+			b.entries[w.entry].ack = drained
+		} else {
+			kept = append(kept, w)
+		}
+	}
+	r.wpq = kept
+	b.globalAck = max(b.globalAck, drained)
+	return drained + b.l2Lat
+}
+
+// restudyVerb times a verb under the write-back models.
+func (b *Backend) restudyVerb(ws *warpState, t uint64, kind pm.OpKind, sc pm.Scope, group []pendOp) uint64 {
+	st := &b.last.Stalls
+	switch kind {
+	case pm.OpCLWB:
+		// The lanes' lines coalesce like a store's: one request per
+		// distinct line, issued a cycle apart.
+		b.lines = b.lines[:0]
+		for i := range group {
+			p := &group[i]
+			if p.done || p.kind != kind || p.scope != sc {
+				continue
+			}
+			if l := uint64(p.addr) >> b.lineShift; !slices.Contains(b.lines, l) {
+				b.lines = append(b.lines, l)
+			}
+		}
+		for n, line := range b.lines {
+			tl := t + uint64(n)
+			ws.lastAck = max(ws.lastAck, tl+b.l2Lat)
+			if way := b.l2.lookup(line); way >= 0 {
+				if e := b.l2.entry[way]; e >= 0 && b.entries[e].start == noAck {
+					b.restudyWriteBack(ws, e, tl)
+					b.l2.entry[way] = -1
+				}
+			}
+		}
+		return t + uint64(max(len(b.lines), 1))
+	case pm.OpL2WB:
+		return b.restudyL2WB(ws, t)
+	case pm.OpPCommit:
+		if b.rs.pct {
+			ws.lastAck = max(ws.lastAck, b.restudyPCommit(t))
+		}
+		return t + 1
+	case pm.OpMemBar:
+		return waitAcks(t, ws.lastAck, &st.DFence)
+	case pm.OpFence:
+		if sc >= pm.Device {
+			return t + b.l2Lat
+		}
+		return t + 1
+	case pm.OpSyncThreads, pm.OpSyncWarp, pm.OpSFence, pm.OpSetCtx, pm.OpCFence, pm.OpYield:
+		return t + 1
+	}
+	// A persistency verb of another model: write back everything, commit,
+	// and wait (see the package's timing notes above).
+	d := b.restudyL2WB(ws, t)
+	d = waitAcks(d, ws.lastAck, &st.DFence)
+	if b.rs.pct {
+		d = waitAcks(d, b.restudyPCommit(d), &st.DFence)
+	}
+	switch kind {
+	case pm.OpPAcq:
+		return b.acquire(ws, d, sc, group)
+	case pm.OpPRel:
+		return max(d, b.persistOps(ws, d, kind, sc, group))
+	}
+	return d
+}

@@ -1,0 +1,176 @@
+package hwmodel
+
+import (
+	"testing"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/scopedpm/scopedpm/pm"
+	"github.com/scopedpm/scopedpm/scope"
+)
+
+// runVolta runs kernel k on one thread of the volta preset under model and
+// returns the backend's statistics of the launch and the durable image at
+// its end.
+func runVolta(t *testing.T, model Model, lines int, k func(t *scope.Thread, base pm.Addr)) (Stats, *pm.Image) {
+	t.Helper()
+	be, m := setupHW(t, PresetVolta(), model)
+	r := region(t, m, "p", uint64(max(lines, 1))*128)
+	_, err := scope.Launch(m, scope.Grid{Blocks: 1, Threads: 1}, func(t *scope.Thread) { k(t, r.Base) })
+	require.NoError(t, err)
+	img, err := be.CrashAt(be.Now())
+	require.NoError(t, err)
+	return be.LastLaunch(), img
+}
+
+// A CLWB writes a dirty line back once; a CLWB of a clean line (never
+// written, or written back already) writes nothing to NVM.
+func TestRestudyCLWBOfCleanLine(t *testing.T) {
+	st, _ := runVolta(t, Restudy, 1, func(t *scope.Thread, a pm.Addr) {
+		t.CLWB(a)
+		t.MemBar()
+	})
+	require.Zero(t, st.NVMWriteBytes, "a clean line")
+	st, img := runVolta(t, Restudy, 1, func(t *scope.Thread, a pm.Addr) {
+		t.Store64(a, 5)
+		t.CLWB(a)
+		t.MemBar()
+		t.CLWB(a)
+		t.MemBar()
+	})
+	require.Equal(t, uint64(32), st.NVMWriteBytes, "one write-back of the one dirty 32-byte sector")
+	require.Equal(t, uint64(5), word(t, img, "p", 0))
+}
+
+// A plain store stays in the L2: not durable at the end of the launch.
+// Written back (CLWB, write-through, L2WB) and fenced, it is.
+func TestRestudyDurability(t *testing.T) {
+	for _, tc := range []struct {
+		name    string
+		model   Model
+		k       func(t *scope.Thread, a pm.Addr)
+		durable bool
+	}{
+		{"plain store", Restudy, func(t *scope.Thread, a pm.Addr) { t.Store64(a, 9); t.MemBar() }, false},
+		{"clwb", Restudy, func(t *scope.Thread, a pm.Addr) { t.Store64(a, 9); t.CLWB(a); t.MemBar() }, true},
+		{"write-through", Restudy, func(t *scope.Thread, a pm.Addr) { t.StoreWT64(a, 9); t.MemBar() }, true},
+		{"l2wb", Restudy, func(t *scope.Thread, a pm.Addr) { t.Store64(a, 9); t.L2WB(); t.MemBar() }, true},
+		{"legacy dfence", Restudy, func(t *scope.Thread, a pm.Addr) { t.Store64(a, 9); t.DFence() }, true},
+		// Volatile WPQs: acknowledged is not durable until a PCommit.
+		{"pct clwb, no pcommit", RestudyPCT, func(t *scope.Thread, a pm.Addr) { t.Store64(a, 9); t.CLWB(a); t.MemBar() }, false},
+		{"pct write-through, no pcommit", RestudyPCT, func(t *scope.Thread, a pm.Addr) { t.StoreWT64(a, 9); t.MemBar() }, false},
+		{"pct clwb, pcommit", RestudyPCT, func(t *scope.Thread, a pm.Addr) {
+			t.Store64(a, 9)
+			t.CLWB(a)
+			t.MemBar()
+			t.PCommit()
+			t.MemBar()
+		}, true},
+		{"pct legacy dfence", RestudyPCT, func(t *scope.Thread, a pm.Addr) { t.Store64(a, 9); t.DFence() }, true},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			_, img := runVolta(t, tc.model, 1, tc.k)
+			want := uint64(0)
+			if tc.durable {
+				want = 9
+			}
+			require.Equal(t, want, word(t, img, "p", 0))
+		})
+	}
+}
+
+// L2WB walks the whole L2: it costs at least the walk with nothing dirty,
+// and more with more dirty lines to write back.
+func TestRestudyL2WBCostGrowsWithDirtyLines(t *testing.T) {
+	cfg := PresetVolta()
+	lines := cfg.L2.SizeBytes / cfg.L2.LineBytes
+	walk := uint64(lines / (cfg.Restudy.Channels * cfg.Restudy.L2BanksPerChannel))
+	var last uint64
+	for _, n := range []int{0, 16, 256, 2048} {
+		st, img := runVolta(t, Restudy, n, func(t *scope.Thread, a pm.Addr) {
+			for i := range n {
+				t.Store64(a+pm.Addr(i*128), uint64(i+1))
+			}
+			t.L2WB()
+			t.MemBar()
+		})
+		t.Logf("%d dirty lines: %d cycles, %d bytes to NVM", n, st.Cycles, st.NVMWriteBytes)
+		require.Equal(t, uint64(n*32), st.NVMWriteBytes, "a dirty sector per line")
+		require.Greater(t, st.Cycles, walk)
+		require.Greater(t, st.Cycles, last)
+		last = st.Cycles
+		if n > 0 {
+			require.Equal(t, uint64(n), word(t, img, "p", (n-1)*128))
+		}
+	}
+}
+
+// PCommit costs a round trip to the memory controllers under PCT and
+// nothing under ADR.
+func TestRestudyPCommitCost(t *testing.T) {
+	k := func(t *scope.Thread, a pm.Addr) {
+		t.StoreWT64(a, 1)
+		t.MemBar()
+		t.PCommit()
+		t.MemBar()
+	}
+	adr, _ := runVolta(t, Restudy, 1, k)
+	pct, _ := runVolta(t, RestudyPCT, 1, k)
+	l2 := uint64(PresetVolta().L2.LatencyCycles)
+	require.Greater(t, pct.Cycles, adr.Cycles+l2, "the PCommit's trip to the controllers and back")
+}
+
+func TestRestudyConfigKeys(t *testing.T) {
+	c := PresetVolta()
+	require.Equal(t, RestudyConfig{Channels: 32, L2BanksPerChannel: 2, L2TagChecksPerCycle: 1, SectorBytes: 32}, c.Restudy)
+	require.ErrorIs(t, c.Set("restudy.sector_bytes=24"), ErrConfig)
+	require.NoError(t, c.Set("restudy.channels=16", "restudy.l2_tag_checks_per_cycle=4"))
+	require.Equal(t, 16, c.Restudy.Channels)
+	require.ErrorIs(t, c.Set("restudy.channels=-1"), ErrConfig)
+	require.Contains(t, Keys(), "restudy.l2_banks_per_channel")
+	_, err := New(c, Restudy)
+	require.NoError(t, err)
+	m, err := ParseModel("restudy-pct")
+	require.NoError(t, err)
+	require.Equal(t, RestudyPCT, m)
+}
+
+// A sectored L2 writes back the sectors written: a whole line of
+// write-through stores sends the line once per store's sector, and with
+// restudy.sector_bytes=0 every write-back sends the whole line.
+func TestRestudySectors(t *testing.T) {
+	k := func(t *scope.Thread, a pm.Addr) {
+		for i := range 16 {
+			t.Store64(a+pm.Addr(8*i), uint64(i))
+		}
+		t.CLWB(a)
+		t.StoreWT64(a+128, 1)
+		t.MemBar()
+	}
+	st, _ := runVolta(t, Restudy, 2, k)
+	require.Equal(t, uint64(128+32), st.NVMWriteBytes, "four dirty sectors, then one written through")
+	be, m := setupHW(t, func() Config { c := PresetVolta(); c.Restudy.SectorBytes = 0; return c }(), Restudy)
+	r := region(t, m, "p", 256)
+	_, err := scope.Launch(m, scope.Grid{Blocks: 1, Threads: 1}, func(t *scope.Thread) { k(t, r.Base) })
+	require.NoError(t, err)
+	require.Equal(t, uint64(256), be.LastLaunch().NVMWriteBytes)
+}
+
+// A kernel's dirty lines stay dirty in the L2 after it ends: an L2WB in a
+// later launch (the kernel-level epoch's epilogue) writes them back and
+// pays for it.
+func TestRestudyDirtyLinesOutliveTheLaunch(t *testing.T) {
+	be, m := setupHW(t, PresetVolta(), Restudy)
+	r := region(t, m, "p", 64*128)
+	_, err := scope.Launch(m, scope.Grid{Blocks: 2, Threads: 32}, func(t *scope.Thread) {
+		t.Store64(r.Base+pm.Addr(128*t.ID()), 1)
+	})
+	require.NoError(t, err)
+	require.Zero(t, be.LastLaunch().NVMWriteBytes, "nothing written back yet")
+	_, err = scope.Launch(m, scope.Grid{Blocks: 1, Threads: 1}, func(t *scope.Thread) {
+		t.L2WB()
+		t.MemBar()
+	})
+	require.NoError(t, err)
+	require.Equal(t, uint64(64*32), be.LastLaunch().NVMWriteBytes, "the epilogue's L2WB writes back 64 dirty sectors")
+}

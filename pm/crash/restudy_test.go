@@ -1,0 +1,161 @@
+package crash_test
+
+import (
+	"testing"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/scopedpm/scopedpm/pm"
+	"github.com/scopedpm/scopedpm/pm/crash"
+	"github.com/scopedpm/scopedpm/pm/record"
+)
+
+// trace builds recordings by hand: a few verbs of GPU threads.
+type trace struct {
+	ev  []record.Event
+	seq map[int]uint64
+}
+
+func (tr *trace) op(id int, op pm.Op) {
+	if tr.seq == nil {
+		tr.seq = map[int]uint64{}
+	}
+	a := pm.Agent{Kind: pm.GPUThread, ID: id, Block: id / 4, Warp: id / 4, Lane: id % 4}
+	tr.ev = append(tr.ev, record.Event{Agent: a, Seq: tr.seq[id], Op: op})
+	tr.seq[id]++
+}
+
+func (tr *trace) store(id int, a pm.Addr) {
+	tr.op(id, pm.Op{Kind: pm.OpStore, PM: true, Size: 8, Addr: a, Value: 1})
+}
+
+func (tr *trace) storeWT(id int, a pm.Addr) {
+	tr.op(id, pm.Op{Kind: pm.OpStore, WT: true, PM: true, Size: 8, Addr: a, Value: 1})
+}
+
+func (tr *trace) verb(id int, k pm.OpKind, a pm.Addr) {
+	tr.op(id, pm.Op{Kind: k, Scope: pm.Thread, Addr: a})
+}
+
+func (tr *trace) sync(ids ...int) {
+	for _, id := range ids {
+		tr.op(id, pm.Op{Kind: pm.OpSyncThreads, Scope: pm.Block})
+	}
+	g := make([]pm.Agent, len(ids))
+	for i, id := range ids {
+		g[i] = pm.Agent{Kind: pm.GPUThread, ID: id, Block: id / 4, Warp: id / 4, Lane: id % 4}
+	}
+	tr.ev = append(tr.ev, record.Event{Agent: g[len(g)-1], Group: g})
+}
+
+const (
+	xA pm.Addr = 1 << 40
+	xB pm.Addr = 1<<40 + 4096
+)
+
+// TestRestudyVerbsOrder checks, on hand-made recordings, which crash
+// states each re-study verb rules out: the first persist (A) lost while the
+// last one (B) is kept at the end of the run.
+func TestRestudyVerbsOrder(t *testing.T) {
+	for _, tc := range []struct {
+		name    string
+		model   crash.Model
+		build   func(tr *trace)
+		ordered bool // losing A while keeping B is ruled out
+	}{
+		{"plain store, membar", crash.Restudy, func(tr *trace) {
+			tr.store(0, xA)
+			tr.verb(0, pm.OpMemBar, 0)
+		}, false},
+		{"clwb, membar", crash.Restudy, func(tr *trace) {
+			tr.store(0, xA)
+			tr.verb(0, pm.OpCLWB, xA+8)
+			tr.verb(0, pm.OpMemBar, 0)
+		}, true},
+		{"clwb of another line", crash.Restudy, func(tr *trace) {
+			tr.store(0, xA)
+			tr.verb(0, pm.OpCLWB, xA+128)
+			tr.verb(0, pm.OpMemBar, 0)
+		}, false},
+		{"clwb without membar", crash.Restudy, func(tr *trace) {
+			tr.store(0, xA)
+			tr.verb(0, pm.OpCLWB, xA)
+		}, false},
+		{"write-through, membar", crash.Restudy, func(tr *trace) {
+			tr.storeWT(0, xA)
+			tr.verb(0, pm.OpMemBar, 0)
+		}, true},
+		{"other thread's store, barrier, l2wb, membar", crash.Restudy, func(tr *trace) {
+			tr.store(1, xA)
+			tr.sync(0, 1)
+			tr.verb(0, pm.OpL2WB, 0)
+			tr.verb(0, pm.OpMemBar, 0)
+		}, true},
+		{"clwb, membar, no pcommit", crash.RestudyPCT, func(tr *trace) {
+			tr.store(0, xA)
+			tr.verb(0, pm.OpCLWB, xA)
+			tr.verb(0, pm.OpMemBar, 0)
+		}, false},
+		{"clwb, membar, pcommit, membar", crash.RestudyPCT, func(tr *trace) {
+			tr.store(0, xA)
+			tr.verb(0, pm.OpCLWB, xA)
+			tr.verb(0, pm.OpMemBar, 0)
+			tr.verb(0, pm.OpPCommit, 0)
+			tr.verb(0, pm.OpMemBar, 0)
+		}, true},
+		{"pcommit before the write-back's ack", crash.RestudyPCT, func(tr *trace) {
+			tr.store(0, xA)
+			tr.verb(0, pm.OpCLWB, xA)
+			tr.verb(0, pm.OpPCommit, 0)
+			tr.verb(0, pm.OpMemBar, 0)
+		}, false},
+		{"other threads' acks, barrier, pcommit", crash.RestudyPCT, func(tr *trace) {
+			tr.storeWT(1, xA)
+			tr.verb(1, pm.OpMemBar, 0)
+			tr.sync(0, 1)
+			tr.verb(0, pm.OpPCommit, 0)
+			tr.verb(0, pm.OpMemBar, 0)
+		}, true},
+		{"legacy DFence writes back", crash.Restudy, func(tr *trace) {
+			tr.store(0, xA)
+			tr.verb(0, pm.OpDFence, 0)
+		}, true},
+		{"legacy DFence under pct", crash.RestudyPCT, func(tr *trace) {
+			tr.store(0, xA)
+			tr.verb(0, pm.OpDFence, 0)
+		}, true},
+		{"membar under SBRP is a DFence", crash.SBRP, func(tr *trace) {
+			tr.store(0, xA)
+			tr.verb(0, pm.OpMemBar, 0)
+		}, true},
+		{"clwb orders nothing under SBRP", crash.SBRP, func(tr *trace) {
+			tr.store(0, xA)
+			tr.verb(0, pm.OpCLWB, xA)
+			tr.verb(0, pm.OpL2WB, 0)
+			tr.verb(0, pm.OpPCommit, 0)
+		}, false},
+	} {
+		t.Run(tc.model.String()+"/"+tc.name, func(t *testing.T) {
+			var tr trace
+			tc.build(&tr)
+			tr.store(0, xB)
+			g := crash.Build(tr.ev, tc.model)
+			require.Len(t, g.Persists, 2)
+			lostA := crash.State{Point: len(tr.ev), Kept: []bool{false, true}}
+			err := g.Valid(lostA)
+			if tc.ordered {
+				require.ErrorIs(t, err, crash.ErrState)
+			} else {
+				require.NoError(t, err)
+			}
+			// Crashing right after the last verb before B: a durable
+			// ordering makes A durable already.
+			early := crash.State{Point: len(tr.ev) - 1, Kept: []bool{false, false}}
+			if tc.ordered {
+				require.ErrorIs(t, g.Valid(early), crash.ErrState)
+			} else {
+				require.NoError(t, g.Valid(early))
+			}
+		})
+	}
+}
