@@ -7,11 +7,11 @@ import (
 
 	"golang.org/x/sync/errgroup"
 
-	"github.com/scopedpm/scopedpm/examples"
 	"github.com/scopedpm/scopedpm/hwmodel"
 	"github.com/scopedpm/scopedpm/pm"
 	"github.com/scopedpm/scopedpm/pm/crash"
 	"github.com/scopedpm/scopedpm/pm/persistency"
+	"github.com/scopedpm/scopedpm/workloads"
 )
 
 // The persistency re-study's figures (a GPGPU-Sim 4.0 re-study of
@@ -19,7 +19,7 @@ import (
 // category under the nvm baseline and under the schemes of the figure, on
 // the volta preset (the re-study's Table I), as execution time normalised
 // to the baseline. Every scheme runs the same kernel code
-// (examples.Persister places its verbs) on the write-back GPU of hwmodel's
+// (workloads.Persister places its verbs) on the write-back GPU of hwmodel's
 // Restudy and RestudyPCT models.
 
 func init() {
@@ -52,11 +52,11 @@ func linFig4Schemes() []persistency.Scheme {
 // machine and returns the cycles from the end of Setup until every launch
 // has ended and its write-backs are acknowledged.
 func linRun(name string, s persistency.Scheme, o Options) (uint64, error) {
-	size := examples.Paper
+	size := workloads.Paper
 	if o.Quick {
-		size = examples.Quick
+		size = workloads.Quick
 	}
-	w, err := examples.NewRestudy(name, size, s)
+	w, err := workloads.NewRestudy(name, size, s)
 	if err != nil {
 		return 0, err
 	}
@@ -95,7 +95,7 @@ func linFig(fig int, cat string, schemes []persistency.Scheme) func(context.Cont
 	exp := fmt.Sprintf("lin-fig%d", fig)
 	return func(ctx context.Context, o Options) ([]Row, error) {
 		var names []string
-		for _, w := range examples.RestudyWorkloads() {
+		for _, w := range workloads.RestudyWorkloads() {
 			if w.Category == cat {
 				names = append(names, w.Name)
 			}
@@ -177,7 +177,7 @@ func linCandidates(cat string) []persistency.Scheme {
 // re-study workload name under scheme s at tiny size, and how many states
 // it checked.
 func linAccepted(name string, s persistency.Scheme) (bool, int, error) {
-	w, err := examples.NewRestudy(name, examples.Tiny, s)
+	w, err := workloads.NewRestudy(name, workloads.Tiny, s)
 	if err != nil {
 		return false, 0, err
 	}
@@ -202,7 +202,7 @@ func runLinTable5(ctx context.Context, o Options) ([]Row, error) {
 		accepted bool
 		states   int
 	}
-	infos := examples.RestudyWorkloads()
+	infos := workloads.RestudyWorkloads()
 	res := make([][]result, len(infos))
 	cands := make([][]persistency.Scheme, len(infos))
 	g, gctx := errgroup.WithContext(ctx)

@@ -9,11 +9,11 @@ import (
 
 	"golang.org/x/sync/errgroup"
 
-	"github.com/scopedpm/scopedpm/examples"
 	"github.com/scopedpm/scopedpm/hwmodel"
 	"github.com/scopedpm/scopedpm/pm"
 	"github.com/scopedpm/scopedpm/pm/crash"
 	"github.com/scopedpm/scopedpm/scope"
+	"github.com/scopedpm/scopedpm/workloads"
 )
 
 // The six applications of SBRP Table 2, by their label in the figures.
@@ -80,11 +80,11 @@ type appRun struct {
 // durable and times the recovery on a fresh machine of the same
 // configuration.
 func runApp(workload string, c sysConfig, o Options, recover bool) (appRun, error) {
-	size := examples.Paper
+	size := workloads.Paper
 	if o.Quick {
-		size = examples.Quick
+		size = workloads.Quick
 	}
-	w, err := examples.New(workload, size)
+	w, err := workloads.New(workload, size)
 	if err != nil {
 		return appRun{}, err
 	}
@@ -191,7 +191,7 @@ func (p *commitProbe) End() (pm.Stats, error) {
 
 // sweep runs every (app, config) pair in parallel, at most GOMAXPROCS at a
 // time, and returns the results indexed [app][config]. Apps not yet in the
-// examples registry are left out.
+// workloads registry are left out.
 func sweep(ctx context.Context, apps []string, configs []sysConfig, o Options, recover bool) (map[string][]appRun, error) {
 	out := map[string][]appRun{}
 	g, ctx := errgroup.WithContext(ctx)
@@ -200,7 +200,7 @@ func sweep(ctx context.Context, apps []string, configs []sysConfig, o Options, r
 	// the limit), so that a progress bar never moves backwards.
 	var mine []string
 	for k, app := range apps {
-		if _, err := examples.New(app, examples.Tiny); errors.Is(err, examples.ErrUnknown) || !o.mine(k) {
+		if _, err := workloads.New(app, workloads.Tiny); errors.Is(err, workloads.ErrUnknown) || !o.mine(k) {
 			continue
 		}
 		mine = append(mine, app)

@@ -8,7 +8,7 @@
 // coro, txn and internal/..., plus the Go standard library. Everything
 // else is user code, including every _test.go file (a test's kernel is
 // the user's) and scopedpm's own data structures and
-// workloads (kvs, btree, examples): they are programs written with the API,
+// workloads (kvs, btree, workloads): they are programs written with the API,
 // so a verb a txn log issues on behalf of a kvs kernel is sited at the kvs
 // line that called txn, not at txn's wrapper, and mutating that site
 // changes one use of the log, not every log in the program.
@@ -58,7 +58,7 @@ func Package(function string) string {
 }
 
 // Name returns the site of a frame: the file's path relative to the module
-// root for the module's own files ("examples/reduction.go:57"), else the
+// root for the module's own files ("workloads/reduction.go:57"), else the
 // package path and the file's base name ("example.com/app/kernel.go:12",
 // "main/kernel.go:12"). An external test package (pkg_test) is sited in its
 // package's directory.

@@ -29,8 +29,8 @@ func TestIsLibrary(t *testing.T) {
 		{"internal/runtime/maps", true},
 		{"github.com/scopedpm/scopedpm/kvs", false},
 		{"github.com/scopedpm/scopedpm/btree", false},
-		{"github.com/scopedpm/scopedpm/examples", false},
-		{"github.com/scopedpm/scopedpm/examples_test", false},
+		{"github.com/scopedpm/scopedpm/workloads", false},
+		{"github.com/scopedpm/scopedpm/workloads_test", false},
 		{"github.com/scopedpm/scopedpm/pmx", false},
 		{"github.com/scopedpm/scopedpm/txnlog", false},
 		{"example.com/app", false},
@@ -42,7 +42,7 @@ func TestIsLibrary(t *testing.T) {
 
 func TestName(t *testing.T) {
 	for _, tc := range []struct{ fn, file, want string }{
-		{"github.com/scopedpm/scopedpm/examples.(*reduction).Run.func1", "/src/examples/reduction.go", "examples/reduction.go:7"},
+		{"github.com/scopedpm/scopedpm/workloads.(*reduction).Run.func1", "/src/workloads/reduction.go", "workloads/reduction.go:7"},
 		{"github.com/scopedpm/scopedpm/kvs.setKernel", "/x/kvs/kernel.go", "kvs/kernel.go:7"},
 		{"github.com/scopedpm/scopedpm/pm/crash_test.TestX.func2", "/x/pm/crash/crash_test.go", "pm/crash/crash_test.go:7"},
 		{"example.com/app.kernel", "/home/u/app/k.go", "example.com/app/k.go:7"},

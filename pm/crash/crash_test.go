@@ -6,15 +6,15 @@ import (
 
 	"github.com/stretchr/testify/require"
 
-	"github.com/scopedpm/scopedpm/examples"
 	"github.com/scopedpm/scopedpm/hwmodel"
 	"github.com/scopedpm/scopedpm/pm"
 	"github.com/scopedpm/scopedpm/pm/crash"
 	"github.com/scopedpm/scopedpm/scope"
+	"github.com/scopedpm/scopedpm/workloads"
 )
 
-func newReduction(blocks, threads int, cross pm.Scope) *examples.Reduction {
-	return examples.NewReduction(scope.Grid{Blocks: blocks, Threads: threads}, 2, cross)
+func newReduction(blocks, threads int, cross pm.Scope) *workloads.Reduction {
+	return workloads.NewReduction(scope.Grid{Blocks: blocks, Threads: threads}, 2, cross)
 }
 
 var gpu = pm.GPULimits{SMs: 4, WarpSize: 4, MaxThreadsPerSM: 64, MaxBlocksPerSM: 4, MaxThreadsPerBlock: 64}
@@ -40,10 +40,10 @@ func TestTooNarrowReleaseCaught(t *testing.T) {
 	require.NoError(t, err)
 	require.Len(t, rep.Violations, 1)
 	v := rep.Violations[0]
-	require.ErrorIs(t, v.Err, examples.ErrInconsistent)
+	require.ErrorIs(t, v.Err, workloads.ErrInconsistent)
 	require.Len(t, v.Dropped, 1, "shrunk to one lost persist")
 	t.Log(v.Explanation)
-	require.Contains(t, v.Explanation, "PRel.block at examples/reduction.go:")
+	require.Contains(t, v.Explanation, "PRel.block at workloads/reduction.go:")
 	require.Contains(t, v.Explanation, "is too narrow")
 	require.Contains(t, v.Explanation, "need device scope")
 
@@ -163,11 +163,11 @@ func BenchmarkCheck(b *testing.B) {
 // The advisor narrows a too-wide scope inside a block and measures what it
 // buys on hwmodel.
 func TestAdviceSpeedup(t *testing.T) {
-	size := examples.Quick
+	size := workloads.Quick
 	if testing.Short() {
-		size = examples.Tiny
+		size = workloads.Tiny
 	}
-	w, err := examples.New("reduction-wide", size)
+	w, err := workloads.New("reduction-wide", size)
 	require.NoError(t, err)
 	rec, err := crash.Record(w, gpu)
 	require.NoError(t, err)

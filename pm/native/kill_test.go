@@ -16,10 +16,10 @@ import (
 
 	"github.com/stretchr/testify/require"
 
-	"github.com/scopedpm/scopedpm/examples"
 	"github.com/scopedpm/scopedpm/kvs"
 	"github.com/scopedpm/scopedpm/pm"
 	"github.com/scopedpm/scopedpm/pm/native"
+	"github.com/scopedpm/scopedpm/workloads"
 )
 
 // The SIGKILL tests re-execute the test binary as a child with these
@@ -66,7 +66,7 @@ func child(what, dir string) error {
 		return err
 	}
 	if name, ok := strings.CutPrefix(what, "workload:"); ok {
-		w, err := examples.New(name, examples.Tiny)
+		w, err := workloads.New(name, workloads.Tiny)
 		if err != nil {
 			return err
 		}
@@ -283,7 +283,7 @@ func TestKillKVS(t *testing.T) {
 	t.Logf("%d SIGKILLs (%d during open and recovery), %d acknowledged batches, %d kills found the in-flight batch committed, 0 losses (mode msync)", kills, duringOpen, acked, inflight)
 }
 
-// Every correct examples workload, in a child process, is SIGKILLed at a
+// Every correct workload, in a child process, is SIGKILLed at a
 // seeded random point after its setup; the parent reopens the files, runs
 // the workload's recovery and Check. Long mode runs 50 kills per workload.
 func TestKillWorkloads(t *testing.T) {
@@ -311,7 +311,7 @@ func TestKillWorkloads(t *testing.T) {
 				if lines[len(lines)-1] != "done" {
 					midRun++
 				}
-				w, err := examples.New(name, examples.Tiny)
+				w, err := workloads.New(name, workloads.Tiny)
 				require.NoError(t, err)
 				be, m := open(t, dir, native.Options{Mode: native.ModeMsync})
 				require.NoError(t, w.Recover(m), "kill %d", k)

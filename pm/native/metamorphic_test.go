@@ -8,12 +8,12 @@ import (
 
 	"github.com/stretchr/testify/require"
 
-	"github.com/scopedpm/scopedpm/examples"
 	"github.com/scopedpm/scopedpm/internal/kerneltest"
 	"github.com/scopedpm/scopedpm/kvs"
 	"github.com/scopedpm/scopedpm/pm"
 	"github.com/scopedpm/scopedpm/pm/functional"
 	"github.com/scopedpm/scopedpm/pm/native"
+	"github.com/scopedpm/scopedpm/workloads"
 )
 
 // testConfigs are the backend configurations every metamorphic test runs:
@@ -57,17 +57,17 @@ func TestMetamorphicKernels(t *testing.T) {
 	}
 }
 
-// Every workload of package examples, written once, runs unchanged on the
+// Every workload of package workloads, written once, runs unchanged on the
 // native backend, passes its check, and leaves the same PM as on the
 // functional backend, both in the visible image and in the files after a
 // reopen.
 func TestMetamorphicWorkloads(t *testing.T) {
-	for _, nd := range examples.Names() {
+	for _, nd := range workloads.Names() {
 		name := nd[0]
 		t.Run(name, func(t *testing.T) {
 			for _, cfg := range testConfigs {
 				mode := cfgName(cfg)
-				w, err := examples.New(name, examples.Tiny)
+				w, err := workloads.New(name, workloads.Tiny)
 				require.NoError(t, err)
 				fm, err := pm.NewMachine(reference())
 				require.NoError(t, err)
@@ -75,7 +75,7 @@ func TestMetamorphicWorkloads(t *testing.T) {
 				require.NoError(t, w.Run(fm))
 				want := fm.Memory().Snapshot()
 				dir := t.TempDir()
-				w, err = examples.New(name, examples.Tiny)
+				w, err = workloads.New(name, workloads.Tiny)
 				require.NoError(t, err)
 				be, m := open(t, dir, cfg)
 				require.NoError(t, w.Setup(m))

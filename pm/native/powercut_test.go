@@ -13,11 +13,11 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/scopedpm/scopedpm/coro"
-	"github.com/scopedpm/scopedpm/examples"
 	"github.com/scopedpm/scopedpm/pm"
 	"github.com/scopedpm/scopedpm/pm/functional"
 	"github.com/scopedpm/scopedpm/pm/native"
 	"github.com/scopedpm/scopedpm/scope"
+	"github.com/scopedpm/scopedpm/workloads"
 )
 
 var (
@@ -281,10 +281,10 @@ func TestGroupCommit(t *testing.T) {
 	require.Equal(t, uint64(2), got.Syncs-before.Syncs)
 }
 
-// correctWorkloads are the examples workloads without a seeded bug.
+// correctWorkloads are the workloads without a seeded bug.
 func correctWorkloads() []string {
 	var out []string
-	for _, nd := range examples.Names() {
+	for _, nd := range workloads.Names() {
 		if !strings.Contains(nd[0], "nofence") && !strings.Contains(nd[0], "no-ofence") && !strings.Contains(nd[0], "narrow") {
 			out = append(out, nd[0])
 		}
@@ -300,18 +300,18 @@ func correctWorkloads() []string {
 func TestPowerCutWorkloads(t *testing.T) {
 	seed := testSeed(t)
 	names := correctWorkloads()
-	sizes := []examples.Size{examples.Tiny}
+	sizes := []workloads.Size{workloads.Tiny}
 	total := 50 * len(names)
 	if *flagLong {
 		total = 10_000
-		sizes = append(sizes, examples.Quick)
+		sizes = append(sizes, workloads.Quick)
 	}
 	per := (total + len(names)*len(sizes) - 1) / (len(names) * len(sizes))
 	sum := 0
 	for wi, name := range names {
 		for _, size := range sizes {
 			t.Run(fmt.Sprintf("%s/%d", name, size), func(t *testing.T) {
-				w, err := examples.New(name, size)
+				w, err := workloads.New(name, size)
 				require.NoError(t, err)
 				be, m := open(t, t.TempDir(), native.Options{Mode: native.ModeMsync, Journal: true})
 				defer be.Close()
@@ -337,7 +337,7 @@ func TestPowerCutWorkloads(t *testing.T) {
 	t.Logf("%d power cuts across %d workloads, 0 losses (mode msync)", sum, len(names))
 }
 
-// The seeded intra-thread bugs of examples (an OFence removed) are caught
+// The seeded intra-thread bugs of the workloads (an OFence removed) are caught
 // by power cuts: the harness can fail. (The scope-narrowing bugs are not
 // bugs here: this backend does not narrow scopes, see the package doc.
 // srad-nofence is not listed: its two syncs never give a cut the recovery
@@ -346,7 +346,7 @@ func TestPowerCutCatchesBugs(t *testing.T) {
 	seed := testSeed(t)
 	for _, name := range []string{"gpkvs-no-ofence", "hashmap-nofence"} {
 		t.Run(name, func(t *testing.T) {
-			w, err := examples.New(name, examples.Tiny)
+			w, err := workloads.New(name, workloads.Tiny)
 			require.NoError(t, err)
 			be, m := open(t, t.TempDir(), native.Options{Mode: native.ModeMsync, Journal: true})
 			defer be.Close()

@@ -22,7 +22,7 @@ import (
 // machines but disciplines on this one mechanism: where a kernel writes back
 // (Granularity) and with which instruction (Mechanism), on either WPQ
 // (PCT). Scheme names one such configuration; the kernels of package
-// examples place their verbs by it, and every scheme runs on the same two
+// workloads place their verbs by it, and every scheme runs on the same two
 // models, so the crash checker and the timing model treat all of them
 // alike.
 

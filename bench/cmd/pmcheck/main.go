@@ -20,10 +20,10 @@ import (
 	"github.com/schollz/progressbar/v3"
 	"golang.org/x/term"
 
-	"github.com/scopedpm/scopedpm/examples"
 	"github.com/scopedpm/scopedpm/hwmodel"
 	"github.com/scopedpm/scopedpm/pm"
 	"github.com/scopedpm/scopedpm/pm/crash"
+	"github.com/scopedpm/scopedpm/workloads"
 )
 
 // errViolations makes the command exit 1.
@@ -119,7 +119,7 @@ Usage: pmcheck -workload NAME [flags]
 		}
 	}
 	if *list {
-		for _, n := range examples.Names() {
+		for _, n := range workloads.Names() {
 			fmt.Fprintf(stdout, "%-18s %s\n", n[0], n[1])
 		}
 		return nil
@@ -135,14 +135,14 @@ Usage: pmcheck -workload NAME [flags]
 	if !ok {
 		return fmt.Errorf("unknown -strategy %q", *strategy)
 	}
-	sz, ok := map[string]examples.Size{"tiny": examples.Tiny, "quick": examples.Quick, "paper": examples.Paper}[*size]
+	sz, ok := map[string]workloads.Size{"tiny": workloads.Tiny, "quick": workloads.Quick, "paper": workloads.Paper}[*size]
 	if !ok {
 		return fmt.Errorf("unknown -size %q", *size)
 	}
 	if *cpuprofile != "" {
 		defer profile.Start(profile.CPUProfile, profile.ProfilePath(*cpuprofile), profile.Quiet).Stop()
 	}
-	w, err := examples.New(*name, sz)
+	w, err := workloads.New(*name, sz)
 	if err != nil {
 		return err
 	}

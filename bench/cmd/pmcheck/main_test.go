@@ -17,9 +17,9 @@ func TestPmcheck(t *testing.T) {
 	}{
 		{[]string{"-workload", "reduction", "-states", "2000"}, nil, []string{"0 violations"}},
 		{[]string{"-workload", "reduction-narrow", "-states", "2000", "-seed", "5"}, errViolations,
-			[]string{"1 violations", "PRel.block at examples/reduction.go:", "too narrow", "replay: pmcheck -workload reduction-narrow -size tiny -model sbrp -strategy mixed -states 2000 -seed 5"}},
+			[]string{"1 violations", "PRel.block at workloads/reduction.go:", "too narrow", "replay: pmcheck -workload reduction-narrow -size tiny -model sbrp -strategy mixed -states 2000 -seed 5"}},
 		{[]string{"-workload", "reduction", "-model", "epoch", "-strategy", "random", "-states", "300"}, nil, []string{"checked 300 crash states, 0 violations"}},
-		{[]string{"-workload", "reduction", "-mutate", "-states", "300"}, nil, []string{"killed   PRel at examples/reduction.go:", "device -> block"}},
+		{[]string{"-workload", "reduction", "-mutate", "-states", "300"}, nil, []string{"killed   PRel at workloads/reduction.go:", "device -> block"}},
 		{[]string{"-workload", "reduction", "-advise", "-states", "300"}, nil, []string{"device -> device keep", "block  -> block  keep"}},
 		{[]string{"-list"}, nil, []string{"reduction-narrow"}},
 	} {

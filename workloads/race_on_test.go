@@ -1,6 +1,6 @@
 //go:build race
 
-package examples
+package workloads
 
 // raceEnabled reports that the race detector is on: the exhaustive crash
 // tests then explore fewer states (the code paths are the same).

@@ -1,13 +1,13 @@
-package examples_test
+package workloads_test
 
 import (
 	"fmt"
 
-	"github.com/scopedpm/scopedpm/examples"
 	"github.com/scopedpm/scopedpm/hwmodel"
 	"github.com/scopedpm/scopedpm/pm"
 	"github.com/scopedpm/scopedpm/pm/crash"
 	"github.com/scopedpm/scopedpm/pm/persistency"
+	"github.com/scopedpm/scopedpm/workloads"
 )
 
 // A re-study kernel is written once; a scheme places its write-backs and
@@ -20,7 +20,7 @@ func Example_restudy() {
 		if err != nil {
 			panic(err)
 		}
-		w, err := examples.NewRestudy("stencil", examples.Tiny, s)
+		w, err := workloads.NewRestudy("stencil", workloads.Tiny, s)
 		if err != nil {
 			panic(err)
 		}

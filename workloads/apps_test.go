@@ -1,4 +1,4 @@
-package examples
+package workloads
 
 import (
 	"bufio"
@@ -163,7 +163,7 @@ func TestCrashStatesRecover(t *testing.T) {
 	}
 }
 
-// siteOf returns the site ("examples/file:line") of the only line of file
+// siteOf returns the site ("workloads/file:line") of the only line of file
 // containing marker.
 func siteOf(t *testing.T, file, marker string) string {
 	t.Helper()

@@ -1,8 +1,8 @@
-// Package examples holds scopedpm's PM applications as crash-checkable
+// Package workloads holds scopedpm's PM applications as crash-checkable
 // workloads (crash.Workload): each sets up its inputs and PM regions, runs
 // its kernels, recovers from PM alone after a crash, and checks its
 // invariant. bench/cmd/pmcheck explores their crash states.
-package examples
+package workloads
 
 import (
 	"errors"
@@ -13,11 +13,11 @@ import (
 )
 
 // ErrUnknown is returned for a workload name that is not registered.
-var ErrUnknown = errors.New("examples: unknown workload")
+var ErrUnknown = errors.New("workloads: unknown workload")
 
 // ErrInconsistent is returned by a recovery that finds a durable state the
 // program's persist order should have made impossible.
-var ErrInconsistent = errors.New("examples: inconsistent durable state")
+var ErrInconsistent = errors.New("workloads: inconsistent durable state")
 
 // Size selects a workload's input size.
 type Size uint8

@@ -1,4 +1,4 @@
-package examples
+package workloads
 
 import (
 	"errors"
@@ -10,18 +10,18 @@ import (
 
 // ErrConfig is returned for a workload configuration that cannot run (a
 // non-positive size, a shape the algorithm does not support).
-var ErrConfig = errors.New("examples: bad configuration")
+var ErrConfig = errors.New("workloads: bad configuration")
 
 // ErrFull is returned when the hashmap cannot place a key: both of its
 // buckets are full and no eviction chain within the limit frees a slot.
-var ErrFull = errors.New("examples: hash table full")
+var ErrFull = errors.New("workloads: hash table full")
 
 // mustWorkload turns a constructor's error for a built-in size into a panic:
 // the registered sizes are fixed and valid, so an error there is a broken
 // internal invariant, not bad user input.
 func mustWorkload[W any](w W, err error) W {
 	if err != nil {
-		panic(fmt.Sprintf("examples: built-in size rejected: %v", err))
+		panic(fmt.Sprintf("workloads: built-in size rejected: %v", err))
 	}
 	return w
 }

@@ -1,4 +1,4 @@
-package examples
+package workloads
 
 import (
 	"fmt"
@@ -113,7 +113,7 @@ func (r *Reduction) perLaunch() int {
 // Setup creates the zero-filled PM region red.
 func (r *Reduction) Setup(m *pm.Machine) error {
 	if bs := r.Grid.Threads; bs < 2 || bs&(bs-1) != 0 || r.Grid.Blocks > bs {
-		return fmt.Errorf("examples: reduction needs a power-of-two block of at least 2 and at most as many blocks as threads per block, got %+v", r.Grid)
+		return fmt.Errorf("workloads: reduction needs a power-of-two block of at least 2 and at most as many blocks as threads per block, got %+v", r.Grid)
 	}
 	_, err := m.CreateRegion("red", uint64(4*r.perLaunch()*r.Launches))
 	return err

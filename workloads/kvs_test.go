@@ -1,14 +1,14 @@
-package examples_test
+package workloads_test
 
 import (
 	"testing"
 
 	"github.com/stretchr/testify/require"
 
-	"github.com/scopedpm/scopedpm/examples"
 	"github.com/scopedpm/scopedpm/kvs"
 	"github.com/scopedpm/scopedpm/pm"
 	"github.com/scopedpm/scopedpm/pm/crash"
+	"github.com/scopedpm/scopedpm/workloads"
 )
 
 // gpKVS with its OFence recovers from every explored crash state under
@@ -31,7 +31,7 @@ func TestKVSCrashConsistent(t *testing.T) {
 			}
 			const seed = 20240611
 			t.Logf("seed = %d", seed)
-			w, err := examples.New(tc.workload, examples.Tiny)
+			w, err := workloads.New(tc.workload, workloads.Tiny)
 			require.NoError(t, err)
 			rep, err := crash.Check(w, pm.GPULimits{}, crash.Config{Model: tc.model, States: tc.states, Seed: seed})
 			require.NoError(t, err)
@@ -50,14 +50,14 @@ func TestKVSNoOFenceCaught(t *testing.T) {
 		t.Run(model.String(), func(t *testing.T) {
 			const seed = 7
 			t.Logf("seed = %d", seed)
-			w, err := examples.New("gpkvs-no-ofence", examples.Tiny)
+			w, err := workloads.New("gpkvs-no-ofence", workloads.Tiny)
 			require.NoError(t, err)
 			rep, err := crash.Check(w, pm.GPULimits{}, crash.Config{Model: model, States: 10000, Seed: seed, Shrink: true})
 			require.NoError(t, err)
 			require.NotEmpty(t, rep.Violations, rep.Summary())
 			v := rep.Violations[0]
 			t.Log(v.Explanation)
-			require.ErrorIs(t, v.Err, examples.ErrInconsistent)
+			require.ErrorIs(t, v.Err, workloads.ErrInconsistent)
 			require.Contains(t, v.Explanation, "not ordered after it")
 			require.Contains(t, v.Explanation, "no ordering verb")
 			require.Contains(t, v.Explanation, "kernels.go") // the update's call site in kvs
@@ -71,12 +71,12 @@ func TestKVSCrashSampled(t *testing.T) {
 	if testing.Short() {
 		t.Skip("-short: 20,000 sampled crash states")
 	}
-	shape := examples.KVSShape{Buckets: 16, BlockThreads: 4, Preload: 8, Batch: 8, Batches: 2, Updates: 4}
+	shape := workloads.KVSShape{Buckets: 16, BlockThreads: 4, Preload: 8, Batch: 8, Batches: 2, Updates: 4}
 	for _, lk := range []kvs.LogKind{kvs.LogHCL, kvs.LogConv} {
 		t.Run(lk.String(), func(t *testing.T) {
 			const seed = 99
 			t.Logf("seed = %d", seed)
-			w := examples.NewKVS(shape, lk, true)
+			w := workloads.NewKVS(shape, lk, true)
 			rep, err := crash.Check(w, pm.GPULimits{}, crash.Config{Model: crash.SBRP, States: 10000, Seed: seed})
 			require.NoError(t, err)
 			t.Log(rep.Summary(), "persists:", rep.Persists, "complete:", rep.Complete)
@@ -86,18 +86,18 @@ func TestKVSCrashSampled(t *testing.T) {
 }
 
 func TestKVSSizes(t *testing.T) {
-	for _, s := range []examples.Size{examples.Tiny, examples.Quick, examples.Paper} {
-		w := examples.KVSShapeFor(s)
+	for _, s := range []workloads.Size{workloads.Tiny, workloads.Quick, workloads.Paper} {
+		w := workloads.KVSShapeFor(s)
 		require.Positive(t, w.Batch)
 		require.LessOrEqual(t, w.Updates, w.Preload)
 	}
-	p := examples.KVSShapeFor(examples.Paper)
+	p := workloads.KVSShapeFor(workloads.Paper)
 	require.Equal(t, 65536, p.Batch*p.Batches, "the SBRP artifact's 65,536 inserts")
 	require.Equal(t, 16384, p.Batch, "by 16,384 threads")
 	require.Equal(t, 128<<20, p.Buckets*128, "into a 128 MB table")
 
 	// The quick workload runs and checks without a crash.
-	w, err := examples.New("gpkvs", examples.Quick)
+	w, err := workloads.New("gpkvs", workloads.Quick)
 	require.NoError(t, err)
 	_, err = crash.Record(w, pm.GPULimits{})
 	require.NoError(t, err)

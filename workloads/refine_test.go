@@ -1,4 +1,4 @@
-package examples_test
+package workloads_test
 
 import (
 	"errors"
@@ -6,11 +6,11 @@ import (
 
 	"github.com/stretchr/testify/require"
 
-	"github.com/scopedpm/scopedpm/examples"
 	"github.com/scopedpm/scopedpm/hwmodel"
 	"github.com/scopedpm/scopedpm/pm"
 	"github.com/scopedpm/scopedpm/pm/crash"
 	"github.com/scopedpm/scopedpm/txn"
+	"github.com/scopedpm/scopedpm/workloads"
 )
 
 // TestRefinement runs every workload at Tiny size on hwmodel under every
@@ -24,7 +24,7 @@ import (
 func TestRefinement(t *testing.T) {
 	artifact := []string{"persist.buffer_window_only=true", "persist.ack_at_queue=true", "pcie.full_duplex=true", "persist.epoch_own_acks=true"}
 	plain := []string{"persist.buffer_window_only=false", "persist.ack_at_queue=false", "pcie.full_duplex=false", "persist.epoch_own_acks=false"}
-	for _, nw := range examples.Names() {
+	for _, nw := range workloads.Names() {
 		for _, p := range []struct {
 			name, preset string
 			set          []string
@@ -38,7 +38,7 @@ func TestRefinement(t *testing.T) {
 			}
 			for _, model := range hwmodel.Models() {
 				t.Run(nw[0]+"/"+p.name+"/"+model.String(), func(t *testing.T) {
-					w, err := examples.New(nw[0], examples.Tiny)
+					w, err := workloads.New(nw[0], workloads.Tiny)
 					require.NoError(t, err)
 					cfg, err := hwmodel.Preset(p.preset)
 					require.NoError(t, err)

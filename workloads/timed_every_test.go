@@ -1,32 +1,32 @@
-package examples_test
+package workloads_test
 
 import (
 	"testing"
 
 	"github.com/stretchr/testify/require"
 
-	"github.com/scopedpm/scopedpm/examples"
 	"github.com/scopedpm/scopedpm/hwmodel"
 	"github.com/scopedpm/scopedpm/pm/crash"
+	"github.com/scopedpm/scopedpm/workloads"
 )
 
 // gpKVS with the conventional (locked) log recovers at every cycle where
 // the durable image changes, in every launch of its run, under every
 // model that orders persists (None promises nothing).
 func TestGPKVSConvEveryTimedCycle(t *testing.T) {
-	sizes := []examples.Size{examples.Tiny}
+	sizes := []workloads.Size{workloads.Tiny}
 	if !testing.Short() {
-		sizes = append(sizes, examples.Quick)
+		sizes = append(sizes, workloads.Quick)
 	}
 	for _, size := range sizes {
 		for _, model := range hwmodel.Models() {
 			if model == hwmodel.None {
 				continue
 			}
-			if size == examples.Quick && model != hwmodel.SBRP {
+			if size == workloads.Quick && model != hwmodel.SBRP {
 				continue
 			}
-			w, err := examples.New("gpkvs-conv", size)
+			w, err := workloads.New("gpkvs-conv", size)
 			require.NoError(t, err)
 			cfg := hwmodel.PresetPMNear()
 			rep, err := crash.CheckTimed(w, func() (crash.TimedBackend, error) { return hwmodel.New(cfg, model) }, cfg.GPULimits(), 0, 1)

@@ -1,4 +1,4 @@
-package examples
+package workloads
 
 import (
 	"fmt"
@@ -173,7 +173,7 @@ func NewMegaKV(op int, sh KVShape, s persistency.Scheme, seed uint64) (RestudyWo
 				}
 			}
 		}
-		panic("examples: mega-kv reference table full") // at most a quarter of the slots used: unreachable
+		panic("workloads: mega-kv reference table full") // at most a quarter of the slots used: unreachable
 	}
 	var keys []uint32
 	for range sh.Keys {
