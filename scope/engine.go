@@ -62,9 +62,10 @@ func WithName(name string) Option { return func(c *config) { c.name = name } }
 func WithSpinProbe(n int) Option { return func(c *config) { c.spinProbe = max(n, 1) } }
 
 // WithSiteScopes overrides the scope of the verbs issued from given call
-// sites, keyed "file.go:line" (the file's base name, as pm/record reports
-// sites). The scope advisor uses it to time a program with one site
-// narrowed. It costs a stack walk per scoped verb.
+// sites, keyed as pm/record reports sites (internal/callsite: the first
+// frame outside the library, module-relative, e.g.
+// "workloads/reduction.go:226"). The scope advisor uses it to time a
+// program with one site narrowed. It costs a stack walk per scoped verb.
 func WithSiteScopes(sites map[string]Scope) Option {
 	return func(c *config) { c.sites = sites }
 }
