@@ -1182,10 +1182,11 @@ func (b *Backend) own(ws *warpState, e int32) {
 }
 
 // epochFlush writes back every dirty PM line of the SM's L1 from cycle t,
-// invalidates the L1 and returns when every ack of the SM is back (with
-// persist.epoch_own_acks: every ack of the lines this warp dirtied).
+// invalidates the L1 and returns when every ack of the SM is back, those of
+// the write-backs it issued included (with persist.epoch_own_acks: every
+// ack of the lines this warp dirtied).
 func (b *Backend) epochFlush(ws *warpState, t uint64) uint64 {
-	b.writeBack(ws, t)
+	issued := b.writeBack(ws, t)
 	var ack uint64
 	if b.cfg.Persist.EpochOwnAcks {
 		for _, e := range ws.owned {
@@ -1196,7 +1197,9 @@ func (b *Backend) epochFlush(ws *warpState, t uint64) uint64 {
 		}
 		ws.owned = ws.owned[:0]
 	} else {
-		ack = b.sms[ws.sm].ackBy(t)
+		// Every flush of the SM started by t, and the write-backs this
+		// fence issued, which the window may start later than t.
+		ack = max(b.sms[ws.sm].ackBy(t), issued)
 	}
 	done := max(t+1, ack)
 	b.last.Stalls.Epoch += done - t - 1
@@ -1204,32 +1207,37 @@ func (b *Backend) epochFlush(ws *warpState, t uint64) uint64 {
 }
 
 // writeBack flushes the SM's dirty PM lines without waiting and
-// invalidates its L1 (a device-scope acquire under None).
-func (b *Backend) writeBack(ws *warpState, t uint64) {
-	b.publish(ws, t)
+// invalidates its L1 (a device-scope acquire under None); it returns the
+// latest ack of the write-backs it issued.
+func (b *Backend) writeBack(ws *warpState, t uint64) uint64 {
+	ack := b.publish(ws, t)
 	b.sms[ws.sm].l1.invalidate()
+	return ack
 }
 
 // publish makes the SM's dirty PM lines visible device-wide (a
 // device-scope release or fence under None, Epoch or GPM): they are written
-// back without waiting for their acks.
+// back without waiting for their acks. It returns the latest ack of the
+// write-backs it issued.
 //
 // Lines first dirtied after cycle t (by a warp the model ran ahead) stay
 // dirty.
-func (b *Backend) publish(ws *warpState, t uint64) {
+func (b *Backend) publish(ws *warpState, t uint64) uint64 {
 	s := &b.sms[ws.sm]
 	kept := s.dirty[:0]
+	var last uint64
 	for _, e := range s.dirty {
 		ent := &b.entries[e]
 		switch {
 		case ent.ack != noAck:
 		case ent.dirty <= t:
-			b.flushWindowed(e, t, ws.sm)
+			last = max(last, b.flushWindowed(e, t, ws.sm))
 		default:
 			kept = append(kept, e)
 		}
 	}
 	s.dirty = kept
+	return last
 }
 
 // waitAcks stalls the warp from t until ack and counts the stall.

@@ -438,3 +438,34 @@ func TestEpochOwnAcks(t *testing.T) {
 	t.Logf("epoch stall cycles: SM-wide %d, own lines %d", shared, own)
 	require.Less(t, own, shared)
 }
+
+// An Epoch DFence makes every persist before it durable by the time it
+// returns, also when the flush window starts its write-backs later than the
+// fence (window bounding Epoch's flushes, SM-wide or own-warp waiting).
+func TestEpochFenceWaitsForWindowedWriteBacks(t *testing.T) {
+	for _, own := range []bool{false, true} {
+		cfg := PresetPMNear()
+		cfg.Persist.BufferWindowOnly = false
+		cfg.Persist.EpochOwnAcks = own
+		be, m := setupHW(t, cfg, Epoch)
+		r := region(t, m, "a", 64*128)
+		var fence Event
+		be.SetTrace(func(e Event) {
+			if e.Kind == pm.OpDFence {
+				fence = e
+			}
+		})
+		_, err := scope.Launch(m, scope.Grid{Blocks: 1, Threads: 32}, func(t *scope.Thread) {
+			for i := range uint64(64) {
+				t.Store32(r.Base.Add(128*i+4*uint64(t.Lane())), uint32(i+1))
+			}
+			t.DFence()
+		})
+		require.NoError(t, err)
+		img, err := be.CrashAt(fence.Done)
+		require.NoError(t, err)
+		for i := range 64 {
+			require.NotZero(t, word(t, img, "a", 128*i), "own=%v: line %d not durable when the DFence returned at %d", own, i, fence.Done)
+		}
+	}
+}
