@@ -18,10 +18,12 @@ import (
 // run, and kvs-vs-pebble writes to disk for seconds, so -short skips it.
 var wallClock = map[string]bool{"engine": true, "kvs-vs-pebble": true}
 
-// slowUnderRace are the experiments -short skips under the race detector:
-// sequential runs of many kernels (micro-persist) or of a 1M-thread one
-// (engine), minutes there, and no goroutines of their own to check.
-var slowUnderRace = map[string]bool{"micro-persist": true, "engine": true}
+// raceSample are the experiments -short runs under the race detector: one
+// sweep of each kind (the SBRP apps' parallel sweep, the re-study's). The
+// race detector makes a simulated kernel ten times slower and every
+// experiment together takes over ten minutes there; without -short or
+// -race every experiment runs.
+var raceSample = map[string]bool{"sbrp-fig9": true, "lin-fig4": true}
 
 // skipSlow skips experiment name where -short asks for speed.
 func skipSlow(t *testing.T, name string) {
@@ -29,7 +31,7 @@ func skipSlow(t *testing.T, name string) {
 	switch {
 	case testing.Short() && name == "kvs-vs-pebble":
 		t.Skip("wall-clock disk benchmark; runs without -short")
-	case testing.Short() && raceOn && slowUnderRace[name]:
+	case testing.Short() && raceOn && !raceSample[name]:
 		t.Skip("minutes under the race detector; runs without -short or -race")
 	}
 }
@@ -128,6 +130,7 @@ func quickRun(name string) *quickResult {
 // quickRows returns the rows of experiment name's quick run.
 func quickRows(t *testing.T, name string) []bench.Row {
 	t.Helper()
+	skipSlow(t, name)
 	q := quickRun(name)
 	require.NoError(t, q.err, name)
 	return q.rows

@@ -16,6 +16,7 @@ import (
 func TestLinFigures(t *testing.T) {
 	for _, name := range []string{"lin-fig1", "lin-fig2", "lin-fig3", "lin-fig4", "lin-fig5", "lin-fig6"} {
 		t.Run(name, func(t *testing.T) {
+			skipSlow(t, name)
 			e, ok := bench.Lookup(name)
 			require.True(t, ok)
 			rows, err := e.Run(context.Background(), bench.Options{Quick: true})
@@ -35,6 +36,7 @@ func TestLinFigures(t *testing.T) {
 			}
 		})
 	}
+	skipSlow(t, "lin-fig1")
 	e, _ := bench.Lookup("lin-fig1")
 	rows, err := e.Run(context.Background(), bench.Options{Quick: true})
 	require.NoError(t, err)
@@ -49,6 +51,7 @@ func TestLinFigures(t *testing.T) {
 // is a scheme the checker accepted, and no accepted scheme is cheaper than
 // the pick.
 func TestLinTable5(t *testing.T) {
+	skipSlow(t, "lin-table5")
 	e, ok := bench.Lookup("lin-table5")
 	require.True(t, ok)
 	rows, err := e.Run(context.Background(), bench.Options{Quick: true})
