@@ -247,6 +247,9 @@ func TestSeededBugsFound(t *testing.T) {
 // TestSeededBugsFoundAtQuick checks that the seeded bugs are also found in
 // the larger Quick runs (explanations there may be less specific).
 func TestSeededBugsFoundAtQuick(t *testing.T) {
+	if testing.Short() {
+		t.Skip("-short: TestSeededBugsFound finds them at Tiny size")
+	}
 	for _, name := range []string{"srad-nofence", "hashmap-nofence", "multiqueue-narrow", "scan-narrow"} {
 		t.Run(name, func(t *testing.T) {
 			t.Parallel()
