@@ -1176,7 +1176,10 @@ func (b *Backend) marker(ws *warpState, t uint64) uint64 {
 // own notes that warp ws stored into dirty entry e (for
 // persist.epoch_own_acks).
 func (b *Backend) own(ws *warpState, e int32) {
-	if b.cfg.Persist.EpochOwnAcks && (len(ws.owned) == 0 || ws.owned[len(ws.owned)-1] != e) {
+	if !b.cfg.Persist.EpochOwnAcks || (b.model != Epoch && b.model != GPM) {
+		return // only Epoch's and GPM's fences read the list
+	}
+	if len(ws.owned) == 0 || ws.owned[len(ws.owned)-1] != e {
 		ws.owned = append(ws.owned, e)
 	}
 }
