@@ -56,7 +56,10 @@ type kvsElem struct{ sig, bucket, loc uint32 }
 // writing the signature, the whole block meets at a barrier, and the lane
 // re-reads the signature from PM: if its claim held it logs and writes the
 // value, else the group tries again; a full bucket sends the element to its
-// second bucket. A shared counter tells the block when every group is done.
+// second bucket. Shared counters tell the block when every group is done
+// (three, rotating: the artifact's single count can be read after a fast
+// group has already added to it, and then the block's barriers no longer
+// match).
 //
 // Every update is undo-logged in the element's own log partition: the
 // entry (lane, old signature, bucket, old value), an OFence, the partition
