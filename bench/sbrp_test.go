@@ -25,7 +25,7 @@ func TestSBRPFig10b(t *testing.T) {
 	require.Len(t, rows, 7*3)
 }
 
-// sbrp-fig11 crashes gpKVS, Red and MQ just before their commit word's
+// sbrp-fig11 crashes gpKVS, HM, Red and MQ just before their commit word's
 // persist (so recovery has a batch to roll back or a launch to redo) and
 // says where each crash was.
 func TestSBRPFig11CrashPoint(t *testing.T) {
@@ -33,7 +33,7 @@ func TestSBRPFig11CrashPoint(t *testing.T) {
 	require.True(t, ok)
 	rows := quickRows(t, e.Name)
 	v := rowsBy(rows)
-	for _, app := range []string{"gpKVS", "Red", "MQ"} {
+	for _, app := range []string{"gpKVS", "HM", "Red", "MQ"} {
 		for _, cfg := range []string{"epoch-near", "sbrp-near"} {
 			require.Equal(t, 1.0, v[[3]string{app, cfg, "crash_before_commit"}], "%s %s", app, cfg)
 			require.Positive(t, v[[3]string{app, cfg, "recovery_cycles"}], "%s %s", app, cfg)
