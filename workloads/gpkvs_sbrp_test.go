@@ -6,10 +6,7 @@ import (
 
 	"github.com/stretchr/testify/require"
 
-	"github.com/scopedpm/scopedpm/hwmodel"
 	"github.com/scopedpm/scopedpm/pm"
-	"github.com/scopedpm/scopedpm/pm/crash"
-	"github.com/scopedpm/scopedpm/pm/functional"
 )
 
 // TestKVSInsertCorrect runs gpkvs-sbrp at Tiny and Quick size on the
@@ -19,20 +16,11 @@ import (
 // nothing.
 func TestKVSInsertCorrect(t *testing.T) {
 	for _, size := range []Size{Tiny, Quick} {
-		for _, be := range []string{"functional", "sbrp", "epoch"} {
+		for _, be := range shapeBackends {
 			t.Run(fmt.Sprintf("%s/%s", sizeNames[size], be), func(t *testing.T) {
-				var b pm.Backend = functional.New(pm.DefaultGPU)
-				if be != "functional" {
-					model, err := hwmodel.ParseModel(be)
-					require.NoError(t, err)
-					h, err := hwmodel.New(hwmodel.PresetPMNear(), model)
-					require.NoError(t, err)
-					b = h
-				}
 				w, err := NewKVSInsert(kvsInsertShape(size), true)
 				require.NoError(t, err)
-				m, err := pm.NewMachine(b)
-				require.NoError(t, err)
+				m := newShapeMachine(t, be)
 				require.NoError(t, w.Setup(m))
 				require.NoError(t, w.Check(m)) // before the batch
 				require.NoError(t, w.Run(m))
@@ -60,31 +48,7 @@ func mustRegion(t *testing.T, m *pm.Machine, name string) pm.Addr {
 // without the log's OFences the checker finds an update durable without
 // its undo entry.
 func TestKVSInsertCrashes(t *testing.T) {
-	for _, model := range []crash.Model{crash.SBRP, crash.Epoch} {
-		t.Run(model.String(), func(t *testing.T) {
-			const seed = 5
-			t.Logf("seed = %d", seed)
-			w, err := New("gpkvs-sbrp", Tiny)
-			require.NoError(t, err)
-			rep, err := crash.Check(w, pm.DefaultGPU, crash.Config{Model: model, States: crashStates(), Seed: seed})
-			require.NoError(t, err)
-			for _, v := range rep.Violations {
-				t.Logf("violation: %v", v.Err)
-			}
-			require.Empty(t, rep.Violations, rep.Summary())
-			t.Log(rep.Summary())
-
-			bug, err := New("gpkvs-sbrp-no-ofence", Tiny)
-			require.NoError(t, err)
-			rep, err = crash.Check(bug, pm.DefaultGPU, crash.Config{Model: model, States: 10000, Seed: seed, Shrink: true})
-			require.NoError(t, err)
-			require.NotEmpty(t, rep.Violations, rep.Summary())
-			v := rep.Violations[0]
-			t.Log(v.Explanation)
-			require.ErrorIs(t, v.Err, ErrInconsistent)
-			require.Contains(t, v.Explanation, "at "+siteOf(t, "gpkvs_sbrp.go", "t.Store32(l.loc(b, s), v)"))
-		})
-	}
+	checkCrashesAndBug(t, "gpkvs-sbrp", "gpkvs-sbrp-no-ofence", 5, "gpkvs_sbrp.go", "t.Store32(l.loc(b, s), v)")
 }
 
 // TestKVSInsertBadShape checks that impossible shapes are errors.

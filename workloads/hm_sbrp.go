@@ -218,6 +218,16 @@ func (w *HMRebuild) batch(m *pm.Machine, l hmrLayout, gen, lo, hi int) error {
 	if err != nil {
 		return err
 	}
+	// appendNode puts node in the next free slot of its bucket under the
+	// new count.
+	appendNode := func(t *scope.Thread, node uint64) {
+		b := int(uint32(node) % uint32(newB))
+		if pos := int(t.AtomicAdd32(offset.Add(uint64(4*b)), 1, pm.Device)); pos < S {
+			t.Store64(l.slot(b, pos), node)
+		} else {
+			bad.set(t)
+		}
+	}
 	grid := scope.Grid{Blocks: newB, Threads: S}
 	tag := uint64(gen + 1)
 	// 2. compaction: log and clear every slot of the new bucket range
@@ -243,12 +253,7 @@ func (w *HMRebuild) batch(m *pm.Machine, l hmrLayout, gen, lo, hi int) error {
 		if uint32(node) == 0 {
 			return
 		}
-		nb := int(uint32(node) % uint32(newB))
-		if pos := int(t.AtomicAdd32(offset.Add(uint64(4*nb)), 1, pm.Device)); pos < S {
-			t.Store64(l.slot(nb, pos), node)
-		} else {
-			bad.set(t)
-		}
+		appendNode(t, node)
 	}); err != nil {
 		return err
 	}
@@ -258,13 +263,7 @@ func (w *HMRebuild) batch(m *pm.Machine, l hmrLayout, gen, lo, hi int) error {
 		if i >= size {
 			return
 		}
-		node := t.Load64(in.Add(uint64(8 * i)))
-		b := int(uint32(node) % uint32(newB))
-		if pos := int(t.AtomicAdd32(offset.Add(uint64(4*b)), 1, pm.Device)); pos < S {
-			t.Store64(l.slot(b, pos), node)
-		} else {
-			bad.set(t)
-		}
+		appendNode(t, t.Load64(in.Add(uint64(8*i))))
 	}); err != nil {
 		return err
 	}

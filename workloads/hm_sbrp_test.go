@@ -6,9 +6,7 @@ import (
 
 	"github.com/stretchr/testify/require"
 
-	"github.com/scopedpm/scopedpm/hwmodel"
 	"github.com/scopedpm/scopedpm/pm"
-	"github.com/scopedpm/scopedpm/pm/crash"
 	"github.com/scopedpm/scopedpm/pm/functional"
 )
 
@@ -18,20 +16,11 @@ import (
 // changes nothing.
 func TestHMRebuildCorrect(t *testing.T) {
 	for _, size := range []Size{Tiny, Quick} {
-		for _, be := range []string{"functional", "sbrp", "epoch"} {
+		for _, be := range shapeBackends {
 			t.Run(fmt.Sprintf("%s/%s", sizeNames[size], be), func(t *testing.T) {
-				var b pm.Backend = functional.New(pm.DefaultGPU)
-				if be != "functional" {
-					model, err := hwmodel.ParseModel(be)
-					require.NoError(t, err)
-					h, err := hwmodel.New(hwmodel.PresetPMNear(), model)
-					require.NoError(t, err)
-					b = h
-				}
 				w, err := NewHMRebuild(hmRebuildShape(size), true)
 				require.NoError(t, err)
-				m, err := pm.NewMachine(b)
-				require.NoError(t, err)
+				m := newShapeMachine(t, be)
 				require.NoError(t, w.Setup(m))
 				require.NoError(t, w.Check(m))
 				require.NoError(t, w.Run(m))
@@ -53,31 +42,7 @@ func TestHMRebuildCorrect(t *testing.T) {
 // OFence between an undo entry and its tag the checker finds a tagged entry
 // holding a stale node.
 func TestHMRebuildCrashes(t *testing.T) {
-	for _, model := range []crash.Model{crash.SBRP, crash.Epoch} {
-		t.Run(model.String(), func(t *testing.T) {
-			const seed = 9
-			t.Logf("seed = %d", seed)
-			w, err := New("hm-sbrp", Tiny)
-			require.NoError(t, err)
-			rep, err := crash.Check(w, pm.DefaultGPU, crash.Config{Model: model, States: crashStates(), Seed: seed})
-			require.NoError(t, err)
-			for _, v := range rep.Violations {
-				t.Logf("violation: %v", v.Err)
-			}
-			require.Empty(t, rep.Violations, rep.Summary())
-			t.Log(rep.Summary())
-
-			bug, err := New("hm-sbrp-no-ofence", Tiny)
-			require.NoError(t, err)
-			rep, err = crash.Check(bug, pm.DefaultGPU, crash.Config{Model: model, States: 10000, Seed: seed, Shrink: true})
-			require.NoError(t, err)
-			require.NotEmpty(t, rep.Violations, rep.Summary())
-			v := rep.Violations[0]
-			t.Log(v.Explanation)
-			require.ErrorIs(t, v.Err, ErrInconsistent)
-			require.Contains(t, v.Explanation, "at "+siteOf(t, "hm_sbrp.go", "t.Store64(l.entry(b, s), node)"))
-		})
-	}
+	checkCrashesAndBug(t, "hm-sbrp", "hm-sbrp-no-ofence", 9, "hm_sbrp.go", "t.Store64(l.entry(b, s), node)")
 }
 
 // TestHMRebuildBadShape checks that impossible shapes are errors.
