@@ -3,6 +3,7 @@ package hwmodel
 import (
 	"fmt"
 	"math"
+	"math/bits"
 	"slices"
 
 	"github.com/scopedpm/scopedpm/pm"
@@ -124,6 +125,9 @@ type entry struct {
 	dirty uint64 // Epoch/GPM/None: cycle of the first store into the dirty line
 	start uint64 // cycle its flush started (noAck: not yet)
 	ack   uint64 // cycle it is durable (noAck: not yet)
+	// sectors are the line's written sectors (persist.sector_bytes), one
+	// bit each; 0 sends the whole line.
+	sectors uint64
 }
 
 // record is one persist: bytes at an address, durable with its entry.
@@ -153,6 +157,8 @@ type pendOp struct {
 	idx   int32 // the lane's verb index in the step
 	lane  int32
 	done  bool
+	// gather: a load of a group of independent loads (pm.Op.Gather).
+	gather bool
 }
 
 type warpState struct {
@@ -168,6 +174,9 @@ type warpState struct {
 	// owned are the dirty PM entries the warp stored into since its last
 	// Epoch/GPM fence (persist.epoch_own_acks).
 	owned []int32
+	// loadsBack is when the data of the warp's gathered loads is back:
+	// its next instruction that is not a gathered load issues no earlier.
+	loadsBack uint64
 }
 
 type smState struct {
@@ -239,7 +248,9 @@ type Backend struct {
 	inStep   bool    // a step has begun (an Op came) and not ended (Step)
 	curWarp  int     // the warp the pending ops belong to
 	lines    []uint64
+	lineMask []uint64 // persistOps: the sectors written per line of lines
 	lineEnt  []int32
+	secShift uint // log2 of persist.sector_bytes; 0: whole lines
 	entries  []entry
 	records  []record
 	arena    []byte
@@ -270,6 +281,9 @@ func New(cfg Config, model Model) (*Backend, error) {
 	b.lineBytes = uint64(cfg.L1.LineBytes)
 	for uint64(1)<<b.lineShift < b.lineBytes {
 		b.lineShift++
+	}
+	if sb := cfg.Persist.SectorBytes; sb > 0 {
+		b.secShift = uint(bits.TrailingZeros(uint(sb)))
 	}
 	b.l1Lat, b.l2Lat = uint64(cfg.L1.LatencyCycles), uint64(cfg.L2.LatencyCycles)
 	b.dramLat = uint64(cfg.DRAM.ReadLatencyCycles)
@@ -481,7 +495,8 @@ func (b *Backend) Op(a *pm.Agent, op *pm.Op) {
 	}
 	ws.sm = max(a.Unit, 0) % len(b.sms)
 	sc := op.Scope
-	p := pendOp{kind: op.Kind, scope: sc, pm: op.PM && !b.pmAsDRAM, wrote: op.Wrote, addr: op.Addr, size: op.Size, value: op.Value, old: op.Old, rec0: -1, rec1: -1}
+	p := pendOp{kind: op.Kind, scope: sc, pm: op.PM && !b.pmAsDRAM, wrote: op.Wrote, addr: op.Addr, size: op.Size, value: op.Value, old: op.Old, rec0: -1, rec1: -1,
+		gather: op.Gather && op.Kind == pm.OpLoad && !b.cfg.GPU.SerialLoads}
 	if op.WT {
 		p.scope = pm.System // a write-through store is an instruction of its own
 	}
@@ -691,6 +706,12 @@ func (b *Backend) issue(ws *warpState) uint64 {
 // the given kind and scope.
 func (b *Backend) instruction(w int, ws *warpState, kind pm.OpKind, sc pm.Scope, group []pendOp, lanes int) {
 	b.last.Instructions++
+	gather := kind == pm.OpLoad && gathered(group, kind, sc)
+	if !gather && ws.loadsBack > ws.clock {
+		// The warp's gathered loads are used here: wait for their data.
+		b.last.Stalls.Memory += ws.loadsBack - ws.clock
+		ws.clock = ws.loadsBack
+	}
 	t := b.issue(ws)
 	done := t + 1
 	if b.rs != nil {
@@ -698,11 +719,20 @@ func (b *Backend) instruction(w int, ws *warpState, kind pm.OpKind, sc pm.Scope,
 	}
 	switch kind {
 	case pm.OpLoad:
-		done = b.loads(ws, t, kind, sc, group, false)
+		back := b.loads(ws, t, kind, sc, group, false)
+		if gather {
+			// Independent loads: the next one issues at once; the data
+			// is waited for by the first instruction that is not one.
+			ws.loadsBack = max(ws.loadsBack, back)
+		} else {
+			b.last.Stalls.Memory += back - t - 1
+			done = back
+		}
 	case pm.OpStore:
 		done = b.stores(ws, t, kind, sc, group)
 	case pm.OpAtomic:
 		ready := b.loads(ws, t, kind, sc, group, true)
+		b.last.Stalls.Memory += ready - t - 1
 		// An atomic that read the value the last atomic on its address
 		// wrote completes after it (a lock handed from warp to warp costs
 		// time). Only a value actually observed orders them: warps run a
@@ -820,8 +850,18 @@ func (b *Backend) loads(ws *warpState, t uint64, kind pm.OpKind, sc pm.Scope, gr
 	if kind == pm.OpLoad {
 		b.markDone(group, kind, sc)
 	}
-	b.last.Stalls.Memory += done - t - 1
 	return done
+}
+
+// gathered reports whether every op of the instruction (the not yet done
+// ops of group of kind and scope) is a gathered load.
+func gathered(group []pendOp, kind pm.OpKind, sc pm.Scope) bool {
+	for i := range group {
+		if p := &group[i]; !p.done && p.kind == kind && p.scope == sc && !p.gather {
+			return false
+		}
+	}
+	return true
 }
 
 // read times one line read through the L1 and returns when it is back.
@@ -909,7 +949,7 @@ func (b *Backend) stores(ws *warpState, t uint64, kind pm.OpKind, sc pm.Scope, g
 // that wrote PM, PRels of PM flags) under the model, attaching each record
 // to the entry that makes it durable, and returns when the warp may go on.
 func (b *Backend) persistOps(ws *warpState, t uint64, kind pm.OpKind, sc pm.Scope, group []pendOp) uint64 {
-	b.lines = b.lines[:0]
+	b.lines, b.lineMask = b.lines[:0], b.lineMask[:0]
 	nrec := 0
 	for i := range group {
 		p := &group[i]
@@ -918,10 +958,15 @@ func (b *Backend) persistOps(ws *warpState, t uint64, kind pm.OpKind, sc pm.Scop
 		}
 		for r := p.rec0; r < p.rec1; r++ {
 			nrec++
-			l := uint64(b.records[r].addr) >> b.lineShift
-			if !slices.Contains(b.lines, l) {
+			rec := &b.records[r]
+			l := uint64(rec.addr) >> b.lineShift
+			k := slices.Index(b.lines, l)
+			if k < 0 {
+				k = len(b.lines)
 				b.lines = append(b.lines, l)
+				b.lineMask = append(b.lineMask, 0)
 			}
+			b.lineMask[k] |= b.sectorsOf(rec.addr, rec.size)
 		}
 	}
 	if len(b.lines) == 0 {
@@ -931,7 +976,7 @@ func (b *Backend) persistOps(ws *warpState, t uint64, kind pm.OpKind, sc pm.Scop
 	b.lineEnt = b.lineEnt[:0]
 	done := t + 1
 	for i, l := range b.lines {
-		e, d, merged := b.persistLine(ws, l, t+uint64(i))
+		e, d, merged := b.persistLine(ws, l, b.lineMask[i], t+uint64(i))
 		if merged {
 			b.last.CoalescedWrites++
 		}
@@ -951,6 +996,30 @@ func (b *Backend) persistOps(ws *warpState, t uint64, kind pm.OpKind, sc pm.Scop
 	return done
 }
 
+// sectorsOf returns the sector bits (persist.sector_bytes) of the size
+// bytes at a, which lie in one line; 0 without sectors.
+func (b *Backend) sectorsOf(a pm.Addr, size uint32) uint64 {
+	if b.secShift == 0 {
+		return 0
+	}
+	off := uint64(a) & (b.lineBytes - 1)
+	first, last := off>>b.secShift, (off+uint64(max(size, 1))-1)>>b.secShift
+	return (uint64(2)<<last - 1) &^ (uint64(1)<<first - 1)
+}
+
+// flushBytes returns how many bytes flushing entry e sends: its written
+// sectors (persist.sector_bytes, or the re-study's restudy.sector_bytes),
+// else the line.
+func (b *Backend) flushBytes(e int32) uint64 {
+	if b.rs != nil {
+		return b.rs.bytesOf(e, b.lineBytes) // the re-study's sectored L2 (restudy.go)
+	}
+	if m := b.entries[e].sectors; m != 0 {
+		return uint64(bits.OnesCount64(m)) << b.secShift
+	}
+	return b.lineBytes
+}
+
 func (b *Backend) newEntry(line uint64) int32 {
 	b.entries = append(b.entries, entry{line: line, start: noAck, ack: noAck})
 	return int32(len(b.entries) - 1)
@@ -959,22 +1028,12 @@ func (b *Backend) newEntry(line uint64) int32 {
 // flush writes entry e towards the persistence point, starting at cycle
 // start, and returns its ack cycle. Writes of one line are acked in order.
 func (b *Backend) flush(e int32, start uint64, sm int) uint64 {
-	n := b.lineBytes
-	if b.rs != nil {
-		n = b.rs.bytesOf(e, n) // the re-study's sectored L2 (restudy.go)
-	}
+	n := b.flushBytes(e)
 	x := start + b.l2Lat
 	if b.l2.lookup(b.entries[e].line) < 0 {
 		b.l2.insert(b.entries[e].line) // the write passes through the L2
 	}
-	if b.far {
-		b.last.PCIeBytes += n
-		link := &b.pcieBW
-		if b.cfg.PCIe.FullDuplex {
-			link = &b.pcieWrBW
-		}
-		x = link.transfer(x, n) + b.pcie
-	}
+	x = b.linkWrite(x, n)
 	b.last.NVMWriteBytes += n
 	var ack uint64
 	switch {
@@ -1015,7 +1074,7 @@ func (b *Backend) ackBy(t uint64) uint64 {
 // persistLine handles one PM line of a store instruction at cycle t and
 // returns its entry, when the warp may go on, and whether the line joined a
 // pending entry.
-func (b *Backend) persistLine(ws *warpState, line uint64, t uint64) (int32, uint64, bool) {
+func (b *Backend) persistLine(ws *warpState, line, sectors uint64, t uint64) (int32, uint64, bool) {
 	s := &b.sms[ws.sm]
 	if b.pmAsDRAM {
 		// persist.none: PM is device memory. The store goes to the L2
@@ -1036,6 +1095,7 @@ func (b *Backend) persistLine(ws *warpState, line uint64, t uint64) (int32, uint
 			t = b.l1Fill(ws, line, t)
 		}
 		e := b.newEntry(line)
+		b.entries[e].sectors = sectors
 		ack := b.flushWindowed(e, t, ws.sm)
 		ws.lastAck = max(ws.lastAck, ack)
 		b.last.Stalls.Strict += ack - t
@@ -1055,6 +1115,7 @@ func (b *Backend) persistLine(ws *warpState, line uint64, t uint64) (int32, uint
 			start = g
 		}
 		e := b.newEntry(line)
+		b.entries[e].sectors = sectors
 		ack := b.flush(e, start, ws.sm)
 		// An NVW-FIFO tracks the NV writes its cache still holds (the
 		// scoped persist barrier paper, §6): the L1's entry is dequeued
@@ -1067,7 +1128,7 @@ func (b *Backend) persistLine(ws *warpState, line uint64, t uint64) (int32, uint
 		b.last.Stalls.NVWFull += start - t
 		return e, start + 1, false
 	case SBRP:
-		return b.sbrpStore(ws, s, line, t)
+		return b.sbrpStore(ws, s, line, sectors, t)
 	default: // Epoch, GPM, None: a dirty line in the L1
 		way := s.l1.lookup(line)
 		if way < 0 {
@@ -1076,15 +1137,48 @@ func (b *Backend) persistLine(ws *warpState, line uint64, t uint64) (int32, uint
 		}
 		if e := s.l1.entry[way]; e >= 0 && b.entries[e].ack == noAck {
 			b.entries[e].dirty = min(b.entries[e].dirty, t)
+			b.entries[e].sectors |= sectors
 			b.own(ws, e)
 			return e, t + 1, true
 		}
 		e := b.newEntry(line)
 		b.entries[e].dirty = t
+		b.entries[e].sectors = sectors
 		s.l1.entry[way] = e
 		s.dirty = append(s.dirty, e)
 		b.own(ws, e)
 		return e, t + 1, false
+	}
+}
+
+// linkWrite sends n bytes of PM writes over PCIe from cycle x when PM is
+// far and returns when they arrive; near, it returns x.
+func (b *Backend) linkWrite(x, n uint64) uint64 {
+	if !b.far {
+		return x
+	}
+	b.last.PCIeBytes += n
+	link := &b.pcieBW
+	if b.cfg.PCIe.FullDuplex {
+		link = &b.pcieWrBW
+	}
+	return link.transfer(x, n) + b.pcie
+}
+
+// moreSectors adds sectors add to entry e, whose flush is already
+// scheduled (an SBRP persist-buffer entry a later store merged into): the
+// flush sends them too, so their bytes take the write path's bandwidth
+// from the flush's start. The entry's ack stays: persists ordered after it
+// were scheduled from it, and the extra sectors travel in the same burst.
+func (b *Backend) moreSectors(e int32, add uint64) {
+	ent := &b.entries[e]
+	ent.sectors |= add
+	n := uint64(bits.OnesCount64(add)) << b.secShift
+	x := ent.start + b.l2Lat
+	x = b.linkWrite(x, n)
+	b.last.NVMWriteBytes += n
+	if !b.eadrOn {
+		b.nvmWrBW.transfer(x, n)
 	}
 }
 
@@ -1106,12 +1200,15 @@ func (b *Backend) flushWindowed(e int32, t uint64, sm int) uint64 {
 }
 
 // sbrpStore puts a PM line into the SM's persist buffer.
-func (b *Backend) sbrpStore(ws *warpState, s *smState, line uint64, t uint64) (int32, uint64, bool) {
+func (b *Backend) sbrpStore(ws *warpState, s *smState, line, sectors uint64, t uint64) (int32, uint64, bool) {
 	if e, ok := s.pbLine[line]; ok {
 		ent := &b.entries[e]
 		if ent.start > t && (ent.start >= ws.front || brokenMerge) {
 			// Not flushed yet and no order marker of this warp since: merge.
 			ws.lastAck = max(ws.lastAck, ent.ack)
+			if add := sectors &^ ent.sectors; add != 0 && ent.sectors != 0 {
+				b.moreSectors(e, add)
+			}
 			return e, t + 1, true
 		}
 		if ent.start > t {
@@ -1128,6 +1225,7 @@ func (b *Backend) sbrpStore(ws *warpState, s *smState, line uint64, t uint64) (i
 	t = b.pbReserve(s, t)
 	start := s.slots.firstFree(max(t, ws.front), b.cfg.Persist.Window)
 	e := b.newEntry(line)
+	b.entries[e].sectors = sectors
 	ack := b.flush(e, start, ws.sm)
 	s.slots.add(start, ack)
 	b.pbPush(s, ack)
@@ -1486,7 +1584,7 @@ func (b *Backend) End() (pm.Stats, error) {
 	end := b.start
 	for i := range b.warps {
 		if b.warps[i].init {
-			end = max(end, b.warps[i].clock)
+			end = max(end, b.warps[i].clock, b.warps[i].loadsBack)
 		}
 	}
 	wrote := false

@@ -52,6 +52,13 @@ type GPUConfig struct {
 	MaxThreadsPerSM    int     `json:"max_threads_per_sm"`    // resident threads per SM
 	MaxBlocksPerSM     int     `json:"max_blocks_per_sm"`     // resident blocks per SM
 	MaxThreadsPerBlock int     `json:"max_threads_per_block"` // threads in one block
+	// SerialLoads makes every load block its warp until its data is back,
+	// even the loads a kernel gathers as independent (scope.Thread.Gather32):
+	// no memory-level parallelism within a warp. Off, a warp issues its
+	// gathered loads back to back and waits for them at its next other
+	// instruction, as GPGPU-Sim's scoreboard (the simulator of the SBRP
+	// artifact and the re-study) lets a warp's independent loads overlap.
+	SerialLoads bool `json:"serial_loads"`
 }
 
 // CacheConfig is a set-associative cache.
@@ -120,6 +127,13 @@ type PersistConfig struct {
 	// of for every flush of the SM. The L1 is still written back and
 	// invalidated whole. The SBRP machines set it.
 	EpochOwnAcks bool `json:"epoch_own_acks"`
+	// SectorBytes makes a PM line's write-back, write-through or
+	// persist-buffer flush send only the sectors of this size that were
+	// written (0: the whole line), as the sectored L1 of the SBRP
+	// artifact's simulator does (GPGPU-Sim's sector cache, 32-byte
+	// sectors; its flushes are acknowledged per sector). The SBRP
+	// machines set it to 32.
+	SectorBytes int `json:"sector_bytes"`
 	// NVWFIFOL1 and NVWFIFOL2 are the NVW-FIFO sizes of the scoped persist
 	// barrier hardware (scoped persist barrier paper): outstanding PM writes per L1 and in the L2.
 	NVWFIFOL1 int `json:"nvw_fifo_l1"`
@@ -185,11 +199,13 @@ func PresetPMNear() Config {
 // simulator on an SBRP machine: only the persist buffer's drain is
 // windowed (a cache flush sends every dirty line at once), an ADR persist
 // is acknowledged when the PM queue takes it, PCIe has a bandwidth per
-// direction, and an Epoch or GPM fence waits for its own warp's persists.
+// direction, an Epoch or GPM fence waits for its own warp's persists, and
+// a PM line's write-back sends only its written 32-byte sectors.
 func artifactPhysics(c *Config) {
 	c.Persist.BufferWindowOnly = true
 	c.Persist.AckAtQueue = true
 	c.Persist.EpochOwnAcks = true
+	c.Persist.SectorBytes = 32
 	c.PCIe.FullDuplex = true
 }
 
@@ -523,6 +539,9 @@ func (c *Config) Validate() error {
 	}
 	if err := c.Restudy.validateSectors(c.L2.LineBytes); err != nil {
 		return err
+	}
+	if sb, lb := c.Persist.SectorBytes, c.L1.LineBytes; sb != 0 && (sb < 8 || sb&(sb-1) != 0 || sb > lb || lb/sb > 64) {
+		return bad("persist.sector_bytes", "%d, want 0 or a power of two from 8 to l1.line_bytes (%d), at most 64 sectors a line", sb, lb)
 	}
 	if !slices.Contains([]string{pointADR, pointEADR}, c.Persist.Point) {
 		return bad("persist.point", "%q, want \"adr\" or \"eadr\"", c.Persist.Point)

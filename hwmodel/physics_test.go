@@ -2,6 +2,7 @@ package hwmodel
 
 import (
 	"encoding/binary"
+	"fmt"
 	"testing"
 
 	"github.com/stretchr/testify/require"
@@ -468,4 +469,94 @@ func TestEpochFenceWaitsForWindowedWriteBacks(t *testing.T) {
 			require.NotZero(t, word(t, img, "a", 128*i), "own=%v: line %d not durable when the DFence returned at %d", own, i, fence.Done)
 		}
 	}
+}
+
+// A warp's gathered loads overlap: four independent loads to four lines of
+// PM take about one memory latency, four plain loads about four, and with
+// gpu.serial_loads gathered loads are plain again. The instruction after
+// the gather waits for the data: a DFence of a store that follows the
+// gather returns no earlier than the loads' latency.
+func TestGatheredLoadsOverlap(t *testing.T) {
+	const lines = 4
+	run := func(serial, gather bool) (cycles, memStall uint64) {
+		cfg := PresetPMNear()
+		cfg.GPU.SerialLoads = serial
+		be, m := setupHW(t, cfg, SBRP)
+		r := region(t, m, "g", lines*128)
+		out := region(t, m, "o", 128)
+		_, err := scope.Launch(m, scope.Grid{Blocks: 1, Threads: 32}, func(t *scope.Thread) {
+			var addrs [lines]pm.Addr
+			for i := range addrs {
+				addrs[i] = r.Base.Add(uint64(i*128 + 4*t.Lane()))
+			}
+			var v [lines]uint32
+			if gather {
+				t.Gather32(v[:], addrs[:]...)
+			} else {
+				for i, a := range addrs {
+					v[i] = t.Load32(a)
+				}
+			}
+			t.Store32(out.Base.Add(uint64(4*t.Lane())), v[0]+v[1]+v[2]+v[3])
+		})
+		require.NoError(t, err)
+		st := be.LastLaunch()
+		return st.Cycles, st.Stalls.Memory
+	}
+	read := uint64(PresetPMNear().NVM.ReadLatencyCycles)
+	plain, plainStall := run(false, false)
+	gathered, gatheredStall := run(false, true)
+	serial, serialStall := run(true, true)
+	t.Logf("plain %d cycles (memory stalls %d), gathered %d (%d), gathered with serial_loads %d (%d)",
+		plain, plainStall, gathered, gatheredStall, serial, serialStall)
+	require.Equal(t, plain, serial, "serial_loads: a gather is plain loads")
+	require.Equal(t, plainStall, serialStall)
+	require.GreaterOrEqual(t, plain, lines*read, "plain loads wait for each other")
+	require.GreaterOrEqual(t, gathered, read, "the store waits for the gathered data")
+	require.Less(t, gathered, 2*read, "gathered loads overlap")
+	require.Less(t, gatheredStall, plainStall)
+}
+
+// With persist.sector_bytes a PM line's write-back or flush sends only
+// the sectors written: one 4-byte store per line sends a sector, two
+// stores to two sectors of a line (in two instructions, merged into one
+// dirty line or persist-buffer entry) send two.
+func TestSectorWriteBack(t *testing.T) {
+	const lines = 64
+	for _, model := range []Model{Epoch, GPM, SBRP, Strict} {
+		for _, sector := range []int{0, 32} {
+			t.Run(fmt.Sprintf("%v/sector=%d", model, sector), func(t *testing.T) {
+				cfg := PresetPMNear()
+				cfg.Persist.SectorBytes = sector
+				be, m := setupHW(t, cfg, model)
+				r := region(t, m, "s", lines*128)
+				_, err := scope.Launch(m, scope.Grid{Blocks: 2, Threads: lines / 2}, func(t *scope.Thread) {
+					line := r.Base.Add(uint64(128 * t.ID()))
+					t.Store32(line, 1)
+					t.Store32(line.Add(64), 2)
+					t.DFence()
+				})
+				require.NoError(t, err)
+				st := be.LastLaunch()
+				want := uint64(lines * 128)
+				if sector > 0 {
+					want = lines * 2 * uint64(sector)
+				}
+				switch {
+				case model == Strict && sector == 0:
+					want *= 2 // a write-through per store
+				case model == SBRP && sector == 0:
+					// The second store merges into the line's buffer
+					// entry only if its flush has not started yet.
+					require.GreaterOrEqual(t, st.NVMWriteBytes, want)
+					require.LessOrEqual(t, st.NVMWriteBytes, 2*want)
+					return
+				}
+				require.Equal(t, want, st.NVMWriteBytes)
+			})
+		}
+	}
+	cfg := PresetPMNear()
+	cfg.Persist.SectorBytes = 24
+	require.ErrorIs(t, cfg.Validate(), ErrConfig)
 }

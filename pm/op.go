@@ -88,14 +88,20 @@ func (k OpKind) String() string {
 type Op struct {
 	Kind  OpKind
 	Scope Scope
-	Wrote bool   // OpAtomic: whether the atomic stored (a failed CAS does not)
-	WT    bool   // OpStore: a write-through store (the re-study's store.wt): written back at once
-	PM    bool   // Addr lies in a PM region: a store here is a persist
-	Size  uint32 // bytes accessed
-	Addr  Addr
-	Value uint64 // stored or released value, cycles for OpWork, context for OpSetCtx/OpCFence
-	Old   uint64 // OpAtomic, OpPAcq: the value read
-	Data  []byte // byte-slice loads and stores
+	Wrote bool // OpAtomic: whether the atomic stored (a failed CAS does not)
+	WT    bool // OpStore: a write-through store (the re-study's store.wt): written back at once
+	// Gather marks an OpLoad as one of a group of independent loads
+	// (scope.Thread.Gather32): the thread issues the group's loads back to
+	// back and waits for their data at its next verb that is not one of
+	// them, as a GPU's scoreboard lets independent loads of a warp
+	// overlap. Functionally it is a plain load.
+	Gather bool
+	PM     bool   // Addr lies in a PM region: a store here is a persist
+	Size   uint32 // bytes accessed
+	Addr   Addr
+	Value  uint64 // stored or released value, cycles for OpWork, context for OpSetCtx/OpCFence
+	Old    uint64 // OpAtomic, OpPAcq: the value read
+	Data   []byte // byte-slice loads and stores
 }
 
 // String formats the op for traces and error messages.

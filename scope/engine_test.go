@@ -226,6 +226,8 @@ func TestKernelErrors(t *testing.T) {
 		{"misaligned", func(t *scope.Thread) { t.Load64(a.Add(4)) }, []error{scope.ErrFault, pm.ErrMisaligned}},
 		{"unmapped", func(t *scope.Thread) { t.Load8(0) }, []error{scope.ErrFault, pm.ErrUnmapped}},
 		{"bad-scope", func(t *scope.Thread) { t.Fence(pm.Scope(9)) }, []error{scope.ErrFault, scope.ErrBadArg}},
+		{"gather-lengths", func(t *scope.Thread) { t.Gather32(make([]uint32, 1), a, a.Add(4)) }, []error{scope.ErrFault, scope.ErrBadArg}},
+		{"gather-misaligned", func(t *scope.Thread) { t.Gather64(make([]uint64, 1), a.Add(4)) }, []error{scope.ErrFault, pm.ErrMisaligned}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			_, err := scope.Launch(m, scope.Grid{Blocks: 2, Threads: 32}, tc.k)
@@ -399,4 +401,28 @@ func TestSharedMemoryReduction(t *testing.T) {
 	_, err = scope.Launch(m, scope.Grid{Blocks: 1, Threads: 1}, func(t *scope.Thread) { none = t.Shared() })
 	require.NoError(t, err)
 	require.Zero(t, none, "no shared memory without WithShared")
+}
+
+// Gather32 and Gather64 read what Load32 and Load64 read.
+func TestGatherLoads(t *testing.T) {
+	m := newMachine(t, pm.DefaultGPU)
+	a, err := m.Alloc(pm.DeviceMem, 256)
+	require.NoError(t, err)
+	_, err = scope.Launch(m, scope.Grid{Blocks: 1, Threads: 4}, func(t *scope.Thread) {
+		t.Store64(a.Add(uint64(8*t.TID())), uint64(t.TID()+1)<<32|uint64(t.TID()+1))
+	})
+	require.NoError(t, err)
+	_, err = scope.Launch(m, scope.Grid{Blocks: 1, Threads: 4}, func(t *scope.Thread) {
+		var v32 [2]uint32
+		var v64 [2]uint64
+		t.Gather32(v32[:], a, a.Add(8*3+4))
+		t.Gather64(v64[:], a.Add(8), a.Add(16))
+		t.Store64(a.Add(uint64(128+8*t.TID())), uint64(v32[0])+uint64(v32[1])+v64[0]+v64[1])
+	})
+	require.NoError(t, err)
+	got := u32s(t, m, a.Add(128), 8)
+	want := uint64(1 + 4 + (2<<32 | 2) + (3<<32 | 3))
+	for i := range 4 {
+		require.Equal(t, want, uint64(got[2*i])|uint64(got[2*i+1])<<32, "thread %d", i)
+	}
 }

@@ -180,16 +180,47 @@ func (t *Thread) access(a pm.Addr, size, align uint64) ([]byte, bool) {
 	return b, persistent
 }
 
-func (t *Thread) load(a pm.Addr, size uint64) uint64 {
+func (t *Thread) load(a pm.Addr, size uint64) uint64 { return t.loadAs(a, size, false) }
+
+// loadAs loads size bytes at a; gather marks it one of a group of
+// independent loads (Gather32).
+func (t *Thread) loadAs(a pm.Addr, size uint64, gather bool) uint64 {
 	t.observe(a, "Load", false)
 	b, persistent := t.access(a, size, size)
 	v := pm.GetLE(b)
 	t.noteRead(v)
 	if e := t.e; e.ops {
-		e.op = pm.Op{Kind: pm.OpLoad, PM: persistent, Size: uint32(size), Addr: a}
+		e.op = pm.Op{Kind: pm.OpLoad, PM: persistent, Size: uint32(size), Addr: a, Gather: gather}
 	}
 	t.report()
 	return v
+}
+
+// Gather32 loads the 4-byte values at addrs into dst (len(dst) must equal
+// len(addrs)) as independent loads: a timing backend issues them back to
+// back and the thread waits for their data only at its next other verb,
+// the memory-level parallelism a GPU's scoreboard gives loads whose
+// addresses do not depend on each other's values (an unrolled loop over
+// an array). Use it only where that holds: where one load's address or
+// whether it happens depends on another's value, the loads are dependent
+// and must be plain Load32 calls. Functionally it is len(addrs) Load32s.
+func (t *Thread) Gather32(dst []uint32, addrs ...pm.Addr) {
+	if len(dst) != len(addrs) {
+		t.fault(fmt.Errorf("%w: Gather32 of %d addresses into %d values", ErrBadArg, len(addrs), len(dst)))
+	}
+	for i, a := range addrs {
+		dst[i] = uint32(t.loadAs(a, 4, true))
+	}
+}
+
+// Gather64 is Gather32 for 8-byte values.
+func (t *Thread) Gather64(dst []uint64, addrs ...pm.Addr) {
+	if len(dst) != len(addrs) {
+		t.fault(fmt.Errorf("%w: Gather64 of %d addresses into %d values", ErrBadArg, len(addrs), len(dst)))
+	}
+	for i, a := range addrs {
+		dst[i] = t.loadAs(a, 8, true)
+	}
 }
 
 func (t *Thread) store(a pm.Addr, size, v uint64) {

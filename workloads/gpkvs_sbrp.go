@@ -238,7 +238,9 @@ func (l kvsiLayout) readElem(t *scope.Thread, p int) kvsElem {
 // sigs loads the 4 signatures of bucket b (every lane of the group reads
 // them all, as the artifact's ballot gives every lane every lane's match).
 func (l kvsiLayout) sigs(t *scope.Thread, b uint32) [kvsSlots]uint32 {
-	lo, hi := t.Load64(l.sig(b, 0)), t.Load64(l.sig(b, 2))
+	var w [2]uint64
+	t.Gather64(w[:], l.sig(b, 0), l.sig(b, 2))
+	lo, hi := w[0], w[1]
 	return [kvsSlots]uint32{uint32(lo), uint32(lo >> 32), uint32(hi), uint32(hi >> 32)}
 }
 
@@ -246,8 +248,10 @@ func (l kvsiLayout) sigs(t *scope.Thread, b uint32) [kvsSlots]uint32 {
 // contents in partition p: the GPM log insert, then the update, then a
 // DFence.
 func (w *KVSInsert) logged(t *scope.Thread, l kvsiLayout, p int, b uint32, s int, oldSig, v uint32) {
-	start := t.Load64(l.head(p))
-	if end := t.Load64(l.tail(p)); start+kvsiEntry > end {
+	var ht [2]uint64
+	t.Gather64(ht[:], l.head(p), l.tail(p))
+	start, end := ht[0], ht[1]
+	if start+kvsiEntry > end {
 		l.bad.set(t) // a partition holds one entry
 		return
 	}
@@ -394,8 +398,9 @@ func (w *KVSInsert) Recover(m *pm.Machine) error {
 		}
 		base := uint64(kvsiEntry * p)
 		if t.Load64(l.head(p)) > base {
-			a := t.Load64(l.entry(base))
-			b := t.Load64(l.entry(base + 8))
+			var ab [2]uint64
+			t.Gather64(ab[:], l.entry(base), l.entry(base+8))
+			a, b := ab[0], ab[1]
 			s, bk := int(uint32(a)%kvsSlots), uint32(b)
 			t.Store32(l.sig(bk, s), uint32(a>>32))
 			t.Store32(l.loc(bk, s), uint32(b>>32))

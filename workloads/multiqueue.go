@@ -239,7 +239,9 @@ func (mq *Multiqueue) kernel(m *pm.Machine) (scope.Kernel, errWord, error) {
 		for k := start; k < len(cmds[q]); k++ {
 			for t.PAcq(next, pm.Block) < uint32(k) {
 			}
-			h, tl := int(t.Load32(r.field(q, mqHead))), int(t.Load32(r.field(q, mqTail)))
+			var ht [2]uint32
+			t.Gather32(ht[:], r.field(q, mqHead), r.field(q, mqTail))
+			h, tl := int(ht[0]), int(ht[1])
 			if i == 0 {
 				t.Store64(r.field(q, mqLogOld), uint64(h)|uint64(tl)<<32)
 				t.OFence() // the log before the transaction is marked active

@@ -209,10 +209,15 @@ func (r *Reduction) Kernel(m *pm.Machine, l int) (scope.Kernel, error) {
 		b, tid := t.Block(), t.TID()
 		sum := tree(t, lay.tree.Add(uint64(4*b*bs)), flags.Add(uint64(4*b*bs)), func() uint32 {
 			var s uint32
+			var v [2]uint32
 			for i := b*2*bs + tid; i < n; i += 2 * bs * blocks {
-				s += t.Load32(in.Add(uint64(4 * i)))
 				if i+bs < n {
-					s += t.Load32(in.Add(uint64(4 * (i + bs))))
+					// The iteration's two loads are independent: the
+					// warp waits for both at once.
+					t.Gather32(v[:], in.Add(uint64(4*i)), in.Add(uint64(4*(i+bs))))
+					s += v[0] + v[1]
+				} else {
+					s += t.Load32(in.Add(uint64(4 * i)))
 				}
 			}
 			return s

@@ -163,7 +163,9 @@ func (s *Scan) kernel(m *pm.Machine) (scope.Kernel, scanLayout, error) {
 	return func(t *scope.Thread) {
 		g, i, b := t.ID(), t.TID(), t.Block()
 		// The thread's 4 inputs, scanned in registers.
-		lo, hi := t.Load64(l.in.Add(uint64(16*g))), t.Load64(l.in.Add(uint64(16*g+8)))
+		var in [2]uint64
+		t.Gather64(in[:], l.in.Add(uint64(16*g)), l.in.Add(uint64(16*g+8)))
+		lo, hi := in[0], in[1]
 		x := [ScanPerThread]uint32{uint32(lo), uint32(lo >> 32), uint32(hi), uint32(hi >> 32)}
 		for k := 1; k < ScanPerThread; k++ {
 			x[k] += x[k-1]

@@ -245,8 +245,9 @@ func (s *SRAD) kernels(m *pm.Machine, k int, q0 int64) (step1, step2 scope.Kerne
 			return
 		}
 		pn, ps, pw, pe := s.neighbours(p)
-		jc, jn, js := t.Load32(r.pixel(n, k, p)), t.Load32(r.pixel(n, k, pn)), t.Load32(r.pixel(n, k, ps))
-		jw, je := t.Load32(r.pixel(n, k, pw)), t.Load32(r.pixel(n, k, pe))
+		var j [5]uint32
+		t.Gather32(j[:], r.pixel(n, k, p), r.pixel(n, k, pn), r.pixel(n, k, ps), r.pixel(n, k, pw), r.pixel(n, k, pe))
+		jc, jn, js, jw, je := j[0], j[1], j[2], j[3], j[4]
 		if jc == sradEmpty || jn == sradEmpty || js == sradEmpty || jw == sradEmpty || je == sradEmpty {
 			bad.set(t)
 			return
@@ -263,7 +264,9 @@ func (s *SRAD) kernels(m *pm.Machine, k int, q0 int64) (step1, step2 scope.Kerne
 		buf := make([]byte, sradNoiseB)
 		t.LoadBytes(r.noiseAt(n, k, p), buf)
 		dN, dS, dW, dE, c, ok := sradDecode(buf)
-		cS, cE := t.Load64(r.noiseAt(n, k, ps).Add(16)), t.Load64(r.noiseAt(n, k, pe).Add(16))
+		var c2 [2]uint64
+		t.Gather64(c2[:], r.noiseAt(n, k, ps).Add(16), r.noiseAt(n, k, pe).Add(16))
+		cS, cE := c2[0], c2[1]
 		jc := t.Load32(r.pixel(n, k, p))
 		if !ok || cS>>32 != 1 || cE>>32 != 1 || jc == sradEmpty {
 			bad.set(t)
