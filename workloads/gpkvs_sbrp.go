@@ -305,6 +305,10 @@ func (w *KVSInsert) insertKernel(l kvsiLayout) scope.Kernel {
 						done = true
 					}
 				}
+				// Where a SIMT GPU reconverges the warp's lanes after a
+				// divergent branch (its immediate post-dominator), the
+				// kernel says so: the lanes issue together again.
+				t.SyncWarp()
 				// Claim a free slot, meet, and check the claim.
 				fail := false
 				for ; ; i++ {
@@ -319,10 +323,16 @@ func (w *KVSInsert) insertKernel(l kvsiLayout) scope.Kernel {
 						}
 						if chosen < 0 {
 							fail = true
-						} else if lane == chosen {
-							t.Store32(l.sig(b, chosen), e.sig)
 						}
 					}
+					// The warp's lanes read the bucket together (the
+					// artifact's warp-synchronous ballot) before any claims
+					// a slot: a lane must not see its own group's claim.
+					t.SyncWarp()
+					if chosen >= 0 && lane == chosen {
+						t.Store32(l.sig(b, chosen), e.sig)
+					}
+					t.SyncWarp()
 					if done || fail {
 						t.AtomicAdd32(count(i), 1, pm.Block)
 					}
@@ -330,6 +340,7 @@ func (w *KVSInsert) insertKernel(l kvsiLayout) scope.Kernel {
 					if tid == 0 {
 						t.Store32(count(i+2), 0)
 					}
+					t.SyncWarp()
 					if t.Load32(count(i)) == uint32(T) {
 						i++
 						break
@@ -340,6 +351,7 @@ func (w *KVSInsert) insertKernel(l kvsiLayout) scope.Kernel {
 						}
 						done = true
 					}
+					t.SyncWarp()
 				}
 			}
 			if !done && lane == 0 {

@@ -248,28 +248,34 @@ func (mq *Multiqueue) kernel(m *pm.Machine) (scope.Kernel, errWord, error) {
 				t.Store64(r.field(q, mqLogState), uint64(k)<<1|1)
 				t.OFence() // the log before head and tail move
 			}
+			// Where a SIMT GPU reconverges the warp's lanes after a
+			// divergent branch or loop (its immediate post-dominator), the
+			// kernel says so: the lanes issue together again.
+			t.SyncWarp()
 			c := cmds[q][k]
 			for e := i; e < c.Remove; e += T {
 				t.Store32(r.outAt(q, h+e), t.Load32(r.slot(q, h+e)))
 			}
+			t.SyncWarp()
 			for e := i; e < c.Insert; e += T {
 				t.Store32(r.slot(q, tl+e), mqValue(q, tl+e))
 			}
+			t.SyncWarp()
 			t.PRel(done, uint32(k+1), rel) // multiqueue: entries to the leader
-			if i != 0 {
-				continue
-			}
-			for j := range T {
-				for t.PAcq(flags.Add(uint64(4*(q*T+j))), pm.Block) < uint32(k+1) {
+			if i == 0 {
+				for j := range T {
+					for t.PAcq(flags.Add(uint64(4*(q*T+j))), pm.Block) < uint32(k+1) {
+					}
 				}
+				t.Store32(r.field(q, mqHead), uint32(h+c.Remove))
+				t.Store32(r.field(q, mqTail), uint32(tl+c.Insert))
+				t.OFence() // head and tail before the transaction is complete
+				t.Store64(r.field(q, mqLogState), uint64(k+1)<<1)
+				// The next transaction may reuse slots this one freed: its
+				// inserts must persist after this one is complete.
+				t.PRel(next, uint32(k+1), pm.Block)
 			}
-			t.Store32(r.field(q, mqHead), uint32(h+c.Remove))
-			t.Store32(r.field(q, mqTail), uint32(tl+c.Insert))
-			t.OFence() // head and tail before the transaction is complete
-			t.Store64(r.field(q, mqLogState), uint64(k+1)<<1)
-			// The next transaction may reuse slots this one freed: its
-			// inserts must persist after this one is complete.
-			t.PRel(next, uint32(k+1), pm.Block)
+			t.SyncWarp()
 		}
 	}, bad, nil
 }

@@ -26,7 +26,7 @@ func scanShape(s Size) scope.Grid {
 	case Tiny:
 		return scope.Grid{Blocks: 1, Threads: 4}
 	case Quick:
-		return scope.Grid{Blocks: 4, Threads: 128}
+		return scope.Grid{Blocks: 120, Threads: 128} // 4 blocks per SM: the persist window binds as at paper scale
 	}
 	// The SBRP artifact: 122,880 ints in arrays of 512, 128 threads per
 	// block with 4 inputs each, so 240 blocks.
@@ -134,7 +134,12 @@ func (l scanLayout) flag(g int) pm.Addr { return l.flags.Add(uint64(4 * g)) }
 
 // kernel returns the scan kernel for machine m, with its inputs copied to
 // fresh device memory and its outputs in fresh device memory.
-func (s *Scan) kernel(m *pm.Machine) (scope.Kernel, scanLayout, error) {
+// kernel returns the scan kernel. With sync its warps reconverge at
+// SyncWarp where a SIMT GPU does (after each divergent branch); a recovery
+// launch runs without: its lanes resume at different iterations, and a lane
+// waiting for a flag of a lane of its own warp further ahead must not hold
+// that lane at a warp barrier.
+func (s *Scan) kernel(m *pm.Machine, sync bool) (scope.Kernel, scanLayout, error) {
 	bases, err := openRegions(m, "scan.data", "scan.flags")
 	if err != nil {
 		return nil, scanLayout{}, err
@@ -182,6 +187,12 @@ func (s *Scan) kernel(m *pm.Machine) (scope.Kernel, scanLayout, error) {
 			t.Store64(l.value(b, 0, i), scanWord(0, sum))
 			k = 0
 		}
+		syncWarp := func() {
+			if sync {
+				t.SyncWarp()
+			}
+		}
+		syncWarp()
 		t.PRel(l.flag(g), uint32(k+1), rel) // scan: first release
 		for ; 1<<k < T; k++ {
 			d := 1 << k
@@ -199,10 +210,12 @@ func (s *Scan) kernel(m *pm.Machine) (scope.Kernel, scanLayout, error) {
 				}
 				v += uint32(other)
 			}
+			syncWarp()               // a SIMT GPU reconverges the lanes after the branch
 			if k >= 1 && i+d/2 < T { // the value overwritten was read by thread i+d/2 in iteration k-1
 				for t.PAcq(l.flag(g+d/2), pm.Block) < uint32(k+1) { // scan: wait for the reader
 				}
 			}
+			syncWarp()
 			t.OFence() // scan: own iterations in order
 			t.Store64(l.value(b, (k+1)%2, i), scanWord(k+1, v))
 			t.PRel(l.flag(g), uint32(k+2), rel) // scan: release
@@ -224,8 +237,8 @@ func scanWord(k int, v uint32) uint64 { return uint64(k+1)<<32 | uint64(v) }
 // scanTag returns the iteration count of value word w (-1: never written).
 func scanTag(w uint64) int { return int(w>>32) - 1 }
 
-func (s *Scan) launch(m *pm.Machine) (scanLayout, error) {
-	k, l, err := s.kernel(m)
+func (s *Scan) launch(m *pm.Machine, sync bool) (scanLayout, error) {
+	k, l, err := s.kernel(m, sync)
 	if err != nil {
 		return l, err
 	}
@@ -237,20 +250,20 @@ func (s *Scan) launch(m *pm.Machine) (scanLayout, error) {
 
 // Run launches the scan.
 func (s *Scan) Run(m *pm.Machine) error {
-	_, err := s.launch(m)
+	_, err := s.launch(m, true)
 	return err
 }
 
 // Recover resumes the scan from the durable flags and values.
 func (s *Scan) Recover(m *pm.Machine) error {
-	_, err := s.launch(m)
+	_, err := s.launch(m, false)
 	return err
 }
 
 // Output runs the scan on m (set up already) and returns what it wrote to
 // device memory: the inclusive scan of each block's 4·T inputs.
 func (s *Scan) Output(m *pm.Machine) ([]uint32, error) {
-	l, err := s.launch(m)
+	l, err := s.launch(m, true)
 	if err != nil {
 		return nil, err
 	}
