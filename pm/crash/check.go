@@ -340,7 +340,7 @@ func (g *Graph) why(a, x int) string {
 				if e.Agent == ea.Agent && e.Op.Kind == pm.OpCLWB && e.Op.Addr&^(lineSize-1) == line {
 					flushed = true
 				}
-				if e.Agent == ea.Agent && (e.Op.Kind == pm.OpSFence || e.Op.Kind == pm.OpCFence) && !flushed {
+				if e.Agent == ea.Agent && cpuFence(e.Op.Kind) && !flushed {
 					return fmt.Sprintf("its line %v was not written back (no CLWB) before the %s at %s", line, e.Op.Kind, site(e))
 				}
 			}
@@ -394,7 +394,16 @@ func (g *Graph) why(a, x int) string {
 
 func isOrdering(k pm.OpKind) bool {
 	switch k {
-	case pm.OpOFence, pm.OpDFence, pm.OpPRel, pm.OpPAcq, pm.OpPBarrier, pm.OpEpochBarrier, pm.OpSFence, pm.OpCFence:
+	case pm.OpOFence, pm.OpDFence, pm.OpPRel, pm.OpPAcq, pm.OpPBarrier, pm.OpEpochBarrier:
+		return true
+	}
+	return cpuFence(k)
+}
+
+// cpuFence reports whether k is a CPU task's persist fence.
+func cpuFence(k pm.OpKind) bool {
+	switch k {
+	case pm.OpSFence, pm.OpCFence, pm.OpPersistBarrier, pm.OpJoinStrand:
 		return true
 	}
 	return false

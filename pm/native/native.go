@@ -605,7 +605,7 @@ func (b *Backend) Op(a *pm.Agent, op *pm.Op) {
 			s := b.state(a)
 			s.ep = max(b.cur(s), r+1)
 		}
-	case pm.OpOFence, pm.OpPBarrier, pm.OpDFence, pm.OpEpochBarrier, pm.OpSFence, pm.OpCFence, pm.OpMemBar:
+	case pm.OpOFence, pm.OpPBarrier, pm.OpDFence, pm.OpEpochBarrier, pm.OpSFence, pm.OpCFence, pm.OpMemBar, pm.OpPersistBarrier, pm.OpJoinStrand:
 		b.order(b.state(a))
 	}
 	if len(b.log) >= b.opts.MaxPending {
