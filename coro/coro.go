@@ -221,13 +221,17 @@ func (r *runner) context(s *slot, yield func(struct{}) bool) {
 		}
 		r.res.Latency[id].End = r.now()
 		r.finished++
-		if r.err != nil || r.spawned >= len(r.tasks) {
+		if r.err != nil {
 			break
 		}
-		if r.mode.coroutines() {
+		more := r.spawned < len(r.tasks)
+		if r.mode.coroutines() && (more || r.live > 1) {
 			// TASK_END: back to the scheduler, which moves on to the
 			// next context.
 			c.switched()
+		}
+		if !more {
+			break
 		}
 		if r.live > 1 && !yield(struct{}{}) {
 			return

@@ -127,6 +127,10 @@ func (e *CPUExec) StoreBytes(a pm.Addr, data []byte) { e.c.StoreBytes(a, data); 
 // CAS64 is the task's compare-and-swap.
 func (e *CPUExec) CAS64(a pm.Addr, old, nv uint64) uint64 { return e.c.CAS64(a, old, nv) }
 
+// Dirty returns the cache lines stored to since the last write-back, in
+// the order first stored to (valid until the task's next verb).
+func (e *CPUExec) Dirty() []pm.Addr { return e.dirty }
+
 // Flush writes back the lines stored to since the last ordering point
 // (CLWB), without ordering them.
 func (e *CPUExec) Flush() {
