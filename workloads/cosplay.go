@@ -37,13 +37,14 @@ type CPUBug uint8
 // The seeded bugs.
 const (
 	NoBug CPUBug = iota
-	// BugNoLogFence drops the ordering points (CFence under COSPlay,
-	// SFence under Baseline) of every undo-log insert: the log is written
-	// back only with the update and is not ordered before it.
+	// BugNoLogFence drops the ordering point (CFence under COSPlay,
+	// SFence under Baseline) between an undo-log insert's new tail and the
+	// task's later persists: the log may persist after the update it
+	// covers.
 	BugNoLogFence
-	// BugNoLogFlush keeps the log inserts' ordering points but drops the
-	// CLWB of the log lines before them: the fence orders nothing of the
-	// log, which is written back only at the commit.
+	// BugNoLogFlush keeps that ordering point but drops the CLWB of the
+	// log's tail before it: the fence orders nothing of it, and the tail
+	// is written back only with the update.
 	BugNoLogFlush
 )
 
@@ -199,7 +200,7 @@ func (w *CPUWorkload) Run(m *pm.Machine) error {
 		tasks[i] = func(c *coro.Ctx) {
 			var x txn.Exec = txn.CPU(c)
 			if w.bug != NoBug {
-				x = &bugExec{CPUExec: txn.CPU(c), c: c, bug: w.bug, log: log.Region()}
+				x = &bugExec{CPUExec: txn.CPU(c), c: c, bug: w.bug, tails: w.tails(log.Region())}
 			}
 			tx, err := txn.Begin(x, log, c.Context())
 			if err == nil {
@@ -260,36 +261,57 @@ func (w *CPUWorkload) Check(m *pm.Machine) error {
 	return w.bench.check(m, rg.Base, w.sh.Seed)
 }
 
-// bugExec seeds a bug into the ordering points of a task's log inserts:
-// those reached with a log line not yet written back.
-type bugExec struct {
-	*txn.CPUExec
-	c   *coro.Ctx
-	bug CPUBug
-	log pm.Range
+// tails returns the lines of the log's control words (its partitions'
+// tails): the header line, then a word per partition rounded up to 128
+// bytes (txn.ConvLog's layout).
+func (w *CPUWorkload) tails(log pm.Range) pm.Range {
+	n := uint64(8 * w.contexts())
+	return pm.Range{Base: log.Base.Add(txn.Line), Size: (n + txn.Line - 1) / txn.Line * txn.Line}
 }
 
-func (e *bugExec) inLog() bool {
-	for _, l := range e.Dirty() {
-		if e.log.Contains(l, 1) {
-			return true
+// bugExec seeds a bug into the ordering points that follow a log insert's
+// new tail: the Order reached with only tail lines to write back, and the
+// Durable right after it (a commit's Clear is followed by a Durable alone,
+// and keeps it).
+type bugExec struct {
+	*txn.CPUExec
+	c      *coro.Ctx
+	bug    CPUBug
+	tails  pm.Range
+	seeded bool // the last Order was the seeded one
+}
+
+func (e *bugExec) afterTail() bool {
+	d := e.Dirty()
+	for _, l := range d {
+		if !e.tails.Contains(l, 1) {
+			return false
 		}
 	}
-	return false
+	return len(d) > 0
 }
 
 // Order is the task's ordering point, without the seeded part.
 func (e *bugExec) Order() {
+	e.seeded = e.afterTail()
+	e.order(e.seeded)
+}
+
+func (e *bugExec) order(seeded bool) {
 	switch {
-	case !e.inLog():
+	case !seeded:
 		e.CPUExec.Order()
 	case e.bug == BugNoLogFlush:
-		e.c.Fence() // the log's lines stay dirty: written back at the commit
+		e.c.Fence() // the tail's line stays dirty: written back with the update
 	}
 }
 
-// Durable is Order.
-func (e *bugExec) Durable() { e.Order() }
+// Durable is Order, seeded after a seeded Order.
+func (e *bugExec) Durable() {
+	seeded := e.seeded
+	e.seeded = false
+	e.order(seeded)
+}
 
 // CPURates are a COSPlay workload's persistency verbs per 1,000 verbs,
 // beside COSPlay Table 3's per 1,000 instructions.

@@ -74,3 +74,21 @@ func TestCPUSmokeCrash(t *testing.T) {
 	}
 	_ = fmt.Sprint
 }
+
+func TestCPUSmokeBugs(t *testing.T) {
+	for _, app := range []string{"sps", "pc", "tatp", "tpcc", "cq4"} {
+		for _, bug := range []string{"no-cfence", "no-log-clwb"} {
+			for _, model := range []crash.Model{crash.X86, crash.COSPlay} {
+				t.Run(app+"/"+bug+"/"+model.String(), func(t *testing.T) {
+					w, err := New("cosplay-"+app+"-"+bug, Tiny)
+					require.NoError(t, err)
+					rep, err := crash.Check(w, pm.DefaultGPU, crash.Config{Model: model, States: 10000, Seed: 1, Shrink: true})
+					require.NoError(t, err)
+					t.Log(rep.Summary())
+					require.NotEmpty(t, rep.Violations)
+					t.Log(rep.Violations[0].Explanation)
+				})
+			}
+		}
+	}
+}
