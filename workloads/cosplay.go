@@ -24,9 +24,9 @@ func init() {
 			func(s Size) crash.Workload { return mustWorkload(NewCPU(app.name, cpuShape(s), NoBug)) })
 	}
 	for _, app := range []string{"sps", "pc", "tatp", "tpcc", "cq4"} {
-		register("cosplay-"+app+"-no-cfence", "cosplay-"+app+" without the ordering points (CFence) between the undo log and the update: a persistency bug",
+		register("cosplay-"+app+"-nofence", "cosplay-"+app+" without the ordering point (CFence) between each undo-log insert and the update: a persistency bug",
 			func(s Size) crash.Workload { return mustWorkload(NewCPU(app, cpuShape(s), BugNoLogFence)) })
-		register("cosplay-"+app+"-no-log-clwb", "cosplay-"+app+" without the undo log's CLWB before its ordering points: a persistency bug",
+		register("cosplay-"+app+"-noclwb", "cosplay-"+app+" without the CLWB of each undo-log insert's tail before its ordering point: a persistency bug",
 			func(s Size) crash.Workload { return mustWorkload(NewCPU(app, cpuShape(s), BugNoLogFlush)) })
 	}
 }
@@ -48,7 +48,7 @@ const (
 	BugNoLogFlush
 )
 
-var bugNames = [...]string{"", "no-cfence", "no-log-clwb"}
+var bugNames = [...]string{"", "nofence", "noclwb"}
 
 // CPUShape sizes a COSPlay workload run.
 type CPUShape struct {
@@ -66,7 +66,7 @@ type CPUShape struct {
 func cpuShape(s Size) CPUShape {
 	switch s {
 	case Tiny:
-		return CPUShape{Tasks: 8, Config: coro.Config{Mode: coro.COSPlay, Window: 4}, Seed: 1, Scale: 1}
+		return CPUShape{Tasks: 12, Config: coro.Config{Mode: coro.COSPlay, Window: 4}, Seed: 1, Scale: 1}
 	case Quick:
 		return CPUShape{Tasks: 256, Config: coro.Config{Mode: coro.COSPlay, Window: 8}, Seed: 1, Scale: 8}
 	}
