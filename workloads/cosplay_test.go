@@ -290,3 +290,30 @@ func TestCPUBadShape(t *testing.T) {
 	require.Error(t, w.Recover(bare))
 	require.Error(t, w.Check(bare))
 }
+
+// TestCPUMutants: dropping the CFence or the CLWBs a task's log insert
+// issues (pmcheck -mutate) is caught at the insert's call site, under the
+// COSPlay and X86 models.
+func TestCPUMutants(t *testing.T) {
+	for _, model := range []crash.Model{crash.COSPlay, crash.X86} {
+		t.Run(model.String(), func(t *testing.T) {
+			w, err := New("cosplay-pc", Tiny)
+			require.NoError(t, err)
+			rec, err := crash.Record(w, pm.DefaultGPU)
+			require.NoError(t, err)
+			res, err := rec.Mutate(w, crash.Config{Model: model, States: 2000, Seed: 4})
+			require.NoError(t, err)
+			logSite := siteOf(t, "cosplay_apps.go", "// pc: log")
+			killed := map[pm.OpKind]bool{}
+			for _, r := range res {
+				t.Logf("killed=%v %v", r.Killed, r.Mutant)
+				if r.Mutant.Site == logSite {
+					require.True(t, r.Killed, "%v", r.Mutant)
+					killed[r.Mutant.Kind] = true
+				}
+			}
+			require.True(t, killed[pm.OpCLWB])
+			require.True(t, killed[pm.OpCFence])
+		})
+	}
+}
