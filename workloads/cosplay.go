@@ -181,13 +181,32 @@ func (t *cpuTask) lock(i int) { t.c.Lock(t.locks.Add(uint64(8 * i))) }
 // unlock releases try-lock i.
 func (t *cpuTask) unlock(i int) { t.c.Unlock(t.locks.Add(uint64(8 * i))) }
 
-// Run runs the tasks under the shape's configuration.
-func (w *CPUWorkload) Run(m *pm.Machine) error {
-	rg, err := m.OpenRegion(cpuData)
-	if err != nil {
+// commit commits the task's transaction, durably, and then releases its
+// locks, last taken first.
+func (t *cpuTask) commit(locks ...int) error {
+	if err := t.tx.Commit(); err != nil {
 		return err
 	}
+	for k := len(locks) - 1; k >= 0; k-- {
+		t.unlock(locks[k])
+	}
+	return nil
+}
+
+// openCPU finds the data region and opens the log (whose volatile locks the
+// caller closes).
+func openCPU(m *pm.Machine) (pm.Range, *txn.ConvLog, error) {
+	rg, err := m.OpenRegion(cpuData)
+	if err != nil {
+		return pm.Range{}, nil, err
+	}
 	log, err := txn.OpenConv(m, cpuLog)
+	return rg, log, err
+}
+
+// Run runs the tasks under the shape's configuration.
+func (w *CPUWorkload) Run(m *pm.Machine) error {
+	rg, log, err := openCPU(m)
 	if err != nil {
 		return err
 	}
@@ -244,11 +263,7 @@ func (w *CPUWorkload) Recover(m *pm.Machine) error {
 
 // Check verifies the benchmark's invariant and that the log is consistent.
 func (w *CPUWorkload) Check(m *pm.Machine) error {
-	rg, err := m.OpenRegion(cpuData)
-	if err != nil {
-		return err
-	}
-	log, err := txn.OpenConv(m, cpuLog)
+	rg, log, err := openCPU(m)
 	if err != nil {
 		return err
 	}

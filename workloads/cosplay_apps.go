@@ -82,12 +82,7 @@ func (b *spsBench) task(t *cpuTask) error {
 	if err := t.tx.Store64(aj, vi); err != nil {
 		return err
 	}
-	if err := t.tx.Commit(); err != nil {
-		return err
-	}
-	t.unlock(max(i, j))
-	t.unlock(min(i, j))
-	return nil
+	return t.commit(min(i, j), max(i, j))
 }
 
 // check: the array is a permutation of the initial one.
@@ -147,11 +142,7 @@ func (b *pcBench) task(t *cpuTask) error {
 	if err := t.tx.Store64(e.Add(16), pcSum(k, v)); err != nil {
 		return err
 	}
-	if err := t.tx.Commit(); err != nil {
-		return err
-	}
-	t.unlock(s)
-	return nil
+	return t.commit(s)
 }
 
 // check: every key is in the table once, with a value its checksum covers.
@@ -218,11 +209,7 @@ func (b *tatpBench) task(t *cpuTask) error {
 	if err := t.tx.Store64(rec.Add(24), tatpSum(s, loc)); err != nil {
 		return err
 	}
-	if err := t.tx.Commit(); err != nil {
-		return err
-	}
-	t.unlock(s)
-	return nil
+	return t.commit(s)
 }
 
 // check: every record's location is covered by its checksum and the index
@@ -274,9 +261,12 @@ func (b *tpccBench) task(t *cpuTask) error {
 	d := t.rng.IntN(b.districts)
 	items := t.rng.Perm(b.items)[:tpccLines]
 	slices.Sort(items)
-	t.lock(d)
+	locks := []int{d}
 	for _, i := range items {
-		t.lock(b.districts + i)
+		locks = append(locks, b.districts+i)
+	}
+	for _, l := range locks {
+		t.lock(l)
 	}
 	t.c.NewStrand()
 	dist := t.data.Add(uint64(cline * d))
@@ -317,14 +307,7 @@ func (b *tpccBench) task(t *cpuTask) error {
 	if err := t.tx.StoreBytes(row, words(o+1, tpccLines, total, tpccSum(d, int(o), total))); err != nil { // tpcc: update order
 		return err
 	}
-	if err := t.tx.Commit(); err != nil {
-		return err
-	}
-	for k := len(items) - 1; k >= 0; k-- {
-		t.unlock(b.districts + items[k])
-	}
-	t.unlock(d)
-	return nil
+	return t.commit(locks...)
 }
 
 // check: each district's orders are exactly those below its next order id,
@@ -425,11 +408,7 @@ func (b *cqBench) task(t *cpuTask) error {
 			return err
 		}
 	}
-	if err := t.tx.Commit(); err != nil {
-		return err
-	}
-	t.unlock(q)
-	return nil
+	return t.commit(q)
 }
 
 // check: each queue holds between 0 and cqCap entries, each the one its

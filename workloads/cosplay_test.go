@@ -118,16 +118,9 @@ func TestCPUCrashStatesRecover(t *testing.T) {
 		for _, model := range []crash.Model{crash.X86, crash.COSPlay} {
 			t.Run(app.name+"/"+model.String(), func(t *testing.T) {
 				t.Parallel()
-				const seed = 7
-				t.Logf("seed = %d", seed)
 				w, err := New("cosplay-"+app.name, Tiny)
 				require.NoError(t, err)
-				rep, err := crash.Check(w, pm.DefaultGPU, crash.Config{Model: model, States: cpuCrashStates(), Seed: seed})
-				require.NoError(t, err)
-				for _, v := range rep.Violations {
-					t.Logf("violation: %v", v.Err)
-				}
-				require.Empty(t, rep.Violations, rep.Summary())
+				rep := requireRecovers(t, w, model, cpuCrashStates(), 7)
 				require.True(t, rep.Complete || rep.Checked == cpuCrashStates(), rep.Summary())
 				t.Logf("%s: %s over %d persists", w.Name(), rep.Summary(), rep.Persists)
 			})
@@ -156,9 +149,7 @@ func TestCPUConfigsCrashConsistent(t *testing.T) {
 					sh.Config = tc.cfg
 					w, err := NewCPU(app, sh, NoBug)
 					require.NoError(t, err)
-					rep, err := crash.Check(w, pm.DefaultGPU, crash.Config{Model: model, States: 500, Seed: 3})
-					require.NoError(t, err)
-					require.Empty(t, rep.Violations, rep.Summary())
+					requireRecovers(t, w, model, 500, 3)
 				})
 			}
 		}
@@ -202,16 +193,9 @@ func TestCPUSeededBugsFound(t *testing.T) {
 		for _, bug := range []string{"nofence", "noclwb"} {
 			for _, model := range []crash.Model{crash.X86, crash.COSPlay} {
 				t.Run(app+"/"+bug+"/"+model.String(), func(t *testing.T) {
-					const seed = 1
-					t.Logf("seed = %d", seed)
 					w, err := New("cosplay-"+app+"-"+bug, Tiny)
 					require.NoError(t, err)
-					rep, err := crash.Check(w, pm.DefaultGPU, crash.Config{Model: model, States: 10000, Seed: seed, Shrink: true})
-					require.NoError(t, err)
-					require.NotEmpty(t, rep.Violations, rep.Summary())
-					v := rep.Violations[0]
-					t.Log(v.Explanation)
-					require.ErrorIs(t, v.Err, ErrInconsistent)
+					v := requireBugFound(t, w, model, 1)
 					sm := lostSite.FindStringSubmatch(v.Explanation)
 					require.NotNil(t, sm, v.Explanation)
 					n, err := strconv.Atoi(sm[2])
@@ -230,10 +214,7 @@ func TestCPUSeededBugsFound(t *testing.T) {
 	for _, bug := range []CPUBug{BugNoLogFence, BugNoLogFlush} {
 		w, err := NewCPU("pc", sh, bug)
 		require.NoError(t, err)
-		rep, err := crash.Check(w, pm.DefaultGPU, crash.Config{Model: crash.X86, States: 10000, Seed: 2, Shrink: true})
-		require.NoError(t, err)
-		require.NotEmpty(t, rep.Violations, "%s: %s", w.Name(), rep.Summary())
-		require.ErrorIs(t, rep.Violations[0].Err, ErrInconsistent)
+		requireBugFound(t, w, crash.X86, 2)
 	}
 }
 
