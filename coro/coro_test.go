@@ -2,6 +2,7 @@ package coro_test
 
 import (
 	"fmt"
+	"iter"
 	"strings"
 	"testing"
 
@@ -427,4 +428,25 @@ func ExampleRun_window() {
 	// task 1 SetCtx(1)
 	// task 1 CFence(1)
 	// 5 switches, 4 fences
+}
+
+// BenchmarkPullFloor is what BenchmarkSwitch cannot go below: a bare
+// iter.Pull resume and yield, the two runtime coroutine switches a task
+// switch through the scheduler makes.
+func BenchmarkPullFloor(b *testing.B) {
+	const window = 8
+	nexts := make([]func() (struct{}, bool), window)
+	for i := range nexts {
+		next, stop := iter.Pull(func(yield func(struct{}) bool) {
+			for yield(struct{}{}) {
+			}
+		})
+		defer stop()
+		nexts[i] = next
+	}
+	b.ResetTimer()
+	for i := range b.N {
+		nexts[i%window]()
+	}
+	b.ReportMetric(float64(b.Elapsed().Nanoseconds())/float64(b.N), "ns/switch")
 }

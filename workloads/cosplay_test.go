@@ -105,9 +105,17 @@ func TestCPUDeterministic(t *testing.T) {
 // recover in: 10,000, fewer under -short or the race detector.
 func cpuCrashStates() int {
 	if testing.Short() {
-		return 600
+		return 200
 	}
 	return crashStates()
+}
+
+// shortOr returns short under -short, else full.
+func shortOr[T any](short, full T) T {
+	if testing.Short() {
+		return short
+	}
+	return full
 }
 
 // TestCPUCrashStatesRecover explores each COSPlay workload's crash states
@@ -142,14 +150,14 @@ func TestCPUConfigsCrashConsistent(t *testing.T) {
 		{coro.Config{Mode: coro.StrandWeaver}, []crash.Model{crash.X86, crash.COSPlay}},
 		{coro.Config{Mode: coro.FreeSwitch, Window: 3}, []crash.Model{crash.COSPlay}},
 	} {
-		for _, app := range []string{"sps", "tpcc", "cq4"} {
+		for _, app := range shortOr([]string{"sps"}, []string{"sps", "tpcc", "cq4"}) {
 			for _, model := range tc.models {
 				t.Run(tc.cfg.Name()+"/"+app+"/"+model.String(), func(t *testing.T) {
 					sh := cpuShape(Tiny)
 					sh.Config = tc.cfg
 					w, err := NewCPU(app, sh, NoBug)
 					require.NoError(t, err)
-					requireRecovers(t, w, model, 500, 3)
+					requireRecovers(t, w, model, cpuCrashStates()/20, 3)
 				})
 			}
 		}
@@ -189,7 +197,7 @@ func sourceLine(t *testing.T, file string, n int) string {
 // finds a crash after which recovery leaves a half-done task, and names
 // the task's transaction call that lost its persist.
 func TestCPUSeededBugsFound(t *testing.T) {
-	for _, app := range []string{"sps", "pc", "tatp", "tpcc", "cq4"} {
+	for _, app := range shortOr([]string{"sps", "cq4"}, []string{"sps", "pc", "tatp", "tpcc", "cq4"}) {
 		for _, bug := range []string{"nofence", "noclwb"} {
 			for _, model := range []crash.Model{crash.X86, crash.COSPlay} {
 				t.Run(app+"/"+bug+"/"+model.String(), func(t *testing.T) {
