@@ -1,8 +1,14 @@
 // Package coro runs CPU tasks as coroutines on one simulated core of a
-// pm.Machine, in the style of COSPlay: a task runs until it calls
-// Yield, then the next live task runs, round robin, deterministically. Tasks
-// issue the CPU verbs (Load/Store, CLWB, SFence, SetCtx, CFence, Work) that
-// the machine's backend times and makes durable.
+// pm.Machine, the software interface of COSPlay (§4.2, Figure 4): a window
+// of N task contexts is active at once and runs round robin, switching
+// when a task yields; when a task ends, the next task is spawned into its
+// context. Tasks issue the CPU verbs (Load/Store, CLWB, SFence, SetCtx,
+// CFence, the StrandWeaver verbs, Work) that the machine's backend times
+// and makes durable, and mark their ordering points with Fence and Join;
+// the run's Config (Baseline, Unordered, COSPlay, SBatch, StrandWeaver,
+// FreeSwitch) decides what those issue, so one task code runs under every
+// configuration. Everything is deterministic: the same tasks and inputs
+// give the same verbs, switches and per-task latencies.
 package coro
 
 import (
@@ -36,6 +42,7 @@ type config struct {
 	core       int
 	name       string
 	idleRounds int
+	run        Config
 }
 
 // OnCore runs the tasks on core n (default 0); it becomes Agent.Unit.
@@ -49,12 +56,31 @@ func WithName(name string) Option { return func(c *config) { c.name = name } }
 // 4096).
 func WithIdleRounds(n int) Option { return func(c *config) { c.idleRounds = max(n, 1) } }
 
+// Latency is one task's start and end: in backend cycles when the backend
+// has a clock (a Now method), else in verbs executed by the run so far
+// (see Result.Clock).
+type Latency struct {
+	Start, End uint64
+}
+
+// Duration returns End - Start.
+func (l Latency) Duration() uint64 { return l.End - l.Start }
+
 // Result reports what a run did.
 type Result struct {
-	Tasks  int
-	Verbs  uint64 // task-verbs executed
-	Yields uint64
-	Stats  pm.Stats
+	Tasks    int
+	Verbs    uint64 // task-verbs executed
+	Yields   uint64 // Yield calls, including those of ordering points
+	Switches uint64 // coroutine switches: yields and task ends that gave the core to another context
+	CLWBs    uint64
+	// Fences counts the persist fences issued: SFence, CFence,
+	// PersistBarrier and JoinStrand.
+	Fences uint64
+	// Latency holds each task's start and end, indexed by task id.
+	Latency []Latency
+	// Clock says what Latency counts: "cycles" or "verbs".
+	Clock string
+	Stats pm.Stats
 }
 
 // TaskError is a fault or panic inside a task.
@@ -69,43 +95,50 @@ func (e *TaskError) Error() string { return fmt.Sprintf("%v: %v", &e.Agent, e.Er
 // Unwrap returns the underlying error.
 func (e *TaskError) Unwrap() error { return e.Err }
 
+// clock is what a timing backend offers for latencies.
+type clock interface{ Now() uint64 }
+
+// slot is one context of the window: a coroutine that runs its tasks one
+// after another.
+type slot struct {
+	id   int
+	next func() (struct{}, bool)
+	stop func()
+	cur  *Ctx // the task running in the slot
+	done bool
+}
+
 type runner struct {
-	mem  *pm.Memory
-	be   pm.Backend
-	ops  bool
-	cfg  config
-	wgen uint64
-	op   pm.Op
-	err  error
-	res  Result
+	mem      *pm.Memory
+	be       pm.Backend
+	ops      bool
+	cfg      config
+	mode     Mode
+	switchCy uint64
+	clock    clock
+	tasks    []Task
+	slots    []*slot
+	spawned  int
+	finished int
+	live     int // slots with a task to run
+	wgen     uint64
+	soloIdle int // consecutive solo yields with nothing written
+	// coreCtx is the core's context register (the last SetCtx).
+	coreCtx uint64
+	// batch counts the SFences SBatch's scheduler issued.
+	batch   uint64
+	strands uint64
+	op      pm.Op
+	err     error
+	res     Result
 }
-
-// Ctx is a task's handle; its methods are the CPU verbs. It is valid only
-// inside its task.
-type Ctx struct {
-	pm.Agent
-	r        *runner
-	yield    func(struct{}) bool
-	done     bool
-	lastRead pm.Addr
-	lastGen  uint64
-	spins    int
-	lastOp   pm.OpKind
-}
-
-// Spin limits: a task that rereads one address this many times with nothing
-// written in between, without yielding, can never see it change (it has the
-// core to itself), so it is deadlocked.
-const (
-	syncSpin = 1 << 10
-	loadSpin = 1 << 20
-)
 
 type abortSignal struct{}
 type faultSignal struct{ err error }
 
 // Run runs tasks on one core of m until all finish, or until the first
-// error. Task i has Agent.ID i.
+// error. Task i has Agent.ID i. Without WithConfig every task is active
+// at once and an ordering point is an SFence (Baseline).
 func Run(m *pm.Machine, tasks []Task, opts ...Option) (Result, error) {
 	if m == nil {
 		return Result{}, fmt.Errorf("%w: nil machine", ErrBadArg)
@@ -116,33 +149,44 @@ func Run(m *pm.Machine, tasks []Task, opts ...Option) (Result, error) {
 	if len(tasks) == 0 {
 		return Result{}, fmt.Errorf("%w: no tasks", ErrBadArg)
 	}
-	r := &runner{mem: m.Memory(), be: m.Backend(), ops: m.Caps().Ops, cfg: config{name: "cpu", idleRounds: 4096}}
+	r := &runner{mem: m.Memory(), be: m.Backend(), ops: m.Caps().Ops, cfg: config{name: "cpu", idleRounds: 4096}, tasks: tasks}
 	for _, o := range opts {
 		o(&r.cfg)
+	}
+	if err := r.cfg.run.Validate(); err != nil {
+		return Result{}, err
 	}
 	for i, t := range tasks {
 		if t == nil {
 			return Result{}, fmt.Errorf("%w: task %d is nil", ErrBadArg, i)
 		}
 	}
-	r.res.Tasks = len(tasks)
+	r.mode, r.switchCy = r.cfg.run.Mode, r.cfg.run.Switch()
+	r.res.Tasks, r.res.Clock = len(tasks), "verbs"
+	r.res.Latency = make([]Latency, len(tasks))
+	if c, ok := pm.As[clock](r.be); ok {
+		r.clock, r.res.Clock = c, "cycles"
+	}
+	if c, ok := pm.As[Configurable](r.be); ok {
+		c.CoroConfig(r.cfg.run)
+	}
 	if err := r.be.Begin(pm.Launch{Name: r.cfg.name, Threads: len(tasks)}); err != nil {
 		return Result{}, fmt.Errorf("%w: begin %s: %w", pm.ErrBackend, r.be.Name(), err)
 	}
-	ctxs := make([]*Ctx, len(tasks))
-	nexts := make([]func() (struct{}, bool), len(tasks))
-	stops := make([]func(), len(tasks))
-	for i, task := range tasks {
-		c := &Ctx{Agent: pm.Agent{Kind: pm.CPUTask, ID: i, Unit: r.cfg.core}, r: r}
-		ctxs[i] = c
-		nexts[i], stops[i] = iter.Pull(func(yield func(struct{}) bool) {
-			c.yield = yield
-			r.runTask(c, task)
-		})
+	w := r.cfg.run.Window
+	if w == 0 || w > len(tasks) {
+		w = len(tasks)
 	}
-	runErr := r.schedule(ctxs, nexts)
-	for _, stop := range stops {
-		stop()
+	slots := make([]*slot, w)
+	for i := range slots {
+		s := &slot{id: i}
+		s.next, s.stop = iter.Pull(func(yield func(struct{}) bool) { r.context(s, yield) })
+		slots[i] = s
+	}
+	r.live, r.slots = w, slots
+	runErr := r.schedule(slots)
+	for _, s := range slots {
+		s.stop()
 	}
 	stats, err := r.be.End()
 	r.res.Stats = stats
@@ -155,27 +199,68 @@ func Run(m *pm.Machine, tasks []Task, opts ...Option) (Result, error) {
 	return r.res, nil
 }
 
-func (r *runner) schedule(ctxs []*Ctx, nexts []func() (struct{}, bool)) error {
-	live, idle := len(ctxs), 0
-	for live > 0 && r.err == nil {
-		gen, finished := r.wgen, 0
-		for i, c := range ctxs {
-			if c.done {
+// now is the latency clock.
+func (r *runner) now() uint64 {
+	if r.clock != nil {
+		return r.clock.Now()
+	}
+	return r.res.Verbs
+}
+
+// context is the body of a window slot's coroutine: it runs the tasks
+// spawned into the slot, giving the core back to the scheduler after each.
+func (r *runner) context(s *slot, yield func(struct{}) bool) {
+	for r.err == nil && r.spawned < len(r.tasks) {
+		id := r.spawned
+		r.spawned++
+		c := &Ctx{Agent: pm.Agent{Kind: pm.CPUTask, ID: id, Unit: r.cfg.core}, r: r, slot: s.id, yield: yield}
+		s.cur = c
+		r.res.Latency[id].Start = r.now()
+		if !r.runTask(c, r.tasks[id]) {
+			return
+		}
+		r.res.Latency[id].End = r.now()
+		r.finished++
+		if r.err != nil {
+			break
+		}
+		more := r.spawned < len(r.tasks)
+		if r.mode.coroutines() && (more || r.live > 1) {
+			// TASK_END: back to the scheduler, which moves on to the
+			// next context.
+			c.switched()
+		}
+		if !more {
+			break
+		}
+		if r.live > 1 && !yield(struct{}{}) {
+			return
+		}
+	}
+	s.done = true
+	r.live--
+}
+
+// schedule resumes the live contexts round robin until every task has
+// ended, failing if whole rounds pass in which nothing is written and no
+// task ends.
+func (r *runner) schedule(slots []*slot) error {
+	idle := 0
+	for r.live > 0 && r.err == nil {
+		gen, finished := r.wgen, r.finished
+		for _, s := range slots {
+			if s.done {
 				continue
 			}
-			nexts[i]()
-			if c.done {
-				finished++
-			}
+			s.next()
 			if r.err != nil {
 				return r.err
 			}
 		}
-		live -= finished
-		if finished == 0 && gen == r.wgen && live > 0 {
+		if r.finished == finished && gen == r.wgen && r.live > 0 {
 			idle++
 			if idle >= r.cfg.idleRounds {
-				return r.deadlock(ctxs)
+				return r.deadlock(slots)
 			}
 		} else {
 			idle = 0
@@ -184,19 +269,21 @@ func (r *runner) schedule(ctxs []*Ctx, nexts []func() (struct{}, bool)) error {
 	return r.err
 }
 
-func (r *runner) deadlock(ctxs []*Ctx) error {
+func (r *runner) deadlock(slots []*slot) error {
 	msg := ""
-	for _, c := range ctxs {
-		if !c.done {
-			msg += fmt.Sprintf("; %v yields after %s", &c.Agent, c.lastOp)
+	for _, s := range slots {
+		if !s.done && s.cur != nil {
+			msg += fmt.Sprintf("; %v yields after %s", &s.cur.Agent, s.cur.lastOp)
 		}
 	}
 	return fmt.Errorf("%w: %d rounds with nothing written%s", ErrDeadlock, r.cfg.idleRounds, msg)
 }
 
-func (r *runner) runTask(c *Ctx, task Task) {
+// runTask runs task in c and reports whether the context may go on.
+func (r *runner) runTask(c *Ctx, task Task) (ok bool) {
 	defer func() {
 		if p := recover(); p != nil {
+			ok = false
 			switch p := p.(type) {
 			case abortSignal:
 			case faultSignal:
@@ -207,163 +294,20 @@ func (r *runner) runTask(c *Ctx, task Task) {
 				r.fail(&TaskError{Agent: c.Agent, Err: fmt.Errorf("%w: %v", ErrPanic, p), Stack: string(debug.Stack())})
 			}
 		}
-		c.done = true
 	}()
+	if r.mode == COSPlay || r.mode == FreeSwitch {
+		// TASK_START: the task's persists belong to its context.
+		c.SetCtx(uint64(c.slot))
+	}
 	task(c)
+	if r.mode == StrandWeaver {
+		c.Join() // synchronous persistence: the task ends durable
+	}
+	return true
 }
 
 func (r *runner) fail(err error) {
 	if r.err == nil {
 		r.err = err
-	}
-}
-
-// ID returns the task id.
-func (c *Ctx) ID() int { return c.Agent.ID }
-
-func (c *Ctx) report() {
-	r := c.r
-	r.res.Verbs++
-	c.lastOp = r.op.Kind
-	if r.ops {
-		r.be.Op(&c.Agent, &r.op)
-	}
-}
-
-func (c *Ctx) fault(err error) { panic(faultSignal{err}) }
-
-func (c *Ctx) access(a pm.Addr, n, align uint64) ([]byte, bool) {
-	b, persistent, err := c.r.mem.Bytes(a, n, align)
-	if err != nil {
-		c.fault(err)
-	}
-	return b, persistent
-}
-
-// observe fails the run if the task keeps rereading a word nobody can change.
-func (c *Ctx) observe(a pm.Addr, limit int) {
-	if a != c.lastRead || c.r.wgen != c.lastGen {
-		c.spins = 0
-		c.lastRead, c.lastGen = a, c.r.wgen
-		return
-	}
-	c.spins++
-	if c.spins >= limit {
-		c.r.fail(fmt.Errorf("%w: %v spins on %v without yielding", ErrDeadlock, &c.Agent, a))
-		panic(abortSignal{})
-	}
-}
-
-func (c *Ctx) load(a pm.Addr, size uint64) uint64 {
-	c.observe(a, loadSpin)
-	b, persistent := c.access(a, size, size)
-	c.r.op = pm.Op{Kind: pm.OpLoad, PM: persistent, Size: uint32(size), Addr: a}
-	c.report()
-	return pm.GetLE(b)
-}
-
-func (c *Ctx) store(a pm.Addr, size, v uint64) {
-	b, persistent := c.access(a, size, size)
-	pm.PutLE(b, v)
-	c.r.wgen++
-	c.r.op = pm.Op{Kind: pm.OpStore, PM: persistent, Size: uint32(size), Addr: a, Value: v}
-	c.report()
-}
-
-// Load8 loads the byte at a.
-func (c *Ctx) Load8(a pm.Addr) uint8 { return uint8(c.load(a, 1)) }
-
-// Load32 loads the 4-byte value at a (4-byte aligned).
-func (c *Ctx) Load32(a pm.Addr) uint32 { return uint32(c.load(a, 4)) }
-
-// Load64 loads the 8-byte value at a (8-byte aligned).
-func (c *Ctx) Load64(a pm.Addr) uint64 { return c.load(a, 8) }
-
-// Store8 stores the byte v at a. A store to PM is a persist.
-func (c *Ctx) Store8(a pm.Addr, v uint8) { c.store(a, 1, uint64(v)) }
-
-// Store32 stores v at a (4-byte aligned).
-func (c *Ctx) Store32(a pm.Addr, v uint32) { c.store(a, 4, uint64(v)) }
-
-// Store64 stores v at a (8-byte aligned); to PM it persists atomically.
-func (c *Ctx) Store64(a pm.Addr, v uint64) { c.store(a, 8, v) }
-
-// LoadBytes copies len(buf) bytes at a into buf.
-func (c *Ctx) LoadBytes(a pm.Addr, buf []byte) {
-	b, persistent := c.access(a, uint64(len(buf)), 1)
-	copy(buf, b)
-	c.r.op = pm.Op{Kind: pm.OpLoad, PM: persistent, Size: uint32(len(buf)), Addr: a, Data: buf}
-	c.report()
-}
-
-// StoreBytes copies data to a; to PM it persists in aligned 8-byte words.
-func (c *Ctx) StoreBytes(a pm.Addr, data []byte) {
-	b, persistent := c.access(a, uint64(len(data)), 1)
-	copy(b, data)
-	c.r.wgen++
-	c.r.op = pm.Op{Kind: pm.OpStore, PM: persistent, Size: uint32(len(data)), Addr: a, Data: data}
-	c.report()
-}
-
-// CAS64 stores nv at a if it holds old and returns what it held: a try-lock
-// is CAS64(lock, 0, 1) == 0.
-func (c *Ctx) CAS64(a pm.Addr, old, nv uint64) uint64 {
-	c.observe(a, syncSpin)
-	b, persistent := c.access(a, 8, 8)
-	cur := pm.GetLE(b)
-	wrote := cur == old
-	if wrote {
-		pm.PutLE(b, nv)
-		c.r.wgen++
-	}
-	c.r.op = pm.Op{Kind: pm.OpAtomic, Scope: pm.System, Wrote: wrote, PM: persistent, Size: 8, Addr: a, Value: nv, Old: cur}
-	c.report()
-	return cur
-}
-
-// AtomicAdd64 adds v to the 8-byte value at a and returns the old value.
-func (c *Ctx) AtomicAdd64(a pm.Addr, v uint64) uint64 {
-	b, persistent := c.access(a, 8, 8)
-	cur := pm.GetLE(b)
-	pm.PutLE(b, cur+v)
-	c.r.wgen++
-	c.r.op = pm.Op{Kind: pm.OpAtomic, Scope: pm.System, Wrote: true, PM: persistent, Size: 8, Addr: a, Value: cur + v, Old: cur}
-	c.report()
-	return cur
-}
-
-func (c *Ctx) verb(k pm.OpKind, a pm.Addr, v uint64) {
-	c.r.op = pm.Op{Kind: k, Scope: pm.Thread, Addr: a, Value: v}
-	c.report()
-}
-
-// CLWB writes back the cache line holding a toward the persistence point.
-func (c *Ctx) CLWB(a pm.Addr) {
-	c.access(a, 1, 1)
-	c.verb(pm.OpCLWB, a, 0)
-}
-
-// SFence orders: the task's earlier CLWBs complete before its later stores.
-func (c *Ctx) SFence() { c.verb(pm.OpSFence, 0, 0) }
-
-// SetCtx makes later stores of the task belong to persist context cid
-// (COSPlay's setctx).
-func (c *Ctx) SetCtx(cid uint64) { c.verb(pm.OpSetCtx, 0, cid) }
-
-// CFence orders the persists of context cid only (COSPlay's cfence).
-func (c *Ctx) CFence(cid uint64) { c.verb(pm.OpCFence, 0, cid) }
-
-// Work charges cycles of computation the model cannot see.
-func (c *Ctx) Work(cycles uint64) { c.verb(pm.OpWork, 0, cycles) }
-
-// Yield gives the core to the next live task; it returns when this task's
-// turn comes again.
-func (c *Ctx) Yield() {
-	c.r.res.Yields++
-	c.verb(pm.OpYield, 0, 0)
-	c.spins = 0
-	c.lastRead = 0
-	if !c.yield(struct{}{}) {
-		panic(abortSignal{})
 	}
 }

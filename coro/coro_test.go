@@ -2,6 +2,8 @@ package coro_test
 
 import (
 	"fmt"
+	"iter"
+	"strings"
 	"testing"
 
 	"github.com/stretchr/testify/require"
@@ -135,4 +137,316 @@ func ExampleRun() {
 	// task 1 step 0
 	// task 0 step 1
 	// task 1 step 1
+}
+
+// logUpdate is the task shape of COSPlay Figure 4a: a log write, an
+// ordering point, an in-place update, an ordering point. Task i writes
+// line 2i (its log) and line 2i+1 (its data).
+func logUpdate(base pm.Addr) coro.Task {
+	return func(c *coro.Ctx) {
+		log := base.Add(uint64(128 * c.ID()))
+		c.Store64(log, uint64(c.ID()))
+		c.CLWB(log)
+		c.Fence()
+		c.NewStrand() // nothing under most modes
+		c.Store64(log.Add(64), uint64(c.ID()))
+		c.CLWB(log.Add(64))
+		c.Fence()
+	}
+}
+
+// runMode runs n logUpdate tasks under cfg on a recorded functional
+// machine and returns the result and the verbs as "Kind" or "Kind(v)",
+// each prefixed with its task id.
+func runMode(t *testing.T, cfg coro.Config, n int) (coro.Result, []string) {
+	t.Helper()
+	rec := record.New(functional.New(pm.GPULimits{}), false)
+	m, err := pm.NewMachine(rec)
+	require.NoError(t, err)
+	r, err := m.CreateRegion("r", uint64(128*n))
+	require.NoError(t, err)
+	tasks := make([]coro.Task, n)
+	for i := range tasks {
+		tasks[i] = logUpdate(r.Base)
+	}
+	res, err := coro.Run(m, tasks, coro.WithConfig(cfg))
+	require.NoError(t, err)
+	var out []string
+	for _, e := range rec.Events() {
+		switch e.Op.Kind {
+		case pm.OpStore, pm.OpCLWB:
+			out = append(out, fmt.Sprintf("%d:%s", e.Agent.ID, e.Op.Kind))
+		default:
+			out = append(out, fmt.Sprintf("%d:%s(%d)", e.Agent.ID, e.Op.Kind, e.Op.Value))
+		}
+	}
+	return res, out
+}
+
+func TestModes(t *testing.T) {
+	sw := coro.DefaultSwitchCycles
+	for _, tc := range []struct {
+		cfg  coro.Config
+		want []string
+	}{
+		{coro.Config{Mode: coro.Baseline, Window: 1}, []string{
+			"0:Store", "0:CLWB", "0:SFence(0)", "0:Store", "0:CLWB", "0:SFence(0)",
+			"1:Store", "1:CLWB", "1:SFence(0)", "1:Store", "1:CLWB", "1:SFence(0)"}},
+		{coro.Config{Mode: coro.Unordered, Window: 1}, []string{
+			"0:Store", "0:CLWB", "0:Store", "0:CLWB", "1:Store", "1:CLWB", "1:Store", "1:CLWB"}},
+		{coro.Config{Mode: coro.COSPlay, Window: 2}, []string{
+			"0:SetCtx(0)", "0:Store", "0:CLWB", fmt.Sprintf("0:Yield(%d)", sw),
+			"1:SetCtx(1)", "1:Store", "1:CLWB", fmt.Sprintf("1:Yield(%d)", sw),
+			"0:SetCtx(0)", "0:CFence(0)", "0:Store", "0:CLWB", fmt.Sprintf("0:Yield(%d)", sw),
+			"1:SetCtx(1)", "1:CFence(1)", "1:Store", "1:CLWB", fmt.Sprintf("1:Yield(%d)", sw),
+			"0:SetCtx(0)", "0:CFence(0)", fmt.Sprintf("0:Yield(%d)", sw),
+			"1:SetCtx(1)", "1:CFence(1)"}},
+		{coro.Config{Mode: coro.FreeSwitch, Window: 2, SwitchCycles: 99}, []string{
+			"0:SetCtx(0)", "0:Store", "0:CLWB", "0:Yield(0)",
+			"1:SetCtx(1)", "1:Store", "1:CLWB", "1:Yield(0)",
+			"0:SetCtx(0)", "0:CFence(0)", "0:Store", "0:CLWB", "0:Yield(0)",
+			"1:SetCtx(1)", "1:CFence(1)", "1:Store", "1:CLWB", "1:Yield(0)",
+			"0:SetCtx(0)", "0:CFence(0)", "0:Yield(0)",
+			"1:SetCtx(1)", "1:CFence(1)"}},
+		{coro.Config{Mode: coro.SBatch, Window: 2, SwitchCycles: 5}, []string{
+			"0:Store", "0:CLWB", "0:Yield(5)",
+			"1:Store", "1:CLWB", "1:Yield(5)",
+			"0:SFence(0)", "0:Store", "0:CLWB", "0:Yield(5)",
+			"1:Store", "1:CLWB", "1:Yield(5)",
+			"0:SFence(0)", "0:Yield(5)"}},
+		{coro.Config{Mode: coro.StrandWeaver}, []string{
+			"0:Store", "0:CLWB", "0:PersistBarrier(0)", "0:NewStrand(1)", "0:Store", "0:CLWB", "0:PersistBarrier(0)", "0:JoinStrand(0)",
+			"1:Store", "1:CLWB", "1:PersistBarrier(0)", "1:NewStrand(2)", "1:Store", "1:CLWB", "1:PersistBarrier(0)", "1:JoinStrand(0)"}},
+	} {
+		t.Run(tc.cfg.Name(), func(t *testing.T) {
+			res, got := runMode(t, tc.cfg, 2)
+			require.Equal(t, tc.want, got)
+			var clwb, fences uint64
+			for _, v := range got {
+				switch {
+				case strings.HasSuffix(v, ":CLWB"):
+					clwb++
+				case strings.Contains(v, "Fence(") || strings.Contains(v, "Barrier(") || strings.Contains(v, "JoinStrand("):
+					fences++
+				}
+			}
+			require.Equal(t, clwb, res.CLWBs)
+			require.Equal(t, fences, res.Fences)
+			require.Equal(t, uint64(len(got)), res.Verbs)
+		})
+	}
+}
+
+// TestSBatchOneFencePerRound: with a full window, SBatch issues one SFence
+// per round of ordering points, COSPlay one CFence per ordering point.
+func TestSBatchOneFencePerRound(t *testing.T) {
+	for _, tc := range []struct {
+		mode       coro.Mode
+		window     int
+		wantFences uint64
+	}{
+		{coro.SBatch, 4, 2 * 8 / 4},
+		{coro.SBatch, 8, 2},
+		{coro.SBatch, 1, 2 * 8},
+		{coro.COSPlay, 4, 2 * 8},
+		{coro.Baseline, 1, 2 * 8},
+	} {
+		t.Run(fmt.Sprintf("%s/%d", tc.mode, tc.window), func(t *testing.T) {
+			res, _ := runMode(t, coro.Config{Mode: tc.mode, Window: tc.window}, 8)
+			require.Equal(t, tc.wantFences, res.Fences)
+		})
+	}
+}
+
+// TestWindowSpawn: tasks are spawned in order into the context whose task
+// ended, and each task's latency is recorded.
+func TestWindowSpawn(t *testing.T) {
+	m, err := pm.NewMachine(functional.New(pm.GPULimits{}))
+	require.NoError(t, err)
+	var trace []string
+	task := func(c *coro.Ctx) {
+		for step := range 1 + c.ID()%3 {
+			trace = append(trace, fmt.Sprintf("t%d@c%d.%d", c.ID(), c.Context(), step))
+			c.Work(1)
+			c.Yield()
+		}
+	}
+	tasks := []coro.Task{task, task, task, task, task}
+	res, err := coro.Run(m, tasks, coro.WithConfig(coro.Config{Mode: coro.COSPlay, Window: 2}))
+	require.NoError(t, err)
+	require.Equal(t, []string{
+		// t0 ends at its next turn; t2 is spawned into its context when the
+		// scheduler comes back to it.
+		"t0@c0.0", "t1@c1.0", "t1@c1.1", "t2@c0.0", "t2@c0.1", "t3@c1.0",
+		"t2@c0.2", "t4@c1.0", "t4@c1.1"}, trace)
+	require.Equal(t, "verbs", res.Clock)
+	require.Len(t, res.Latency, len(tasks))
+	for i, l := range res.Latency {
+		require.Less(t, l.Start, l.End, "task %d", i)
+	}
+	require.Less(t, res.Latency[0].Duration(), res.Latency[2].Duration())
+}
+
+// TestTryLockContention: tasks of a window contend for one lock; the loser
+// yields (COSPlay §4.4) and the count comes out right.
+func TestTryLockContention(t *testing.T) {
+	m, err := pm.NewMachine(functional.New(pm.GPULimits{}))
+	require.NoError(t, err)
+	lock, err := m.Alloc(pm.HostMem, 16)
+	require.NoError(t, err)
+	counter := lock.Add(8)
+	task := func(c *coro.Ctx) {
+		c.Lock(lock)
+		v := c.Load64(counter)
+		c.Yield() // hold the lock across a switch
+		c.Store64(counter, v+1)
+		c.Unlock(lock)
+	}
+	tasks := make([]coro.Task, 12)
+	for i := range tasks {
+		tasks[i] = task
+	}
+	res, err := coro.Run(m, tasks, coro.WithConfig(coro.Config{Mode: coro.COSPlay, Window: 4}))
+	require.NoError(t, err)
+	v, err := m.Memory().Load(counter, 8)
+	require.NoError(t, err)
+	require.Equal(t, uint64(len(tasks)), v)
+	require.Greater(t, res.Yields, uint64(len(tasks)), "contended locks yield")
+}
+
+// TestDeterministic: the same run twice gives the same verbs, counts and
+// latencies.
+func TestDeterministic(t *testing.T) {
+	for _, mode := range coro.Modes() {
+		cfg := coro.Config{Mode: mode, Window: 3}
+		if mode == coro.StrandWeaver {
+			cfg.Window = 1
+		}
+		t.Run(mode.String(), func(t *testing.T) {
+			r1, v1 := runMode(t, cfg, 7)
+			r2, v2 := runMode(t, cfg, 7)
+			require.Equal(t, v1, v2)
+			require.Equal(t, r1, r2)
+		})
+	}
+}
+
+func TestConfigErrors(t *testing.T) {
+	m, err := pm.NewMachine(functional.New(pm.GPULimits{}))
+	require.NoError(t, err)
+	nop := []coro.Task{func(*coro.Ctx) {}}
+	for _, tc := range []struct {
+		name string
+		cfg  coro.Config
+		msg  string
+	}{
+		{"mode", coro.Config{Mode: 42}, "mode(42)"},
+		{"window", coro.Config{Window: -1}, "window -1"},
+		{"strands-window", coro.Config{Mode: coro.StrandWeaver, Window: 2}, "one task at a time"},
+		{"strand-shape", coro.Config{Mode: coro.StrandWeaver, StrandDepth: -4}, "strand buffer"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			_, err := coro.Run(m, nop, coro.WithConfig(tc.cfg))
+			require.ErrorIs(t, err, coro.ErrBadArg)
+			require.Contains(t, err.Error(), tc.msg)
+		})
+	}
+	for _, m := range coro.Modes() {
+		got, err := coro.ParseMode(strings.ToUpper(m.String()))
+		require.NoError(t, err)
+		require.Equal(t, m, got)
+	}
+	_, err = coro.ParseMode("fast")
+	require.ErrorIs(t, err, coro.ErrBadArg)
+}
+
+// BenchmarkSwitch measures a task switch: a window of 8 tasks that only
+// yield, so each Yield hands the core to the next context.
+func BenchmarkSwitch(b *testing.B) {
+	m, err := pm.NewMachine(functional.New(pm.GPULimits{}))
+	require.NoError(b, err)
+	const window = 8
+	per := max(b.N/window, 1)
+	tasks := make([]coro.Task, window)
+	for i := range tasks {
+		tasks[i] = func(c *coro.Ctx) {
+			for range per {
+				c.Yield()
+			}
+		}
+	}
+	b.ResetTimer()
+	res, err := coro.Run(m, tasks, coro.WithConfig(coro.Config{Mode: coro.COSPlay, Window: window}), coro.WithIdleRounds(1<<30))
+	b.StopTimer()
+	require.NoError(b, err)
+	b.ReportMetric(float64(b.Elapsed().Nanoseconds())/float64(res.Yields), "ns/switch")
+}
+
+// Two tasks of a COSPlay window of 2: each ordering point hands the core to
+// the other context, and the task resumes with SetCtx and CFence of its
+// own context.
+func ExampleRun_window() {
+	rec := record.New(functional.New(pm.GPULimits{}), false)
+	m, _ := pm.NewMachine(rec)
+	r, _ := m.CreateRegion("r", 256)
+	task := func(c *coro.Ctx) {
+		a := r.Base.Add(uint64(64 * c.ID()))
+		c.Store64(a, 1) // the log
+		c.CLWB(a)
+		c.Fence()
+		c.Store64(a.Add(8), 2) // the update
+		c.CLWB(a)
+		c.Fence()
+	}
+	res, _ := coro.Run(m, []coro.Task{task, task}, coro.WithConfig(coro.Config{Mode: coro.COSPlay, Window: 2}))
+	for _, e := range rec.Events() {
+		fmt.Printf("task %d %v\n", e.Agent.ID, &e.Op)
+	}
+	fmt.Println(res.Switches, "switches,", res.Fences, "fences")
+	// Output:
+	// task 0 SetCtx(0)
+	// task 0 Store 8@0x1:0
+	// task 0 CLWB 0x1:0
+	// task 0 Yield
+	// task 1 SetCtx(1)
+	// task 1 Store 8@0x1:40
+	// task 1 CLWB 0x1:40
+	// task 1 Yield
+	// task 0 SetCtx(0)
+	// task 0 CFence(0)
+	// task 0 Store 8@0x1:8
+	// task 0 CLWB 0x1:0
+	// task 0 Yield
+	// task 1 SetCtx(1)
+	// task 1 CFence(1)
+	// task 1 Store 8@0x1:48
+	// task 1 CLWB 0x1:40
+	// task 1 Yield
+	// task 0 SetCtx(0)
+	// task 0 CFence(0)
+	// task 0 Yield
+	// task 1 SetCtx(1)
+	// task 1 CFence(1)
+	// 5 switches, 4 fences
+}
+
+// BenchmarkPullFloor is what BenchmarkSwitch cannot go below: a bare
+// iter.Pull resume and yield, the two runtime coroutine switches a task
+// switch through the scheduler makes.
+func BenchmarkPullFloor(b *testing.B) {
+	const window = 8
+	nexts := make([]func() (struct{}, bool), window)
+	for i := range nexts {
+		next, stop := iter.Pull(func(yield func(struct{}) bool) {
+			for yield(struct{}{}) {
+			}
+		})
+		defer stop()
+		nexts[i] = next
+	}
+	b.ResetTimer()
+	for i := range b.N {
+		nexts[i%window]()
+	}
+	b.ReportMetric(float64(b.Elapsed().Nanoseconds())/float64(b.N), "ns/switch")
 }

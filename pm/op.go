@@ -57,11 +57,16 @@ const (
 	OpSFence                     // CPU store fence: earlier CLWBs complete first
 	OpSetCtx                     // Value: select the persist context for later stores (COSPlay)
 	OpCFence                     // Value: order the persists of one context (COSPlay)
-	OpYield                      // a CPU task yields its core
+	OpYield                      // Value: a CPU task yields its core; Value is the switch's cost in cycles
 	OpSyncWarp                   // a warp execution barrier (arrival): the lanes reconverge
 	OpL2WB                       // write back every dirty PM line of the GPU's L2 (the re-study)
 	OpPCommit                    // drain the memory controllers' write-pending queues to PM (the re-study)
 	OpMemBar                     // wait until the thread's earlier memory operations are acknowledged (the re-study's membar)
+
+	// StrandWeaver's strand persistency, for CPU tasks.
+	OpNewStrand      // Value: later persists of the task belong to a new strand, numbered Value per core
+	OpPersistBarrier // order the current strand's earlier persists before its later ones
+	OpJoinStrand     // order every strand's earlier persists before all later ones, and wait for them
 	numOpKinds
 )
 
@@ -72,6 +77,7 @@ var opNames = [...]string{
 	OpWork: "Work", OpCLWB: "CLWB", OpSFence: "SFence", OpSetCtx: "SetCtx",
 	OpCFence: "CFence", OpYield: "Yield", OpSyncWarp: "SyncWarp",
 	OpL2WB: "L2WB", OpPCommit: "PCommit", OpMemBar: "MemBar",
+	OpNewStrand: "NewStrand", OpPersistBarrier: "PersistBarrier", OpJoinStrand: "JoinStrand",
 }
 
 // String returns the verb's API name ("OFence", "PRel", ...).
@@ -120,7 +126,7 @@ func (o *Op) String() string {
 		return fmt.Sprintf("PAcq.%s %v->%d", o.Scope, o.Addr, o.Old)
 	case OpFence, OpPBarrier:
 		return fmt.Sprintf("%s.%s", o.Kind, o.Scope)
-	case OpWork, OpSetCtx, OpCFence:
+	case OpWork, OpSetCtx, OpCFence, OpNewStrand:
 		return fmt.Sprintf("%s(%d)", o.Kind, o.Value)
 	case OpCLWB:
 		return fmt.Sprintf("CLWB %v", o.Addr)

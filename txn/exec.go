@@ -68,9 +68,13 @@ const CPULine = 64
 
 // CPUExec is the Exec of a coroutine task. It remembers the cache lines the
 // task stored to since its last fence; Order and Durable write each back
-// with CLWB and then issue SFence (x86 persistency: the CLWBed stores persist
-// before the task's later stores). Make one per task with CPU and use it
-// only inside that task.
+// with CLWB and then reach the task's ordering point (coro.Ctx.Fence),
+// which the run's mode turns into an SFence (x86 persistency: the CLWBed
+// stores persist before the task's later stores), a switch and a CFence of
+// the task's context (COSPlay), a batched SFence (SBatch), a
+// PersistBarrier (StrandWeaver) or nothing (Unordered). Join, which a
+// transaction's commit uses, is the ordering point across StrandWeaver's
+// strands. Make one per task with CPU and use it only inside that task.
 type CPUExec struct {
 	c     *coro.Ctx
 	dirty []pm.Addr
@@ -123,17 +127,37 @@ func (e *CPUExec) StoreBytes(a pm.Addr, data []byte) { e.c.StoreBytes(a, data); 
 // CAS64 is the task's compare-and-swap.
 func (e *CPUExec) CAS64(a pm.Addr, old, nv uint64) uint64 { return e.c.CAS64(a, old, nv) }
 
-// Order writes back the dirty lines (CLWB) and fences (SFence).
-func (e *CPUExec) Order() {
+// Dirty returns the cache lines stored to since the last write-back, in
+// the order first stored to (valid until the task's next verb).
+func (e *CPUExec) Dirty() []pm.Addr { return e.dirty }
+
+// Flush writes back the lines stored to since the last ordering point
+// (CLWB), without ordering them.
+func (e *CPUExec) Flush() {
 	for _, l := range e.dirty {
 		e.c.CLWB(l)
 	}
 	e.dirty = e.dirty[:0]
-	e.c.SFence()
 }
 
-// Durable is Order: on x86 an SFence after CLWB waits for the write-backs.
+// Order writes back the dirty lines (CLWB) and reaches the task's ordering
+// point (coro.Ctx.Fence).
+func (e *CPUExec) Order() {
+	e.Flush()
+	e.c.Fence()
+}
+
+// Durable is Order: on x86 an SFence (or a CFence) after CLWB waits for the
+// write-backs. Under StrandWeaver it orders the current strand only; the
+// task's closing JoinStrand makes it durable.
 func (e *CPUExec) Durable() { e.Order() }
+
+// Join writes back the dirty lines and orders every earlier persist of the
+// task, whatever its strand, before the later ones (coro.Ctx.Join).
+func (e *CPUExec) Join() {
+	e.Flush()
+	e.c.Join()
+}
 
 // Pause yields the core.
 func (e *CPUExec) Pause() { e.c.Yield() }
@@ -237,6 +261,19 @@ func (h *HostExec) Pause() {}
 
 // Who returns id 0, block 0, lane 0.
 func (h *HostExec) Who() Who { return Who{WarpSize: 32} }
+
+// joiner is an Exec whose Order may be narrower than all of its earlier
+// persists (a CPU task under StrandWeaver orders one strand).
+type joiner interface{ Join() }
+
+// join orders all of x's earlier persists before its later ones.
+func join(x Exec) {
+	if j, ok := x.(joiner); ok {
+		j.Join()
+		return
+	}
+	x.Order()
+}
 
 // execErr returns the error a host Exec has kept, if x is one.
 func execErr(x Exec) error {

@@ -177,7 +177,7 @@ func (tx *Tx) Commit() error {
 		return nil
 	}
 	tx.spans = nil
-	tx.x.Order()
+	join(tx.x)
 	if tx.est != nil {
 		if err := tx.est.Complete(tx.x, tx.lane, tx.epoch); err != nil {
 			return err
@@ -223,7 +223,7 @@ func rollback(x Exec, log Log, part int, est *EST, done uint64) (int, error) {
 	if err := execErr(x); err != nil {
 		return n, err
 	}
-	x.Order()
+	join(x)
 	return n, log.Clear(x, part)
 }
 

@@ -2,6 +2,7 @@ package workloads_test
 
 import (
 	"errors"
+	"strings"
 	"testing"
 
 	"github.com/stretchr/testify/require"
@@ -25,6 +26,9 @@ func TestRefinement(t *testing.T) {
 	artifact := []string{"persist.buffer_window_only=true", "persist.ack_at_queue=true", "pcie.full_duplex=true", "persist.epoch_own_acks=true"}
 	plain := []string{"persist.buffer_window_only=false", "persist.ack_at_queue=false", "pcie.full_duplex=false", "persist.epoch_own_acks=false"}
 	for _, nw := range workloads.Names() {
+		if strings.HasPrefix(nw[0], "cosplay-") {
+			continue // CPU runs: the refiner checks GPU launches only, and hwmodel does not time CPU tasks yet
+		}
 		for _, p := range []struct {
 			name, preset string
 			set          []string

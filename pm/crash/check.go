@@ -340,7 +340,7 @@ func (g *Graph) why(a, x int) string {
 				if e.Agent == ea.Agent && e.Op.Kind == pm.OpCLWB && e.Op.Addr&^(lineSize-1) == line {
 					flushed = true
 				}
-				if e.Agent == ea.Agent && (e.Op.Kind == pm.OpSFence || e.Op.Kind == pm.OpCFence) && !flushed {
+				if e.Agent == ea.Agent && cpuFence(e.Op.Kind) && !flushed {
 					return fmt.Sprintf("its line %v was not written back (no CLWB) before the %s at %s", line, e.Op.Kind, site(e))
 				}
 			}
@@ -394,7 +394,16 @@ func (g *Graph) why(a, x int) string {
 
 func isOrdering(k pm.OpKind) bool {
 	switch k {
-	case pm.OpOFence, pm.OpDFence, pm.OpPRel, pm.OpPAcq, pm.OpPBarrier, pm.OpEpochBarrier, pm.OpSFence, pm.OpCFence:
+	case pm.OpOFence, pm.OpDFence, pm.OpPRel, pm.OpPAcq, pm.OpPBarrier, pm.OpEpochBarrier:
+		return true
+	}
+	return cpuFence(k)
+}
+
+// cpuFence reports whether k is a CPU task's persist fence.
+func cpuFence(k pm.OpKind) bool {
+	switch k {
+	case pm.OpSFence, pm.OpCFence, pm.OpPersistBarrier, pm.OpJoinStrand:
 		return true
 	}
 	return false
@@ -418,7 +427,7 @@ type Mutant struct {
 	Kind  pm.OpKind // the verb at the site
 	From  pm.Scope
 	To    pm.Scope // narrower scope; ignored when Drop
-	Drop  bool     // remove the verb (OFence)
+	Drop  bool     // remove the verb (an OFence, a CPU fence or CLWB)
 	Valid bool
 }
 
@@ -446,8 +455,9 @@ func (m Mutant) Apply(events []record.Event) []record.Event {
 }
 
 // Mutants lists, for every call site of a scoped verb (PRel, PAcq,
-// PBarrier) each narrower scope, and for every OFence site its removal, in
-// order of first appearance.
+// PBarrier) each narrower scope, and for every site of an OFence or of a
+// CPU task's fence or CLWB (SFence, CFence, PersistBarrier, JoinStrand,
+// CLWB) its removal, in order of first appearance.
 func Mutants(events []record.Event) []Mutant {
 	var out []Mutant
 	seen := map[string]bool{}
@@ -469,7 +479,7 @@ func Mutants(events []record.Event) []Mutant {
 				}
 				out = append(out, Mutant{Site: e.Site, Kind: e.Op.Kind, From: e.Op.Scope, To: s})
 			}
-		case pm.OpOFence:
+		case pm.OpOFence, pm.OpSFence, pm.OpCFence, pm.OpPersistBarrier, pm.OpJoinStrand, pm.OpCLWB:
 			seen[key] = true
 			out = append(out, Mutant{Site: e.Site, Kind: e.Op.Kind, Drop: true})
 		}

@@ -163,6 +163,12 @@ func Build(events []record.Event, m Model) *Graph {
 
 func (b *builder) agent(a *pm.Agent) *agentState {
 	k := agentKey{a.Kind, a.ID}
+	if b.cpu(a) {
+		// The coroutine tasks of one core share its fences, its context
+		// register and its contexts' trackers: an SFence orders every
+		// written-back persist of the core (SBatch relies on it).
+		k.id = a.Unit
+	}
 	s := b.agents[k]
 	if s == nil {
 		s = &agentState{unflushed: map[pm.Addr][]cpuPersist{}, ctxs: map[uint64]*ctxState{}, arrival: -1}
@@ -386,7 +392,8 @@ func (b *builder) cpuCtx(s *agentState, id uint64) *ctxState {
 	return c
 }
 
-// cpuVerb handles CLWB, SFence, SetCtx and CFence for a CPU task.
+// cpuVerb handles CLWB, SFence, SetCtx, CFence and the strand verbs for a
+// CPU task.
 func (b *builder) cpuVerb(i int, ev *record.Event, s *agentState) {
 	op := &ev.Op
 	switch op.Kind {
@@ -396,7 +403,7 @@ func (b *builder) cpuVerb(i int, ev *record.Event, s *agentState) {
 			u.ctx.flushed = append(u.ctx.flushed, u.node)
 		}
 		delete(s.unflushed, line)
-	case pm.OpSFence, pm.OpDFence, pm.OpEpochBarrier:
+	case pm.OpSFence, pm.OpDFence, pm.OpEpochBarrier, pm.OpJoinStrand:
 		// Orders every context's written-back persists.
 		ctxs := []*ctxState{&s.ctxState}
 		for _, k := range sortedKeys(s.ctxs) {
@@ -412,11 +419,24 @@ func (b *builder) cpuVerb(i int, ev *record.Event, s *agentState) {
 		}
 	case pm.OpSetCtx:
 		s.ctx = op.Value
+	case pm.OpNewStrand:
+		// A strand orders like a context of its own (StrandWeaver).
+		s.ctx = strandCtx | op.Value
 	case pm.OpCFence:
-		c := b.cpuCtx(s, op.Value)
-		f := b.add(Node{Kind: NOrder, Event: i, Preds: append(append([]int32(nil), c.after...), c.flushed...), Durable: true})
-		c.after, c.flushed = []int32{f}, nil
+		b.ctxFence(i, b.cpuCtx(s, op.Value), true)
+	case pm.OpPersistBarrier:
+		b.ctxFence(i, b.cpuCtx(s, s.ctx), false)
 	}
+}
+
+// strandCtx sets the persist context ids of StrandWeaver's strands apart
+// from COSPlay's SetCtx ids.
+const strandCtx = 1 << 63
+
+// ctxFence orders context c's written-back persists before its later ones.
+func (b *builder) ctxFence(i int, c *ctxState, durable bool) {
+	f := b.add(Node{Kind: NOrder, Event: i, Preds: append(append([]int32(nil), c.after...), c.flushed...), Durable: durable})
+	c.after, c.flushed = []int32{f}, nil
 }
 
 func sortedKeys(m map[uint64]*ctxState) []uint64 { return slices.Sorted(maps.Keys(m)) }

@@ -526,14 +526,16 @@ func (b *Backend) Begin(pm.Launch) error {
 }
 
 func (b *Backend) state(a *pm.Agent) *agentState {
-	s := &b.gpu
+	s, i := &b.gpu, a.ID
 	if a.Kind == pm.CPUTask {
-		s = &b.cpu2
+		// The coroutine tasks of a core share its fences: an SFence (or
+		// CFence) orders every earlier persist of the core.
+		s, i = &b.cpu2, a.Unit
 	}
-	if a.ID >= len(*s) {
-		*s = append(*s, make([]agentState, a.ID+1-len(*s))...)
+	if i >= len(*s) {
+		*s = append(*s, make([]agentState, i+1-len(*s))...)
 	}
-	return &(*s)[a.ID]
+	return &(*s)[i]
 }
 
 // cur is the lowest epoch s's next persist may take.
@@ -605,7 +607,7 @@ func (b *Backend) Op(a *pm.Agent, op *pm.Op) {
 			s := b.state(a)
 			s.ep = max(b.cur(s), r+1)
 		}
-	case pm.OpOFence, pm.OpPBarrier, pm.OpDFence, pm.OpEpochBarrier, pm.OpSFence, pm.OpCFence, pm.OpMemBar:
+	case pm.OpOFence, pm.OpPBarrier, pm.OpDFence, pm.OpEpochBarrier, pm.OpSFence, pm.OpCFence, pm.OpMemBar, pm.OpPersistBarrier, pm.OpJoinStrand:
 		b.order(b.state(a))
 	}
 	if len(b.log) >= b.opts.MaxPending {

@@ -199,7 +199,7 @@ func (m Model) Verb(k pm.OpKind, s pm.Scope) Effect {
 		return m.restudyLegacy(k, s)
 	case Strict:
 		switch k {
-		case pm.OpDFence, pm.OpEpochBarrier, pm.OpSFence, pm.OpCFence:
+		case pm.OpDFence, pm.OpEpochBarrier, pm.OpSFence, pm.OpCFence, pm.OpJoinStrand:
 			return Orders | Durable
 		case pm.OpPRel:
 			return Orders | Releases
@@ -210,16 +210,16 @@ func (m Model) Verb(k pm.OpKind, s pm.Scope) Effect {
 				return Orders
 			}
 			return Orders | Joins
-		case pm.OpOFence:
+		case pm.OpOFence, pm.OpPersistBarrier:
 			return Orders
 		}
 		return 0
 	}
 	epoch := m == Epoch || m == GPM
 	switch k {
-	case pm.OpOFence:
+	case pm.OpOFence, pm.OpPersistBarrier:
 		return Orders
-	case pm.OpDFence, pm.OpEpochBarrier, pm.OpSFence, pm.OpCFence:
+	case pm.OpDFence, pm.OpEpochBarrier, pm.OpSFence, pm.OpCFence, pm.OpJoinStrand:
 		return Orders | Durable
 	case pm.OpPRel:
 		if m == SBRP {

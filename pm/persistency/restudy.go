@@ -63,14 +63,15 @@ func (m Model) restudyVerb(k pm.OpKind) Effect {
 
 // restudyLegacy maps the other verbs onto the write-back machine. The
 // persistency verbs of the other models (OFence, DFence, PRel, PAcq,
-// PBarrier, EpochBarrier, SFence, CFence) act as under Epoch, after writing
-// back and committing the thread's own persists, so a program written for
-// another model stays crash-consistent; block and warp barriers order what
-// is already durable-ordered but write nothing back.
+// PBarrier, EpochBarrier, SFence, CFence, PersistBarrier, JoinStrand) act
+// as under Epoch, after writing back and committing the thread's own
+// persists, so a program written for another model stays crash-consistent;
+// block and warp barriers order what is already durable-ordered but write
+// nothing back.
 func (m Model) restudyLegacy(k pm.OpKind, s pm.Scope) Effect {
 	const full = Orders | Durable | WritesBack | Commits
 	switch k {
-	case pm.OpOFence, pm.OpDFence, pm.OpEpochBarrier, pm.OpSFence, pm.OpCFence:
+	case pm.OpOFence, pm.OpDFence, pm.OpEpochBarrier, pm.OpSFence, pm.OpCFence, pm.OpPersistBarrier, pm.OpJoinStrand:
 		return full
 	case pm.OpPRel:
 		return full | Releases

@@ -1,0 +1,376 @@
+package workloads
+
+import (
+	"fmt"
+	"math/rand/v2"
+
+	"github.com/scopedpm/scopedpm/coro"
+	"github.com/scopedpm/scopedpm/pm"
+	"github.com/scopedpm/scopedpm/pm/crash"
+	"github.com/scopedpm/scopedpm/pm/functional"
+	"github.com/scopedpm/scopedpm/txn"
+)
+
+// The COSPlay workloads (COSPlay Table 3) are CPU task workloads: every
+// task is an undo-logged transaction (package txn, on a conventional log
+// with one partition per window context) under try-locks that yield when
+// taken, run by package coro under a configuration (Baseline, COSPlay,
+// SBatch, StrandWeaver, ...) that decides how the log is ordered before
+// the updates. The task code is the same under every configuration.
+
+func init() {
+	for _, app := range cpuApps {
+		register("cosplay-"+app.name, "COSPlay Table 3 "+app.desc+", undo-logged tasks in a COSPlay window",
+			func(s Size) crash.Workload { return mustWorkload(NewCPU(app.name, cpuShape(s), NoBug)) })
+	}
+	for _, app := range []string{"sps", "pc", "tatp", "tpcc", "cq4"} {
+		register("cosplay-"+app+"-nofence", "cosplay-"+app+" without the ordering point (CFence) between each undo-log insert and the update: a persistency bug",
+			func(s Size) crash.Workload { return mustWorkload(NewCPU(app, cpuShape(s), BugNoLogFence)) })
+		register("cosplay-"+app+"-noclwb", "cosplay-"+app+" without the CLWB of each undo-log insert's tail before its ordering point: a persistency bug",
+			func(s Size) crash.Workload { return mustWorkload(NewCPU(app, cpuShape(s), BugNoLogFlush)) })
+	}
+}
+
+// CPUBug seeds a persistency bug into a COSPlay workload's log inserts.
+type CPUBug uint8
+
+// The seeded bugs.
+const (
+	NoBug CPUBug = iota
+	// BugNoLogFence drops the ordering point (CFence under COSPlay,
+	// SFence under Baseline) between an undo-log insert's new tail and the
+	// task's later persists: the log may persist after the update it
+	// covers.
+	BugNoLogFence
+	// BugNoLogFlush keeps that ordering point but drops the CLWB of the
+	// log's tail before it: the fence orders nothing of it, and the tail
+	// is written back only with the update.
+	BugNoLogFlush
+)
+
+var bugNames = [...]string{"", "nofence", "noclwb"}
+
+// CPUShape sizes a COSPlay workload run.
+type CPUShape struct {
+	Tasks  int
+	Config coro.Config
+	// Seed drives each task's choices: task i draws from a generator
+	// seeded with (Seed, i), so a task does the same under every
+	// configuration.
+	Seed uint64
+	// Scale multiplies the workload's table sizes (1 at Tiny).
+	Scale int
+}
+
+// cpuShape is the registered shape at each size: a COSPlay window.
+func cpuShape(s Size) CPUShape {
+	switch s {
+	case Tiny:
+		return CPUShape{Tasks: 12, Config: coro.Config{Mode: coro.COSPlay, Window: 4}, Seed: 1, Scale: 1}
+	case Quick:
+		return CPUShape{Tasks: 256, Config: coro.Config{Mode: coro.COSPlay, Window: 8}, Seed: 1, Scale: 8}
+	}
+	return CPUShape{Tasks: 10000, Config: coro.Config{Mode: coro.COSPlay, Window: 8}, Seed: 1, Scale: 64}
+}
+
+// cpuApp is one benchmark of COSPlay Table 3.
+type cpuApp struct {
+	name, desc string
+	// make returns the benchmark's state for a shape.
+	make func(sh CPUShape) cpuBench
+}
+
+// cpuBench is a benchmark's layout and code.
+type cpuBench interface {
+	// size is the bytes of its PM data region; locks its try-locks.
+	size() uint64
+	locks() int
+	// fill returns the data region's initial contents (len size()).
+	fill(seed uint64) []byte
+	// task runs one task: it takes its locks, logs and updates through
+	// t.tx, commits and unlocks.
+	task(t *cpuTask) error
+	// check verifies the data region's invariant.
+	check(m *pm.Machine, data pm.Addr, seed uint64) error
+}
+
+// Region names of the COSPlay workloads.
+const (
+	cpuData = "cosplay-data"
+	cpuLog  = "cosplay-log"
+	// cpuLogCap is the log stream bytes of one window context: enough for
+	// TPC-C's dozen entries.
+	cpuLogCap = 2048
+)
+
+// CPUWorkload is a COSPlay benchmark as a crash-checkable workload.
+type CPUWorkload struct {
+	app   cpuApp
+	bench cpuBench
+	sh    CPUShape
+	bug   CPUBug
+	last  coro.Result
+}
+
+// NewCPU returns the COSPlay benchmark called app ("sps", "pc", "tatp",
+// "tpcc", "cq4", "cq16", "cq64") with shape sh and the seeded bug.
+func NewCPU(app string, sh CPUShape, bug CPUBug) (*CPUWorkload, error) {
+	switch {
+	case sh.Tasks < 1 || sh.Scale < 1:
+		return nil, fmt.Errorf("%w: %d tasks at scale %d", ErrConfig, sh.Tasks, sh.Scale)
+	case int(bug) >= len(bugNames):
+		return nil, fmt.Errorf("%w: bug %d", ErrConfig, bug)
+	}
+	if err := sh.Config.Validate(); err != nil {
+		return nil, fmt.Errorf("%w: %w", ErrConfig, err)
+	}
+	for _, a := range cpuApps {
+		if a.name == app {
+			return &CPUWorkload{app: a, bench: a.make(sh), sh: sh, bug: bug}, nil
+		}
+	}
+	return nil, fmt.Errorf("%w: COSPlay benchmark %q", ErrUnknown, app)
+}
+
+// Name returns "cosplay-sps(cosplay(w=4))", with the bug if seeded.
+func (w *CPUWorkload) Name() string {
+	n := fmt.Sprintf("cosplay-%s(%s)", w.app.name, w.sh.Config.Name())
+	if w.bug != NoBug {
+		n += "/" + bugNames[w.bug]
+	}
+	return n
+}
+
+// contexts is the number of log partitions: one per window context.
+func (w *CPUWorkload) contexts() int {
+	if w.sh.Config.Window == 0 {
+		return w.sh.Tasks
+	}
+	return w.sh.Config.Window
+}
+
+// Setup creates the data region with its seeded contents and an empty log.
+func (w *CPUWorkload) Setup(m *pm.Machine) error {
+	rg, err := m.CreateRegion(cpuData, w.bench.size())
+	if err != nil {
+		return err
+	}
+	if err := m.CopyIn(rg.Base, w.bench.fill(w.sh.Seed)); err != nil {
+		return err
+	}
+	l, err := txn.CreateConv(m, cpuLog, w.contexts(), cpuLogCap)
+	if err != nil {
+		return err
+	}
+	return l.Close(m)
+}
+
+// cpuTask is what a benchmark's task code works with.
+type cpuTask struct {
+	c     *coro.Ctx
+	tx    *txn.Tx
+	rng   *rand.Rand
+	data  pm.Addr
+	locks pm.Addr
+	seed  uint64 // the workload's seed, which its tables derive from
+}
+
+// lock takes try-lock i, yielding while another task holds it.
+func (t *cpuTask) lock(i int) { t.c.Lock(t.locks.Add(uint64(8 * i))) }
+
+// unlock releases try-lock i.
+func (t *cpuTask) unlock(i int) { t.c.Unlock(t.locks.Add(uint64(8 * i))) }
+
+// commit commits the task's transaction, durably, and then releases its
+// locks, last taken first.
+func (t *cpuTask) commit(locks ...int) error {
+	if err := t.tx.Commit(); err != nil {
+		return err
+	}
+	for k := len(locks) - 1; k >= 0; k-- {
+		t.unlock(locks[k])
+	}
+	return nil
+}
+
+// openCPU finds the data region and opens the log (whose volatile locks the
+// caller closes).
+func openCPU(m *pm.Machine) (pm.Range, *txn.ConvLog, error) {
+	rg, err := m.OpenRegion(cpuData)
+	if err != nil {
+		return pm.Range{}, nil, err
+	}
+	log, err := txn.OpenConv(m, cpuLog)
+	return rg, log, err
+}
+
+// Run runs the tasks under the shape's configuration.
+func (w *CPUWorkload) Run(m *pm.Machine) error {
+	rg, log, err := openCPU(m)
+	if err != nil {
+		return err
+	}
+	locks, err := m.Alloc(pm.HostMem, uint64(8*max(w.bench.locks(), 1)))
+	if err != nil {
+		return err
+	}
+	tasks := make([]coro.Task, w.sh.Tasks)
+	for i := range tasks {
+		tasks[i] = func(c *coro.Ctx) {
+			var x txn.Exec = txn.CPU(c)
+			if w.bug != NoBug {
+				x = &bugExec{CPUExec: txn.CPU(c), c: c, bug: w.bug, tails: w.tails(log.Region())}
+			}
+			tx, err := txn.Begin(x, log, c.Context())
+			if err == nil {
+				err = w.bench.task(&cpuTask{c: c, tx: tx, rng: taskRNG(w.sh.Seed, c.ID()), data: rg.Base, locks: locks, seed: w.sh.Seed})
+			}
+			if err != nil {
+				panic(fmt.Errorf("%s task %d: %w", w.app.name, c.ID(), err))
+			}
+		}
+	}
+	w.last, err = coro.Run(m, tasks, coro.WithConfig(w.sh.Config), coro.WithName(w.Name()))
+	if err != nil {
+		return err
+	}
+	if err := m.Free(locks); err != nil {
+		return err
+	}
+	return log.Close(m)
+}
+
+// LastRun returns what the last Run's coroutine run reported: verb
+// counts, switches and per-task latencies.
+func (w *CPUWorkload) LastRun() coro.Result { return w.last }
+
+// taskRNG returns task id's generator.
+func taskRNG(seed uint64, id int) *rand.Rand {
+	return rand.New(rand.NewPCG(seed, uint64(id)^0xc05b1a7))
+}
+
+// Recover rolls back every context's unfinished transaction.
+func (w *CPUWorkload) Recover(m *pm.Machine) error {
+	log, err := txn.OpenConv(m, cpuLog)
+	if err != nil {
+		return err
+	}
+	if _, err := txn.RecoverAll(txn.Host(m), log); err != nil {
+		return err
+	}
+	return log.Close(m)
+}
+
+// Check verifies the benchmark's invariant and that the log is consistent.
+func (w *CPUWorkload) Check(m *pm.Machine) error {
+	rg, log, err := openCPU(m)
+	if err != nil {
+		return err
+	}
+	if err := log.Check(txn.Host(m)); err != nil {
+		return err
+	}
+	if err := log.Close(m); err != nil {
+		return err
+	}
+	return w.bench.check(m, rg.Base, w.sh.Seed)
+}
+
+// tails returns the lines of the log's control words (its partitions'
+// tails): the header line, then a word per partition rounded up to 128
+// bytes (txn.ConvLog's layout).
+func (w *CPUWorkload) tails(log pm.Range) pm.Range {
+	n := uint64(8 * w.contexts())
+	return pm.Range{Base: log.Base.Add(txn.Line), Size: (n + txn.Line - 1) / txn.Line * txn.Line}
+}
+
+// bugExec seeds a bug into the ordering points that follow a log insert's
+// new tail: the Order reached with only tail lines to write back, and the
+// Durable right after it (a commit's Clear is followed by a Durable alone,
+// and keeps it).
+type bugExec struct {
+	*txn.CPUExec
+	c      *coro.Ctx
+	bug    CPUBug
+	tails  pm.Range
+	seeded bool // the last Order was the seeded one
+}
+
+func (e *bugExec) afterTail() bool {
+	d := e.Dirty()
+	for _, l := range d {
+		if !e.tails.Contains(l, 1) {
+			return false
+		}
+	}
+	return len(d) > 0
+}
+
+// Order is the task's ordering point, without the seeded part.
+func (e *bugExec) Order() {
+	e.seeded = e.afterTail()
+	e.order(e.seeded)
+}
+
+func (e *bugExec) order(seeded bool) {
+	switch {
+	case !seeded:
+		e.CPUExec.Order()
+	case e.bug == BugNoLogFlush:
+		e.c.Fence() // the tail's line stays dirty: written back with the update
+	}
+}
+
+// Durable is Order, seeded after a seeded Order.
+func (e *bugExec) Durable() {
+	seeded := e.seeded
+	e.seeded = false
+	e.order(seeded)
+}
+
+// CPURates are a COSPlay workload's persistency verbs per 1,000 verbs,
+// beside COSPlay Table 3's per 1,000 instructions.
+type CPURates struct {
+	Name                 string
+	Tasks                int
+	Verbs, CLWBs, Fences uint64
+	Switches             uint64
+	CLWBPerK, FencePerK  float64 // per 1,000 verbs, this implementation
+	PaperCKI, PaperSKI   float64 // clwbs and sfences per 1,000 instructions, COSPlay Table 3
+}
+
+// paperRates are COSPlay Table 3's CKI and SKI.
+var paperRates = map[string][2]float64{
+	"sps": {21.7, 10.9}, "pc": {20.0, 20.0}, "tatp": {30.3, 30.3}, "tpcc": {23.2, 2.7},
+	"cq4": {19.5, 2.3}, "cq16": {19.5, 2.3}, "cq64": {19.5, 2.3},
+}
+
+// MeasureCPURates runs COSPlay benchmark app on the functional backend
+// with shape sh and returns its CLWBs and fences per 1,000 verbs. Under
+// Baseline every fence is an SFence, as in Table 3.
+func MeasureCPURates(app string, sh CPUShape) (CPURates, error) {
+	w, err := NewCPU(app, sh, NoBug)
+	if err != nil {
+		return CPURates{}, err
+	}
+	m, err := pm.NewMachine(functional.New(pm.DefaultGPU))
+	if err != nil {
+		return CPURates{}, err
+	}
+	if err := w.Setup(m); err != nil {
+		return CPURates{}, err
+	}
+	if err := w.Run(m); err != nil {
+		return CPURates{}, err
+	}
+	if err := w.Check(m); err != nil {
+		return CPURates{}, err
+	}
+	r := w.LastRun()
+	p := paperRates[app]
+	return CPURates{
+		Name: app, Verbs: r.Verbs, CLWBs: r.CLWBs, Fences: r.Fences,
+		CLWBPerK: 1000 * float64(r.CLWBs) / float64(r.Verbs), FencePerK: 1000 * float64(r.Fences) / float64(r.Verbs),
+		PaperCKI: p[0], PaperSKI: p[1], Switches: r.Switches, Tasks: r.Tasks,
+	}, nil
+}

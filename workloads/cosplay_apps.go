@@ -1,0 +1,437 @@
+package workloads
+
+import (
+	"encoding/binary"
+	"fmt"
+	"slices"
+
+	"github.com/scopedpm/scopedpm/pm"
+)
+
+// The benchmarks of COSPlay Table 3 (after Kolli et al.'s suite): SPS, PC,
+// TATP update-location, TPC-C new-order and CQ with 4, 16 and 64 queues.
+// Each task takes its try-locks in a global order (so yielding on a taken
+// lock never deadlocks), logs the old contents of every range it updates
+// (txn.Tx.Add), updates it, commits and only then unlocks, so its updates
+// are durable before another task can read them (COSPlay §4.4).
+
+// cpuApps lists the benchmarks, in Table 3's order.
+var cpuApps = []cpuApp{
+	{"sps", "SPS: random swaps of array elements", func(sh CPUShape) cpuBench { return &spsBench{n: 16 * sh.Scale} }},
+	{"pc", "PC: value updates in a hash table", func(sh CPUShape) cpuBench { return &pcBench{buckets: 16 * sh.Scale} }},
+	{"tatp", "TATP: update-location transactions", func(sh CPUShape) cpuBench { return &tatpBench{subs: 16 * sh.Scale} }},
+	{"tpcc", "TPC-C: new-order transactions, a dozen log/update pairs each", func(sh CPUShape) cpuBench {
+		// Room for twice a district's fair share of the orders (and 16
+		// more): the seeded draws decide, so a shape that fits always does.
+		d := 2 * sh.Scale
+		return &tpccBench{districts: d, items: 32 * sh.Scale, orders: min(sh.Tasks, 2*sh.Tasks/d+16)}
+	}},
+	{"cq4", "CQ: enqueues and dequeues on 4 locked queues", func(CPUShape) cpuBench { return &cqBench{queues: 4} }},
+	{"cq16", "CQ: enqueues and dequeues on 16 locked queues", func(CPUShape) cpuBench { return &cqBench{queues: 16} }},
+	{"cq64", "CQ: enqueues and dequeues on 64 locked queues", func(CPUShape) cpuBench { return &cqBench{queues: 64} }},
+}
+
+// cline is the CPU cache line: records that tasks update apart sit on lines
+// of their own.
+const cline = 64
+
+// words encodes little-endian 8-byte words.
+func words(vs ...uint64) []byte {
+	b := make([]byte, 8*len(vs))
+	for i, v := range vs {
+		binary.LittleEndian.PutUint64(b[8*i:], v)
+	}
+	return b
+}
+
+// readData reads n words at a.
+func readData(m *pm.Machine, a pm.Addr, n int) ([]uint64, error) { return readWords(m, a, n, 8) }
+
+// spsBench: SPS swaps two random elements of an array per task.
+type spsBench struct{ n int }
+
+func (b *spsBench) size() uint64 { return uint64(8 * b.n) }
+func (b *spsBench) locks() int   { return b.n }
+
+func (b *spsBench) values(seed uint64) []uint64 {
+	v := make([]uint64, b.n)
+	for i := range v {
+		v[i] = mix64(seed<<20 ^ uint64(i))
+	}
+	return v
+}
+
+func (b *spsBench) fill(seed uint64) []byte { return words(b.values(seed)...) }
+
+func (b *spsBench) task(t *cpuTask) error {
+	i := t.rng.IntN(b.n)
+	j := t.rng.IntN(b.n - 1)
+	if j >= i {
+		j++
+	}
+	t.lock(min(i, j))
+	t.lock(max(i, j))
+	ai, aj := t.data.Add(uint64(8*i)), t.data.Add(uint64(8*j))
+	if err := t.tx.Add(ai, 8); err != nil { // sps: log
+		return err
+	}
+	if err := t.tx.Add(aj, 8); err != nil {
+		return err
+	}
+	vi, vj := t.c.Load64(ai), t.c.Load64(aj)
+	if err := t.tx.Store64(ai, vj); err != nil { // sps: update
+		return err
+	}
+	if err := t.tx.Store64(aj, vi); err != nil {
+		return err
+	}
+	return t.commit(min(i, j), max(i, j))
+}
+
+// check: the array is a permutation of the initial one.
+func (b *spsBench) check(m *pm.Machine, data pm.Addr, seed uint64) error {
+	got, err := readData(m, data, b.n)
+	if err != nil {
+		return err
+	}
+	want := b.values(seed)
+	slices.Sort(got)
+	slices.Sort(want)
+	if !slices.Equal(got, want) {
+		return fmt.Errorf("%w: sps: the array is no longer a permutation of its initial values (a swap half done)", ErrInconsistent)
+	}
+	return nil
+}
+
+// pcBench: PC updates the value of a random key of a hash table (linear
+// probing; a bucket is a line: key, value, checksum of both).
+type pcBench struct{ buckets int }
+
+func (b *pcBench) size() uint64 { return uint64(cline * b.buckets) }
+func (b *pcBench) locks() int   { return b.buckets }
+func (b *pcBench) keys() int    { return b.buckets / 2 }
+
+func pcKey(seed uint64, r int) uint64 { return mix64(seed<<24^uint64(r)) | 1 }
+func pcSum(key, v uint64) uint64      { return mix64(key ^ mix64(v)) }
+
+func (b *pcBench) fill(seed uint64) []byte {
+	out := make([]byte, b.size())
+	for r := range b.keys() {
+		k := pcKey(seed, r)
+		s := int(k % uint64(b.buckets))
+		for binary.LittleEndian.Uint64(out[cline*s:]) != 0 {
+			s = (s + 1) % b.buckets
+		}
+		copy(out[cline*s:], words(k, uint64(r), pcSum(k, uint64(r))))
+	}
+	return out
+}
+
+func (b *pcBench) task(t *cpuTask) error {
+	k := pcKey(t.seed, t.rng.IntN(b.keys()))
+	s := int(k % uint64(b.buckets))
+	for t.c.Load64(t.data.Add(uint64(cline*s))) != k {
+		s = (s + 1) % b.buckets
+	}
+	t.lock(s)
+	e := t.data.Add(uint64(cline * s))
+	if err := t.tx.Add(e.Add(8), 16); err != nil { // pc: log
+		return err
+	}
+	v := t.rng.Uint64()
+	if err := t.tx.Store64(e.Add(8), v); err != nil { // pc: update
+		return err
+	}
+	if err := t.tx.Store64(e.Add(16), pcSum(k, v)); err != nil {
+		return err
+	}
+	return t.commit(s)
+}
+
+// check: every key is in the table once, with a value its checksum covers.
+func (b *pcBench) check(m *pm.Machine, data pm.Addr, seed uint64) error {
+	w, err := readData(m, data, b.buckets*cline/8)
+	if err != nil {
+		return err
+	}
+	seen := 0
+	for s := range b.buckets {
+		k, v, sum := w[s*cline/8], w[s*cline/8+1], w[s*cline/8+2]
+		if k == 0 {
+			continue
+		}
+		seen++
+		if sum != pcSum(k, v) {
+			return fmt.Errorf("%w: pc: bucket %d holds a value its checksum does not cover (an update half done)", ErrInconsistent, s)
+		}
+	}
+	if seen != b.keys() {
+		return fmt.Errorf("%w: pc: %d keys, want %d", ErrInconsistent, seen, b.keys())
+	}
+	return nil
+}
+
+// tatpBench: TATP's update-location finds a subscriber by number (an index
+// from subscriber numbers to ids) and updates its VLR location. A
+// subscriber record is a line: id+1, number, location, checksum.
+type tatpBench struct{ subs int }
+
+func (b *tatpBench) size() uint64 { return uint64((cline + 8) * b.subs) }
+func (b *tatpBench) locks() int   { return b.subs }
+
+// number is subscriber s's number: a permutation of the ids (subs is a
+// power of two times 16, so 7 is coprime with it).
+func (b *tatpBench) number(s int) int { return (7*s + 3) % b.subs }
+
+func tatpSum(s int, loc uint64) uint64 { return mix64(uint64(s)<<40 ^ mix64(loc)) }
+
+func (b *tatpBench) fill(uint64) []byte {
+	out := make([]byte, b.size())
+	for s := range b.subs {
+		copy(out[cline*s:], words(uint64(s+1), uint64(b.number(s)), 0, tatpSum(s, 0)))
+		binary.LittleEndian.PutUint64(out[cline*b.subs+8*b.number(s):], uint64(s))
+	}
+	return out
+}
+
+func (b *tatpBench) task(t *cpuTask) error {
+	nbr := t.rng.IntN(b.subs)
+	s := int(t.c.Load64(t.data.Add(uint64(cline*b.subs + 8*nbr))))
+	if s >= b.subs {
+		return fmt.Errorf("%w: tatp: index maps number %d to subscriber %d", ErrInconsistent, nbr, s)
+	}
+	t.lock(s)
+	rec := t.data.Add(uint64(cline * s))
+	if err := t.tx.Add(rec.Add(16), 16); err != nil { // tatp: log
+		return err
+	}
+	loc := t.rng.Uint64()
+	if err := t.tx.Store64(rec.Add(16), loc); err != nil { // tatp: update
+		return err
+	}
+	if err := t.tx.Store64(rec.Add(24), tatpSum(s, loc)); err != nil {
+		return err
+	}
+	return t.commit(s)
+}
+
+// check: every record's location is covered by its checksum and the index
+// still maps each number to its subscriber.
+func (b *tatpBench) check(m *pm.Machine, data pm.Addr, _ uint64) error {
+	w, err := readData(m, data, int(b.size()/8))
+	if err != nil {
+		return err
+	}
+	for s := range b.subs {
+		r := w[s*cline/8:]
+		if r[0] != uint64(s+1) || r[1] != uint64(b.number(s)) || w[b.subs*cline/8+b.number(s)] != uint64(s) {
+			return fmt.Errorf("%w: tatp: subscriber %d's record or index entry changed", ErrInconsistent, s)
+		}
+		if r[3] != tatpSum(s, r[2]) {
+			return fmt.Errorf("%w: tatp: subscriber %d's location is not covered by its checksum (an update half done)", ErrInconsistent, s)
+		}
+	}
+	return nil
+}
+
+// tpccBench: TPC-C's new-order. A task takes a district's next order id,
+// updates the stock of ol items (quantity, year-to-date, order count) and
+// writes the order row: a dozen log/update pairs, each its own strand under
+// StrandWeaver. Layout: district lines, stock lines, then per district
+// orders rows of a line (id+1, line count, total quantity, checksum).
+type tpccBench struct{ districts, items, orders int }
+
+const tpccLines = 10 // order lines per new order
+
+func (b *tpccBench) stock(i int) uint64 { return uint64(cline * (b.districts + i)) }
+func (b *tpccBench) row(d, o int) uint64 {
+	return uint64(cline * (b.districts + b.items + d*b.orders + o))
+}
+func (b *tpccBench) size() uint64           { return b.row(b.districts, 0) }
+func (b *tpccBench) locks() int             { return b.districts + b.items }
+func tpccInitQty(i int) uint64              { return 20 + uint64(i%71) }
+func tpccSum(d, o int, total uint64) uint64 { return mix64(uint64(d)<<48 ^ uint64(o)<<20 ^ total) }
+
+func (b *tpccBench) fill(uint64) []byte {
+	out := make([]byte, b.size())
+	for i := range b.items {
+		binary.LittleEndian.PutUint64(out[b.stock(i):], tpccInitQty(i))
+	}
+	return out
+}
+
+func (b *tpccBench) task(t *cpuTask) error {
+	d := t.rng.IntN(b.districts)
+	items := t.rng.Perm(b.items)[:tpccLines]
+	slices.Sort(items)
+	locks := []int{d}
+	for _, i := range items {
+		locks = append(locks, b.districts+i)
+	}
+	for _, l := range locks {
+		t.lock(l)
+	}
+	t.c.NewStrand()
+	dist := t.data.Add(uint64(cline * d))
+	if err := t.tx.Add(dist, 8); err != nil { // tpcc: log district
+		return err
+	}
+	o := t.c.Load64(dist)
+	if o >= uint64(b.orders) {
+		return fmt.Errorf("%w: tpcc: district %d is full", ErrConfig, d)
+	}
+	if err := t.tx.Store64(dist, o+1); err != nil { // tpcc: update district
+		return err
+	}
+	var total uint64
+	for _, i := range items {
+		t.c.NewStrand()
+		st := t.data.Add(b.stock(i))
+		if err := t.tx.Add(st, 24); err != nil { // tpcc: log stock
+			return err
+		}
+		q := 1 + uint64(t.rng.IntN(10))
+		total += q
+		qty, ytd, cnt := t.c.Load64(st), t.c.Load64(st.Add(8)), t.c.Load64(st.Add(16))
+		if qty >= q+10 {
+			qty -= q
+		} else {
+			qty = qty + 91 - q
+		}
+		if err := t.tx.StoreBytes(st, words(qty, ytd+q, cnt+1)); err != nil { // tpcc: update stock
+			return err
+		}
+	}
+	t.c.NewStrand()
+	row := t.data.Add(b.row(d, int(o)))
+	if err := t.tx.Add(row, 32); err != nil { // tpcc: log order
+		return err
+	}
+	if err := t.tx.StoreBytes(row, words(o+1, tpccLines, total, tpccSum(d, int(o), total))); err != nil { // tpcc: update order
+		return err
+	}
+	return t.commit(locks...)
+}
+
+// check: each district's orders are exactly those below its next order id,
+// each whole; the stock's year-to-date and order counts add up to the
+// orders' totals; each item's quantity moved by its year-to-date (mod 91).
+func (b *tpccBench) check(m *pm.Machine, data pm.Addr, _ uint64) error {
+	w, err := readData(m, data, int(b.size()/8))
+	if err != nil {
+		return err
+	}
+	at := func(off uint64) []uint64 { return w[off/8:] }
+	var orders, total uint64
+	for d := range b.districts {
+		n := int(at(uint64(cline * d))[0])
+		if n > b.orders {
+			return fmt.Errorf("%w: tpcc: district %d's next order %d beyond %d", ErrInconsistent, d, n, b.orders)
+		}
+		for o := range b.orders {
+			r := at(b.row(d, o))
+			switch {
+			case o < n && (r[0] != uint64(o+1) || r[1] != tpccLines || r[3] != tpccSum(d, o, r[2])):
+				return fmt.Errorf("%w: tpcc: district %d's order %d is missing or torn", ErrInconsistent, d, o)
+			case o >= n && (r[0] != 0 || r[1] != 0 || r[2] != 0 || r[3] != 0):
+				return fmt.Errorf("%w: tpcc: district %d has order %d beyond its next order id %d", ErrInconsistent, d, o, n)
+			}
+			if o < n {
+				orders++
+				total += r[2]
+			}
+		}
+	}
+	var ytd, cnt uint64
+	for i := range b.items {
+		s := at(b.stock(i))
+		if (s[0]+s[1]-tpccInitQty(i))%91 != 0 {
+			return fmt.Errorf("%w: tpcc: item %d's quantity %d and year-to-date %d disagree", ErrInconsistent, i, s[0], s[1])
+		}
+		ytd += s[1]
+		cnt += s[2]
+	}
+	if ytd != total || cnt != tpccLines*orders {
+		return fmt.Errorf("%w: tpcc: stock year-to-date %d and order count %d, orders' total %d over %d orders", ErrInconsistent, ytd, cnt, total, orders)
+	}
+	return nil
+}
+
+// cqBench: CQ enqueues to or dequeues from one of its queues, picked at
+// random per task, under that queue's lock. A queue is a header line
+// (head, tail) and cqCap slots; the slot of position p holds cqTag(q, p).
+type cqBench struct{ queues int }
+
+const cqCap = 16
+
+func (b *cqBench) base(q int) uint64 { return uint64(q * (cline + 8*cqCap)) }
+func (b *cqBench) size() uint64      { return b.base(b.queues) }
+func (b *cqBench) locks() int        { return b.queues }
+func cqTag(q int, p uint64) uint64   { return mix64(uint64(q)<<32|p) | 1 }
+
+func (b *cqBench) fill(uint64) []byte {
+	out := make([]byte, b.size())
+	for q := range b.queues {
+		binary.LittleEndian.PutUint64(out[b.base(q)+8:], cqCap/2)
+		for p := range uint64(cqCap / 2) {
+			binary.LittleEndian.PutUint64(out[b.base(q)+cline+8*p:], cqTag(q, p))
+		}
+	}
+	return out
+}
+
+func (b *cqBench) task(t *cpuTask) error {
+	q := t.rng.IntN(b.queues)
+	enq := t.rng.IntN(2) == 0
+	t.lock(q)
+	hd := t.data.Add(b.base(q))
+	head, tail := t.c.Load64(hd), t.c.Load64(hd.Add(8))
+	if tail-head == cqCap || tail == head {
+		enq = tail == head
+	}
+	if enq {
+		slot := hd.Add(cline + 8*(tail%cqCap))
+		if err := t.tx.Add(slot, 8); err != nil { // cq: log slot
+			return err
+		}
+		if err := t.tx.Add(hd.Add(8), 8); err != nil { // cq: log tail
+			return err
+		}
+		if err := t.tx.Store64(slot, cqTag(q, tail)); err != nil { // cq: update slot
+			return err
+		}
+		if err := t.tx.Store64(hd.Add(8), tail+1); err != nil { // cq: update tail
+			return err
+		}
+	} else {
+		if err := t.tx.Add(hd, 8); err != nil { // cq: log head
+			return err
+		}
+		if err := t.tx.Store64(hd, head+1); err != nil { // cq: update head
+			return err
+		}
+	}
+	return t.commit(q)
+}
+
+// check: each queue holds between 0 and cqCap entries, each the one its
+// position should hold.
+func (b *cqBench) check(m *pm.Machine, data pm.Addr, _ uint64) error {
+	w, err := readData(m, data, int(b.size()/8))
+	if err != nil {
+		return err
+	}
+	for q := range b.queues {
+		h := w[b.base(q)/8:]
+		head, tail := h[0], h[1]
+		if tail < head || tail-head > cqCap {
+			return fmt.Errorf("%w: cq: queue %d has head %d and tail %d", ErrInconsistent, q, head, tail)
+		}
+		for p := head; p < tail; p++ {
+			if h[cline/8+p%cqCap] != cqTag(q, p) {
+				return fmt.Errorf("%w: cq: queue %d's entry %d was not written (an enqueue half done)", ErrInconsistent, q, p)
+			}
+		}
+	}
+	return nil
+}
