@@ -33,6 +33,11 @@ type Row struct {
 type Options struct {
 	// Quick asks for small inputs (seconds, not minutes).
 	Quick bool
+	// Smoke, with Quick, asks the experiments that support it for their
+	// smallest inputs (workloads.Tiny): a test that the harness runs and
+	// its rows are well formed, not a measurement (the figures' numbers
+	// mean nothing at that size). The SBRP experiments support it.
+	Smoke bool
 	// Set holds hwmodel overrides ("nvm.write_latency_cycles=500") that
 	// experiments on hwmodel apply to every configuration they build.
 	Set []string
@@ -46,9 +51,13 @@ type Options struct {
 	Progress func(total, done int)
 }
 
-// SizeName is the input size the options ask for: "quick" or "paper".
+// SizeName is the input size the options ask for: "smoke", "quick" or
+// "paper".
 func (o Options) SizeName() string {
-	if o.Quick {
+	switch {
+	case o.Quick && o.Smoke:
+		return "smoke"
+	case o.Quick:
 		return "quick"
 	}
 	return "paper"

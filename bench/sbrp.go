@@ -67,6 +67,17 @@ func init() {
 	}
 }
 
+// workloadSize is the workloads' size for the options.
+func (o Options) workloadSize() workloads.Size {
+	switch {
+	case o.Quick && o.Smoke:
+		return workloads.Tiny
+	case o.Quick:
+		return workloads.Quick
+	}
+	return workloads.Paper
+}
+
 // appRun is what one run of an application on one configuration measured.
 type appRun struct {
 	cycles     uint64 // the application's kernels until their persists are durable, Setup excluded
@@ -80,11 +91,7 @@ type appRun struct {
 // durable and times the recovery on a fresh machine of the same
 // configuration.
 func runApp(workload string, c sysConfig, o Options, recover bool) (appRun, error) {
-	size := workloads.Paper
-	if o.Quick {
-		size = workloads.Quick
-	}
-	w, err := workloads.New(workload, size)
+	w, err := workloads.New(workload, o.workloadSize())
 	if err != nil {
 		return appRun{}, err
 	}
