@@ -95,29 +95,37 @@ func (p *Persister) wt() bool {
 }
 
 // Store32 stores v at a (4-byte aligned, in PM) as the scheme requires.
-func (p *Persister) Store32(a pm.Addr, v uint32) {
+func (p *Persister) Store32(a pm.Addr, v uint32) { p.store(a, 4, uint64(v)) }
+
+// Store64 stores v at a (8-byte aligned, in PM) as the scheme requires.
+func (p *Persister) Store64(a pm.Addr, v uint64) { p.store(a, 8, v) }
+
+func (p *Persister) store(a pm.Addr, size int, v uint64) {
 	if p.log != nil {
-		p.logBefore(a, 4)
+		p.logBefore(a, size)
 	}
-	if p.wt() {
-		p.T.StoreWT32(a, v)
-	} else {
-		p.T.Store32(a, v)
+	switch wt := p.wt(); {
+	case wt && size == 4:
+		p.T.StoreWT32(a, uint32(v))
+	case wt:
+		p.T.StoreWT64(a, v)
+	case size == 4:
+		p.T.Store32(a, uint32(v))
+	default:
+		p.T.Store64(a, v)
 	}
 	p.after(a)
 }
 
-// Store64 stores v at a (8-byte aligned, in PM) as the scheme requires.
-func (p *Persister) Store64(a pm.Addr, v uint64) {
-	if p.log != nil {
-		p.logBefore(a, 8)
+// writeBack64 stores v at a and sends it towards PM: a write-through
+// store if wt, else a store and a CLWB of its line. It does not wait.
+func writeBack64(t *scope.Thread, wt bool, a pm.Addr, v uint64) {
+	if wt {
+		t.StoreWT64(a, v)
+		return
 	}
-	if p.wt() {
-		p.T.StoreWT64(a, v)
-	} else {
-		p.T.Store64(a, v)
-	}
-	p.after(a)
+	t.Store64(a, v)
+	t.CLWB(a)
 }
 
 // CAS64 is an atomic compare-and-swap of the 8-byte PM word at a at
@@ -172,12 +180,7 @@ func (p *Persister) EndEpoch(g persistency.Granularity, mark pm.Addr, value uint
 			t.PCommit()
 			t.MemBar()
 		}
-		if s.Mech == persistency.WT {
-			t.StoreWT64(mark, value)
-		} else {
-			t.Store64(mark, value)
-			t.CLWB(mark)
-		}
+		writeBack64(t, s.Mech == persistency.WT, mark, value)
 		p.fence()
 	}
 	t.SyncThreads()
@@ -418,15 +421,9 @@ func (r *rsState) launch(m *pm.Machine, k int) error {
 				t.PCommit()
 				t.MemBar()
 			}
-			t.Store64(km, 1)
-			t.CLWB(km)
+			writeBack64(t, false, km, 1)
 		default:
-			if s.Mech == persistency.WT {
-				t.StoreWT64(km, 1)
-			} else {
-				t.Store64(km, 1)
-				t.CLWB(km)
-			}
+			writeBack64(t, s.Mech == persistency.WT, km, 1)
 		}
 		t.MemBar()
 		if s.PCT {

@@ -61,6 +61,36 @@ var restudyCheckShapes = map[string]func(persistency.Scheme) (RestudyWorkload, e
 	},
 }
 
+// restudyMachine returns a fresh machine: the functional backend for model
+// nil, else hwmodel's volta preset under *model.
+func restudyMachine(t *testing.T, model *crash.Model) (*pm.Machine, pm.Backend) {
+	t.Helper()
+	var be pm.Backend = functional.New(pm.GPULimits{})
+	if model != nil {
+		h, err := hwmodel.New(hwmodel.PresetVolta(), *model)
+		require.NoError(t, err)
+		be = h
+	}
+	m, err := pm.NewMachine(be)
+	require.NoError(t, err)
+	return m, be
+}
+
+// runRestudy sets w up on m, runs it and checks its result.
+func runRestudy(t *testing.T, w RestudyWorkload, m *pm.Machine) {
+	t.Helper()
+	require.NoError(t, w.Setup(m))
+	require.NoError(t, w.Run(m))
+	require.NoError(t, w.Check(m))
+}
+
+// timedOrNot is the model of restudyMachine for the functional backend
+// (nil) and for hwmodel under the model of s.
+func timedOrNot(s persistency.Scheme) []*crash.Model {
+	model := s.Model()
+	return []*crash.Model{nil, &model}
+}
+
 // allSchemes is every scheme of the re-study and the baseline.
 func allSchemes() []persistency.Scheme {
 	out := []persistency.Scheme{persistency.NVM}
@@ -80,19 +110,11 @@ func TestRestudyCorrectUnderEveryScheme(t *testing.T) {
 	for _, rc := range RestudyWorkloads() {
 		for _, sc := range allSchemes() {
 			t.Run(rc.Name+"/"+sc.String(), func(t *testing.T) {
-				for _, timed := range []bool{false, true} {
+				for _, model := range timedOrNot(sc) {
 					w, err := NewRestudy(rc.Name, Tiny, sc)
 					require.NoError(t, err)
-					var be pm.Backend = functional.New(pm.GPULimits{})
-					if timed {
-						be, err = hwmodel.New(hwmodel.PresetVolta(), sc.Model())
-						require.NoError(t, err)
-					}
-					m, err := pm.NewMachine(be)
-					require.NoError(t, err)
-					require.NoError(t, w.Setup(m))
-					require.NoError(t, w.Run(m))
-					require.NoError(t, w.Check(m))
+					m, _ := restudyMachine(t, model)
+					runRestudy(t, w, m)
 				}
 			})
 		}
@@ -240,13 +262,8 @@ func TestRestudyUnderOtherModels(t *testing.T) {
 			t.Run(rc.Name+"/"+model.String(), func(t *testing.T) {
 				w, err := NewRestudy(rc.Name, Tiny, rc.Recommended)
 				require.NoError(t, err)
-				be, err := hwmodel.New(hwmodel.PresetVolta(), model)
-				require.NoError(t, err)
-				m, err := pm.NewMachine(be)
-				require.NoError(t, err)
-				require.NoError(t, w.Setup(m))
-				require.NoError(t, w.Run(m))
-				require.NoError(t, w.Check(m))
+				m, _ := restudyMachine(t, &model)
+				runRestudy(t, w, m)
 			})
 		}
 	}
@@ -269,17 +286,16 @@ func TestRestudyKernelTimes(t *testing.T) {
 				require.Contains(t, []string{"S", "LS", "LL", "KV", "PoW"}, k.Category)
 				require.NotEmpty(t, k.Function)
 			}
-			for _, timed := range []bool{false, true} {
+			for _, model := range timedOrNot(rc.Recommended) {
+				timed := model != nil
 				w, err := NewRestudy(rc.Name, Tiny, rc.Recommended)
 				require.NoError(t, err)
-				var be pm.Backend = functional.New(pm.GPULimits{})
-				if timed {
-					be, err = hwmodel.New(hwmodel.PresetVolta(), rc.Recommended.Model())
-					require.NoError(t, err)
-				}
-				m, err := pm.NewMachine(be)
-				require.NoError(t, err)
+				m, be := restudyMachine(t, model)
 				require.NoError(t, w.Setup(m))
+				setupEnd := uint64(0)
+				if timed {
+					setupEnd = be.(*hwmodel.Backend).Now()
+				}
 				require.NoError(t, w.Run(m))
 				var got []string
 				var sum uint64
@@ -294,40 +310,21 @@ func TestRestudyKernelTimes(t *testing.T) {
 				}
 				require.Equal(t, names, got)
 				if timed {
-					require.Equal(t, be.(*hwmodel.Backend).Now()-hwmodelSetupEnd(t, rc), sum, "the kernels' times add up to the run's")
+					require.Equal(t, be.(*hwmodel.Backend).Now()-setupEnd, sum, "the kernels' times add up to the run's")
 				}
 			}
 		})
 	}
 }
 
-// hwmodelSetupEnd returns the cycle at which Setup of rc's Tiny workload
-// ends on a fresh volta machine.
-func hwmodelSetupEnd(t *testing.T, rc RestudyInfo) uint64 {
-	w, err := NewRestudy(rc.Name, Tiny, rc.Recommended)
-	require.NoError(t, err)
-	be, err := hwmodel.New(hwmodel.PresetVolta(), rc.Recommended.Model())
-	require.NoError(t, err)
-	m, err := pm.NewMachine(be)
-	require.NoError(t, err)
-	require.NoError(t, w.Setup(m))
-	return be.Now()
-}
-
 // The insert kernel displaces entries when both of a key's buckets are
 // full (kvCuckooShape), on the functional backend and on hwmodel, and ends
 // with every entry in one of its buckets (Check).
 func TestMegaKVInsertDisplaces(t *testing.T) {
-	for _, timed := range []bool{false, true} {
+	for _, model := range timedOrNot(persistency.KernelSchemes[0]) {
 		w, err := NewMegaKV(KVInsert, kvCuckooShape, persistency.KernelSchemes[0], 2)
 		require.NoError(t, err)
-		var be pm.Backend = functional.New(pm.GPULimits{})
-		if timed {
-			be, err = hwmodel.New(hwmodel.PresetVolta(), persistency.Restudy)
-			require.NoError(t, err)
-		}
-		m, err := pm.NewMachine(be)
-		require.NoError(t, err)
+		m, _ := restudyMachine(t, model)
 		require.NoError(t, w.Setup(m))
 		tb, err := m.OpenRegion("kv-insert.table")
 		require.NoError(t, err)
@@ -344,7 +341,7 @@ func TestMegaKVInsertDisplaces(t *testing.T) {
 				moved++
 			}
 		}
-		t.Logf("timed=%v: %d entries moved", timed, moved)
+		t.Logf("timed=%v: %d entries moved", model != nil, moved)
 		require.Positive(t, moved, "no insert displaced an entry")
 	}
 }
@@ -382,8 +379,7 @@ func TestKVDedupe(t *testing.T) {
 		{"three copies", []uint64{9, 9, 0, 9}, []uint64{9, 0, 0, 0}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			m, err := pm.NewMachine(functional.New(pm.GPULimits{}))
-			require.NoError(t, err)
+			m, _ := restudyMachine(t, nil)
 			rg, err := m.CreateRegion("t", uint64(8*len(tc.table)))
 			require.NoError(t, err)
 			b := make([]byte, 8*len(tc.table))
