@@ -2,6 +2,7 @@ package workloads
 
 import (
 	"fmt"
+	"math/rand/v2"
 	"slices"
 	"strings"
 
@@ -535,25 +536,27 @@ var restudyWorkloads = []RestudyInfo{
 	{"scan", []RestudyKernel{{"mri-gridding-scan1", "scan_L1_kernel", "S"}, {"mri-gridding-scan2", "scan_inter1_kernel", "S"}}, persistency.StrictSchemes[1],
 		func(s Size, sc persistency.Scheme) (RestudyWorkload, error) { return NewRSScan(rsScanShape(s), sc, 1) }},
 	{"kv-search", []RestudyKernel{{"search", "hash_search", "KV"}}, persistency.KernelSchemes[0],
-		func(s Size, sc persistency.Scheme) (RestudyWorkload, error) {
-			return NewMegaKV(KVSearch, kvShape(s), sc, 1)
-		}},
+		megaKVMaker(KVSearch)},
 	{"kv-insert", []RestudyKernel{{"insert", "hash_insert_cuckoo", "KV"}}, persistency.KernelSchemes[0],
-		func(s Size, sc persistency.Scheme) (RestudyWorkload, error) {
-			return NewMegaKV(KVInsert, kvShape(s), sc, 1)
-		}},
+		megaKVMaker(KVInsert)},
 	{"kv-delete", []RestudyKernel{{"delete", "hash_delete", "KV"}}, persistency.KernelSchemes[0],
-		func(s Size, sc persistency.Scheme) (RestudyWorkload, error) {
-			return NewMegaKV(KVDelete, kvShape(s), sc, 1)
-		}},
+		megaKVMaker(KVDelete)},
 	{"pow-dag", []RestudyKernel{{"ethash_calculate_dag_item", "ethash_calculate_dag_item", "PoW"}}, persistency.CTASchemes[0],
-		func(s Size, sc persistency.Scheme) (RestudyWorkload, error) {
-			return NewProgPoW(true, powShape(s), sc, 1)
-		}},
+		progPoWMaker(true)},
 	{"pow-search", []RestudyKernel{{"progpow_search", "progpow_search", "PoW"}}, persistency.CTASchemes[0],
-		func(s Size, sc persistency.Scheme) (RestudyWorkload, error) {
-			return NewProgPoW(false, powShape(s), sc, 1)
-		}},
+		progPoWMaker(false)},
+}
+
+// megaKVMaker makes the Mega-KV kernel op's workload at a size.
+func megaKVMaker(op int) func(Size, persistency.Scheme) (RestudyWorkload, error) {
+	return func(s Size, sc persistency.Scheme) (RestudyWorkload, error) { return NewMegaKV(op, kvShape(s), sc, 1) }
+}
+
+// progPoWMaker makes a ProgPOW kernel's workload at a size.
+func progPoWMaker(dag bool) func(Size, persistency.Scheme) (RestudyWorkload, error) {
+	return func(s Size, sc persistency.Scheme) (RestudyWorkload, error) {
+		return NewProgPoW(dag, powShape(s), sc, 1)
+	}
 }
 
 func init() {
@@ -625,11 +628,13 @@ type rsApp struct {
 	check func(m *pm.Machine) error
 }
 
-func newRSApp(name string, s persistency.Scheme) (*rsApp, error) {
+// newRSApp returns the app name under scheme s, and the generator of its
+// inputs: a PCG of seed on the app's own stream.
+func newRSApp(name string, s persistency.Scheme, seed, stream uint64) (*rsApp, *rand.Rand, error) {
 	if !s.Valid() {
-		return nil, fmt.Errorf("%w: scheme %+v", ErrConfig, s)
+		return nil, nil, fmt.Errorf("%w: scheme %+v", ErrConfig, s)
 	}
-	return &rsApp{name: name, rs: rsState{scheme: s, prefix: name}, base: map[string]pm.Addr{}}, nil
+	return &rsApp{name: name, rs: rsState{scheme: s, prefix: name}, base: map[string]pm.Addr{}}, rand.New(rand.NewPCG(seed, stream)), nil
 }
 
 // Name returns "<app>/<scheme>".

@@ -2,7 +2,6 @@ package workloads
 
 import (
 	"fmt"
-	"math/rand/v2"
 
 	"github.com/scopedpm/scopedpm/pm"
 	"github.com/scopedpm/scopedpm/pm/persistency"
@@ -39,11 +38,10 @@ func NewBFS(sh BFSShape, s persistency.Scheme, seed uint64) (RestudyWorkload, er
 	if sh.Nodes <= 0 || sh.Degree <= 0 || sh.Threads <= 0 {
 		return nil, fmt.Errorf("%w: bfs %+v", ErrConfig, sh)
 	}
-	a, err := newRSApp("bfs", s)
+	a, rng, err := newRSApp("bfs", s, seed, 0xbf5)
 	if err != nil {
 		return nil, err
 	}
-	rng := rand.New(rand.NewPCG(seed, 0xbf5))
 	row, col := []uint32{0}, []uint32(nil)
 	for v := range sh.Nodes {
 		for range sh.Degree {

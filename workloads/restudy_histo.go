@@ -2,7 +2,6 @@ package workloads
 
 import (
 	"fmt"
-	"math/rand/v2"
 
 	"github.com/scopedpm/scopedpm/pm"
 	"github.com/scopedpm/scopedpm/pm/persistency"
@@ -43,11 +42,10 @@ func NewHisto(sh HistoShape, s persistency.Scheme, seed uint64) (RestudyWorkload
 	if sh.Elements <= 0 || sh.Bins <= 0 || g.Blocks <= 0 || g.Threads <= 0 {
 		return nil, fmt.Errorf("%w: histo %+v", ErrConfig, sh)
 	}
-	a, err := newRSApp("histo", s)
+	a, rng, err := newRSApp("histo", s, seed, 0x415)
 	if err != nil {
 		return nil, err
 	}
-	rng := rand.New(rand.NewPCG(seed, 0x415))
 	in := make([]uint32, sh.Elements)
 	final := make([]uint32, sh.Bins)
 	partial := make([]uint32, sh.Bins*g.Blocks)

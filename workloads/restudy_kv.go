@@ -2,7 +2,6 @@ package workloads
 
 import (
 	"fmt"
-	"math/rand/v2"
 	"slices"
 
 	"github.com/scopedpm/scopedpm/pm"
@@ -181,11 +180,10 @@ func newMegaKV(op int, sh KVShape, s persistency.Scheme, seed uint64, ordered bo
 		return nil, fmt.Errorf("%w: mega-kv %+v: more than seven eighths of the slots would be used", ErrConfig, sh)
 	}
 	names := [...]string{"search", "insert", "delete"}
-	a, err := newRSApp("kv-"+names[op], s)
+	a, rng, err := newRSApp("kv-"+names[op], s, seed, 0x3e6a)
 	if err != nil {
 		return nil, err
 	}
-	rng := rand.New(rand.NewPCG(seed, 0x3e6a))
 	seen, sigs := map[uint32]bool{}, map[uint32]bool{}
 	fresh := func() uint32 {
 		for {

@@ -45,11 +45,10 @@ func NewSGEMM(sh SGEMMShape, s persistency.Scheme, seed uint64) (RestudyWorkload
 	if sh.M <= 0 || sh.N <= 0 || sh.K <= 0 || sh.Tile <= 0 || sh.M%sh.Tile != 0 || sh.N%sh.Tile != 0 {
 		return nil, fmt.Errorf("%w: sgemm %+v (M and N must be multiples of Tile)", ErrConfig, sh)
 	}
-	a, err := newRSApp("sgemm", s)
+	a, rng, err := newRSApp("sgemm", s, seed, 0x5e)
 	if err != nil {
 		return nil, err
 	}
-	rng := rand.New(rand.NewPCG(seed, 0x5e))
 	A, B := randU32s(rng, sh.M*sh.K, 16), randU32s(rng, sh.K*sh.N, 16)
 	C := make([]uint32, sh.M*sh.N)
 	for i := range sh.M {
@@ -110,11 +109,10 @@ func NewSpMV(sh SpMVShape, s persistency.Scheme, seed uint64) (RestudyWorkload, 
 	if sh.Rows <= 0 || sh.MaxPerRow <= 0 || sh.Threads <= 0 {
 		return nil, fmt.Errorf("%w: spmv %+v", ErrConfig, sh)
 	}
-	a, err := newRSApp("spmv", s)
+	a, rng, err := newRSApp("spmv", s, seed, 0x59)
 	if err != nil {
 		return nil, err
 	}
-	rng := rand.New(rand.NewPCG(seed, 0x59))
 	type nz struct{ col, val uint32 }
 	rows := make([][]nz, sh.Rows)
 	for r := range rows {
@@ -196,12 +194,11 @@ func NewLBM(sh LBMShape, s persistency.Scheme, seed uint64) (RestudyWorkload, er
 	if sh.NX <= 0 || sh.NY <= 0 || sh.Steps <= 0 || sh.Threads <= 0 {
 		return nil, fmt.Errorf("%w: lbm %+v", ErrConfig, sh)
 	}
-	a, err := newRSApp("lbm", s)
+	a, rng, err := newRSApp("lbm", s, seed, 0x1b)
 	if err != nil {
 		return nil, err
 	}
 	cells := sh.NX * sh.NY
-	rng := rand.New(rand.NewPCG(seed, 0x1b))
 	// Structure of arrays, direction-major (f[i·cells + c]), so that a
 	// warp's cells are neighbouring words.
 	cur := randU32s(rng, 5*cells, 1000)
@@ -302,11 +299,10 @@ func NewSAD(sh SADShape, s persistency.Scheme, seed uint64) (RestudyWorkload, er
 	if sh.W < 8 || sh.H < 8 || sh.W%8 != 0 || sh.H%8 != 0 || sh.R < 0 || sh.R > 15 {
 		return nil, fmt.Errorf("%w: sad %+v (frame a multiple of 8, R at most 15)", ErrConfig, sh)
 	}
-	a, err := newRSApp("sad", s)
+	a, rng, err := newRSApp("sad", s, seed, 0x5ad)
 	if err != nil {
 		return nil, err
 	}
-	rng := rand.New(rand.NewPCG(seed, 0x5ad))
 	cur, ref := randU32s(rng, sh.W*sh.H, 256), randU32s(rng, sh.W*sh.H, 256)
 	side := 2*sh.R + 1
 	offs := side * side
@@ -401,11 +397,10 @@ func NewAccumulate(sh AccumulateShape, s persistency.Scheme, seed uint64, declar
 	if sh.Elements <= 0 || sh.Per <= 0 || sh.Threads <= 0 {
 		return nil, fmt.Errorf("%w: accumulate %+v", ErrConfig, sh)
 	}
-	a, err := newRSApp("accumulate", s)
+	a, rng, err := newRSApp("accumulate", s, seed, 0xacc)
 	if err != nil {
 		return nil, err
 	}
-	rng := rand.New(rand.NewPCG(seed, 0xacc))
 	x, d := randU32s(rng, sh.Elements, 1000), randU32s(rng, sh.Elements, 1000)
 	want := make([]uint32, sh.Elements)
 	for i := range want {

@@ -2,7 +2,6 @@ package workloads
 
 import (
 	"fmt"
-	"math/rand/v2"
 
 	"github.com/scopedpm/scopedpm/pm"
 	"github.com/scopedpm/scopedpm/pm/persistency"
@@ -30,12 +29,11 @@ func NewRSScan(sh ScanShape, s persistency.Scheme, seed uint64) (RestudyWorkload
 	if sh.Blocks <= 0 || sh.Threads <= 0 {
 		return nil, fmt.Errorf("%w: scan %+v", ErrConfig, sh)
 	}
-	a, err := newRSApp("rsscan", s)
+	a, rng, err := newRSApp("rsscan", s, seed, 0x5c)
 	if err != nil {
 		return nil, err
 	}
 	n := sh.Blocks * sh.Threads
-	rng := rand.New(rand.NewPCG(seed, 0x5c))
 	in := randU32s(rng, n, 100)
 	part, tot, out := make([]uint32, n), make([]uint32, sh.Blocks), make([]uint32, n)
 	var run uint32
@@ -159,11 +157,10 @@ func NewProgPoW(dag bool, sh PoWShape, s persistency.Scheme, seed uint64) (Restu
 	if dag {
 		name = "pow-dag"
 	}
-	a, err := newRSApp(name, s)
+	a, rng, err := newRSApp(name, s, seed, 0x90)
 	if err != nil {
 		return nil, err
 	}
-	rng := rand.New(rand.NewPCG(seed, 0x90))
 	cache := make([]uint32, sh.Cache)
 	for i := range cache {
 		cache[i] = uint32(rng.Uint64())

@@ -2,7 +2,6 @@ package workloads
 
 import (
 	"fmt"
-	"math/rand/v2"
 
 	"github.com/scopedpm/scopedpm/pm"
 	"github.com/scopedpm/scopedpm/pm/persistency"
@@ -45,11 +44,10 @@ func NewStencil(sh StencilShape, s persistency.Scheme, seed uint64) (RestudyWork
 	if sh.NX < 3 || sh.NY < 3 || sh.NZ < 3 || sh.Steps <= 0 || sh.Threads <= 0 {
 		return nil, fmt.Errorf("%w: stencil %+v (want at least 3 cells per axis)", ErrConfig, sh)
 	}
-	a, err := newRSApp("stencil", s)
+	a, rng, err := newRSApp("stencil", s, seed, 0x57e)
 	if err != nil {
 		return nil, err
 	}
-	rng := rand.New(rand.NewPCG(seed, 0x57e))
 	n := sh.NX * sh.NY * sh.NZ
 	idx := func(x, y, z int) int { return (z*sh.NY+y)*sh.NX + x }
 	in := randU32s(rng, n, 100)

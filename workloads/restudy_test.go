@@ -121,6 +121,21 @@ func TestRestudyCorrectUnderEveryScheme(t *testing.T) {
 	}
 }
 
+// requireCaught requires the crash checker to find a state that does not
+// recover when the workload make builds under scheme s runs on a machine of
+// model, and returns the first violation.
+func requireCaught(t *testing.T, make func(persistency.Scheme) (RestudyWorkload, error), s persistency.Scheme, model crash.Model, seed uint64, why string) crash.Violation {
+	t.Helper()
+	w, err := make(s)
+	require.NoError(t, err)
+	rep, err := crash.Check(w, pm.GPULimits{}, crash.Config{Model: model, States: 10000, Seed: seed, Shrink: true})
+	require.NoError(t, err)
+	require.NotEmpty(t, rep.Violations, why)
+	t.Log(rep.Violations[0].Explanation)
+	require.ErrorIs(t, rep.Violations[0].Err, ErrInconsistent)
+	return rep.Violations[0]
+}
+
 // Under the scheme the re-study recommends, every explored crash state
 // recovers; under the nvm baseline, and with the recommended kernels on a
 // machine whose WPQ is volatile although they issue no PCommit, the
@@ -140,24 +155,12 @@ func TestRestudyCrashConsistency(t *testing.T) {
 			require.Empty(t, rep.Violations)
 			require.True(t, rep.Complete || rep.Checked >= 10000)
 
-			w, err = check(persistency.NVM)
-			require.NoError(t, err)
-			rep, err = crash.Check(w, pm.GPULimits{}, crash.Config{Model: persistency.Restudy, States: 10000, Seed: seed, Shrink: true})
-			require.NoError(t, err)
-			require.NotEmpty(t, rep.Violations, "the nvm baseline persists nothing in order")
-			t.Log(rep.Violations[0].Explanation)
-			require.ErrorIs(t, rep.Violations[0].Err, ErrInconsistent)
-			if strings.Contains(rep.Violations[0].Explanation, "because:") {
-				require.Contains(t, rep.Violations[0].Explanation, "stayed dirty in the L2")
+			v := requireCaught(t, check, persistency.NVM, persistency.Restudy, seed, "the nvm baseline persists nothing in order")
+			if strings.Contains(v.Explanation, "because:") {
+				require.Contains(t, v.Explanation, "stayed dirty in the L2")
 			}
-
 			if !rc.Recommended.PCT {
-				w, err = check(rc.Recommended)
-				require.NoError(t, err)
-				rep, err = crash.Check(w, pm.GPULimits{}, crash.Config{Model: persistency.RestudyPCT, States: 10000, Seed: seed, Shrink: true})
-				require.NoError(t, err)
-				require.NotEmpty(t, rep.Violations, "without PCommit a volatile WPQ loses acknowledged write-backs")
-				t.Log(rep.Violations[0].Explanation)
+				requireCaught(t, check, rc.Recommended, persistency.RestudyPCT, seed, "without PCommit a volatile WPQ loses acknowledged write-backs")
 			}
 		})
 	}
