@@ -17,10 +17,11 @@ type KVShape struct{ Buckets, Keys, Batch, Threads int }
 // kvShape fills three quarters of the table before the batch and an eighth
 // more with an insert batch, a load at which cuckoo displacement is
 // common (about one insert in ten of the paper-size batch displaces an
-// entry).
+// entry). The tiny table is fuller still, so that an insert batch small
+// enough to explore every crash state of still displaces entries.
 func kvShape(s Size) KVShape {
 	return bySize(s,
-		KVShape{Buckets: 8, Keys: 6, Batch: 4, Threads: 4},
+		KVShape{Buckets: 4, Keys: 20, Batch: 8, Threads: 4},
 		KVShape{Buckets: 2048, Keys: 12288, Batch: 2048, Threads: 128},
 		KVShape{Buckets: 32768, Keys: 196608, Batch: 32768, Threads: 256})
 }

@@ -272,10 +272,10 @@ func TestRestudyUnderOtherModels(t *testing.T) {
 	}
 }
 
-// kvCuckooShape fills seven eighths of a four-bucket table, so that the
-// insert batch displaces entries: the crash tests explore crashes inside
-// displacements.
-var kvCuckooShape = KVShape{Buckets: 4, Keys: 20, Batch: 8, Threads: 4}
+// kvCuckooShape, the tiny Mega-KV shape, fills seven eighths of a
+// four-bucket table, so that the insert batch displaces entries: the crash
+// tests explore crashes inside displacements.
+var kvCuckooShape = kvShape(Tiny)
 
 // Every workload reports a time for each of its kernels, in the order and
 // under the names its RestudyInfo lists, and every kernel takes time on
