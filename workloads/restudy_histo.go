@@ -8,7 +8,7 @@ import (
 	"github.com/scopedpm/scopedpm/scope"
 )
 
-// HistoShape sizes a Histo: Elements input values in [0, Bins), counted by
+// HistoShape sizes the histogram: Elements input values in [0, Bins), counted by
 // Grid (one shared-memory histogram per block).
 type HistoShape struct {
 	Elements, Bins int

@@ -8,7 +8,7 @@ import (
 	"github.com/scopedpm/scopedpm/scope"
 )
 
-// StencilShape sizes a Stencil: an NX×NY×NZ grid of 32-bit cells, Steps
+// StencilShape sizes the stencil: an NX×NY×NZ grid of 32-bit cells, Steps
 // time steps, Threads threads per block (one interior column per thread).
 type StencilShape struct {
 	NX, NY, NZ, Steps, Threads int
