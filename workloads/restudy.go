@@ -799,7 +799,7 @@ const aluCycles = 2
 
 // work charges n warp instructions of arithmetic (see aluCycles).
 func work(t *scope.Thread, n int) {
-	if n > 0 {
-		t.Work(uint64(n * aluCycles))
+	if c := n * aluCycles; c > 0 {
+		t.Work(uint64(c))
 	}
 }
