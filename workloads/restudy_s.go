@@ -91,7 +91,10 @@ func powShape(s Size) PoWShape {
 	return bySize(s,
 		PoWShape{Items: 8, Cache: 16, Rounds: 2, Nonces: 8, Loops: 2, Threads: 4},
 		PoWShape{Items: 2048, Cache: 1024, Rounds: 8, Nonces: 2048, Loops: 16, Threads: 128},
-		PoWShape{Items: 1 << 15, Cache: 1 << 14, Rounds: 16, Nonces: 1 << 15, Loops: 64, Threads: 256})
+		// Ethash mixes DATASET_PARENTS = 256 cache nodes into every DAG
+		// item, and ProgPoW's search makes 64 DAG accesses per nonce
+		// (PROGPOW_CNT_DAG).
+		PoWShape{Items: 1 << 15, Cache: 1 << 14, Rounds: 256, Nonces: 1 << 15, Loops: 64, Threads: 256})
 }
 
 const powItem = 16 // words per DAG item
