@@ -4,6 +4,8 @@ import (
 	"context"
 	"fmt"
 	"runtime"
+	"slices"
+	"sync"
 
 	"golang.org/x/sync/errgroup"
 
@@ -49,63 +51,89 @@ func linFig4Schemes() []persistency.Scheme {
 }
 
 // linRun runs re-study workload name under scheme s on a fresh volta
-// machine and returns the cycles from the end of Setup until every launch
-// has ended and its write-backs are acknowledged.
-func linRun(name string, s persistency.Scheme, o Options) (uint64, error) {
+// machine and returns the time of each of its kernels (see
+// workloads.KernelCycles; they add up to the cycles from the end of Setup
+// until every launch has ended and its write-backs are acknowledged).
+func linRun(name string, s persistency.Scheme, o Options) ([]workloads.KernelCycles, error) {
 	size := workloads.Paper
 	if o.Quick {
 		size = workloads.Quick
 	}
 	w, err := workloads.NewRestudy(name, size, s)
 	if err != nil {
-		return 0, err
+		return nil, err
 	}
 	cfg := hwmodel.PresetVolta()
 	if err := cfg.Set(o.Set...); err != nil {
-		return 0, err
+		return nil, err
 	}
 	be, err := hwmodel.New(cfg, s.Model())
 	if err != nil {
-		return 0, err
+		return nil, err
 	}
 	m, err := pm.NewMachine(be)
 	if err != nil {
-		return 0, err
+		return nil, err
 	}
 	if err := w.Setup(m); err != nil {
-		return 0, fmt.Errorf("%s setup: %w", name, err)
+		return nil, fmt.Errorf("%s setup: %w", name, err)
 	}
-	t0 := be.Now()
 	if err := w.Run(m); err != nil {
-		return 0, fmt.Errorf("%s under %v: %w", name, s, err)
+		return nil, fmt.Errorf("%s under %v: %w", name, s, err)
 	}
-	c := be.Now() - t0
 	if err := w.Check(m); err != nil {
-		return 0, fmt.Errorf("%s under %v: %w", name, s, err)
+		return nil, fmt.Errorf("%s under %v: %w", name, s, err)
 	}
-	return c, nil
+	return w.Kernels(), nil
 }
 
-// linFig returns the runner of re-study figure fig: the workloads of
-// category cat under the nvm baseline and schemes. Rows: per workload and
-// scheme, "cycles", "normalized_time" and "overhead_pct"; per scheme, the
-// arithmetic mean of overhead_pct over the workloads as workload "average"
-// (the re-study averages overheads arithmetically).
+// linKernel is one kernel of a figure: its workload and its index among
+// the workload's kernels.
+type linKernel struct {
+	workload int // index into workloads.RestudyWorkloads()
+	kernel   int
+	info     workloads.RestudyKernel
+}
+
+// linKernels returns the kernels of category cat (every kernel if cat is
+// empty), in the order of the workloads and their kernels, and the indices
+// of the workloads that have any, in order.
+func linKernels(cat string) ([]linKernel, []int) {
+	var ks []linKernel
+	var ws []int
+	for i, w := range workloads.RestudyWorkloads() {
+		for j, k := range w.Kernels {
+			if cat != "" && k.Category != cat {
+				continue
+			}
+			if len(ws) == 0 || ws[len(ws)-1] != i {
+				ws = append(ws, i)
+			}
+			ks = append(ks, linKernel{i, j, k})
+		}
+	}
+	return ks, ws
+}
+
+// linFig returns the runner of re-study figure fig: the kernels of
+// category cat (a row each, named as in the re-study: histo2, sad1, ...)
+// under the nvm baseline and schemes. A workload runs once per scheme and
+// each of its kernels of the category is timed in that run. Rows: per
+// kernel and scheme, "cycles", "normalized_time" and "overhead_pct"; per
+// scheme, the arithmetic mean of overhead_pct over the kernels as workload
+// "average" (the re-study averages overheads arithmetically).
 func linFig(fig int, cat string, schemes []persistency.Scheme) func(context.Context, Options) ([]Row, error) {
 	exp := fmt.Sprintf("lin-fig%d", fig)
 	return func(ctx context.Context, o Options) ([]Row, error) {
-		var names []string
-		for _, w := range workloads.RestudyWorkloads() {
-			if w.Category == cat {
-				names = append(names, w.Name)
-			}
-		}
+		infos := workloads.RestudyWorkloads()
+		kernels, ws := linKernels(cat)
 		all := append([]persistency.Scheme{persistency.NVM}, schemes...)
-		cycles := make([][]uint64, len(names))
+		// times[i][j]: the kernel times of workload ws[i] under all[j].
+		times := make([][][]workloads.KernelCycles, len(ws))
 		// Announce all the work before any is done: a progress bar never
 		// moves backwards.
 		total := 0
-		for i := range names {
+		for i := range ws {
 			if o.mine(i) {
 				total += len(all)
 			}
@@ -113,18 +141,18 @@ func linFig(fig int, cat string, schemes []persistency.Scheme) func(context.Cont
 		o.progress(total, 0)
 		g, gctx := errgroup.WithContext(ctx)
 		g.SetLimit(runtime.GOMAXPROCS(0))
-		for i, name := range names {
+		for i, wi := range ws {
 			if !o.mine(i) {
 				continue
 			}
-			cycles[i] = make([]uint64, len(all))
+			times[i] = make([][]workloads.KernelCycles, len(all))
 			for j, s := range all {
 				g.Go(func() error {
 					if err := gctx.Err(); err != nil {
 						return err
 					}
-					c, err := linRun(name, s, o)
-					cycles[i][j] = c
+					kc, err := linRun(infos[wi].Name, s, o)
+					times[i][j] = kc
 					o.progress(0, 1)
 					return err
 				})
@@ -136,18 +164,20 @@ func linFig(fig int, cat string, schemes []persistency.Scheme) func(context.Cont
 		var rows []Row
 		sum := make([]float64, len(all))
 		n := 0
-		for i, name := range names {
-			if cycles[i] == nil {
+		for _, k := range kernels {
+			i := slices.Index(ws, k.workload)
+			if times[i] == nil {
 				continue
 			}
 			n++
-			base := float64(cycles[i][0])
+			base := float64(times[i][0][k.kernel].Cycles)
 			for j, s := range all {
-				norm := float64(cycles[i][j]) / base
+				c := float64(times[i][j][k.kernel].Cycles)
+				norm := c / base
 				rows = append(rows,
-					Row{exp, name, s.String(), "cycles", float64(cycles[i][j])},
-					Row{exp, name, s.String(), "normalized_time", norm},
-					Row{exp, name, s.String(), "overhead_pct", 100 * (norm - 1)})
+					Row{exp, k.info.Name, s.String(), "cycles", c},
+					Row{exp, k.info.Name, s.String(), "normalized_time", norm},
+					Row{exp, k.info.Name, s.String(), "overhead_pct", 100 * (norm - 1)})
 				sum[j] += 100 * (norm - 1)
 			}
 		}
@@ -188,42 +218,56 @@ func linAccepted(name string, s persistency.Scheme) (bool, int, error) {
 	return len(rep.Violations) == 0, rep.Checked, nil
 }
 
-// runLinTable5 measures every candidate scheme of each workload (the nvm
-// baseline included, which the checker must reject), checks each for crash
-// consistency, and picks the cheapest accepted one. Rows per workload and
-// candidate: overhead_pct, accepted (1 or 0), states; per workload, the
-// persistency pick as config "PM=<scheme>" and the durable-transaction
-// pick as "DT=<scheme>" with their overhead_pct; and the averages of the
-// picks' overheads (configs "PM" and "DT").
+// runLinTable5 measures, for every kernel, the candidate schemes of its
+// category (the nvm baseline included, which the checker must reject),
+// checks each for crash consistency, and picks the cheapest accepted one.
+// A workload runs and is checked once per scheme, all its kernels under
+// that scheme: a scheme is accepted for a kernel when the whole workload
+// recovers under it. Rows per kernel and candidate: overhead_pct, accepted
+// (1 or 0), states; per kernel, the persistency pick as config
+// "PM=<scheme>" and the durable-transaction pick as "DT=<scheme>" with
+// their overhead_pct; and the averages of the picks' overheads over the
+// kernels of the classes S, LS and LL (configs "PM" and "DT"; like the
+// re-study's, without the Mega-KV and ProgPOW kernels).
 func runLinTable5(ctx context.Context, o Options) ([]Row, error) {
 	const exp = "lin-table5"
 	type result struct {
-		cycles   uint64
+		kernels  []workloads.KernelCycles
 		accepted bool
 		states   int
 	}
 	infos := workloads.RestudyWorkloads()
-	res := make([][]result, len(infos))
-	cands := make([][]persistency.Scheme, len(infos))
+	kernels, _ := linKernels("")
+	res := make([]map[persistency.Scheme]result, len(infos))
+	var mu sync.Mutex
 	g, gctx := errgroup.WithContext(ctx)
 	g.SetLimit(runtime.GOMAXPROCS(0))
 	for i, w := range infos {
 		if !o.mine(i) {
 			continue
 		}
-		cands[i] = append([]persistency.Scheme{persistency.NVM}, linCandidates(w.Category)...)
-		res[i] = make([]result, len(cands[i]))
-		for j, s := range cands[i] {
+		res[i] = map[persistency.Scheme]result{}
+		cands := []persistency.Scheme{persistency.NVM}
+		for _, cat := range w.Categories() {
+			for _, s := range linCandidates(cat) {
+				if !slices.Contains(cands, s) {
+					cands = append(cands, s)
+				}
+			}
+		}
+		for _, s := range cands {
 			g.Go(func() error {
 				if err := gctx.Err(); err != nil {
 					return err
 				}
-				c, err := linRun(w.Name, s, o)
+				kc, err := linRun(w.Name, s, o)
 				if err != nil {
 					return err
 				}
 				ok, n, err := linAccepted(w.Name, s)
-				res[i][j] = result{c, ok, n}
+				mu.Lock()
+				res[i][s] = result{kc, ok, n}
+				mu.Unlock()
 				return err
 			})
 		}
@@ -234,15 +278,21 @@ func runLinTable5(ctx context.Context, o Options) ([]Row, error) {
 	var rows []Row
 	var sum, sumDT float64
 	n, nDT := 0, 0
-	for i, w := range infos {
-		if res[i] == nil {
+	for _, k := range kernels {
+		if res[k.workload] == nil {
 			continue
 		}
-		base := float64(res[i][0].cycles)
+		name := k.info.Name
+		// The re-study's Table V and its averages cover its Parboil
+		// kernels (Table II's classes), not Mega-KV's or ProgPOW's.
+		parboil := k.info.Category == "S" || k.info.Category == "LS" || k.info.Category == "LL"
+		cands := append([]persistency.Scheme{persistency.NVM}, linCandidates(k.info.Category)...)
+		cycles := func(s persistency.Scheme) float64 { return float64(res[k.workload][s].kernels[k.kernel].Cycles) }
+		base := cycles(persistency.NVM)
 		best, bestDT := -1, -1
-		for j, s := range cands[i] {
-			r := res[i][j]
-			ov := 100 * (float64(r.cycles)/base - 1)
+		for j, s := range cands {
+			r := res[k.workload][s]
+			ov := 100 * (cycles(s)/base - 1)
 			acc := 0.0
 			if r.accepted {
 				acc = 1
@@ -250,31 +300,35 @@ func runLinTable5(ctx context.Context, o Options) ([]Row, error) {
 				if s.Undo {
 					b = &bestDT
 				}
-				if *b < 0 || r.cycles < res[i][*b].cycles {
+				if *b < 0 || cycles(s) < cycles(cands[*b]) {
 					*b = j
 				}
 			}
-			rows = append(rows, Row{exp, w.Name, s.String(), "overhead_pct", ov},
-				Row{exp, w.Name, s.String(), "accepted", acc},
-				Row{exp, w.Name, s.String(), "states", float64(r.states)})
+			rows = append(rows, Row{exp, name, s.String(), "overhead_pct", ov},
+				Row{exp, name, s.String(), "accepted", acc},
+				Row{exp, name, s.String(), "states", float64(r.states)})
 		}
 		if bestDT < 0 {
-			return nil, fmt.Errorf("%s: the crash checker accepts none of the transaction schemes of %v", w.Name, cands[i])
+			return nil, fmt.Errorf("%s: the crash checker accepts none of the transaction schemes of %v", name, cands)
 		}
 		if best < 0 {
 			// Persistency alone cannot make a non-idempotent kernel
 			// recoverable: only a transaction does.
-			rows = append(rows, Row{exp, w.Name, "PM=none", "accepted", 0})
+			rows = append(rows, Row{exp, name, "PM=none", "accepted", 0})
 		} else {
-			ov := 100 * (float64(res[i][best].cycles)/base - 1)
-			rows = append(rows, Row{exp, w.Name, "PM=" + cands[i][best].String(), "overhead_pct", ov})
-			sum += ov
-			n++
+			ov := 100 * (cycles(cands[best])/base - 1)
+			rows = append(rows, Row{exp, name, "PM=" + cands[best].String(), "overhead_pct", ov})
+			if parboil {
+				sum += ov
+				n++
+			}
 		}
-		dt := 100 * (float64(res[i][bestDT].cycles)/base - 1)
-		rows = append(rows, Row{exp, w.Name, "DT=" + cands[i][bestDT].String(), "overhead_pct", dt})
-		sumDT += dt
-		nDT++
+		dt := 100 * (cycles(cands[bestDT])/base - 1)
+		rows = append(rows, Row{exp, name, "DT=" + cands[bestDT].String(), "overhead_pct", dt})
+		if parboil {
+			sumDT += dt
+			nDT++
+		}
 	}
 	if nDT > 0 && o.Shards <= 1 {
 		rows = append(rows, Row{exp, "average", "PM", "overhead_pct", sum / float64(max(n, 1))},

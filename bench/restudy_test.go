@@ -43,8 +43,10 @@ func TestLinFigures(t *testing.T) {
 	slow, err := e.Run(context.Background(), bench.Options{Quick: true, Set: []string{"restudy.channels=1", "restudy.l2_banks_per_channel=1"}})
 	require.NoError(t, err)
 	v, s := rowsBy(rows), rowsBy(slow)
-	require.Equal(t, v[[3]string{"histo", "nvm", "cycles"}], s[[3]string{"histo", "nvm", "cycles"}], "the baseline never walks the L2")
-	require.Greater(t, s[[3]string{"histo", "EP_K", "cycles"}], v[[3]string{"histo", "EP_K", "cycles"}], "a one-bank walk is longer")
+	for _, k := range []string{"histo1", "histo2", "histo4", "mri-gridding-scan1", "mri-gridding-scan2", "sad2"} {
+		require.Equal(t, v[[3]string{k, "nvm", "cycles"}], s[[3]string{k, "nvm", "cycles"}], "%s: the baseline never walks the L2", k)
+		require.Greater(t, s[[3]string{k, "EP_K", "cycles"}], v[[3]string{k, "EP_K", "cycles"}], "%s: a one-bank walk is longer", k)
+	}
 }
 
 // Table V by measurement: the nvm baseline is never accepted, every pick

@@ -2,7 +2,9 @@ package workloads
 
 import (
 	"fmt"
+	"math/rand/v2"
 	"slices"
+	"strings"
 
 	"github.com/scopedpm/scopedpm/pm"
 	"github.com/scopedpm/scopedpm/pm/crash"
@@ -60,6 +62,20 @@ func (p *Persister) after(a pm.Addr) {
 	}
 }
 
+// Persist makes the PM word at a, which the thread has stored, durable
+// before the thread goes on, under every scheme but the nvm baseline: a
+// kernel calls it where its own recovery needs an order inside an epoch
+// (a displaced Mega-KV entry's copy before the overwrite of its old slot).
+// Under the strict schemes every store is durable when it returns already.
+func (p *Persister) Persist(a pm.Addr) {
+	switch p.S.Gran {
+	case persistency.Baseline, persistency.PerStore:
+		return
+	}
+	p.T.CLWB(a)
+	p.fence()
+}
+
 // fence waits for the thread's write-backs and, on a PCT machine, commits
 // them.
 func (p *Persister) fence() {
@@ -80,29 +96,37 @@ func (p *Persister) wt() bool {
 }
 
 // Store32 stores v at a (4-byte aligned, in PM) as the scheme requires.
-func (p *Persister) Store32(a pm.Addr, v uint32) {
+func (p *Persister) Store32(a pm.Addr, v uint32) { p.store(a, 4, uint64(v)) }
+
+// Store64 stores v at a (8-byte aligned, in PM) as the scheme requires.
+func (p *Persister) Store64(a pm.Addr, v uint64) { p.store(a, 8, v) }
+
+func (p *Persister) store(a pm.Addr, size int, v uint64) {
 	if p.log != nil {
-		p.logBefore(a, 4)
+		p.logBefore(a, size)
 	}
-	if p.wt() {
-		p.T.StoreWT32(a, v)
-	} else {
-		p.T.Store32(a, v)
+	switch wt := p.wt(); {
+	case wt && size == 4:
+		p.T.StoreWT32(a, uint32(v))
+	case wt:
+		p.T.StoreWT64(a, v)
+	case size == 4:
+		p.T.Store32(a, uint32(v))
+	default:
+		p.T.Store64(a, v)
 	}
 	p.after(a)
 }
 
-// Store64 stores v at a (8-byte aligned, in PM) as the scheme requires.
-func (p *Persister) Store64(a pm.Addr, v uint64) {
-	if p.log != nil {
-		p.logBefore(a, 8)
+// writeBack64 stores v at a and sends it towards PM: a write-through
+// store if wt, else a store and a CLWB of its line. It does not wait.
+func writeBack64(t *scope.Thread, wt bool, a pm.Addr, v uint64) {
+	if wt {
+		t.StoreWT64(a, v)
+		return
 	}
-	if p.wt() {
-		p.T.StoreWT64(a, v)
-	} else {
-		p.T.Store64(a, v)
-	}
-	p.after(a)
+	t.Store64(a, v)
+	t.CLWB(a)
 }
 
 // CAS64 is an atomic compare-and-swap of the 8-byte PM word at a at
@@ -157,12 +181,7 @@ func (p *Persister) EndEpoch(g persistency.Granularity, mark pm.Addr, value uint
 			t.PCommit()
 			t.MemBar()
 		}
-		if s.Mech == persistency.WT {
-			t.StoreWT64(mark, value)
-		} else {
-			t.Store64(mark, value)
-			t.CLWB(mark)
-		}
+		writeBack64(t, s.Mech == persistency.WT, mark, value)
 		p.fence()
 	}
 	t.SyncThreads()
@@ -174,7 +193,11 @@ func (p *Persister) EndEpoch(g persistency.Granularity, mark pm.Addr, value uint
 // rsKernel is one kernel of a re-study workload.
 type rsKernel struct {
 	name string
-	grid scope.Grid
+	// label is the re-study's name for the kernel (histo2, sad1, ...): the
+	// row its time is reported under. Launches of the same kernel (the
+	// time steps of a stencil) share a label and add up.
+	label string
+	grid  scope.Grid
 	// body runs one thread; it stores PM through p and, if it has a main
 	// loop, ends each iteration with p.EndEpoch(persistency.PerLoop, ...)
 	// (see rsState.loopMark). It must be idempotent: a block re-run after
@@ -203,6 +226,12 @@ type rsState struct {
 	undo      pm.Addr
 	// Launches counts the launches of the last Run or Recover.
 	launches int
+	// repair, if set, mends on the host what re-running the kernels
+	// cannot, after the rollback of a recovery and before its kernels.
+	repair func(m *pm.Machine) error
+	// times holds the simulated cycles of each kernel label in the last
+	// Run or Recover, in the order the labels first ran.
+	times []KernelCycles
 }
 
 // rsSetup creates the marker regions (zero: nothing done).
@@ -276,11 +305,21 @@ func (r *rsState) loopMark(k, b int) pm.Addr {
 
 // run launches every kernel whose marker is not durable (all of them on a
 // fresh machine), each followed by its epilogue. Blocks whose marker is
-// set return at once.
-func (r *rsState) run(m *pm.Machine) error {
+// set return at once. A recovery first rolls back uncommitted undo-logged
+// epochs, then repairs.
+func (r *rsState) run(m *pm.Machine, recovery bool) error {
 	r.launches = 0
+	r.times = r.times[:0]
+	for _, k := range r.kernels {
+		r.timed(k.label, 0)
+	}
 	if r.scheme.Undo {
 		if err := r.rollback(m); err != nil {
+			return err
+		}
+	}
+	if recovery && r.repair != nil {
+		if err := r.repair(m); err != nil {
 			return err
 		}
 	}
@@ -292,11 +331,46 @@ func (r *rsState) run(m *pm.Machine) error {
 		if v != 0 {
 			continue
 		}
+		t0 := now(m)
 		if err := r.launch(m, k); err != nil {
 			return err
 		}
+		r.timed(r.kernels[k].label, now(m)-t0)
 	}
 	return nil
+}
+
+// now returns the simulated cycle of m's backend, or 0 for a backend
+// without a clock (the functional one).
+func now(m *pm.Machine) uint64 {
+	if c, ok := m.Backend().(interface{ Now() uint64 }); ok {
+		return c.Now()
+	}
+	return 0
+}
+
+// timed adds cycles to the time of the kernel labelled label.
+func (r *rsState) timed(label string, cycles uint64) {
+	for i := range r.times {
+		if r.times[i].Name == label {
+			r.times[i].Cycles += cycles
+			return
+		}
+	}
+	r.times = append(r.times, KernelCycles{Name: label, Cycles: cycles})
+}
+
+// KernelCycles is the simulated time of one of a re-study workload's
+// kernels in the workload's last Run or Recover: from the cycle its launch
+// began to the cycle the backend had drained it and its epilogue (the
+// launch that writes the kernel's durable marker, and under kernel-level
+// epochs its L2WB), so that a scheme's end-of-kernel cost is the kernel's.
+type KernelCycles struct {
+	// Name is the re-study's name for the kernel (histo2, sad1, ...).
+	Name string
+	// Cycles is 0 on a backend without a clock, and for a kernel a
+	// recovery did not need to re-run.
+	Cycles uint64
 }
 
 func (r *rsState) launch(m *pm.Machine, k int) error {
@@ -348,15 +422,9 @@ func (r *rsState) launch(m *pm.Machine, k int) error {
 				t.PCommit()
 				t.MemBar()
 			}
-			t.Store64(km, 1)
-			t.CLWB(km)
+			writeBack64(t, false, km, 1)
 		default:
-			if s.Mech == persistency.WT {
-				t.StoreWT64(km, 1)
-			} else {
-				t.Store64(km, 1)
-				t.CLWB(km)
-			}
+			writeBack64(t, s.Mech == persistency.WT, km, 1)
 		}
 		t.MemBar()
 		if s.PCT {
@@ -399,56 +467,101 @@ type RestudyWorkload interface {
 	// Scheme returns the scheme the kernels follow; check crash states
 	// under Scheme().Model().
 	Scheme() persistency.Scheme
+	// Kernels returns the time of each kernel in the last Run or Recover,
+	// in the order of RestudyInfo.Kernels.
+	Kernels() []KernelCycles
 }
 
 // RestudyInfo describes one re-study workload.
 type RestudyInfo struct {
 	Name string
+	// Kernels are the workload's kernels, each a row of the re-study's
+	// figures, in the order they run.
+	Kernels []RestudyKernel
+	// Recommended is the scheme the workload is registered and crash-checked
+	// under: the re-study's Table V recommendation for its main kernel.
+	Recommended persistency.Scheme
+	make        func(Size, persistency.Scheme) (RestudyWorkload, error)
+}
+
+// Categories returns the categories of the workload's kernels, each once,
+// in the order of Kernels.
+func (w RestudyInfo) Categories() []string {
+	var out []string
+	for _, k := range w.Kernels {
+		if !slices.Contains(out, k.Category) {
+			out = append(out, k.Category)
+		}
+	}
+	return out
+}
+
+// RestudyKernel is one kernel of a re-study workload.
+type RestudyKernel struct {
+	// Name is the re-study's name for the kernel (Table II: histo2,
+	// mri-gridding-scan1, sad1, ...; Tables III and IV for Mega-KV and
+	// ProgPOW), or the workload's name for a kernel the re-study does not
+	// have.
+	Name string
+	// Function is the name of the CUDA kernel it stands for.
+	Function string
 	// Category is the re-study's class: "S" (short-running kernels), "LS"
 	// (long-running, short CTAs), "LL" (long-running, long CTAs), or the
 	// application of its Mega-KV ("KV", short kernels) and ProgPOW ("PoW",
 	// long kernels with short CTAs) figures.
 	Category string
-	// Recommended is the scheme the re-study's Table V recommends for the
-	// Parboil kernel this one stands for.
-	Recommended persistency.Scheme
-	make        func(Size, persistency.Scheme) (RestudyWorkload, error)
 }
 
 var restudyWorkloads = []RestudyInfo{
-	{"histo", "S", persistency.KernelSchemes[0], func(s Size, sc persistency.Scheme) (RestudyWorkload, error) { return NewHisto(histoShape(s), sc, 1) }},
-	{"stencil", "LS", persistency.CTASchemes[2], func(s Size, sc persistency.Scheme) (RestudyWorkload, error) {
-		return NewStencil(stencilShape(s), sc, 1)
-	}},
-	{"bfs", "LL", persistency.LoopSchemes[1], func(s Size, sc persistency.Scheme) (RestudyWorkload, error) { return NewBFS(bfsShape(s), sc, 1) }},
-	{"sgemm", "LS", persistency.CTASchemes[2], func(s Size, sc persistency.Scheme) (RestudyWorkload, error) { return NewSGEMM(sgemmShape(s), sc, 1) }},
-	{"spmv", "LS", persistency.CTASchemes[0], func(s Size, sc persistency.Scheme) (RestudyWorkload, error) { return NewSpMV(spmvShape(s), sc, 1) }},
-	{"lbm", "LS", persistency.CTASchemes[0], func(s Size, sc persistency.Scheme) (RestudyWorkload, error) { return NewLBM(lbmShape(s), sc, 1) }},
-	{"sad", "LS", persistency.CTASchemes[0], func(s Size, sc persistency.Scheme) (RestudyWorkload, error) { return NewSAD(sadShape(s), sc, 1) }},
-	{"accumulate", "LS", persistency.UndoSchemes[4], func(s Size, sc persistency.Scheme) (RestudyWorkload, error) {
-		return NewAccumulate(accumulateShape(s), sc, 1, false)
-	}},
-	{"scan", "S", persistency.StrictSchemes[1], func(s Size, sc persistency.Scheme) (RestudyWorkload, error) { return NewRSScan(rsScanShape(s), sc, 1) }},
-	{"kv-search", "KV", persistency.KernelSchemes[0], func(s Size, sc persistency.Scheme) (RestudyWorkload, error) {
-		return NewMegaKV(KVSearch, kvShape(s), sc, 1)
-	}},
-	{"kv-insert", "KV", persistency.KernelSchemes[0], func(s Size, sc persistency.Scheme) (RestudyWorkload, error) {
-		return NewMegaKV(KVInsert, kvShape(s), sc, 1)
-	}},
-	{"kv-delete", "KV", persistency.KernelSchemes[0], func(s Size, sc persistency.Scheme) (RestudyWorkload, error) {
-		return NewMegaKV(KVDelete, kvShape(s), sc, 1)
-	}},
-	{"pow-dag", "PoW", persistency.CTASchemes[0], func(s Size, sc persistency.Scheme) (RestudyWorkload, error) {
-		return NewProgPoW(true, powShape(s), sc, 1)
-	}},
-	{"pow-search", "PoW", persistency.CTASchemes[0], func(s Size, sc persistency.Scheme) (RestudyWorkload, error) {
-		return NewProgPoW(false, powShape(s), sc, 1)
-	}},
+	{"histo", []RestudyKernel{{"histo1", "histo_prescan_kernel", "S"}, {"histo2", "histo_intermediates_kernel", "S"}, {"histo4", "histo_final_kernel", "S"}},
+		persistency.KernelSchemes[0], func(s Size, sc persistency.Scheme) (RestudyWorkload, error) { return NewHisto(histoShape(s), sc, 1) }},
+	{"stencil", []RestudyKernel{{"stencil", "naive_kernel", "LS"}}, persistency.CTASchemes[2],
+		func(s Size, sc persistency.Scheme) (RestudyWorkload, error) {
+			return NewStencil(stencilShape(s), sc, 1)
+		}},
+	{"bfs", []RestudyKernel{{"bfs", "BFS_in_GPU_kernel", "LL"}}, persistency.LoopSchemes[1],
+		func(s Size, sc persistency.Scheme) (RestudyWorkload, error) { return NewBFS(bfsShape(s), sc, 1) }},
+	{"sgemm", []RestudyKernel{{"sgemm", "mysgemmNT", "LS"}}, persistency.CTASchemes[2],
+		func(s Size, sc persistency.Scheme) (RestudyWorkload, error) { return NewSGEMM(sgemmShape(s), sc, 1) }},
+	{"spmv", []RestudyKernel{{"spmv", "spmv_jds", "LS"}}, persistency.CTASchemes[0],
+		func(s Size, sc persistency.Scheme) (RestudyWorkload, error) { return NewSpMV(spmvShape(s), sc, 1) }},
+	{"lbm", []RestudyKernel{{"lbm", "performStreamCollide_kernel", "LS"}}, persistency.CTASchemes[0],
+		func(s Size, sc persistency.Scheme) (RestudyWorkload, error) { return NewLBM(lbmShape(s), sc, 1) }},
+	{"sad", []RestudyKernel{{"sad1", "mb_sad_calc", "LS"}, {"sad2", "larger_sad_calc_8", "S"}}, persistency.CTASchemes[0],
+		func(s Size, sc persistency.Scheme) (RestudyWorkload, error) { return NewSAD(sadShape(s), sc, 1) }},
+	{"accumulate", []RestudyKernel{{"accumulate", "accumulate", "LS"}}, persistency.UndoSchemes[4],
+		func(s Size, sc persistency.Scheme) (RestudyWorkload, error) {
+			return NewAccumulate(accumulateShape(s), sc, 1, false)
+		}},
+	{"scan", []RestudyKernel{{"mri-gridding-scan1", "scan_L1_kernel", "S"}, {"mri-gridding-scan2", "scan_inter1_kernel", "S"}}, persistency.StrictSchemes[1],
+		func(s Size, sc persistency.Scheme) (RestudyWorkload, error) { return NewRSScan(rsScanShape(s), sc, 1) }},
+	{"kv-search", []RestudyKernel{{"search", "hash_search", "KV"}}, persistency.KernelSchemes[0],
+		megaKVMaker(KVSearch)},
+	{"kv-insert", []RestudyKernel{{"insert", "hash_insert_cuckoo", "KV"}}, persistency.KernelSchemes[0],
+		megaKVMaker(KVInsert)},
+	{"kv-delete", []RestudyKernel{{"delete", "hash_delete", "KV"}}, persistency.KernelSchemes[0],
+		megaKVMaker(KVDelete)},
+	{"pow-dag", []RestudyKernel{{"ethash_calculate_dag_item", "ethash_calculate_dag_item", "PoW"}}, persistency.CTASchemes[0],
+		progPoWMaker(true)},
+	{"pow-search", []RestudyKernel{{"progpow_search", "progpow_search", "PoW"}}, persistency.CTASchemes[0],
+		progPoWMaker(false)},
+}
+
+// megaKVMaker makes the Mega-KV kernel op's workload at a size.
+func megaKVMaker(op int) func(Size, persistency.Scheme) (RestudyWorkload, error) {
+	return func(s Size, sc persistency.Scheme) (RestudyWorkload, error) { return NewMegaKV(op, kvShape(s), sc, 1) }
+}
+
+// progPoWMaker makes a ProgPOW kernel's workload at a size.
+func progPoWMaker(dag bool) func(Size, persistency.Scheme) (RestudyWorkload, error) {
+	return func(s Size, sc persistency.Scheme) (RestudyWorkload, error) {
+		return NewProgPoW(dag, powShape(s), sc, 1)
+	}
 }
 
 func init() {
 	for _, w := range restudyWorkloads {
-		register("restudy-"+w.Name, fmt.Sprintf("persistency re-study %s kernel %s under %v (its Table V recommendation); check with -model %v", w.Category, w.Name, w.Recommended, w.Recommended.Model()),
+		register("restudy-"+w.Name, fmt.Sprintf("persistency re-study %s kernels of %s under %v (its Table V recommendation); check with -model %v", strings.Join(w.Categories(), "+"), w.Name, w.Recommended, w.Recommended.Model()),
 			func(s Size) crash.Workload { return mustWorkload(w.make(s, w.Recommended)) })
 	}
 }
@@ -515,11 +628,13 @@ type rsApp struct {
 	check func(m *pm.Machine) error
 }
 
-func newRSApp(name string, s persistency.Scheme) (*rsApp, error) {
+// newRSApp returns the app name under scheme s, and the generator of its
+// inputs: a PCG of seed on the app's own stream.
+func newRSApp(name string, s persistency.Scheme, seed, stream uint64) (*rsApp, *rand.Rand, error) {
 	if !s.Valid() {
-		return nil, fmt.Errorf("%w: scheme %+v", ErrConfig, s)
+		return nil, nil, fmt.Errorf("%w: scheme %+v", ErrConfig, s)
 	}
-	return &rsApp{name: name, rs: rsState{scheme: s, prefix: name}, base: map[string]pm.Addr{}}, nil
+	return &rsApp{name: name, rs: rsState{scheme: s, prefix: name}, base: map[string]pm.Addr{}}, rand.New(rand.NewPCG(seed, stream)), nil
 }
 
 // Name returns "<app>/<scheme>".
@@ -527,6 +642,9 @@ func (a *rsApp) Name() string { return a.name + "/" + a.rs.scheme.String() }
 
 // Scheme returns the persistency scheme the kernels follow.
 func (a *rsApp) Scheme() persistency.Scheme { return a.rs.scheme }
+
+// Kernels returns the time of each kernel in the last Run or Recover.
+func (a *rsApp) Kernels() []KernelCycles { return slices.Clone(a.rs.times) }
 
 func (a *rsApp) addr(name string) pm.Addr { return a.base[name] }
 
@@ -574,9 +692,14 @@ func (a *rsApp) bind(m *pm.Machine) error {
 	return a.rs.open(m)
 }
 
-// Run allocates the device-memory scratch and runs the kernels whose
-// markers are not durable.
-func (a *rsApp) Run(m *pm.Machine) error {
+// Run allocates the device-memory scratch and runs the kernels.
+func (a *rsApp) Run(m *pm.Machine) error { return a.run(m, false) }
+
+// Recover rolls back what undo logs cover, repairs, and re-runs the kernels
+// and blocks the durable markers do not cover.
+func (a *rsApp) Recover(m *pm.Machine) error { return a.run(m, true) }
+
+func (a *rsApp) run(m *pm.Machine, recovery bool) error {
 	if err := a.bind(m); err != nil {
 		return err
 	}
@@ -588,11 +711,8 @@ func (a *rsApp) Run(m *pm.Machine) error {
 		}
 		a.dev = append(a.dev, d)
 	}
-	return a.rs.run(m)
+	return a.rs.run(m, recovery)
 }
-
-// Recover re-runs what the durable markers do not cover.
-func (a *rsApp) Recover(m *pm.Machine) error { return a.Run(m) }
 
 // Check compares every output array with its reference.
 func (a *rsApp) Check(m *pm.Machine) error {
@@ -615,4 +735,71 @@ func (a *rsApp) Check(m *pm.Machine) error {
 		return a.check(m)
 	}
 	return nil
+}
+
+// bySize returns the shape of size s: tiny, quick or paper.
+func bySize[T any](s Size, tiny, quick, paper T) T {
+	switch s {
+	case Tiny:
+		return tiny
+	case Quick:
+		return quick
+	}
+	return paper
+}
+
+// perItem returns an idempotent kernel of one thread per item i < n in
+// blocks of threads threads (the last block's spare threads return at
+// once), labelled label.
+func perItem(name, label string, n, threads int, body func(t *scope.Thread, p *Persister, i int)) rsKernel {
+	return rsKernel{idempotent: true, name: name, label: label, grid: scope.Grid{Blocks: blocksFor(n, threads), Threads: threads},
+		body: func(t *scope.Thread, p *Persister) {
+			if i := t.ID(); i < n {
+				body(t, p, i)
+			}
+		}}
+}
+
+// Compute time. hwmodel times the memory and persistency verbs; the
+// arithmetic between them is invisible to it, so a kernel that computes
+// charges it with Thread.Work. The charge is derived, never fitted:
+//
+//   - Count the warp instructions the kernel's arithmetic compiles to, by
+//     hand from the Go code of the kernel (the comment at each Work call
+//     shows the count): one per 32-bit add, subtract, multiply,
+//     multiply-add, shift, logic operation, compare, select, min or max,
+//     and per address computation not folded into a load's offset; a
+//     64-bit add, shift or logic operation as two, a 64-bit multiply as
+//     four (the lanes are 32 bits wide); a loop's increment and
+//     compare-and-branch as two per iteration. Loads, stores and atomics
+//     are verbs and are not counted.
+//   - Multiply by aluCycles, the cycles a scheduler's ALU takes per warp
+//     instruction on the volta preset.
+//
+// A kernel charges a thread's arithmetic in one Work call (or one per
+// outer loop iteration) rather than beside each operation: hwmodel stalls a
+// warp on each of its loads until the data is back, so a warp's time is the
+// sum of its loads' and its compute's wherever the charge goes; only how
+// its accesses interleave with other warps' changes, and the engine runs
+// one verb fewer per operation.
+//
+// hwmodel's Work makes the warp wait that many cycles after one issue
+// slot; it does not hold the scheduler, so the compute of warps sharing a
+// scheduler overlaps, which real issue does not allow. The charge is thus
+// a lower bound on a kernel's compute time whenever an SM holds more warps
+// than it has schedulers.
+//
+// aluCycles is 2: the re-study ran GPGPU-Sim 4.0's QV100 configuration
+// (Table I: "NVDIA Volta QV100"), which issues one warp instruction per
+// scheduler per cycle (gpgpu_max_insn_issue_per_warp 1) and accepts an
+// integer or FP32 add, multiply or multiply-add into a scheduler's unit
+// every 2 cycles (ptx_opcode_initiation_int and _fp: 2,2,2,2 for ADD, MAX,
+// MUL, MAD): 16 lanes per unit, 32 lanes per warp.
+const aluCycles = 2
+
+// work charges n warp instructions of arithmetic (see aluCycles).
+func work(t *scope.Thread, n int) {
+	if c := n * aluCycles; c > 0 {
+		t.Work(uint64(c))
+	}
 }

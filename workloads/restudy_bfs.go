@@ -2,7 +2,6 @@ package workloads
 
 import (
 	"fmt"
-	"math/rand/v2"
 
 	"github.com/scopedpm/scopedpm/pm"
 	"github.com/scopedpm/scopedpm/pm/persistency"
@@ -16,52 +15,34 @@ type BFSShape struct {
 }
 
 func bfsShape(s Size) BFSShape {
-	switch s {
-	case Tiny:
-		return BFSShape{Nodes: 12, Degree: 2, Threads: 4}
-	case Quick:
-		return BFSShape{Nodes: 4096, Degree: 3, Threads: 256}
-	}
-	// Parboil's BFS_in_GPU_kernel runs one block of 512 threads.
-	return BFSShape{Nodes: 1 << 16, Degree: 4, Threads: 512}
+	return bySize(s, BFSShape{Nodes: 12, Degree: 2, Threads: 4}, BFSShape{Nodes: 4096, Degree: 3, Threads: 256},
+		// Parboil's BFS_in_GPU_kernel runs one block of 512 threads.
+		BFSShape{Nodes: 1 << 16, Degree: 4, Threads: 512})
 }
 
 // bfsInf is the cost of a node not reached yet.
 const bfsInf = 0xFFFFFFFF
 
-// BFS is the re-study's long-running BFS (Parboil's BFS_in_GPU_kernel)
-// written afresh: one block expands the frontier level by level; a thread
-// that claims an unvisited neighbour (an atomic on a volatile visited
-// flag) stores its cost, the level, to bfs.cost in PM and appends it to
-// the next frontier in device memory. The kernel is not idempotent: a
-// level half done leaves nodes marked that a re-run would skip. Its loop
-// epochs make it restartable instead: bfs.loops holds the last level
-// whose costs are durable, and a (re)start first clears every cost above
-// that level and rebuilds the frontier from the costs equal to it.
-type BFS struct {
-	Shape   BFSShape
-	rs      rsState
-	row     []uint32 // CSR offsets, Nodes+1
-	col     []uint32 // CSR targets
-	want    []uint32
-	graph   pm.Addr // bfs.graph: row then col
-	cost    pm.Addr // bfs.cost
-	visited pm.Addr // device memory: a flag per node
-	front   pm.Addr // device memory: two frontiers of Nodes entries
-	count   pm.Addr // device memory: their lengths
-}
-
-// NewBFS returns the BFS of a random graph drawn from seed under scheme s.
-func NewBFS(sh BFSShape, s persistency.Scheme, seed uint64) (*BFS, error) {
+// NewBFS returns the re-study's long-running BFS (Parboil's
+// BFS_in_GPU_kernel) written afresh, on a random graph drawn from seed:
+// one block expands the frontier level by level; a thread that claims an
+// unvisited neighbour (an atomic on a volatile visited flag) stores its
+// cost, the level, to bfs.cost in PM and appends it to the next frontier
+// in device memory. The graph (CSR offsets then targets) is in bfs.graph.
+// The kernel is not idempotent: a level half done leaves nodes marked
+// that a re-run would skip. Its loop epochs make it restartable instead:
+// the block's loop count holds the last level whose costs are durable, and
+// a (re)start first clears every cost above that level and rebuilds the
+// frontier from the costs equal to it.
+func NewBFS(sh BFSShape, s persistency.Scheme, seed uint64) (RestudyWorkload, error) {
 	if sh.Nodes <= 0 || sh.Degree <= 0 || sh.Threads <= 0 {
 		return nil, fmt.Errorf("%w: bfs %+v", ErrConfig, sh)
 	}
-	if !s.Valid() {
-		return nil, fmt.Errorf("%w: scheme %+v", ErrConfig, s)
+	a, rng, err := newRSApp("bfs", s, seed, 0xbf5)
+	if err != nil {
+		return nil, err
 	}
-	b := &BFS{Shape: sh}
-	rng := rand.New(rand.NewPCG(seed, 0xbf5))
-	b.row = append(b.row, 0)
+	row, col := []uint32{0}, []uint32(nil)
 	for v := range sh.Nodes {
 		for range sh.Degree {
 			// Mostly near neighbours, sometimes far ones: a graph of
@@ -70,52 +51,45 @@ func NewBFS(sh BFSShape, s persistency.Scheme, seed uint64) (*BFS, error) {
 			if rng.IntN(4) == 0 {
 				w = rng.IntN(sh.Nodes)
 			}
-			b.col = append(b.col, uint32(w))
+			col = append(col, uint32(w))
 		}
-		b.row = append(b.row, uint32(len(b.col)))
+		row = append(row, uint32(len(col)))
 	}
-	b.want = make([]uint32, sh.Nodes)
-	for i := range b.want {
-		b.want[i] = bfsInf
+	want, cost := make([]uint32, sh.Nodes), make([]uint32, sh.Nodes)
+	for i := range want {
+		want[i], cost[i] = bfsInf, bfsInf
 	}
-	b.want[0] = 0
+	want[0], cost[0] = 0, 0
 	for front, level := []uint32{0}, uint32(0); len(front) > 0; level++ {
 		var next []uint32
 		for _, v := range front {
-			for _, w := range b.col[b.row[v]:b.row[v+1]] {
-				if b.want[w] == bfsInf {
-					b.want[w] = level + 1
+			for _, w := range col[row[v]:row[v+1]] {
+				if want[w] == bfsInf {
+					want[w] = level + 1
 					next = append(next, w)
 				}
 			}
 		}
 		front = next
 	}
-	b.rs = rsState{scheme: s, prefix: "bfs", undoWords: sh.Nodes}
+	a.arrays = []rsArray{{name: "graph", init: append(row, col...)}, {name: "cost", init: cost, want: want, rw: true}}
+	// Device memory: a visited flag per node, two frontiers, their lengths.
+	a.devs = []int{4 * sh.Nodes, 8 * sh.Nodes, 8}
 	// Not idempotent: a level cut short leaves nodes marked that a re-run
 	// would skip (the restart's repair, or an undo log, fixes that).
-	b.rs.kernels = []rsKernel{{name: "levels", grid: scope.Grid{Blocks: 1, Threads: sh.Threads}, body: b.kernel}}
-	return b, nil
+	a.rs.kernels = []rsKernel{{name: "levels", label: "bfs", grid: scope.Grid{Blocks: 1, Threads: sh.Threads},
+		body: func(t *scope.Thread, p *Persister) { bfsKernel(t, p, a, sh.Nodes) }}}
+	return a, nil
 }
 
-// Levels returns the number of levels the search expands.
-func (b *BFS) Levels() int {
-	most := 0
-	for _, c := range b.want {
-		if c != bfsInf {
-			most = max(most, int(c))
-		}
-	}
-	return most + 1
-}
-
-func (b *BFS) kernel(t *scope.Thread, p *Persister) {
-	n := b.Shape.Nodes
+func bfsKernel(t *scope.Thread, p *Persister, a *rsApp, n int) {
+	graph, costs := a.addr("graph"), a.addr("cost")
+	visited, fronts, counts := a.dev[0], a.dev[1], a.dev[2]
 	T, tid := t.BlockDim(), t.TID()
-	loop := b.rs.loopMark(0, 0)
+	loop := a.rs.loopMark(0, 0)
 	done := uint32(t.Load64(loop)) // levels whose costs are durable
-	front := func(i uint32) pm.Addr { return b.front.Add(uint64(4 * n * int(i%2))) }
-	count := func(i uint32) pm.Addr { return b.count.Add(uint64(4 * (i % 2))) }
+	front := func(i uint32) pm.Addr { return fronts.Add(uint64(4 * n * int(i%2))) }
+	count := func(i uint32) pm.Addr { return counts.Add(uint64(4 * (i % 2))) }
 	if tid == 0 {
 		t.Store32(count(done), 0)
 	}
@@ -123,16 +97,16 @@ func (b *BFS) kernel(t *scope.Thread, p *Persister) {
 	// Restart: forget costs above the durable level, rebuild the visited
 	// flags and the frontier of that level.
 	for v := tid; v < n; v += T {
-		c := t.Load32(b.cost.Add(uint64(4 * v)))
+		c := t.Load32(word32(costs, v))
 		if c != bfsInf && c > done {
-			p.Store32(b.cost.Add(uint64(4*v)), bfsInf)
+			p.Store32(word32(costs, v), bfsInf)
 			c = bfsInf
 		}
 		vis := uint32(0)
 		if c != bfsInf {
 			vis = 1
 		}
-		t.Store32(b.visited.Add(uint64(4*v)), vis)
+		t.Store32(word32(visited, v), vis)
 		if c == done {
 			i := t.AtomicAdd32(count(done), 1, pm.Block)
 			t.Store32(front(done).Add(uint64(4*i)), uint32(v))
@@ -150,11 +124,11 @@ func (b *BFS) kernel(t *scope.Thread, p *Persister) {
 		t.SyncThreads()
 		for i := uint32(tid); i < size; i += uint32(T) {
 			v := t.Load32(front(level).Add(uint64(4 * i)))
-			lo, hi := t.Load32(b.graph.Add(uint64(4*v))), t.Load32(b.graph.Add(uint64(4*(v+1))))
+			lo, hi := t.Load32(word32(graph, int(v))), t.Load32(word32(graph, int(v)+1))
 			for e := lo; e < hi; e++ {
-				w := t.Load32(b.graph.Add(uint64(4 * (n + 1 + int(e)))))
-				if t.AtomicCAS32(b.visited.Add(uint64(4*w)), 0, 1, pm.Block) == 0 {
-					p.Store32(b.cost.Add(uint64(4*w)), level+1)
+				w := t.Load32(word32(graph, n+1+int(e)))
+				if t.AtomicCAS32(word32(visited, int(w)), 0, 1, pm.Block) == 0 {
+					p.Store32(word32(costs, int(w)), level+1)
 					j := t.AtomicAdd32(count(level+1), 1, pm.Block)
 					t.Store32(front(level+1).Add(uint64(4*j)), w)
 				}
@@ -162,81 +136,4 @@ func (b *BFS) kernel(t *scope.Thread, p *Persister) {
 		}
 		p.EndEpoch(persistency.PerLoop, loop, uint64(level+1))
 	}
-}
-
-// Name returns "bfs/<scheme>".
-func (b *BFS) Name() string { return "bfs/" + b.rs.scheme.String() }
-
-// Scheme returns the persistency scheme the kernel follows.
-func (b *BFS) Scheme() persistency.Scheme { return b.rs.scheme }
-
-// Setup creates bfs.graph (CSR, copied in by the host), bfs.cost (node 0
-// at cost 0, the others unreached) and the markers.
-func (b *BFS) Setup(m *pm.Machine) error {
-	words := append(append([]uint32(nil), b.row...), b.col...)
-	g, err := createFilled(m, "bfs.graph", 4*len(words), 0)
-	if err != nil {
-		return err
-	}
-	buf := make([]byte, 4*len(words))
-	for i, v := range words {
-		pm.PutLE(buf[4*i:4*i+4], uint64(v))
-	}
-	if err := m.CopyIn(g, buf); err != nil {
-		return err
-	}
-	c, err := createFilled(m, "bfs.cost", 4*b.Shape.Nodes, 0xFF)
-	if err != nil {
-		return err
-	}
-	if err := m.CopyIn(c, []byte{0, 0, 0, 0}); err != nil {
-		return err
-	}
-	return b.rs.setup(m)
-}
-
-func (b *BFS) bind(m *pm.Machine) error {
-	r, err := openRegions(m, "bfs.graph", "bfs.cost")
-	if err != nil {
-		return err
-	}
-	b.graph, b.cost = r[0], r[1]
-	if err := b.rs.writable(rsRange{b.cost, b.Shape.Nodes}); err != nil {
-		return err
-	}
-	return b.rs.open(m)
-}
-
-// Run searches the graph; its device-memory frontiers are allocated anew.
-func (b *BFS) Run(m *pm.Machine) error {
-	if err := b.bind(m); err != nil {
-		return err
-	}
-	n := uint64(b.Shape.Nodes)
-	var err error
-	if b.visited, err = m.Alloc(pm.DeviceMem, 4*n); err != nil {
-		return err
-	}
-	if b.front, err = m.Alloc(pm.DeviceMem, 8*n); err != nil {
-		return err
-	}
-	if b.count, err = m.Alloc(pm.DeviceMem, 8); err != nil {
-		return err
-	}
-	return b.rs.run(m)
-}
-
-// Recover restarts the search from the last durable level.
-func (b *BFS) Recover(m *pm.Machine) error { return b.Run(m) }
-
-// Check compares bfs.cost with the levels of a BFS in Go.
-func (b *BFS) Check(m *pm.Machine) error {
-	if err := b.bind(m); err != nil {
-		return err
-	}
-	got, err := readU32s(m, b.cost, b.Shape.Nodes)
-	if err != nil {
-		return err
-	}
-	return compareU32("bfs.cost", got, b.want)
 }

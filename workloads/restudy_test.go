@@ -48,7 +48,7 @@ var restudyCheckShapes = map[string]func(persistency.Scheme) (RestudyWorkload, e
 		return NewMegaKV(KVSearch, KVShape{Buckets: 8, Keys: 8, Batch: 8, Threads: 4}, sc, 2)
 	},
 	"kv-insert": func(sc persistency.Scheme) (RestudyWorkload, error) {
-		return NewMegaKV(KVInsert, KVShape{Buckets: 8, Keys: 4, Batch: 12, Threads: 4}, sc, 2)
+		return NewMegaKV(KVInsert, kvCuckooShape, sc, 2)
 	},
 	"kv-delete": func(sc persistency.Scheme) (RestudyWorkload, error) {
 		return NewMegaKV(KVDelete, KVShape{Buckets: 8, Keys: 12, Batch: 4, Threads: 4}, sc, 2)
@@ -59,6 +59,36 @@ var restudyCheckShapes = map[string]func(persistency.Scheme) (RestudyWorkload, e
 	"pow-search": func(sc persistency.Scheme) (RestudyWorkload, error) {
 		return NewProgPoW(false, PoWShape{Items: 8, Cache: 16, Rounds: 2, Nonces: 24, Loops: 2, Threads: 4}, sc, 2)
 	},
+}
+
+// restudyMachine returns a fresh machine: the functional backend for model
+// nil, else hwmodel's volta preset under *model.
+func restudyMachine(t *testing.T, model *crash.Model) (*pm.Machine, pm.Backend) {
+	t.Helper()
+	var be pm.Backend = functional.New(pm.GPULimits{})
+	if model != nil {
+		h, err := hwmodel.New(hwmodel.PresetVolta(), *model)
+		require.NoError(t, err)
+		be = h
+	}
+	m, err := pm.NewMachine(be)
+	require.NoError(t, err)
+	return m, be
+}
+
+// runRestudy sets w up on m, runs it and checks its result.
+func runRestudy(t *testing.T, w RestudyWorkload, m *pm.Machine) {
+	t.Helper()
+	require.NoError(t, w.Setup(m))
+	require.NoError(t, w.Run(m))
+	require.NoError(t, w.Check(m))
+}
+
+// timedOrNot is the model of restudyMachine for the functional backend
+// (nil) and for hwmodel under the model of s.
+func timedOrNot(s persistency.Scheme) []*crash.Model {
+	model := s.Model()
+	return []*crash.Model{nil, &model}
 }
 
 // allSchemes is every scheme of the re-study and the baseline.
@@ -80,23 +110,30 @@ func TestRestudyCorrectUnderEveryScheme(t *testing.T) {
 	for _, rc := range RestudyWorkloads() {
 		for _, sc := range allSchemes() {
 			t.Run(rc.Name+"/"+sc.String(), func(t *testing.T) {
-				for _, timed := range []bool{false, true} {
+				for _, model := range timedOrNot(sc) {
 					w, err := NewRestudy(rc.Name, Tiny, sc)
 					require.NoError(t, err)
-					var be pm.Backend = functional.New(pm.GPULimits{})
-					if timed {
-						be, err = hwmodel.New(hwmodel.PresetVolta(), sc.Model())
-						require.NoError(t, err)
-					}
-					m, err := pm.NewMachine(be)
-					require.NoError(t, err)
-					require.NoError(t, w.Setup(m))
-					require.NoError(t, w.Run(m))
-					require.NoError(t, w.Check(m))
+					m, _ := restudyMachine(t, model)
+					runRestudy(t, w, m)
 				}
 			})
 		}
 	}
+}
+
+// requireCaught requires the crash checker to find a state that does not
+// recover when the workload make builds under scheme s runs on a machine of
+// model, and returns the first violation.
+func requireCaught(t *testing.T, make func(persistency.Scheme) (RestudyWorkload, error), s persistency.Scheme, model crash.Model, seed uint64, why string) crash.Violation {
+	t.Helper()
+	w, err := make(s)
+	require.NoError(t, err)
+	rep, err := crash.Check(w, pm.GPULimits{}, crash.Config{Model: model, States: 10000, Seed: seed, Shrink: true})
+	require.NoError(t, err)
+	require.NotEmpty(t, rep.Violations, why)
+	t.Log(rep.Violations[0].Explanation)
+	require.ErrorIs(t, rep.Violations[0].Err, ErrInconsistent)
+	return rep.Violations[0]
 }
 
 // Under the scheme the re-study recommends, every explored crash state
@@ -118,24 +155,12 @@ func TestRestudyCrashConsistency(t *testing.T) {
 			require.Empty(t, rep.Violations)
 			require.True(t, rep.Complete || rep.Checked >= 10000)
 
-			w, err = check(persistency.NVM)
-			require.NoError(t, err)
-			rep, err = crash.Check(w, pm.GPULimits{}, crash.Config{Model: persistency.Restudy, States: 10000, Seed: seed, Shrink: true})
-			require.NoError(t, err)
-			require.NotEmpty(t, rep.Violations, "the nvm baseline persists nothing in order")
-			t.Log(rep.Violations[0].Explanation)
-			require.ErrorIs(t, rep.Violations[0].Err, ErrInconsistent)
-			if strings.Contains(rep.Violations[0].Explanation, "because:") {
-				require.Contains(t, rep.Violations[0].Explanation, "stayed dirty in the L2")
+			v := requireCaught(t, check, persistency.NVM, persistency.Restudy, seed, "the nvm baseline persists nothing in order")
+			if strings.Contains(v.Explanation, "because:") {
+				require.Contains(t, v.Explanation, "stayed dirty in the L2")
 			}
-
 			if !rc.Recommended.PCT {
-				w, err = check(rc.Recommended)
-				require.NoError(t, err)
-				rep, err = crash.Check(w, pm.GPULimits{}, crash.Config{Model: persistency.RestudyPCT, States: 10000, Seed: seed, Shrink: true})
-				require.NoError(t, err)
-				require.NotEmpty(t, rep.Violations, "without PCommit a volatile WPQ loses acknowledged write-backs")
-				t.Log(rep.Violations[0].Explanation)
+				requireCaught(t, check, rc.Recommended, persistency.RestudyPCT, seed, "without PCommit a volatile WPQ loses acknowledged write-backs")
 			}
 		})
 	}
@@ -185,7 +210,7 @@ func TestRestudyUndoCrashConsistency(t *testing.T) {
 	t.Logf("seed = %d", seed)
 	for _, rc := range RestudyWorkloads() {
 		s := persistency.UndoSchemes[4] // undo_C+clwb
-		switch rc.Category {
+		switch rc.Categories()[0] {
 		case "S", "KV":
 			s = persistency.UndoSchemes[0] // undo_K
 		case "LL":
@@ -240,14 +265,135 @@ func TestRestudyUnderOtherModels(t *testing.T) {
 			t.Run(rc.Name+"/"+model.String(), func(t *testing.T) {
 				w, err := NewRestudy(rc.Name, Tiny, rc.Recommended)
 				require.NoError(t, err)
-				be, err := hwmodel.New(hwmodel.PresetVolta(), model)
-				require.NoError(t, err)
-				m, err := pm.NewMachine(be)
-				require.NoError(t, err)
-				require.NoError(t, w.Setup(m))
-				require.NoError(t, w.Run(m))
-				require.NoError(t, w.Check(m))
+				m, _ := restudyMachine(t, &model)
+				runRestudy(t, w, m)
 			})
 		}
+	}
+}
+
+// kvCuckooShape, the tiny Mega-KV shape, fills seven eighths of a
+// four-bucket table, so that the insert batch displaces entries: the crash
+// tests explore crashes inside displacements.
+var kvCuckooShape = kvShape(Tiny)
+
+// Every workload reports a time for each of its kernels, in the order and
+// under the names its RestudyInfo lists, and every kernel takes time on
+// hwmodel; the functional backend has no clock.
+func TestRestudyKernelTimes(t *testing.T) {
+	for _, rc := range RestudyWorkloads() {
+		t.Run(rc.Name, func(t *testing.T) {
+			var names []string
+			for _, k := range rc.Kernels {
+				names = append(names, k.Name)
+				require.Contains(t, []string{"S", "LS", "LL", "KV", "PoW"}, k.Category)
+				require.NotEmpty(t, k.Function)
+			}
+			for _, model := range timedOrNot(rc.Recommended) {
+				timed := model != nil
+				w, err := NewRestudy(rc.Name, Tiny, rc.Recommended)
+				require.NoError(t, err)
+				m, be := restudyMachine(t, model)
+				require.NoError(t, w.Setup(m))
+				setupEnd := uint64(0)
+				if timed {
+					setupEnd = be.(*hwmodel.Backend).Now()
+				}
+				require.NoError(t, w.Run(m))
+				var got []string
+				var sum uint64
+				for _, k := range w.Kernels() {
+					got = append(got, k.Name)
+					if timed {
+						require.Positive(t, k.Cycles, k.Name)
+					} else {
+						require.Zero(t, k.Cycles, k.Name)
+					}
+					sum += k.Cycles
+				}
+				require.Equal(t, names, got)
+				if timed {
+					require.Equal(t, be.(*hwmodel.Backend).Now()-setupEnd, sum, "the kernels' times add up to the run's")
+				}
+			}
+		})
+	}
+}
+
+// The insert kernel displaces entries when both of a key's buckets are
+// full (kvCuckooShape), on the functional backend and on hwmodel, and ends
+// with every entry in one of its buckets (Check).
+func TestMegaKVInsertDisplaces(t *testing.T) {
+	for _, model := range timedOrNot(persistency.KernelSchemes[0]) {
+		w, err := NewMegaKV(KVInsert, kvCuckooShape, persistency.KernelSchemes[0], 2)
+		require.NoError(t, err)
+		m, _ := restudyMachine(t, model)
+		require.NoError(t, w.Setup(m))
+		tb, err := m.OpenRegion("kv-insert.table")
+		require.NoError(t, err)
+		n := kvCuckooShape.Buckets * kvWays
+		before, err := readWords(m, tb.Base, n, 8)
+		require.NoError(t, err)
+		require.NoError(t, w.Run(m))
+		require.NoError(t, w.Check(m))
+		after, err := readWords(m, tb.Base, n, 8)
+		require.NoError(t, err)
+		moved := 0
+		for s, v := range before {
+			if v != 0 && after[s] != v {
+				moved++
+			}
+		}
+		t.Logf("timed=%v: %d entries moved", model != nil, moved)
+		require.Positive(t, moved, "no insert displaced an entry")
+	}
+}
+
+// A displacement that overwrites the old slot before its copy is durable
+// can lose the moved entry: the crash checker finds it under EP_K, and the
+// ordered insert passes the same search.
+func TestMegaKVDisplacementOrder(t *testing.T) {
+	const seed = 3
+	t.Logf("seed = %d", seed)
+	s := persistency.KernelSchemes[0] // EP_K
+	for _, ordered := range []bool{true, false} {
+		w, err := newMegaKV(KVInsert, kvCuckooShape, s, 2, ordered)
+		require.NoError(t, err)
+		rep, err := crash.Check(w, pm.GPULimits{}, crash.Config{Model: s.Model(), States: 10000, Seed: seed})
+		require.NoError(t, err)
+		t.Logf("ordered=%v: %d persists, %s, complete=%v", ordered, rep.Persists, rep.Summary(), rep.Complete)
+		if ordered {
+			require.Empty(t, rep.Violations)
+		} else {
+			require.NotEmpty(t, rep.Violations)
+			require.ErrorIs(t, rep.Violations[0].Err, ErrInconsistent)
+		}
+	}
+}
+
+// kvDedupe keeps the first of two copies of an entry and nothing else.
+func TestKVDedupe(t *testing.T) {
+	for _, tc := range []struct {
+		name       string
+		table, out []uint64
+	}{
+		{"none", []uint64{0, 5, 7, 0}, []uint64{0, 5, 7, 0}},
+		{"one pair", []uint64{5, 7, 5, 0}, []uint64{5, 7, 0, 0}},
+		{"three copies", []uint64{9, 9, 0, 9}, []uint64{9, 0, 0, 0}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			m, _ := restudyMachine(t, nil)
+			rg, err := m.CreateRegion("t", uint64(8*len(tc.table)))
+			require.NoError(t, err)
+			b := make([]byte, 8*len(tc.table))
+			for i, v := range tc.table {
+				pm.PutLE(b[8*i:8*i+8], v)
+			}
+			require.NoError(t, m.CopyIn(rg.Base, b))
+			require.NoError(t, kvDedupe(m, rg.Base, len(tc.table)))
+			got, err := readWords(m, rg.Base, len(tc.table), 8)
+			require.NoError(t, err)
+			require.Equal(t, tc.out, got)
+		})
 	}
 }

@@ -77,12 +77,7 @@ func (p *Persister) logBefore(a pm.Addr, size int) {
 			continue // logged earlier in this epoch
 		}
 		e := uint64(l.tag)<<32 | uint64(t.Load32(w))
-		if p.S.Mech == persistency.WT {
-			t.StoreWT64(s, e)
-		} else {
-			t.Store64(s, e)
-			t.CLWB(s)
-		}
+		writeBack64(t, p.S.Mech == persistency.WT, s, e)
 		logged = true
 	}
 	if logged {

@@ -2,6 +2,16 @@
 // workloads (crash.Workload): each sets up its inputs and PM regions, runs
 // its kernels, recovers from PM alone after a crash, and checks its
 // invariant. bench/cmd/pmcheck explores their crash states.
+//
+// The GPU persistency re-study's kernels (RestudyWorkloads, NewRestudy,
+// files restudy*.go) are written once against a Persister and run under any
+// persistency.Scheme (SP_wt, EP_K, EP_C_clwb, undo_C+wt+idem, ...): the
+// scheme decides where write-backs, MemBars and PCommits go. Each workload
+// reports the time of each of its kernels (RestudyWorkload.Kernels), named
+// as in the re-study (histo2, sad1, ...). A kernel declares whether it is
+// idempotent; "+idem" durable transactions skip the undo log of the kernels
+// that say they are, and the crash checker tests the declaration (see
+// restudy_undo.go).
 package workloads
 
 import (
