@@ -39,8 +39,9 @@ var goldenDrop = map[string][]string{"engine": {"verbs_per_s", "coroutines"}}
 
 // goldenShort are the experiments TestGolden runs under -short: one sweep
 // of each kind at a fraction of the cost. Every quick set together takes
-// about 135 CPU-seconds on the 2-core development machine (sbrp-fig10c
-// alone 36, the SBRP sweeps 100 of them); this subset about 20: the SBRP
+// 135 to 175 CPU-seconds on the shared 2-core development machine
+// (sbrp-fig10c alone 36, the SBRP sweeps 115 of them), over the 60 that
+// suit a routine check; this subset 20 to 23: the SBRP
 // apps under every model (sbrp-fig6), hwmodel's micro-benchmarks on every
 // preset (micro-persist), the re-study's kernels (lin-fig1, lin-fig4, the
 // latter the race detector's sample), the B+tree of the scoped persist
