@@ -3,65 +3,66 @@ package hwmodel
 import (
 	"testing"
 
+	"github.com/stretchr/testify/require"
+
+	"github.com/scopedpm/scopedpm/internal/speed"
 	"github.com/scopedpm/scopedpm/pm"
 	"github.com/scopedpm/scopedpm/scope"
 )
 
-// BenchmarkHWModel measures the backend with the engine in simulated
-// thread-verbs per wall second (verbs/s) and reports the simulated cycles
-// of one launch.
+// BenchmarkHWModel measures the backend with the engine (pm-near, epoch
+// and SBRP) over the kernels of internal/speed, the ones BenchmarkEngine
+// runs on the functional backend, and reports:
+//
+//   - verbs/s: simulated thread-verbs per CPU-second of the process
+//     (user+system time from getrusage around the loop, every thread
+//     including the garbage collector's), so that other load on the
+//     machine does not distort it; each iteration builds a fresh backend
+//     and machine, as an experiment does;
+//   - B/thread: heap and stack the launch holds per resident simulated
+//     thread, at the moment the most threads are alive (speed.Probe; one
+//     extra launch, outside the timed loop);
+//   - sim-cycles: the simulated cycles of one launch.
 func BenchmarkHWModel(b *testing.B) {
-	type kernel struct {
-		name    string
+	for _, c := range []struct {
+		kernel  string
 		threads int
-		setup   func(m *pm.Machine) scope.Kernel
-	}
-	kernels := []kernel{
-		{"vector-add", 1 << 18, func(m *pm.Machine) scope.Kernel {
-			n := uint64(1 << 18)
-			x, _ := m.Alloc(pm.DeviceMem, 4*n)
-			y, _ := m.Alloc(pm.DeviceMem, 4*n)
-			z, _ := m.CreateRegion("z", 4*n)
-			return func(t *scope.Thread) {
-				off := uint64(4 * t.ID())
-				t.Store32(z.Base.Add(off), t.Load32(x.Add(off))+t.Load32(y.Add(off)))
-			}
-		}},
-		{"log-loop", 1 << 16, func(m *pm.Machine) scope.Kernel {
-			n := uint64(1 << 16)
-			z, _ := m.CreateRegion("z", 8*n*8)
-			return func(t *scope.Thread) {
-				for i := range uint64(8) {
-					a := z.Base.Add(8 * (i*n + uint64(t.ID())))
-					t.Store64(a, t.Load64(a)+1)
-					t.OFence()
-				}
-				t.DFence()
-			}
-		}},
-	}
-	for _, k := range kernels {
+	}{
+		{"vector-add", 1 << 18},
+		{"log-loop", 1 << 16},
+		{"block-reduce", 1 << 16},
+	} {
+		k, err := speed.Lookup(c.kernel)
+		require.NoError(b, err)
 		for _, model := range []Model{Epoch, SBRP} {
-			b.Run(k.name+"/"+model.String(), func(b *testing.B) {
-				var verbs, cycles uint64
-				for b.Loop() {
+			b.Run(c.kernel+"/"+model.String(), func(b *testing.B) {
+				prepare := func(p *speed.Probe) (func() (scope.Result, error), error) {
 					be, err := New(PresetPMNear(), model)
 					if err != nil {
-						b.Fatal(err)
+						return nil, err
 					}
 					m, err := pm.NewMachine(be)
 					if err != nil {
-						b.Fatal(err)
+						return nil, err
 					}
-					kern := k.setup(m)
-					res, err := scope.Launch(m, scope.Grid{Blocks: k.threads / 256, Threads: 256}, kern)
-					if err != nil {
-						b.Fatal(err)
-					}
+					kern, err := k.Setup(m, c.threads, p)
+					return func() (scope.Result, error) { return scope.Launch(m, k.Grid(c.threads), kern) }, err
+				}
+				var p speed.Probe
+				perThread, err := p.BytesPerThread(prepare)
+				require.NoError(b, err)
+				var verbs, cycles uint64
+				cpu := speed.CPUTime()
+				for b.Loop() {
+					launch, err := prepare(&speed.Probe{})
+					require.NoError(b, err)
+					res, err := launch()
+					require.NoError(b, err)
 					verbs += res.Verbs
 					cycles = res.Stats.Cycles
 				}
-				b.ReportMetric(float64(verbs)/b.Elapsed().Seconds(), "verbs/s")
+				b.ReportMetric(float64(verbs)/(speed.CPUTime()-cpu).Seconds(), "verbs/s")
+				b.ReportMetric(perThread, "B/thread")
 				b.ReportMetric(float64(cycles), "sim-cycles")
 			})
 		}

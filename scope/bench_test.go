@@ -2,79 +2,64 @@ package scope_test
 
 import (
 	"testing"
-	"time"
 
 	"github.com/stretchr/testify/require"
 
+	"github.com/scopedpm/scopedpm/internal/speed"
 	"github.com/scopedpm/scopedpm/pm"
+	"github.com/scopedpm/scopedpm/pm/functional"
 	"github.com/scopedpm/scopedpm/scope"
 )
 
-// BenchmarkEngine measures the engine on the functional backend in simulated
-// thread-verbs per wall second (verbs/s). BenchmarkResidentMemory (in
-// mem_test.go) measures memory per resident thread.
+// BenchmarkEngine measures the engine on the functional backend over the
+// kernels of internal/speed (BenchmarkHWModel runs the same ones under
+// hwmodel) and reports:
+//
+//   - verbs/s: simulated thread-verbs per CPU-second of the process
+//     (user+system time from getrusage around the loop, every thread
+//     including the garbage collector's), so that other load on the
+//     machine does not distort it;
+//   - B/thread: heap and stack the launch holds per resident simulated
+//     thread, at the moment the most threads are alive (speed.Probe; one
+//     extra launch, outside the timed loop).
+//
+// BenchmarkResidentMemory (in mem_test.go) measures the memory per thread
+// of a full GPU of threads all parked at once.
 func BenchmarkEngine(b *testing.B) {
-	kernels := []struct {
-		name    string
+	for _, c := range []struct {
+		kernel  string
 		threads int
-		bs      int
-		setup   func(m *pm.Machine) scope.Kernel
 	}{
-		{"vector-add", 1 << 20, 256, func(m *pm.Machine) scope.Kernel {
-			n := uint64(1 << 20)
-			x, _ := m.Alloc(pm.DeviceMem, 4*n)
-			y, _ := m.Alloc(pm.DeviceMem, 4*n)
-			z, _ := m.CreateRegion("z", 4*n)
-			return func(t *scope.Thread) {
-				off := uint64(4 * t.ID())
-				t.Store32(z.Base.Add(off), t.Load32(x.Add(off))+t.Load32(y.Add(off)))
-			}
-		}},
-		{"loop-16", 1 << 18, 256, func(m *pm.Machine) scope.Kernel {
-			n := uint64(1 << 18)
-			x, _ := m.Alloc(pm.DeviceMem, 4*n)
-			z, _ := m.CreateRegion("z", 4*n)
-			return func(t *scope.Thread) {
-				off := uint64(4 * t.ID())
-				var s uint32
-				for range 16 {
-					s += t.Load32(x.Add(off))
+		{"vector-add", 1 << 20},
+		{"loop-16", 1 << 18},
+		{"log-loop", 1 << 18},
+		{"block-reduce", 1 << 18},
+	} {
+		k, err := speed.Lookup(c.kernel)
+		require.NoError(b, err)
+		b.Run(c.kernel, func(b *testing.B) {
+			prepare := func(p *speed.Probe) (func() (scope.Result, error), error) {
+				m, err := pm.NewMachine(functional.New(pm.DefaultGPU))
+				if err != nil {
+					return nil, err
 				}
-				t.Store32(z.Base.Add(off), s)
-				t.OFence()
+				kern, err := k.Setup(m, c.threads, p)
+				return func() (scope.Result, error) { return scope.Launch(m, k.Grid(c.threads), kern) }, err
 			}
-		}},
-		{"block-reduce", 1 << 18, 256, func(m *pm.Machine) scope.Kernel {
-			n := uint64(1 << 18)
-			x, _ := m.Alloc(pm.DeviceMem, 4*n)
-			z, _ := m.CreateRegion("z", 4*n/256)
-			return func(t *scope.Thread) {
-				me := x.Add(uint64(4 * t.ID()))
-				base := x.Add(uint64(4 * t.Block() * 256))
-				for s := 128; s > 0; s /= 2 {
-					if t.TID() < s {
-						t.Store32(me, t.Load32(me)+t.Load32(base.Add(uint64(4*(t.TID()+s)))))
-					}
-					t.SyncThreads()
-				}
-				if t.TID() == 0 {
-					t.Store32(z.Base.Add(uint64(4*t.Block())), t.Load32(base))
-				}
-			}
-		}},
-	}
-	for _, k := range kernels {
-		b.Run(k.name, func(b *testing.B) {
-			m := newMachine(b, pm.DefaultGPU)
-			kern := k.setup(m)
+			var p speed.Probe
+			perThread, err := p.BytesPerThread(prepare)
+			require.NoError(b, err)
+			launch, err := prepare(&speed.Probe{})
+			require.NoError(b, err)
 			var verbs uint64
-			start := time.Now()
+			cpu := speed.CPUTime()
 			for b.Loop() {
-				res, err := scope.Launch(m, scope.Grid{Blocks: k.threads / k.bs, Threads: k.bs}, kern)
+				res, err := launch()
 				require.NoError(b, err)
 				verbs += res.Verbs
 			}
-			b.ReportMetric(float64(verbs)/time.Since(start).Seconds(), "verbs/s")
+			b.ReportMetric(float64(verbs)/(speed.CPUTime()-cpu).Seconds(), "verbs/s")
+			b.ReportMetric(perThread, "B/thread")
 		})
 	}
 }

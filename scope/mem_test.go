@@ -25,7 +25,7 @@ func BenchmarkResidentMemory(b *testing.B) {
 	require.NoError(b, err)
 	var perThread float64
 	for b.Loop() {
-		drainPool()
+		ReleaseIdle()
 		require.NoError(b, m.CopyIn(cnt, make([]byte, 16)))
 		runtime.GC()
 		var before runtime.MemStats
@@ -43,16 +43,6 @@ func BenchmarkResidentMemory(b *testing.B) {
 		require.Equal(b, n, res.PeakResident)
 	}
 	b.ReportMetric(perThread, "B/thread")
-}
-
-func drainPool() {
-	pool.mu.Lock()
-	ws := pool.free
-	pool.free = nil
-	pool.mu.Unlock()
-	for _, wk := range ws {
-		wk.stop()
-	}
 }
 
 // bytesPerThread returns the heap and stack grown since before, per thread.

@@ -16,6 +16,21 @@ func init() {
 		func(s Size) crash.Workload { return mustWorkload(NewKVSInsert(kvsInsertShape(s), true)) })
 	register("gpkvs-sbrp-no-ofence", "gpkvs-sbrp without the OFences of the log insert: the update can persist before its undo entry",
 		func(s Size) crash.Workload { return mustWorkload(NewKVSInsert(kvsInsertShape(s), false)) })
+	registerScaled("gpkvs-sbrp", func(s Size, f float64) (crash.Workload, error) { return scaledKVSInsert(s, f, true) })
+	registerScaled("gpkvs-sbrp-no-ofence", func(s Size, f float64) (crash.Workload, error) { return scaledKVSInsert(s, f, false) })
+}
+
+// scaledKVSInsert is gpkvs-sbrp of size s with factor times the blocks and
+// so the inserts. The table keeps its size (a store that takes more
+// inserts), so its load factor grows with factor: at 4x paper size 262,144
+// inserts go into 4 M buckets of 4 slots.
+func scaledKVSInsert(s Size, factor float64, ofence bool) (crash.Workload, error) {
+	sh := kvsInsertShape(s)
+	var err error
+	if sh.Blocks, err = scaleCount("blocks", sh.Blocks, factor); err != nil {
+		return nil, err
+	}
+	return NewKVSInsert(sh, ofence)
 }
 
 // KVSInsertShape sizes a KVSInsert workload.

@@ -1,6 +1,7 @@
 package workloads
 
 import (
+	"errors"
 	"fmt"
 
 	"github.com/scopedpm/scopedpm/pm"
@@ -19,6 +20,9 @@ func init() {
 		})
 	register("reduction-narrow", "the reduction with its cross-block release narrowed to block scope: a scoped persistency bug (SBRP §5.3)",
 		func(s Size) crash.Workload { return newReductionOfSize(s, pm.Block) })
+	registerScaled("reduction", func(s Size, f float64) (crash.Workload, error) { return scaledReduction(s, f, pm.Block, pm.Device) })
+	registerScaled("reduction-wide", func(s Size, f float64) (crash.Workload, error) { return scaledReduction(s, f, pm.Device, pm.Device) })
+	registerScaled("reduction-narrow", func(s Size, f float64) (crash.Workload, error) { return scaledReduction(s, f, pm.Block, pm.Block) })
 }
 
 // reductionShape returns the grid, the ints per launch and the launches
@@ -33,6 +37,24 @@ func reductionShape(s Size) (g scope.Grid, n, launches int) {
 	// The SBRP artifact (benchmarks/Red): 60 blocks of 512 threads, 16
 	// launches of 262,144 ints each (4 M ints in all).
 	return scope.Grid{Blocks: 60, Threads: 512}, 262144, 16
+}
+
+// scaledReduction is the reduction of size s with factor times the blocks
+// and the ints per launch (the same ints per thread), the same launches.
+func scaledReduction(s Size, factor float64, inner, cross pm.Scope) (crash.Workload, error) {
+	g, n, l := reductionShape(s)
+	var err1, err2 error
+	g.Blocks, err1 = scaleCount("blocks", g.Blocks, factor)
+	n, err2 = scaleCount("ints", n, factor)
+	if err := errors.Join(err1, err2); err != nil {
+		return nil, err
+	}
+	if g.Blocks > g.Threads {
+		return nil, fmt.Errorf("%w: reduction of %d blocks of %d threads: at most as many blocks as threads per block", ErrConfig, g.Blocks, g.Threads)
+	}
+	r := newReduction(g, n, l, cross)
+	r.InnerScope = inner
+	return r, nil
 }
 
 // tagBit marks a PM slot as written; values are sums modulo 2^31.

@@ -17,6 +17,7 @@ package workloads
 import (
 	"errors"
 	"fmt"
+	"math"
 	"slices"
 
 	"github.com/scopedpm/scopedpm/pm/crash"
@@ -42,12 +43,13 @@ const (
 type entry struct {
 	name, desc string
 	make       func(Size) crash.Workload
+	scaled     func(Size, float64) (crash.Workload, error) // nil: does not scale
 }
 
 var registry []entry
 
 func register(name, desc string, f func(Size) crash.Workload) {
-	registry = append(registry, entry{name, desc, f})
+	registry = append(registry, entry{name: name, desc: desc, make: f})
 	slices.SortFunc(registry, func(a, b entry) int {
 		if a.name < b.name {
 			return -1
@@ -57,6 +59,17 @@ func register(name, desc string, f func(Size) crash.Workload) {
 		}
 		return 0
 	})
+}
+
+// registerScaled lets the registered workload name scale (NewScaled).
+func registerScaled(name string, f func(Size, float64) (crash.Workload, error)) {
+	for i := range registry {
+		if registry[i].name == name {
+			registry[i].scaled = f
+			return
+		}
+	}
+	panic("workloads: registerScaled of unregistered " + name)
 }
 
 // Names returns the registered workloads with their descriptions.
@@ -76,4 +89,47 @@ func New(name string, size Size) (crash.Workload, error) {
 		}
 	}
 	return nil, fmt.Errorf("%w: %q", ErrUnknown, name)
+}
+
+// NewScaled returns the workload called name at size s with its problem
+// scaled by factor (0.25, 1, 4, ...): factor times the blocks, each doing
+// what it does at size s, so that the work grows in proportion while every
+// thread's program stays the same. It is for measuring how the simulator's
+// cost grows with problem size; NewScaled(name, s, 1) is New(name, s).
+// Workloads that do not scale (Scalable reports which do), and factors that
+// do not give a whole number of blocks or give a shape the workload cannot
+// run, are an ErrConfig.
+func NewScaled(name string, s Size, factor float64) (crash.Workload, error) {
+	for _, e := range registry {
+		if e.name != name {
+			continue
+		}
+		if e.scaled == nil {
+			return nil, fmt.Errorf("%w: workload %q does not scale", ErrConfig, name)
+		}
+		if !(factor > 0) {
+			return nil, fmt.Errorf("%w: scale factor %v", ErrConfig, factor)
+		}
+		return e.scaled(s, factor)
+	}
+	return nil, fmt.Errorf("%w: %q", ErrUnknown, name)
+}
+
+// Scalable reports whether NewScaled scales the workload called name.
+func Scalable(name string) bool {
+	for _, e := range registry {
+		if e.name == name {
+			return e.scaled != nil
+		}
+	}
+	return false
+}
+
+// scaleCount returns n times factor if that is a whole positive number.
+func scaleCount(what string, n int, factor float64) (int, error) {
+	v := float64(n) * factor
+	if v < 1 || v != math.Trunc(v) || v > math.MaxInt32 {
+		return 0, fmt.Errorf("%w: %d %s scaled by %v is not a whole positive number", ErrConfig, n, what, factor)
+	}
+	return int(v), nil
 }

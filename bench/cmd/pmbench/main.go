@@ -20,6 +20,7 @@ import (
 	"strconv"
 	"strings"
 	"text/tabwriter"
+	"time"
 
 	"github.com/pkg/profile"
 	"github.com/schollz/progressbar/v3"
@@ -27,6 +28,7 @@ import (
 
 	"github.com/scopedpm/scopedpm/bench"
 	"github.com/scopedpm/scopedpm/hwmodel"
+	"github.com/scopedpm/scopedpm/internal/speed"
 )
 
 func main() {
@@ -149,11 +151,18 @@ Usage: pmbench [flags]
 	for i, e := range selected {
 		bar := newProgress(stderr, e.Name)
 		opts.Progress = bar.update
+		wall, cpu := time.Now(), speed.CPUTime()
 		rows, err := e.Run(ctx, opts)
 		bar.finish()
 		if err != nil {
 			return fmt.Errorf("%s: %w", e.Name, err)
 		}
+		// What the experiment cost the host: CPU time is the process's
+		// user+system time over every thread (parallel sweeps and the
+		// garbage collector included), so on a loaded machine it says more
+		// than the wall time does.
+		fmt.Fprintf(stderr, "%s [%s size]: %.1f s wall, %.1f s CPU\n", e.Name, opts.SizeName(),
+			time.Since(wall).Seconds(), (speed.CPUTime() - cpu).Seconds())
 		// Results are printed before files are written: a failed write
 		// loses nothing that was computed.
 		if *format == "csv" {

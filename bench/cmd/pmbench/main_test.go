@@ -30,6 +30,11 @@ func TestPmbenchCSV(t *testing.T) {
 	require.Equal(t, 7, exps["sbrp-fig9"], "six apps and the geomean, one config")
 	require.Positive(t, exps["sbrp-fig7"])
 	require.Len(t, exps, 2, "one header for both experiments")
+	// Each experiment's wall and CPU time go to stderr, never into the CSV.
+	for _, e := range []string{"sbrp-fig9", "sbrp-fig7"} {
+		require.Regexp(t, `(?m)^`+e+` \[quick size\]: [0-9]+\.[0-9] s wall, [0-9]+\.[0-9] s CPU$`, errb.String())
+	}
+	require.NotContains(t, out.String(), " s CPU")
 }
 
 func TestPmbenchEngine(t *testing.T) {
