@@ -93,7 +93,7 @@ func TestGolden(t *testing.T) {
 				t.Skip("-short runs a subset (goldenShort); runs without -short")
 			}
 			skipSlow(t, e.Name)
-			q := quickRun(e.Name)
+			q := quickRunAt(e.Name, false) // quick size, even under -short
 			require.NoError(t, q.err)
 			got := goldenCSV(t, e.Name, q.rows)
 			file := filepath.Join(goldenDir, e.Name+".csv")
