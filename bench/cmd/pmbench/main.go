@@ -60,6 +60,7 @@ func run(args []string, stdout, stderr io.Writer) error {
 	list := fs.Bool("list", false, "list the experiments and exit")
 	exps := fs.String("exp", "", "comma-separated experiments to run (default: the quick default set)")
 	quick := fs.Bool("quick", false, "small inputs (seconds, not minutes); the default set always runs quick. Quick numbers can differ from paper scale: every table header and CSV row says which size it is")
+	smoke := fs.Bool("smoke", false, "the smallest inputs where an experiment has them (the SBRP figures): a check that the harness runs, not a measurement; implies -quick")
 	format := fs.String("format", "table", "output format: table or csv")
 	paper := fs.Bool("paper", false, "print the papers' reported values beside ours, with the ratio ours/paper (tables, CSV and figures)")
 	var sets multiFlag
@@ -134,7 +135,7 @@ Usage: pmbench [flags]
 			return err
 		}
 	}
-	if *exps == "" {
+	if *exps == "" || *smoke {
 		*quick = true
 	}
 	switch {
@@ -145,7 +146,7 @@ Usage: pmbench [flags]
 	}
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt)
 	defer stop()
-	opts.Quick = *quick
+	opts.Quick, opts.Smoke = *quick, *smoke
 	fmt.Fprintf(stderr, "pmbench: running %s at %s size%s\n", names(selected), opts.SizeName(), sizeNote(*exps == "", *quick))
 	f := bench.Format{Size: opts.SizeName(), Paper: *paper}
 	for i, e := range selected {

@@ -12,19 +12,19 @@ import (
 )
 
 // The tests run the cheapest experiments (sbrp-fig9, sbrp-fig7: two
-// configs of six small apps); the engine's 1M-thread run is left out of
-// -short.
+// configs of six apps), at smoke size where they check the harness, not
+// the numbers; the engine's 1M-thread run is left out of -short.
 
 func TestPmbenchCSV(t *testing.T) {
 	var out, errb bytes.Buffer
-	require.NoError(t, run([]string{"-exp", "sbrp-fig9,sbrp-fig7", "-quick", "-format", "csv"}, &out, &errb))
+	require.NoError(t, run([]string{"-exp", "sbrp-fig9,sbrp-fig7", "-smoke", "-format", "csv"}, &out, &errb))
 	lines := strings.Split(strings.TrimSpace(out.String()), "\n")
 	require.Equal(t, "experiment,workload,config,metric,value,size", lines[0])
 	exps := map[string]int{}
 	for _, l := range lines[1:] {
 		f := strings.Split(l, ",")
 		require.Len(t, f, 6, l)
-		require.Equal(t, "quick", f[5], "every row says its size")
+		require.Equal(t, "smoke", f[5], "every row says its size")
 		exps[f[0]]++
 	}
 	require.Equal(t, 7, exps["sbrp-fig9"], "six apps and the geomean, one config")
@@ -32,7 +32,7 @@ func TestPmbenchCSV(t *testing.T) {
 	require.Len(t, exps, 2, "one header for both experiments")
 	// Each experiment's wall and CPU time go to stderr, never into the CSV.
 	for _, e := range []string{"sbrp-fig9", "sbrp-fig7"} {
-		require.Regexp(t, `(?m)^`+e+` \[quick size\]: [0-9]+\.[0-9] s wall, [0-9]+\.[0-9] s CPU$`, errb.String())
+		require.Regexp(t, `(?m)^`+e+` \[smoke size\]: [0-9]+\.[0-9] s wall, [0-9]+\.[0-9] s CPU$`, errb.String())
 	}
 	require.NotContains(t, out.String(), " s CPU")
 }
@@ -69,7 +69,7 @@ func TestPmbenchFlags(t *testing.T) {
 func TestPmbenchOutAndShard(t *testing.T) {
 	dir := t.TempDir()
 	var out, errb bytes.Buffer
-	require.NoError(t, run([]string{"-exp", "sbrp-fig9", "-quick", "-out", dir, "-set", "persist.window=4"}, &out, &errb))
+	require.NoError(t, run([]string{"-exp", "sbrp-fig9", "-smoke", "-out", dir, "-set", "persist.window=4"}, &out, &errb))
 	csv, err := os.ReadFile(filepath.Join(dir, "sbrp-fig9.csv"))
 	require.NoError(t, err)
 	require.True(t, strings.HasPrefix(string(csv), "experiment,workload,config,metric,value,size\n"))
@@ -83,9 +83,9 @@ func TestPmbenchOutAndShard(t *testing.T) {
 	// The shards of a sweep together give the unsharded rows, minus the
 	// summary rows.
 	var all, s0, s1 bytes.Buffer
-	require.NoError(t, run([]string{"-exp", "sbrp-fig9", "-quick", "-format", "csv"}, &all, &errb))
-	require.NoError(t, run([]string{"-exp", "sbrp-fig9", "-quick", "-format", "csv", "-shard", "0/2"}, &s0, &errb))
-	require.NoError(t, run([]string{"-exp", "sbrp-fig9", "-quick", "-format", "csv", "-shard", "1/2"}, &s1, &errb))
+	require.NoError(t, run([]string{"-exp", "sbrp-fig9", "-smoke", "-format", "csv"}, &all, &errb))
+	require.NoError(t, run([]string{"-exp", "sbrp-fig9", "-smoke", "-format", "csv", "-shard", "0/2"}, &s0, &errb))
+	require.NoError(t, run([]string{"-exp", "sbrp-fig9", "-smoke", "-format", "csv", "-shard", "1/2"}, &s1, &errb))
 	var want []string
 	for _, l := range strings.Split(strings.TrimSpace(all.String()), "\n")[1:] {
 		if !strings.Contains(l, ",geomean,") {
@@ -158,25 +158,25 @@ func TestPmbenchSizeLabels(t *testing.T) {
 // and CSV.
 func TestPmbenchPaper(t *testing.T) {
 	var out, errb bytes.Buffer
-	require.NoError(t, run([]string{"-exp", "sbrp-fig6", "-quick", "-paper"}, &out, &errb))
-	require.Contains(t, out.String(), "the papers' values beside ours (quick size; ratio = ours/paper)")
+	require.NoError(t, run([]string{"-exp", "sbrp-fig6", "-smoke", "-paper"}, &out, &errb))
+	require.Contains(t, out.String(), "the papers' values beside ours (smoke size; ratio = ours/paper)")
 	require.Regexp(t, `geomean\s+sbrp-far\s+speedup\s+[0-9.]+\s+1\.14\s+[0-9.]+\s+SBRP §7.2, Fig. 6`, out.String())
 	require.Regexp(t, `Red\s+sbrp-near over epoch-near\s+speedup\s+[0-9.]+\s+1\.68`, out.String())
 
 	out.Reset()
-	require.NoError(t, run([]string{"-exp", "sbrp-fig6", "-quick", "-paper", "-format", "csv"}, &out, &errb))
+	require.NoError(t, run([]string{"-exp", "sbrp-fig6", "-smoke", "-paper", "-format", "csv"}, &out, &errb))
 	lines := strings.Split(strings.TrimSpace(out.String()), "\n")
 	require.Equal(t, "experiment,workload,config,metric,value,size,paper_value,ratio,paper_source", lines[0])
 	var direct, relative bool
 	for _, l := range lines[1:] {
 		if strings.HasPrefix(l, "sbrp-fig6,geomean,sbrp-far,speedup,") {
 			direct = true
-			require.Contains(t, l, ",quick,1.14,")
+			require.Contains(t, l, ",smoke,1.14,")
 			require.Contains(t, l, `"SBRP §7.2, Fig. 6"`)
 		}
 		if strings.HasPrefix(l, "sbrp-fig6,geomean,sbrp-near over epoch-near,speedup,") {
 			relative = true
-			require.Contains(t, l, ",quick,1.15,")
+			require.Contains(t, l, ",smoke,1.15,")
 		}
 	}
 	require.True(t, direct && relative, out.String())
