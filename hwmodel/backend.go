@@ -131,13 +131,6 @@ type entry struct {
 }
 
 // record is one persist: bytes at an address, durable with its entry.
-type record struct {
-	addr  pm.Addr
-	off   uint32 // bytes in the arena
-	size  uint32
-	entry int32 // -1 until the instruction is timed
-}
-
 // release is the last PRel of a flag: its value and the cycle it was
 // visible at.
 type release struct{ value, at uint64 }
@@ -252,8 +245,7 @@ type Backend struct {
 	lineEnt  []int32
 	secShift uint // log2 of persist.sector_bytes; 0: whole lines
 	entries  []entry
-	records  []record
-	arena    []byte
+	records  recordLog
 	applied  int // records before this index are in durable
 	relFront map[pm.Addr]uint64
 	released map[pm.Addr]release // the last PRel of each flag
@@ -503,9 +495,9 @@ func (b *Backend) Op(a *pm.Agent, op *pm.Op) {
 	switch op.Kind {
 	case pm.OpStore, pm.OpAtomic, pm.OpPRel:
 		if op.PM && (op.Kind != pm.OpAtomic || op.Wrote) {
-			p.rec0 = int32(len(b.records))
+			p.rec0 = int32(b.records.len())
 			b.addRecords(op)
-			p.rec1 = int32(len(b.records))
+			p.rec1 = int32(b.records.len())
 		}
 	case pm.OpSyncThreads, pm.OpPBarrier, pm.OpSyncWarp:
 		ws.bar, ws.barS = op.Kind, op.Scope
@@ -561,8 +553,7 @@ func (b *Backend) addRecords(op *pm.Op) {
 	a := op.Addr
 	for len(data) > 0 {
 		n := min(uint64(len(data)), b.lineBytes-uint64(a)&(b.lineBytes-1))
-		b.records = append(b.records, record{addr: a, off: uint32(len(b.arena)), size: uint32(n), entry: -1})
-		b.arena = append(b.arena, data[:n]...)
+		b.records.add(a, data[:n])
 		a += pm.Addr(n)
 		data = data[n:]
 		b.last.Persists++
@@ -958,7 +949,7 @@ func (b *Backend) persistOps(ws *warpState, t uint64, kind pm.OpKind, sc pm.Scop
 		}
 		for r := p.rec0; r < p.rec1; r++ {
 			nrec++
-			rec := &b.records[r]
+			rec := b.records.at(int(r))
 			l := uint64(rec.addr) >> b.lineShift
 			k := slices.Index(b.lines, l)
 			if k < 0 {
@@ -989,8 +980,8 @@ func (b *Backend) persistOps(ws *warpState, t uint64, kind pm.OpKind, sc pm.Scop
 			continue
 		}
 		for r := p.rec0; r < p.rec1; r++ {
-			l := uint64(b.records[r].addr) >> b.lineShift
-			b.records[r].entry = b.lineEnt[slices.Index(b.lines, l)]
+			rec := b.records.at(int(r))
+			rec.entry = b.lineEnt[slices.Index(b.lines, uint64(rec.addr)>>b.lineShift)]
 		}
 	}
 	return done
@@ -1612,12 +1603,11 @@ func (b *Backend) End() (pm.Stats, error) {
 // compact applies the records that are durable (every one, between
 // launches) to the durable image and drops them.
 func (b *Backend) compact() {
-	if b.applied == len(b.records) {
-		b.records, b.arena, b.entries, b.applied = b.records[:0], b.arena[:0], b.entries[:0], 0
-		return
+	if b.applied < b.records.len() {
+		b.apply(b.durable, math.MaxUint64)
 	}
-	b.apply(b.durable, math.MaxUint64)
-	b.records, b.arena, b.entries, b.applied = b.records[:0], b.arena[:0], b.entries[:0], 0
+	b.records.reset()
+	b.entries, b.applied = b.entries[:0], 0
 }
 
 // apply writes the records durable by cycle at into img, in the order the
@@ -1626,16 +1616,16 @@ func (b *Backend) compact() {
 // store that took effect later can be acked earlier; applying in ack order
 // would then let an older value overwrite a newer one.)
 func (b *Backend) apply(img *pm.Image, at uint64) {
-	for i := b.applied; i < len(b.records); i++ {
+	for i := b.applied; i < b.records.len(); i++ {
 		if ack := b.ackOf(i); ack <= at && (ack != noAck || at == math.MaxUint64) {
-			r := &b.records[i]
-			_ = img.Write(r.addr, b.arena[r.off:r.off+r.size]) // a region removed since: nothing to keep
+			r := b.records.at(i)
+			_ = img.Write(r.addr, b.records.bytes(r)) // a region removed since: nothing to keep
 		}
 	}
 }
 
 func (b *Backend) ackOf(i int) uint64 {
-	e := b.records[i].entry
+	e := b.records.at(i).entry
 	if e < 0 {
 		return noAck
 	}
@@ -1678,8 +1668,8 @@ func (b *Backend) Crash() (*pm.Image, error) {
 // applied in this order; the crash checker's refinement test uses it to
 // check every timed image against the persistency model's ordering rules.
 func (b *Backend) Durability(fn func(a pm.Addr, size int, ack uint64)) {
-	for i := b.applied; i < len(b.records); i++ {
-		r := &b.records[i]
+	for i := b.applied; i < b.records.len(); i++ {
+		r := b.records.at(i)
 		fn(r.addr, int(r.size), b.ackOf(i))
 	}
 }

@@ -19,10 +19,16 @@ const bucketShift = 5
 // cycle on (in its first bucket, only the part after its start), so no
 // stream of transfers ever beats the bandwidth, and an early request is not
 // queued behind a later one.
+//
+// Buckets only fill up (until trim forgets them), so the full ones are
+// skipped with a union-find over bucket indices (skip): a transfer behind a
+// long backlog finds the first bucket with room in near-constant time
+// instead of walking the backlog bucket by bucket.
 type resource struct {
 	perByte uint64   // occupancy per byte, in 1/2^fracBits cycles, rounded up
 	base    uint64   // bucket index of used[0]
 	used    []uint32 // occupancy of each bucket, in 1/2^fracBits cycles
+	skip    skipList // the full buckets of used
 	bytes   uint64   // bytes moved
 }
 
@@ -38,6 +44,7 @@ func newResource(gbps, clockMHz float64) resource {
 func (r *resource) reset(at uint64) {
 	r.base = at >> bucketShift
 	r.used = r.used[:0]
+	r.skip.reset()
 }
 
 // transfer reserves the resource for n bytes starting no earlier than cycle
@@ -55,6 +62,9 @@ func (r *resource) transfer(at, n uint64) uint64 {
 	left := cost
 	var end uint64
 	for first := true; ; first = false {
+		if !first {
+			k = r.skip.next(k) // a full bucket has nothing to give
+		}
 		for uint64(len(r.used)) <= k {
 			r.used = append(r.used, 0)
 		}
@@ -64,6 +74,9 @@ func (r *resource) transfer(at, n uint64) uint64 {
 		}
 		take := min(free, left)
 		r.used[k] += uint32(take)
+		if r.used[k] == capacity {
+			r.skip.full(k)
+		}
 		left -= take
 		if left == 0 {
 			end = (r.base+k)<<(bucketShift+fracBits) + uint64(r.used[k])
@@ -85,7 +98,51 @@ func (r *resource) trim(at uint64) {
 	}
 	drop := min(k-r.base, uint64(len(r.used)))
 	r.used = append(r.used[:0], r.used[drop:]...)
+	r.skip.drop(drop)
 	r.base += drop
+}
+
+// skipList marks full buckets of a calendar so that a search for the first
+// bucket with room skips them: a union-find whose set of bucket k is
+// represented by the first bucket at or after k not marked full. Buckets
+// are indices relative to the calendar's base.
+type skipList struct {
+	up []uint32 // up[k] == k: bucket k is not marked full (or is a root)
+}
+
+func (s *skipList) reset() { s.up = s.up[:0] }
+
+// next returns the first bucket at or after k that is not marked full.
+func (s *skipList) next(k uint64) uint64 {
+	root := k
+	for root < uint64(len(s.up)) && uint64(s.up[root]) != root {
+		root = uint64(s.up[root])
+	}
+	for k < uint64(len(s.up)) && uint64(s.up[k]) != k {
+		k, s.up[k] = uint64(s.up[k]), uint32(root)
+	}
+	return root
+}
+
+// full marks bucket k full.
+func (s *skipList) full(k uint64) {
+	for uint64(len(s.up)) <= k+1 {
+		s.up = append(s.up, uint32(len(s.up)))
+	}
+	s.up[k] = uint32(k + 1)
+}
+
+// drop forgets the first n buckets (the calendar's trim): the others move
+// down by n. Links only point forward, so the kept ones stay inside.
+func (s *skipList) drop(n uint64) {
+	if n >= uint64(len(s.up)) {
+		s.up = s.up[:0]
+		return
+	}
+	s.up = append(s.up[:0], s.up[n:]...)
+	for k := range s.up {
+		s.up[k] -= uint32(n)
+	}
 }
 
 // occShift sets the granularity of an occupancy calendar: 2^occShift cycles
@@ -97,24 +154,43 @@ const occShift = 3
 // A job holds a slot in every bucket its interval touches, so a bound on
 // slots per bucket bounds the jobs outstanding at any cycle. Like resource,
 // it accepts requests out of time order.
+//
+// The buckets holding w or more jobs, for the w its searches ask about (a
+// calendar's w is a fixed parameter), are skipped with a skipList, as a
+// resource skips its full buckets.
 type occupancy struct {
 	base uint64
 	cnt  []uint32
+	w    uint32   // the slot count skip is for; 0: none yet
+	skip skipList // the buckets of cnt holding w or more
 }
 
 func (o *occupancy) reset(at uint64) {
 	o.base = at >> occShift
 	o.cnt = o.cnt[:0]
+	o.skip.reset()
 }
 
 // firstFree returns the first cycle from t in whose bucket fewer than w
 // slots are held.
 func (o *occupancy) firstFree(t uint64, w int) uint64 {
-	k := max(t>>occShift, o.base)
-	for k-o.base < uint64(len(o.cnt)) && o.cnt[k-o.base] >= uint32(w) {
-		k++
+	if uint32(w) != o.w {
+		o.setW(uint32(w))
 	}
+	k := max(t>>occShift, o.base)
+	k = o.base + o.skip.next(k-o.base)
 	return max(t, k<<occShift)
+}
+
+// setW rebuilds skip for searches of w slots.
+func (o *occupancy) setW(w uint32) {
+	o.w = w
+	o.skip.reset()
+	for k, c := range o.cnt {
+		if c >= w {
+			o.skip.full(uint64(k))
+		}
+	}
 }
 
 // add holds a slot from cycle start until cycle end.
@@ -126,6 +202,9 @@ func (o *occupancy) add(start, end uint64) {
 			o.cnt = append(o.cnt, 0)
 		}
 		o.cnt[k-o.base]++
+		if o.cnt[k-o.base] == o.w {
+			o.skip.full(k - o.base)
+		}
 	}
 }
 
@@ -136,5 +215,6 @@ func (o *occupancy) trim(at uint64) {
 	}
 	drop := min(k-o.base, uint64(len(o.cnt)))
 	o.cnt = append(o.cnt[:0], o.cnt[drop:]...)
+	o.skip.drop(drop)
 	o.base += drop
 }

@@ -167,7 +167,7 @@ func (b *Backend) sectorMask(line uint64) uint64 {
 			continue
 		}
 		for r := p.rec0; r < p.rec1; r++ {
-			rec := &b.records[r]
+			rec := b.records.at(int(r))
 			if uint64(rec.addr)>>b.lineShift != line {
 				continue
 			}

@@ -30,7 +30,11 @@ type Backend interface {
 	// Begin starts a kernel launch or a CPU run.
 	Begin(l Launch) error
 	// Op reports one verb of agent a after its visible effect. It is called
-	// only when Caps.Ops is set.
+	// only when Caps.Ops is set. Under a batching backend (Caps.Batch > 0)
+	// the executor may report a warp's verbs after the verbs' effects and
+	// from its own goroutine rather than the simulated thread's, but always
+	// in the order they ran and before the Sync, Step, Residency call or End
+	// that follows them; op.Data is valid only during the call.
 	Op(a *Agent, op *Op)
 	// Sync reports that the agents in group passed a barrier together (a
 	// SyncThreads or a block or device PBarrier): none of them proceeds

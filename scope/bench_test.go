@@ -1,6 +1,9 @@
 package scope_test
 
 import (
+	"iter"
+	"strconv"
+
 	"testing"
 
 	"github.com/stretchr/testify/require"
@@ -60,6 +63,46 @@ func BenchmarkEngine(b *testing.B) {
 			}
 			b.ReportMetric(float64(verbs)/(speed.CPUTime()-cpu).Seconds(), "verbs/s")
 			b.ReportMetric(perThread, "B/thread")
+		})
+	}
+}
+
+// BenchmarkResumeFloor measures what one thread switch costs the engine at
+// the least: resuming a suspended coroutine (iter.Pull, as the engine's
+// workers are) and letting it yield again, round robin over n coroutines
+// that each keep a little state on their own stack, as a suspended
+// simulated thread does. With few coroutines their stacks stay in the CPU's
+// caches; with as many as a GPU holds resident threads (pm-near: 30 SMs of
+// 2,048; volta: 80), every resume touches memory the previous n-1 resumes
+// pushed out, and the cost per switch grows with n. It is the floor under
+// every barrier and every batch boundary of a timed launch.
+func BenchmarkResumeFloor(b *testing.B) {
+	for _, n := range []int{8, 1 << 10, 1 << 14, 1 << 16, 1 << 18} {
+		b.Run(strconv.Itoa(n), func(b *testing.B) {
+			nexts := make([]func() (uint64, bool), n)
+			for i := range nexts {
+				next, stop := iter.Pull(func(yield func(uint64) bool) {
+					var local [32]uint64 // a kernel's locals
+					for k := uint64(0); ; k++ {
+						local[k%32] += k
+						if !yield(local[(k+1)%32]) {
+							return
+						}
+					}
+				})
+				b.Cleanup(stop)
+				nexts[i] = next
+			}
+			var sink uint64
+			cpu := speed.CPUTime()
+			for i := 0; b.Loop(); i++ {
+				v, _ := nexts[i%n]()
+				sink += v
+			}
+			b.ReportMetric(float64((speed.CPUTime()-cpu).Nanoseconds())/float64(b.N), "cpu-ns/switch")
+			if sink == 1 {
+				b.Log(sink)
+			}
 		})
 	}
 }

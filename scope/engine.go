@@ -160,6 +160,33 @@ type block struct {
 	shared   pm.Addr // its shared memory (WithShared), or 0
 }
 
+// queuedOp is a verb waiting to be handed to Backend.Op (engine.queueOps).
+type queuedOp struct {
+	agent *pm.Agent
+	op    pm.Op
+	data  int // offset of op.Data's copy in engine.qdata, or -1
+}
+
+// queuedCall is a backend call other than Op made while verbs were queued:
+// it goes to the backend after the first pos queued verbs.
+type queuedCall struct {
+	pos   int
+	kind  callKind
+	group int    // Sync: where its group starts in engine.qgroup
+	n     int    // Sync: the group's size
+	warp  int    // Admit, Retire
+	sm    int    // Admit
+	at    uint64 // Admit
+}
+
+type callKind uint8
+
+const (
+	callSync callKind = iota
+	callAdmit
+	callRetire
+)
+
 // barrier counts arrivals of the live members of a group.
 type barrier struct {
 	waiting []*Thread
@@ -193,11 +220,26 @@ type engine struct {
 	nPark   int
 	gridBar barrier
 
-	residency    pm.Residency // the backend's, if it has one and is timed
-	smFree       [][]uint64   // per SM, cycles at which block slots became free
-	probing      bool
-	probeGen     uint64
-	op           pm.Op // scratch for reporting verbs; one thread runs at a time
+	residency pm.Residency // the backend's, if it has one and is timed
+	smFree    [][]uint64   // per SM, cycles at which block slots became free
+	probing   bool
+	probeGen  uint64
+	op        pm.Op // scratch for reporting verbs; one thread runs at a time
+	// With a timing backend the verbs are queued as they run and handed to
+	// Backend.Op from the scheduler (flushOps), not from the simulated
+	// thread's coroutine: the backend's work then runs on one warm stack
+	// instead of on a cold thread stack per verb, and a thread's stack does
+	// not depend on the backend's frame sizes. The backend calls a thread
+	// makes besides Op (Sync when it opens a barrier, Retire when it ends
+	// its warp, Admit when it lets blocks in) are queued among the verbs
+	// too, so the backend sees the same calls in the same order; Step and
+	// End flush the queue first.
+	queueOps     bool
+	qops         []queuedOp
+	qdata        []byte       // copies of the queued ops' Data
+	qcalls       []queuedCall // Sync, Admit and Retire calls among the ops
+	qgroup       []pm.Agent   // the queued Sync calls' groups, as they were
+	qptrs        []*pm.Agent
 	workers      []*worker
 	free         []*worker
 	sharedRanges []pm.Addr // shared memory mapped for blocks, unmapped at the end
@@ -242,6 +284,7 @@ func Launch(m *pm.Machine, g Grid, k Kernel, opts ...Option) (Result, error) {
 	e.live = g.Total()
 	e.smThreads = make([]int, e.lim.SMs)
 	e.smFree = make([][]uint64, e.lim.SMs)
+	e.queueOps = e.ops && e.batch > 0
 	if r, ok := pm.As[pm.Residency](e.be); ok && e.batch > 0 {
 		e.residency = r
 	}
@@ -251,6 +294,7 @@ func Launch(m *pm.Machine, g Grid, k Kernel, opts ...Option) (Result, error) {
 		return Result{}, fmt.Errorf("%w: begin %s: %w", pm.ErrBackend, e.be.Name(), err)
 	}
 	runErr := e.run()
+	e.flushOps()
 	e.res.Coroutines = len(e.workers)
 	e.shutdown()
 	e.unmapShared()
@@ -352,6 +396,7 @@ func (e *engine) step(w *warp) {
 		}
 	}
 	if e.batch > 0 {
+		e.flushOps()
 		w.ready = e.be.Step(w.id)
 	}
 	w.stepping = false
@@ -369,6 +414,7 @@ func (e *engine) drive(wk *worker) {
 	for {
 		e.res.Switches++
 		t, ok := wk.next()
+		e.flushOps()
 		if !ok {
 			panic("scope: worker coroutine ended unexpectedly")
 		}
@@ -500,6 +546,92 @@ func (e *engine) runThread(wk *worker, t *Thread) (ok bool) {
 	return ok
 }
 
+// queueOp queues the verb in e.op of agent a for Backend.Op.
+func (e *engine) queueOp(a *pm.Agent) {
+	// Filled in place: a temporary would land on the thread's stack, which
+	// is cold whenever the thread has just been resumed.
+	e.qops = append(e.qops, queuedOp{})
+	q := &e.qops[len(e.qops)-1]
+	q.agent, q.op, q.data = a, e.op, -1
+	if e.op.Data != nil {
+		// The kernel may reuse its buffer before the queue is flushed.
+		q.data = len(e.qdata)
+		e.qdata = append(e.qdata, e.op.Data...)
+	}
+}
+
+// flushOps hands the queued verbs to Backend.Op, in the order they ran.
+func (e *engine) flushOps() {
+	if len(e.qops) == 0 && len(e.qcalls) == 0 {
+		return
+	}
+	j := 0
+	for i := range e.qops {
+		for ; j < len(e.qcalls) && e.qcalls[j].pos == i; j++ {
+			e.call(&e.qcalls[j])
+		}
+		q := &e.qops[i]
+		if q.data >= 0 {
+			q.op.Data = e.qdata[q.data : q.data+len(q.op.Data) : q.data+len(q.op.Data)]
+		}
+		e.be.Op(q.agent, &q.op)
+	}
+	for ; j < len(e.qcalls); j++ {
+		e.call(&e.qcalls[j])
+	}
+	clear(e.qops) // drop the agent and data pointers
+	e.qops, e.qdata, e.qcalls, e.qgroup = e.qops[:0], e.qdata[:0], e.qcalls[:0], e.qgroup[:0]
+}
+
+// call makes a queued backend call.
+func (e *engine) call(c *queuedCall) {
+	switch c.kind {
+	case callSync:
+		e.qptrs = e.qptrs[:0]
+		for i := range e.qgroup[c.group : c.group+c.n] {
+			e.qptrs = append(e.qptrs, &e.qgroup[c.group+i])
+		}
+		e.be.Sync(e.qptrs)
+		clear(e.qptrs)
+	case callAdmit:
+		e.residency.Admit(c.warp, c.sm, c.at)
+	case callRetire:
+		e.residency.Retire(c.warp)
+	}
+}
+
+// admitWarp tells the backend that warp w starts on sm at cycle at.
+func (e *engine) admitWarp(w, sm int, at uint64) {
+	if e.queueOps {
+		e.qcalls = append(e.qcalls, queuedCall{pos: len(e.qops), kind: callAdmit, warp: w, sm: sm, at: at})
+		return
+	}
+	e.residency.Admit(w, sm, at)
+}
+
+// retireWarp tells the backend that warp w has ended.
+func (e *engine) retireWarp(w int) {
+	if e.queueOps {
+		e.qcalls = append(e.qcalls, queuedCall{pos: len(e.qops), kind: callRetire, warp: w})
+		return
+	}
+	e.residency.Retire(w)
+}
+
+// sync tells the backend that the agents of e.syncGroup passed a barrier.
+func (e *engine) sync() {
+	if e.queueOps {
+		// The members' agents as they are now: a device barrier may move
+		// swapped-out blocks to other SMs before the call is made.
+		e.qcalls = append(e.qcalls, queuedCall{pos: len(e.qops), kind: callSync, group: len(e.qgroup), n: len(e.syncGroup)})
+		for _, a := range e.syncGroup {
+			e.qgroup = append(e.qgroup, *a)
+		}
+		return
+	}
+	e.be.Sync(e.syncGroup)
+}
+
 func (e *engine) fail(err error) {
 	if e.err == nil {
 		e.err = err
@@ -513,7 +645,7 @@ func (e *engine) exit(t *Thread) {
 	w, b := t.w, t.blk
 	w.live--
 	if w.live == 0 && e.residency != nil {
-		e.residency.Retire(w.id)
+		e.retireWarp(w.id)
 	}
 	b.live--
 	e.live--
@@ -569,7 +701,7 @@ func (e *engine) checkBarrier(bar *barrier, live int) bool {
 		for _, t := range bar.waiting {
 			e.syncGroup = append(e.syncGroup, &t.Agent)
 		}
-		e.be.Sync(e.syncGroup)
+		e.sync()
 	}
 	grid := bar == &e.gridBar
 	for _, t := range bar.waiting {
@@ -768,7 +900,7 @@ func (e *engine) admit() {
 			at := e.slotFree(sm)
 			for i := range b.warps {
 				b.warps[i].ready = at
-				e.residency.Admit(b.warps[i].id, sm, at)
+				e.admitWarp(b.warps[i].id, sm, at)
 			}
 		}
 		for i := range b.warps {

@@ -112,7 +112,10 @@ func (t *Thread) report() {
 			t.fault(err)
 		}
 	}
-	if e.ops {
+	switch {
+	case e.queueOps:
+		e.queueOp(&t.Agent)
+	case e.ops:
 		e.be.Op(&t.Agent, &e.op)
 	}
 	if e.batch > 0 {

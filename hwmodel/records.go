@@ -1,0 +1,68 @@
+package hwmodel
+
+import "github.com/scopedpm/scopedpm/pm"
+
+// record is one line's part of a persist: where it goes, its bytes in the
+// log, and the flush entry that makes it durable.
+type record struct {
+	addr  pm.Addr
+	off   uint32 // where its bytes start in the log (recordLog.bytes)
+	size  uint32
+	entry int32 // -1 until the instruction is timed
+}
+
+// Chunk sizes of a recordLog: 4,096 records (96 KiB) and 64 KiB of bytes.
+const (
+	recChunkBits  = 12
+	dataChunkBits = 16
+)
+
+// recordLog is the append-only log of a launch's persist records and their
+// bytes. It grows by whole chunks, which it keeps across reset, so that
+// appending never copies what is already logged (a launch logs millions of
+// records at paper scale; a slice grown by append would copy each about
+// twice and leave the garbage collector the old arrays).
+type recordLog struct {
+	recs  [][]record
+	n     int
+	data  [][]byte
+	dataN uint64 // offset of the next free byte: chunk<<dataChunkBits | offset
+}
+
+// len returns the number of records.
+func (l *recordLog) len() int { return l.n }
+
+// at returns record i, which must be below len.
+func (l *recordLog) at(i int) *record {
+	return &l.recs[i>>recChunkBits][i&(1<<recChunkBits-1)]
+}
+
+// add appends a record of the given bytes (at most a line, never more than
+// a chunk) at addr.
+func (l *recordLog) add(addr pm.Addr, b []byte) {
+	c := l.n >> recChunkBits
+	if c == len(l.recs) {
+		l.recs = append(l.recs, make([]record, 1<<recChunkBits))
+	}
+	const chunk = 1 << dataChunkBits
+	if l.dataN&(chunk-1)+uint64(len(b)) > chunk {
+		l.dataN = (l.dataN>>dataChunkBits + 1) << dataChunkBits // next chunk
+	}
+	d := int(l.dataN >> dataChunkBits)
+	if d == len(l.data) {
+		l.data = append(l.data, make([]byte, chunk))
+	}
+	copy(l.data[d][l.dataN&(chunk-1):], b)
+	l.recs[c][l.n&(1<<recChunkBits-1)] = record{addr: addr, off: uint32(l.dataN), size: uint32(len(b)), entry: -1}
+	l.n++
+	l.dataN += uint64(len(b))
+}
+
+// bytes returns the bytes of record r.
+func (l *recordLog) bytes(r *record) []byte {
+	o := r.off & (1<<dataChunkBits - 1)
+	return l.data[r.off>>dataChunkBits][o : o+r.size]
+}
+
+// reset empties the log and keeps its chunks for reuse.
+func (l *recordLog) reset() { l.n, l.dataN = 0, 0 }
