@@ -160,11 +160,29 @@ type block struct {
 	shared   pm.Addr // its shared memory (WithShared), or 0
 }
 
-// queuedOp is a verb waiting to be handed to Backend.Op (engine.queueOps).
+// verbRec is a verb as a thread reports it: a pm.Op without its Data (kept
+// apart, in engine.opData or engine.qdata), so that copying one needs no
+// garbage-collector write barriers.
+type verbRec struct {
+	Kind    pm.OpKind
+	Scope   pm.Scope
+	Wrote   bool
+	WT      bool
+	Gather  bool
+	PM      bool
+	HasData bool
+	Size    uint32
+	Addr    pm.Addr
+	Value   uint64
+	Old     uint64
+}
+
+// queuedOp is a verb waiting to be handed to Backend.Op (engine.queueOps):
+// lane is the reporting thread's lane in the warp being stepped.
 type queuedOp struct {
-	agent *pm.Agent
-	op    pm.Op
-	data  int // offset of op.Data's copy in engine.qdata, or -1
+	verb verbRec
+	lane int32
+	data int32 // where the verb's data starts in engine.qdata
 }
 
 // queuedCall is a backend call other than Op made while verbs were queued:
@@ -220,11 +238,13 @@ type engine struct {
 	nPark   int
 	gridBar barrier
 
-	residency pm.Residency // the backend's, if it has one and is timed
-	smFree    [][]uint64   // per SM, cycles at which block slots became free
-	probing   bool
-	probeGen  uint64
-	op        pm.Op // scratch for reporting verbs; one thread runs at a time
+	residency   pm.Residency // the backend's, if it has one and is timed
+	smFree      [][]uint64   // per SM, cycles at which block slots became free
+	probing     bool
+	probeGen    uint64
+	op          verbRec // the verb being reported; one thread runs at a time
+	opData      []byte  // op's data, if op.HasData
+	callScratch pm.Op
 	// With a timing backend the verbs are queued as they run and handed to
 	// Backend.Op from the scheduler (flushOps), not from the simulated
 	// thread's coroutine: the backend's work then runs on one warm stack
@@ -235,8 +255,9 @@ type engine struct {
 	// too, so the backend sees the same calls in the same order; Step and
 	// End flush the queue first.
 	queueOps     bool
+	stepW        *warp // the warp being stepped: the queued verbs are its lanes'
 	qops         []queuedOp
-	qdata        []byte       // copies of the queued ops' Data
+	qdata        []byte       // the queued verbs' data
 	qcalls       []queuedCall // Sync, Admit and Retire calls among the ops
 	qgroup       []pm.Agent   // the queued Sync calls' groups, as they were
 	qptrs        []*pm.Agent
@@ -358,6 +379,7 @@ func (e *engine) run() error {
 // the warp is queued after the step with its new ready cycle.
 func (e *engine) step(w *warp) {
 	e.res.Steps++
+	e.stepW = w
 	w.stepping = true
 	lanes := w.lanes
 	// With a timing backend, only the lanes runnable when the step starts
@@ -546,21 +568,23 @@ func (e *engine) runThread(wk *worker, t *Thread) (ok bool) {
 	return ok
 }
 
-// queueOp queues the verb in e.op of agent a for Backend.Op.
-func (e *engine) queueOp(a *pm.Agent) {
-	// Filled in place: a temporary would land on the thread's stack, which
-	// is cold whenever the thread has just been resumed.
+// queueOp queues the verb in e.op of the stepped warp's lane for
+// Backend.Op. It fills the queue's slot in place: a temporary would land on
+// the thread's stack, which is cold whenever the thread was just resumed.
+func (e *engine) queueOp(lane int) {
 	e.qops = append(e.qops, queuedOp{})
 	q := &e.qops[len(e.qops)-1]
-	q.agent, q.op, q.data = a, e.op, -1
-	if e.op.Data != nil {
+	q.verb, q.lane = e.op, int32(lane)
+	if e.op.HasData {
 		// The kernel may reuse its buffer before the queue is flushed.
-		q.data = len(e.qdata)
-		e.qdata = append(e.qdata, e.op.Data...)
+		q.data = int32(len(e.qdata))
+		e.qdata = append(e.qdata, e.opData...)
+		e.opData = nil
 	}
 }
 
-// flushOps hands the queued verbs to Backend.Op, in the order they ran.
+// flushOps hands the queued verbs and calls to the backend, in the order
+// they were made.
 func (e *engine) flushOps() {
 	if len(e.qops) == 0 && len(e.qcalls) == 0 {
 		return
@@ -571,16 +595,24 @@ func (e *engine) flushOps() {
 			e.call(&e.qcalls[j])
 		}
 		q := &e.qops[i]
-		if q.data >= 0 {
-			q.op.Data = e.qdata[q.data : q.data+len(q.op.Data) : q.data+len(q.op.Data)]
+		var data []byte
+		if q.verb.HasData {
+			data = e.qdata[q.data : int(q.data)+int(q.verb.Size) : int(q.data)+int(q.verb.Size)]
 		}
-		e.be.Op(q.agent, &q.op)
+		e.callOp(&e.stepW.lanes[q.lane].Agent, &q.verb, data)
 	}
 	for ; j < len(e.qcalls); j++ {
 		e.call(&e.qcalls[j])
 	}
-	clear(e.qops) // drop the agent and data pointers
 	e.qops, e.qdata, e.qcalls, e.qgroup = e.qops[:0], e.qdata[:0], e.qcalls[:0], e.qgroup[:0]
+}
+
+// callOp hands one verb to Backend.Op.
+func (e *engine) callOp(a *pm.Agent, v *verbRec, data []byte) {
+	o := &e.callScratch
+	*o = pm.Op{Kind: v.Kind, Scope: v.Scope, Wrote: v.Wrote, WT: v.WT, Gather: v.Gather, PM: v.PM, Size: v.Size, Addr: v.Addr, Value: v.Value, Old: v.Old, Data: data}
+	e.be.Op(a, o)
+	o.Data = nil
 }
 
 // call makes a queued backend call.

@@ -17,7 +17,7 @@ import "github.com/scopedpm/scopedpm/pm"
 func (t *Thread) CLWB(a pm.Addr) {
 	t.access(a, 1, 1) // fault on a bad address like any other verb
 	if e := t.e; e.ops {
-		e.op = pm.Op{Kind: pm.OpCLWB, Scope: pm.Thread, Addr: a}
+		e.op = verbRec{Kind: pm.OpCLWB, Scope: pm.Thread, Addr: a}
 	}
 	t.report()
 }
@@ -46,7 +46,7 @@ func (t *Thread) storeWT(a pm.Addr, size, v uint64) {
 	e := t.e
 	e.wrote(a, size)
 	if e.ops {
-		e.op = pm.Op{Kind: pm.OpStore, WT: true, PM: persistent, Size: uint32(size), Addr: a, Value: v}
+		e.op = verbRec{Kind: pm.OpStore, WT: true, PM: persistent, Size: uint32(size), Addr: a, Value: v}
 	}
 	t.report()
 }

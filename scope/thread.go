@@ -98,9 +98,9 @@ func (t *Thread) suspend() {
 
 func (t *Thread) fault(err error) { panic(faultSignal{err}) }
 
-// report hands the verb in e.op to the backend (if it wants verbs), counts
-// it, and ends the step when a timing backend's batch is used up. Callers
-// fill e.op only when e.ops is set.
+// report hands the verb in e.op (and e.opData) to the backend if it wants
+// verbs, counts it, and ends the step when a timing backend's batch is used
+// up. Callers fill e.op only when e.ops is set.
 func (t *Thread) report() {
 	e := t.e
 	e.res.Verbs++
@@ -114,9 +114,13 @@ func (t *Thread) report() {
 	}
 	switch {
 	case e.queueOps:
-		e.queueOp(&t.Agent)
+		e.queueOp(t.Agent.Lane)
 	case e.ops:
-		e.be.Op(&t.Agent, &e.op)
+		var data []byte
+		if e.op.HasData {
+			data, e.opData = e.opData, nil
+		}
+		e.callOp(&t.Agent, &e.op, data)
 	}
 	if e.batch > 0 {
 		t.budget--
@@ -193,7 +197,7 @@ func (t *Thread) loadAs(a pm.Addr, size uint64, gather bool) uint64 {
 	v := pm.GetLE(b)
 	t.noteRead(v)
 	if e := t.e; e.ops {
-		e.op = pm.Op{Kind: pm.OpLoad, PM: persistent, Size: uint32(size), Addr: a, Gather: gather}
+		e.op = verbRec{Kind: pm.OpLoad, PM: persistent, Size: uint32(size), Addr: a, Gather: gather}
 	}
 	t.report()
 	return v
@@ -232,7 +236,7 @@ func (t *Thread) store(a pm.Addr, size, v uint64) {
 	e := t.e
 	e.wrote(a, size)
 	if e.ops {
-		e.op = pm.Op{Kind: pm.OpStore, PM: persistent, Size: uint32(size), Addr: a, Value: v}
+		e.op = verbRec{Kind: pm.OpStore, PM: persistent, Size: uint32(size), Addr: a, Value: v}
 	}
 	t.report()
 }
@@ -267,7 +271,8 @@ func (t *Thread) LoadBytes(a pm.Addr, buf []byte) {
 	b, persistent := t.access(a, uint64(len(buf)), 1)
 	copy(buf, b)
 	if e := t.e; e.ops {
-		e.op = pm.Op{Kind: pm.OpLoad, PM: persistent, Size: uint32(len(buf)), Addr: a, Data: buf}
+		e.op = verbRec{Kind: pm.OpLoad, PM: persistent, Size: uint32(len(buf)), Addr: a, HasData: true}
+		e.opData = buf
 	}
 	t.report()
 }
@@ -280,7 +285,8 @@ func (t *Thread) StoreBytes(a pm.Addr, data []byte) {
 	e := t.e
 	e.wrote(a, uint64(len(data)))
 	if e.ops {
-		e.op = pm.Op{Kind: pm.OpStore, PM: persistent, Size: uint32(len(data)), Addr: a, Data: data}
+		e.op = verbRec{Kind: pm.OpStore, PM: persistent, Size: uint32(len(data)), Addr: a, HasData: true}
+		e.opData = data
 	}
 	t.report()
 }
@@ -344,7 +350,7 @@ func (t *Thread) atomic(a pm.Addr, size uint64, s Scope, f func(old uint64) (uin
 		}
 	}()
 	if e.ops {
-		e.op = pm.Op{Kind: pm.OpAtomic, Scope: s, Wrote: write, PM: persistent, Size: uint32(size), Addr: a, Value: nv, Old: old}
+		e.op = verbRec{Kind: pm.OpAtomic, Scope: s, Wrote: write, PM: persistent, Size: uint32(size), Addr: a, Value: nv, Old: old}
 	}
 	t.report()
 	return old
@@ -384,7 +390,7 @@ func (t *Thread) AtomicExch64(a pm.Addr, v uint64, s Scope) uint64 {
 // verb reports a verb with no visible effect.
 func (t *Thread) verb(k pm.OpKind, s Scope, v uint64) {
 	if e := t.e; e.ops {
-		e.op = pm.Op{Kind: k, Scope: s, Value: v}
+		e.op = verbRec{Kind: k, Scope: s, Value: v}
 	}
 	t.report()
 }
@@ -421,7 +427,7 @@ func (t *Thread) PRel(flag pm.Addr, v uint32, s Scope) {
 	e := t.e
 	e.wrote(flag, 4)
 	if e.ops {
-		e.op = pm.Op{Kind: pm.OpPRel, Scope: s, PM: persistent, Size: 4, Addr: flag, Value: uint64(v)}
+		e.op = verbRec{Kind: pm.OpPRel, Scope: s, PM: persistent, Size: 4, Addr: flag, Value: uint64(v)}
 	}
 	t.report()
 }
@@ -441,7 +447,7 @@ func (t *Thread) PAcq(flag pm.Addr, s Scope) uint32 {
 	v := pm.GetLE(b)
 	t.noteRead(v)
 	if e := t.e; e.ops {
-		e.op = pm.Op{Kind: pm.OpPAcq, Scope: s, PM: persistent, Size: 4, Addr: flag, Old: v}
+		e.op = verbRec{Kind: pm.OpPAcq, Scope: s, PM: persistent, Size: 4, Addr: flag, Old: v}
 	}
 	t.report()
 	return uint32(v)
