@@ -107,13 +107,17 @@ func (r *resource) trim(at uint64) {
 // represented by the first bucket at or after k not marked full. Buckets
 // are indices relative to the calendar's base.
 type skipList struct {
-	up []uint32 // up[k] == k: bucket k is not marked full (or is a root)
+	up   []uint32 // up[k] == k: bucket k is not marked full (or is a root)
+	walk bool     // tests: skip nothing, so the search walks bucket by bucket
 }
 
 func (s *skipList) reset() { s.up = s.up[:0] }
 
 // next returns the first bucket at or after k that is not marked full.
 func (s *skipList) next(k uint64) uint64 {
+	if s.walk {
+		return k
+	}
 	root := k
 	for root < uint64(len(s.up)) && uint64(s.up[root]) != root {
 		root = uint64(s.up[root])
@@ -179,6 +183,9 @@ func (o *occupancy) firstFree(t uint64, w int) uint64 {
 	}
 	k := max(t>>occShift, o.base)
 	k = o.base + o.skip.next(k-o.base)
+	for k-o.base < uint64(len(o.cnt)) && o.cnt[k-o.base] >= uint32(w) {
+		k++ // only when skip walks (tests): it has skipped every full bucket
+	}
 	return max(t, k<<occShift)
 }
 
