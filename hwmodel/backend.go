@@ -21,6 +21,11 @@ const Batch = 8
 // warp. The refinement tests set it to show that they can fail.
 var brokenMerge = false
 
+// earlyFence is a test hook that breaks a durable verb's promise on purpose:
+// under Epoch and GPM a DFence starts its write-backs but returns at once.
+// The refiner's return-time check sets it to show that it can fail.
+var earlyFence = false
+
 // noAck marks a persist entry that has not been flushed yet.
 const noAck = math.MaxUint64
 
@@ -152,6 +157,7 @@ type pendOp struct {
 	done  bool
 	// gather: a load of a group of independent loads (pm.Op.Gather).
 	gather bool
+	seq    int32 // the verb's place among the launch's Op calls
 }
 
 type warpState struct {
@@ -236,6 +242,11 @@ type Backend struct {
 
 	pending  []pendOp
 	spare    []pendOp
+	opSeq    int32    // Op calls so far in the launch
+	verbDone []uint64 // with SetVerbTimes: per Op call of the launch, the cycle it returned
+	retSeqs  []int32
+	barSeq   []int32 // with SetVerbTimes: per thread, its last barrier verb
+	timeVerb bool
 	laneIdx  []int32 // verbs per lane so far in the step
 	count    []int   // sortPending's counts
 	inStep   bool    // a step has begun (an Op came) and not ended (Step)
@@ -420,6 +431,10 @@ func (b *Backend) Begin(l pm.Launch) error {
 	b.floor = b.start
 	b.warps = b.warps[:0]
 	b.last = Stats{Launches: 1}
+	b.opSeq, b.verbDone = 0, b.verbDone[:0]
+	for i := range b.barSeq {
+		b.barSeq[i] = -1
+	}
 	for i := range b.sms {
 		s := &b.sms[i]
 		s.l1.invalidate()
@@ -475,6 +490,11 @@ func (b *Backend) Op(a *pm.Agent, op *pm.Op) {
 		})
 		return
 	}
+	seq := b.opSeq
+	b.opSeq++
+	if b.timeVerb {
+		b.verbDone = append(b.verbDone, math.MaxUint64)
+	}
 	if !b.running || a.Warp < 0 {
 		return
 	}
@@ -501,6 +521,13 @@ func (b *Backend) Op(a *pm.Agent, op *pm.Op) {
 		}
 	case pm.OpSyncThreads, pm.OpPBarrier, pm.OpSyncWarp:
 		ws.bar, ws.barS = op.Kind, op.Scope
+		if b.timeVerb {
+			// It returns when its barrier opens (Sync).
+			for a.ID >= len(b.barSeq) {
+				b.barSeq = append(b.barSeq, -1)
+			}
+			b.barSeq[a.ID] = seq
+		}
 	}
 	lane := a.Lane
 	if lane >= len(b.laneIdx) {
@@ -514,7 +541,7 @@ func (b *Backend) Op(a *pm.Agent, op *pm.Op) {
 			b.laneIdx[lane] = d + 1
 		}
 	}
-	p.lane = int32(lane)
+	p.lane, p.seq = int32(lane), seq
 	p.idx = b.laneIdx[lane]
 	b.laneIdx[lane]++
 	b.curWarp = a.Warp
@@ -703,6 +730,9 @@ func (b *Backend) instruction(w int, ws *warpState, kind pm.OpKind, sc pm.Scope,
 		b.last.Stalls.Memory += ws.loadsBack - ws.clock
 		ws.clock = ws.loadsBack
 	}
+	if b.timeVerb {
+		defer b.noteReturn(ws, kind, sc, group)()
+	}
 	t := b.issue(ws)
 	done := t + 1
 	if b.rs != nil {
@@ -790,6 +820,40 @@ func (b *Backend) instruction(w int, ws *warpState, kind pm.OpKind, sc pm.Scope,
 	ws.clock = max(done, t+1)
 	if b.trace != nil {
 		b.trace(Event{Warp: w, SM: ws.sm, Kind: kind, Scope: sc, Lanes: lanes, Issue: t, Done: ws.clock})
+	}
+}
+
+// noteReturn notes the verbs of the instruction about to be timed (the
+// not yet done ops of group of kind and scope) and returns the function that
+// records, once it is timed, the cycle they returned at: when the warp can
+// issue again (SetVerbTimes).
+func (b *Backend) noteReturn(ws *warpState, kind pm.OpKind, sc pm.Scope, group []pendOp) func() {
+	first := len(b.retSeqs)
+	for i := range group {
+		if p := &group[i]; !p.done && p.kind == kind && p.scope == sc {
+			b.retSeqs = append(b.retSeqs, p.seq)
+		}
+	}
+	return func() {
+		for _, q := range b.retSeqs[first:] {
+			b.verbDone[q] = ws.clock
+		}
+		b.retSeqs = b.retSeqs[:first]
+	}
+}
+
+// SetVerbTimes makes the backend note, from the next launch on, the cycle
+// at which each verb returned (VerbTimes). It costs 8 bytes per verb; the
+// crash checker's refiner uses it to check durable verbs' return times.
+func (b *Backend) SetVerbTimes(on bool) { b.timeVerb = on }
+
+// VerbTimes calls fn for each verb of the current or last GPU launch, in the
+// order the verbs were reported to Op, with the cycle at which it returned
+// (the issuing warp could go on), or math.MaxUint64 for a verb not timed
+// (on a backend that was not asked with SetVerbTimes, every verb).
+func (b *Backend) VerbTimes(fn func(seq int, done uint64)) {
+	for i, d := range b.verbDone {
+		fn(i, d)
 	}
 }
 
@@ -1364,6 +1428,9 @@ func (b *Backend) verb(ws *warpState, t uint64, kind pm.OpKind, sc pm.Scope, gro
 	switch b.model {
 	case Epoch, GPM:
 		done := b.epochFlush(ws, t)
+		if earlyFence && kind == pm.OpDFence {
+			return t + 1
+		}
 		if kind == pm.OpPAcq {
 			done = max(done, b.loads(ws, done, kind, sc, group, false))
 		}
@@ -1539,6 +1606,13 @@ func (b *Backend) Sync(group []*pm.Agent) {
 	if acks > at {
 		b.last.Stalls.PBarrier += acks - at
 		at = acks
+	}
+	if b.timeVerb {
+		for _, a := range group {
+			if a.ID < len(b.barSeq) && b.barSeq[a.ID] >= 0 {
+				b.verbDone[b.barSeq[a.ID]] = at
+			}
+		}
 	}
 	b.syncStamp++
 	for _, a := range group {

@@ -38,3 +38,45 @@ func TestRefinementCatchesBrokenMerge(t *testing.T) {
 	defer func() { brokenMerge = false }()
 	require.ErrorIs(t, run(), crash.ErrRefinement)
 }
+
+// The refiner checks durable verbs' return cycles, which crash images alone
+// do not show: with a DFence that returns before its write-backs are acked
+// (earlyFence), a kernel that stores one line per lane and fences yields
+// images that are all cuts of the PMO, but the fence returned while its
+// stores were not yet durable. Under both durable-fence models that time
+// write-backs (Epoch, GPM), on a near and a far machine.
+func TestRefinerCatchesEarlyDurableReturn(t *testing.T) {
+	for _, c := range []struct {
+		preset string
+		model  Model
+	}{{"pm-near", Epoch}, {"pm-far", Epoch}, {"pm-near", GPM}} {
+		t.Run(c.preset+"/"+c.model.String(), func(t *testing.T) {
+			run := func() (*crash.Refiner, error) {
+				cfg, err := Preset(c.preset)
+				require.NoError(t, err)
+				be, err := New(cfg, c.model)
+				require.NoError(t, err)
+				ref := crash.NewRefiner(be, c.model)
+				m, err := pm.NewMachine(ref)
+				require.NoError(t, err)
+				r, err := m.CreateRegion("r", 8192)
+				require.NoError(t, err)
+				_, err = scope.Launch(m, scope.Grid{Blocks: 1, Threads: 32}, func(t *scope.Thread) {
+					t.Store64(r.Base.Add(uint64(128*t.Lane())), 1)
+					t.DFence()
+				})
+				require.NoError(t, err)
+				return ref, ref.Err()
+			}
+			ref, err := run()
+			require.NoError(t, err)
+			require.Equal(t, 1, ref.ReturnsChecked())
+			earlyFence = true
+			defer func() { earlyFence = false }()
+			_, err = run()
+			require.ErrorIs(t, err, crash.ErrRefinement)
+			require.ErrorContains(t, err, "DFence")
+			require.ErrorContains(t, err, "returned at cycle")
+		})
+	}
+}

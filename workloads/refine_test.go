@@ -17,7 +17,9 @@ import (
 // TestRefinement runs every workload at Tiny size on hwmodel under every
 // model and timed preset, and checks at the end of every launch that each
 // crash image the timing model can produce is one the model's persist
-// memory order allows (crash.Refines), and that CrashAt agrees with the
+// memory order allows (crash.Refines), that every durable verb (a DFence,
+// an Epoch barrier, a durable release) returned only once what it orders
+// was durable (crash.DurableReturns), and that CrashAt agrees with the
 // durability it reports. The "+artifact" presets turn on the physics
 // parameters that model the SBRP artifact's hardware; the plain SBRP
 // presets have them on too, so "pm-near" runs without them. With -short
@@ -59,6 +61,7 @@ func TestRefinement(t *testing.T) {
 					require.NoError(t, w.Run(m))
 					require.NoError(t, ref.Err())
 					require.Positive(t, ref.Launches())
+					require.Equal(t, ref.Launches(), ref.ReturnsChecked(), "every launch's durable verbs' return cycles checked")
 				})
 			}
 		}

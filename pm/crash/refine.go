@@ -25,6 +25,17 @@ type DurabilityBackend interface {
 	Durability(fn func(a pm.Addr, size int, ack uint64))
 }
 
+// VerbTimer is a timed backend that can say when each verb of its last
+// launch returned (hwmodel), once asked to note it.
+type VerbTimer interface {
+	// SetVerbTimes turns the noting on or off from the next launch.
+	SetVerbTimes(on bool)
+	// VerbTimes calls fn for each verb of the current or last launch, in
+	// the order the verbs were reported to Op, with the cycle at which it
+	// returned (math.MaxUint64 if not known).
+	VerbTimes(fn func(seq int, done uint64))
+}
+
 // Refines checks that the durable cycles acks[i] of the persists of g (in
 // g.Persists order) respect g's persist memory order: whenever a persist is
 // in a crash image, everything the model orders before it is too, unless a
@@ -43,9 +54,59 @@ func Refines(g *Graph, acks []uint64) error {
 	if len(acks) != len(g.Persists) {
 		return fmt.Errorf("%w: %d durable cycles for %d persists", ErrState, len(acks), len(g.Persists))
 	}
+	eff, ordinal, need, from := g.needs(acks)
+	for n := range g.Nodes {
+		if g.Nodes[n].Kind != NPersist || from[n] < 0 {
+			continue
+		}
+		if i := ordinal[int32(n)]; eff[i] < need[n] {
+			return g.refinementError(int32(n), from[n], eff[i], need[n])
+		}
+	}
+	return nil
+}
+
+// DurableReturns checks that each durable verb of g (a node marked Durable:
+// a DFence, an Epoch barrier, a durable release, ...) returned only once
+// every persist the model orders before it was durable (or hidden by later
+// durable writes to its bytes), given the persists' durable cycles acks (in
+// g.Persists order) and each event's return cycle done (indexed like
+// g.Events; math.MaxUint64 where unknown). Refines checks that crash images
+// are cuts of the PMO; this checks the promise a durable verb makes to the
+// code after it, which mid-launch images alone do not show.
+func DurableReturns(g *Graph, acks, done []uint64) error {
+	if len(acks) != len(g.Persists) || len(done) != len(g.Events) {
+		return fmt.Errorf("%w: %d durable cycles for %d persists, %d return cycles for %d events", ErrState, len(acks), len(g.Persists), len(done), len(g.Events))
+	}
+	eff, ordinal, need, from := g.needs(acks)
+	for n := range g.Nodes {
+		node := &g.Nodes[n]
+		if !node.Durable || from[n] < 0 || g.Events[node.Event].Group != nil {
+			continue
+		}
+		if ret := done[node.Event]; ret != math.MaxUint64 && need[n] > ret {
+			e, l := &g.Events[node.Event], &g.Events[g.Nodes[from[n]].Event]
+			how := "the verb orders it directly"
+			if !slices.Contains(node.Preds, from[n]) {
+				how = g.path(from[n], int32(n))
+			}
+			return fmt.Errorf("%w under %v: %v #%d %v%s returned at cycle %d, but %v #%d %v%s, ordered before it, is durable only at cycle %d (%s)",
+				ErrRefinement, g.Model, &e.Agent, e.Seq, &e.Op, atSite(e), ret,
+				&l.Agent, l.Seq, &l.Op, atSite(l), eff[ordinal[from[n]]], how)
+		}
+	}
+	return nil
+}
+
+// needs returns, given the persists' durable cycles acks: eff, the cycle
+// each persist is in the image or hidden by later durable writes to each of
+// its bytes; ordinal, each persist node's index in g.Persists; and per
+// node, need, the cycle by which every persist ordered before it is in the
+// image, and from, the persist that sets it (-1 for none).
+func (g *Graph) needs(acks []uint64) (eff []uint64, ordinal map[int32]int, need []uint64, from []int32) {
 	// eff[i]: the first cycle persist i is in the image or hidden by later
 	// durable writes to each of its bytes.
-	eff := slices.Clone(acks)
+	eff = slices.Clone(acks)
 	later := map[pm.Addr]uint64{} // per byte: least durable cycle of a later write
 	for i := len(g.Persists) - 1; i >= 0; i-- {
 		p := &g.Nodes[g.Persists[i]].Persist
@@ -65,18 +126,15 @@ func Refines(g *Graph, acks []uint64) error {
 			}
 		}
 	}
-	ordinal := make(map[int32]int, len(g.Persists))
+	ordinal = make(map[int32]int, len(g.Persists))
 	for i, n := range g.Persists {
 		ordinal[n] = i
 	}
-	// need[n]: the cycle by which every persist ordered before node n is in
-	// the image; from[n]: the persist that sets it.
-	need := make([]uint64, len(g.Nodes))
-	from := make([]int32, len(g.Nodes))
+	need = make([]uint64, len(g.Nodes))
+	from = make([]int32, len(g.Nodes))
 	for n := range g.Nodes {
-		node := &g.Nodes[n]
 		from[n] = -1
-		for _, p := range node.Preds {
+		for _, p := range g.Nodes[n].Preds {
 			t, f := need[p], from[p]
 			if g.Nodes[p].Kind == NPersist && eff[ordinal[p]] >= t {
 				t, f = eff[ordinal[p]], p
@@ -85,14 +143,8 @@ func Refines(g *Graph, acks []uint64) error {
 				need[n], from[n] = t, f
 			}
 		}
-		if node.Kind != NPersist || from[n] < 0 {
-			continue
-		}
-		if i := ordinal[int32(n)]; eff[i] < need[n] {
-			return g.refinementError(int32(n), from[n], eff[i], need[n])
-		}
 	}
-	return nil
+	return eff, ordinal, need, from
 }
 
 // refinementError explains that persist node late (durable at lateAt) was
@@ -157,13 +209,16 @@ func atSite(ev *record.Event) string {
 
 // Refiner is a backend wrapper that checks, at the end of every launch, that
 // the timed backend it wraps only produces crash images the persistency
-// model allows (Refines), and that a sample of its CrashAt images equals the
-// image built from the persists it reports durable. It records every verb
+// model allows (Refines), that its durable verbs returned only once what
+// they order was durable (DurableReturns, when the backend is a VerbTimer),
+// and that a sample of its CrashAt images equals the image built from the
+// persists it reports durable. It records every verb
 // (package record) to build each launch's PMO graph. Err returns the first
 // failure; a run goes on after one.
 type Refiner struct {
 	*record.Recorder
 	inner    DurabilityBackend
+	timer    VerbTimer // inner's, if it has one: durable verbs' returns are checked too
 	model    Model
 	base     *pm.Image
 	from     int // first event of the launch
@@ -171,13 +226,21 @@ type Refiner struct {
 	cpu      bool
 	launches int
 	images   int
-	err      error
+	// returnsChecked counts the launches whose durable verbs' return
+	// cycles were checked (DurableReturns).
+	returnsChecked int
+	err            error
 }
 
 // NewRefiner wraps inner; model is the persistency model inner claims to
 // implement.
 func NewRefiner(inner DurabilityBackend, model Model) *Refiner {
-	return &Refiner{Recorder: record.New(inner, true), inner: inner, model: model}
+	r := &Refiner{Recorder: record.New(inner, true), inner: inner, model: model}
+	if vt, ok := inner.(VerbTimer); ok {
+		vt.SetVerbTimes(true)
+		r.timer = vt
+	}
+	return r
 }
 
 // Name returns "refine(<inner>)".
@@ -191,6 +254,10 @@ func (r *Refiner) Err() error { return r.err }
 
 // Launches returns the number of GPU launches checked.
 func (r *Refiner) Launches() int { return r.launches }
+
+// ReturnsChecked returns the number of launches whose durable verbs'
+// return cycles were checked: those of a backend that is a VerbTimer.
+func (r *Refiner) ReturnsChecked() int { return r.returnsChecked }
 
 // Images returns the number of CrashAt images compared.
 func (r *Refiner) Images() int { return r.images }
@@ -250,6 +317,16 @@ func (r *Refiner) check() error {
 	if err := Refines(g, acks); err != nil {
 		return err
 	}
+	if r.timer != nil {
+		done, err := r.returns(events)
+		if err != nil {
+			return err
+		}
+		if err := DurableReturns(g, acks, done); err != nil {
+			return err
+		}
+		r.returnsChecked++
+	}
 	// The images: CrashAt must equal the base plus the persists durable by
 	// the cycle, at every cycle where the image changes (a sample of them
 	// if there are many).
@@ -289,6 +366,30 @@ func (r *Refiner) check() error {
 		}
 	}
 	return nil
+}
+
+// returns maps the inner backend's per-verb return cycles to the launch's
+// events: the verbs in order, barrier events (which are not verbs) unknown.
+func (r *Refiner) returns(events []record.Event) ([]uint64, error) {
+	var verbs []uint64
+	r.timer.VerbTimes(func(_ int, d uint64) { verbs = append(verbs, d) })
+	done := make([]uint64, len(events))
+	j := 0
+	for i := range events {
+		done[i] = math.MaxUint64
+		if events[i].Group != nil {
+			continue
+		}
+		if j == len(verbs) {
+			return nil, fmt.Errorf("%w: %s reports %d verb return cycles, the launch recorded more verbs", ErrState, r.inner.Name(), len(verbs))
+		}
+		done[i] = verbs[j]
+		j++
+	}
+	if j != len(verbs) {
+		return nil, fmt.Errorf("%w: %s reports %d verb return cycles for %d verbs", ErrState, r.inner.Name(), len(verbs), j)
+	}
+	return done, nil
 }
 
 // acks maps the inner backend's per-line durability to the recorder's
