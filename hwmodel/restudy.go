@@ -23,14 +23,25 @@ import (
 //     write-through sends only the sectors written, and counts as many
 //     bytes against the NVM write bandwidth.
 //   - A dirty line is written back by a write-through store (StoreWT), a
-//     CLWB of the line, an L2WB, or its eviction by another store. A
-//     write-back takes the path of every other flush (L2 latency, NVM write
-//     bandwidth, NVM write latency to the WPQ, PCIe when PM is far); it is
-//     acknowledged when it reaches the WPQ. Under ADR it is durable then.
+//     CLWB of the line, an L2WB, or its eviction: any L2 fill (a store, a
+//     load or atomic that misses, a volatile line) that picks a dirty PM
+//     line as its victim writes that line back. A write-back takes the path
+//     of every other flush (L2 latency, NVM write bandwidth, NVM write
+//     latency to the WPQ, PCIe when PM is far); it is acknowledged when it
+//     reaches the WPQ. Under ADR it is durable then; under PCT only once a
+//     later PCommit has drained it.
+//   - An eviction's write-back goes through a write-back buffer that is
+//     assumed never to fill: the access that evicted the line does not wait
+//     for it, and the write-back costs only its share of the NVM write
+//     bandwidth (which later write-backs and write-throughs queue behind).
+//     GPGPU-Sim's L2, which the re-study ran, holds write-backs in a
+//     32-entry miss queue per L2 bank and stalls the bank when it is full;
+//     that back-pressure is not modelled. No warp's MemBar waits for an
+//     eviction's write-back: it is nobody's write-back.
 //   - A CLWB of a clean line costs a round trip to the L2 and writes
 //     nothing to NVM.
-//   - L2WB walks every line of the L2, restudy.l2_tag_checks_per_cycle per
-//     bank per cycle over restudy.channels × restudy.l2_banks_per_channel
+//   - L2WB walks every line of the L2, restudy.l2_tag_checks_per_cycle
+//     per bank per cycle over restudy.channels × restudy.l2_banks_per_channel
 //     banks, writing back each dirty PM line as the walk reaches it. The
 //     warp waits for the walk; a MemBar waits for the write-backs.
 //   - PCommit (RestudyPCT; a no-op under ADR) reaches every memory
@@ -45,12 +56,19 @@ import (
 //     those models keep their guarantees; SyncThreads and SyncWarp are
 //     execution barriers only.
 //
-// Simplifications, each erring towards fewer durable persists: a line the
-// L2 evicts to make room for a load or for another model's flush loses its
-// dirty mark without a write-back being timed (its records stay not durable
-// until the next launch); and the records still dirty or uncommitted when a
-// launch ends become durable when the next launch begins, like every
-// model's (the host is assumed to drain the GPU between launches).
+// Launches and the host. A kernel's end writes nothing back: the L2's dirty
+// PM lines stay dirty, and the WPQs' uncommitted write-backs uncommitted,
+// into the next launch, until a write-back (and under PCT a PCommit) makes
+// them durable; that is why the re-study's kernel-level epochs end with an
+// L2WB. The backend therefore keeps every persist record from the first
+// launch that began with one not yet durable (CrashAt and Durability see
+// them all; see compact). What makes data durable from the host is a host
+// event that touches PM (CreateRegion, RemoveRegion, CopyIn, and a CPU
+// run): the host synchronises with the GPU and flushes its caches, so every
+// earlier persist is durable when the event returns (untimed, like all
+// host work). A program that must leave its results durable without one
+// ends with a kernel that does L2WB, MemBar and, under PCT, PCommit and
+// MemBar (the re-study's EP_K epilogue).
 
 // RestudyConfig holds the parameters of the re-study's write-back
 // hardware that no other model uses.
@@ -120,6 +138,8 @@ type restudyHW struct {
 	// entry's dirty sectors.
 	sector  uint64
 	sectors map[int32]uint64
+	// Counts for RestudyStats.
+	evictions, evictedBytes, l2wbs, walkCycles uint64
 }
 
 type dirtyWay struct {
@@ -180,41 +200,131 @@ func (b *Backend) sectorMask(line uint64) uint64 {
 	return m
 }
 
-// restudyBegin carries the L2's dirty PM lines into the new launch. Their
-// records were made durable by compact (the simplification the package
-// notes), but the lines are still dirty in the L2: each gets a fresh entry
-// with no records, so that the write-back the next CLWB, L2WB or eviction
-// does is still timed (an L2WB at a kernel's end, in an epilogue launch,
-// pays for the kernel's dirty lines).
+// restudyBegin carries the L2's dirty PM lines and the WPQs' uncommitted
+// write-backs into the new launch unchanged (a kernel's end writes nothing
+// back); it only forgets the dirty-list items that are stale (written back
+// or evicted since), so that the list stays as long as the L2.
 func (b *Backend) restudyBegin() {
 	r := b.rs
-	old, oldSec := r.dirty, r.sectors
-	r.dirty, r.sectors = nil, map[int32]uint64{}
-	r.wpq = r.wpq[:0]
-	for _, d := range old {
-		if b.l2.entry[d.way] != d.entry || b.l2.tag[d.way] != d.line+1 || b.l2.gen[d.way] != b.l2.curGen {
-			continue // written back, evicted or replaced since
-		}
-		e := b.newEntry(d.line)
-		b.entries[e].dirty = b.start
-		b.l2.entry[d.way] = e
-		r.dirty = append(r.dirty, dirtyWay{d.way, e, d.line})
-		if m, ok := oldSec[d.entry]; ok {
-			r.sectors[e] = m
+	r.dirty = slices.DeleteFunc(r.dirty, func(d dirtyWay) bool { return !b.restudyDirty(d) })
+}
+
+// restudyDirty reports whether dirty-list item d still names a dirty way:
+// the way holds d's line and entry, and the entry is not written back.
+func (b *Backend) restudyDirty(d dirtyWay) bool {
+	k := b.l2
+	return k.entry[d.way] == d.entry && k.tag[d.way] == d.line+1 && k.gen[d.way] == k.curGen &&
+		b.entries[d.entry].start == noAck
+}
+
+// restudyCompact reports whether compact may fold every record into the
+// durable image and forget the records and entries: only when every record
+// is durable. Otherwise a dirty L2 line or an uncommitted write-back still
+// holds one, and every record stays (from the first launch that began with
+// one not durable), applied in store order by CrashAt, so that a later
+// write-back of an older record never overwrites a newer durable one.
+// When it reports true it drops the L2's and the WPQs' references to the
+// entries.
+func (b *Backend) restudyCompact() bool {
+	for i := b.applied; i < len(b.records); i++ {
+		if b.ackOf(i) == noAck {
+			return false
 		}
 	}
+	r := b.rs
+	for _, d := range r.dirty {
+		if b.l2.entry[d.way] == d.entry {
+			b.l2.entry[d.way] = -1 // its records are durable: the line is clean
+		}
+	}
+	r.dirty, r.wpq = r.dirty[:0], r.wpq[:0]
+	clear(r.sectors)
+	return true
+}
+
+// restudyHostFlush makes every persist durable now, as a host event that
+// touches PM does (see the package notes): the host waits for the GPU and
+// flushes its caches, writing back every dirty PM line of the L2 and
+// draining the WPQs. Host work is not timed: the write-backs take no cycles
+// and count no NVM bytes.
+func (b *Backend) restudyHostFlush() {
+	now := b.Now()
+	r := b.rs
+	for _, d := range r.dirty {
+		if b.restudyDirty(d) {
+			e := &b.entries[d.entry]
+			e.start, e.ack = now, now
+			b.l2.entry[d.way] = -1
+		}
+	}
+	for _, w := range r.wpq {
+		if e := &b.entries[w.entry]; e.ack == noAck {
+			e.ack = now
+		}
+	}
+	r.dirty, r.wpq = r.dirty[:0], r.wpq[:0]
+}
+
+// l2Insert places line in the L2 at cycle t (a fill by a load, an atomic
+// or a store); under the write-back models a dirty PM line it evicts is
+// written back. Other models never leave a dirty entry in the L2.
+func (b *Backend) l2Insert(line, t uint64) int {
+	way, _, ve, evicted := b.l2.insert(line)
+	if evicted && ve >= 0 && b.rs != nil {
+		b.restudyEvict(ve, t)
+	}
+	return way
+}
+
+// restudyEvict writes back entry e, whose line the L2 evicted at cycle t,
+// if it is dirty. The write-back takes the path of every other one; the
+// evicting access does not wait for it (the package notes' write-back
+// buffer) and no warp's MemBar does. Under PCT it waits in its WPQ for a
+// PCommit like any other.
+func (b *Backend) restudyEvict(e int32, t uint64) {
+	if b.entries[e].start != noAck {
+		return // written back already
+	}
+	sm := 0
+	if b.curWarp < len(b.warps) {
+		sm = b.warps[b.curWarp].sm
+	}
+	n := b.flushBytes(e)
+	ack := b.flush(e, t, sm)
+	b.rs.evictions++
+	b.rs.evictedBytes += n
+	if b.rs.pct {
+		b.entries[e].ack = noAck
+		b.rs.wpq = append(b.rs.wpq, wpqItem{e, ack})
+	}
+}
+
+// RestudyStats are counts of the re-study's write-back hardware, summed
+// over the launches since Attach (zero under the other models).
+type RestudyStats struct {
+	// Evictions is the number of dirty PM lines the L2 wrote back because
+	// a fill evicted them; EvictedBytes the NVM bytes they sent (their
+	// dirty sectors), included in Stats.NVMWriteBytes.
+	Evictions, EvictedBytes uint64
+	// L2WBs is the number of L2WB walks, WalkCycles the cycles the warps
+	// issuing them waited for the walks.
+	L2WBs, WalkCycles uint64
+}
+
+// RestudyStats returns the counts of the re-study's write-back hardware.
+func (b *Backend) RestudyStats() RestudyStats {
+	if b.rs == nil {
+		return RestudyStats{}
+	}
+	r := b.rs
+	return RestudyStats{Evictions: r.evictions, EvictedBytes: r.evictedBytes, L2WBs: r.l2wbs, WalkCycles: r.walkCycles}
 }
 
 // restudyStore times one PM line of a store instruction at cycle t.
 func (b *Backend) restudyStore(ws *warpState, line uint64, t uint64) (int32, uint64, bool) {
 	way := b.l2.lookup(line)
 	if way < 0 {
-		var ve int32
-		var evicted bool
-		way, _, ve, evicted = b.l2.insert(line)
-		if evicted && ve >= 0 && b.entries[ve].start == noAck {
-			b.restudyWriteBack(ws, ve, t) // the victim's write-back
-		}
+		way = b.l2Insert(line, t) // a dirty victim is written back
 	}
 	ws.lastAck = max(ws.lastAck, t+b.l2Lat) // the store's own ack from the L2
 	mask := b.sectorMask(line)
@@ -257,7 +367,7 @@ func (b *Backend) restudyL2WB(ws *warpState, t uint64) uint64 {
 	sets := uint64(b.l2.sets)
 	walk := (sets*uint64(b.l2.assoc) + r.banks*r.rate - 1) / (r.banks * r.rate)
 	for _, d := range r.dirty {
-		if b.l2.entry[d.way] != d.entry || b.entries[d.entry].start != noAck {
+		if !b.restudyDirty(d) {
 			continue // written back since, or evicted
 		}
 		// Sets are spread over the banks; within a bank the walk visits
@@ -270,6 +380,8 @@ func (b *Backend) restudyL2WB(ws *warpState, t uint64) uint64 {
 	r.dirty = r.dirty[:0]
 	done := t0 + walk
 	b.last.Stalls.Epoch += done - t - 1
+	r.l2wbs++
+	r.walkCycles += done - t
 	return done
 }
 

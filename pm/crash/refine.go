@@ -159,15 +159,20 @@ func atSite(ev *record.Event) string {
 // the timed backend it wraps only produces crash images the persistency
 // model allows (Refines), and that a sample of its CrashAt images equals the
 // image built from the persists it reports durable. It records every verb
-// (package record) to build each launch's PMO graph. Err returns the first
-// failure; a run goes on after one.
+// (package record) to build the PMO graph of a window of launches: the
+// launch alone when every earlier persist was durable at its start, else
+// every launch since the first that began with one not durable (under a
+// write-back model a dirty cache line outlives its launch, and a persist
+// of one launch may become durable, in its PMO order, in a later one). The
+// inner backend's Durability reports the same window. Err returns the
+// first failure; a run goes on after one.
 type Refiner struct {
 	*record.Recorder
 	inner    DurabilityBackend
 	model    Model
 	base     *pm.Image
-	from     int // first event of the launch
-	pfrom    int // first persist of the launch
+	from     int // first event of the window
+	pfrom    int // first persist of the window
 	cpu      bool
 	launches int
 	images   int
@@ -195,15 +200,26 @@ func (r *Refiner) Launches() int { return r.launches }
 // Images returns the number of CrashAt images compared.
 func (r *Refiner) Images() int { return r.images }
 
-// Begin notes where the launch starts and the durable image it starts
-// from (taken once the inner backend has begun the launch: a write-back
-// model counts what an earlier launch left in its caches as durable from
-// the next launch's start, see hwmodel's Restudy notes).
+// Begin opens a new window at this launch, with the durable image it
+// starts from, if every persist the inner backend reports is durable;
+// otherwise (only under a write-back model) the launch joins the current
+// window (see Refiner). A host event between launches that makes every
+// persist durable (hwmodel's write-back models flush the GPU's caches at
+// one that touches PM) thus opens a new window too.
 func (r *Refiner) Begin(l pm.Launch) error {
 	r.cpu = l.Blocks == 0
-	r.from, r.pfrom = len(r.Events()), len(r.Persists())
+	carried := false
+	if r.base != nil && !r.cpu && r.model.WriteBack() {
+		r.inner.Durability(func(_ pm.Addr, _ int, ack uint64) { carried = carried || ack == math.MaxUint64 })
+	}
+	if !carried {
+		r.from, r.pfrom = len(r.Events()), len(r.Persists())
+	}
 	if err := r.Recorder.Begin(l); err != nil || r.cpu || r.err != nil {
 		return err
+	}
+	if carried {
+		return nil
 	}
 	img, err := r.inner.CrashAt(r.inner.Now())
 	if err != nil {
@@ -212,6 +228,7 @@ func (r *Refiner) Begin(l pm.Launch) error {
 	r.base = img
 	return nil
 }
+
 
 // End ends the launch and checks it.
 func (r *Refiner) End() (pm.Stats, error) {
@@ -236,8 +253,8 @@ func (r *Refiner) check() error {
 	end := r.inner.Now()
 	g := Build(events, r.model)
 	// Under a write-back model a persist nothing wrote back may stay in the
-	// cache past the launch; only what a completed durability fence covers
-	// must be durable by its end.
+	// cache past the launch (and the window); only what a completed
+	// durability fence covers must be durable by its end.
 	var forced []bool
 	if r.model.WriteBack() {
 		forced = g.forced(len(g.Events))
