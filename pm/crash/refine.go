@@ -229,7 +229,6 @@ func (r *Refiner) Begin(l pm.Launch) error {
 	return nil
 }
 
-
 // End ends the launch and checks it.
 func (r *Refiner) End() (pm.Stats, error) {
 	st, err := r.Recorder.End()
