@@ -1,6 +1,7 @@
 package hwmodel
 
 import (
+	"cmp"
 	"fmt"
 	"math/bits"
 	"slices"
@@ -40,10 +41,16 @@ import (
 //     eviction's write-back: it is nobody's write-back.
 //   - A CLWB of a clean line costs a round trip to the L2 and writes
 //     nothing to NVM.
-//   - L2WB walks every line of the L2, restudy.l2_tag_checks_per_cycle
-//     per bank per cycle over restudy.channels × restudy.l2_banks_per_channel
-//     banks, writing back each dirty PM line as the walk reaches it. The
-//     warp waits for the walk; a MemBar waits for the write-backs.
+//   - L2WB is sent to every L2 bank (restudy.channels ×
+//     restudy.l2_banks_per_channel) and each bank walks its lines in
+//     parallel, as the re-study's GPGPU-Sim does (data_cache::nvm_wb_timing):
+//     each cycle a bank examines its next restudy.l2_tag_checks_per_cycle
+//     lines, stopping at the first dirty PM line, which it writes back that
+//     cycle; the bank is done one cycle after its walk has passed its last
+//     line. The warp waits for the slowest bank; a MemBar waits for the
+//     write-backs. (GPGPU-Sim also stalls a bank's walk while its miss
+//     queue is full and serves no other request at that bank during the
+//     walk; neither is modelled.)
 //   - PCommit (RestudyPCT; a no-op under ADR) reaches every memory
 //     controller after the L2 latency, waits there until every write
 //     acknowledged by a WPQ before it has drained, makes those writes
@@ -80,8 +87,10 @@ type RestudyConfig struct {
 	// walks the banks in parallel. Table I: 2.
 	L2BanksPerChannel int `json:"l2_banks_per_channel"`
 	// L2TagChecksPerCycle is how many lines each L2 bank examines per
-	// cycle during an L2WB. Not in the paper: one tag lookup per bank per
-	// cycle, as a cache bank's single tag port allows, is assumed.
+	// cycle during an L2WB; a cycle that finds a dirty PM line ends there
+	// (it writes that line back). Not in the paper; the re-study's
+	// GPGPU-Sim (data_cache::nvm_wb_timing, called once per L2 cycle)
+	// examines up to the L2's associativity, 24 lines, per call.
 	L2TagChecksPerCycle int `json:"l2_tag_checks_per_cycle"`
 	// SectorBytes is the sector of the sectored L2: a write-back sends
 	// only the dirty sectors of a line, a write-through store only the
@@ -93,7 +102,7 @@ type RestudyConfig struct {
 
 // restudyVolta is the write-back hardware of the re-study's Table I.
 func restudyVolta() RestudyConfig {
-	return RestudyConfig{Channels: 32, L2BanksPerChannel: 2, L2TagChecksPerCycle: 1, SectorBytes: 32}
+	return RestudyConfig{Channels: 32, L2BanksPerChannel: 2, L2TagChecksPerCycle: 24, SectorBytes: 32}
 }
 
 // validate checks the fields: zero is allowed (a preset without this
@@ -138,6 +147,8 @@ type restudyHW struct {
 	// entry's dirty sectors.
 	sector  uint64
 	sectors map[int32]uint64
+	// walk is scratch space for an L2WB's dirty lines.
+	walk []walkItem
 	// Counts for RestudyStats.
 	evictions, evictedBytes, l2wbs, walkCycles uint64
 }
@@ -146,6 +157,13 @@ type dirtyWay struct {
 	way   int
 	entry int32
 	line  uint64
+}
+
+// walkItem is a dirty line an L2WB walk reaches: its bank and its place in
+// the bank's walk.
+type walkItem struct {
+	bank, pos uint64
+	d         dirtyWay
 }
 
 type wpqItem struct {
@@ -360,25 +378,49 @@ func (b *Backend) restudyWriteBack(ws *warpState, e int32, t uint64) uint64 {
 }
 
 // restudyL2WB walks the L2 from cycle t, writing back every dirty PM line,
-// and returns when the walk is over.
+// and returns when the walk is over (see the package notes: every bank
+// walks its lines in parallel, rate lines a cycle, stopping at each dirty
+// one).
 func (b *Backend) restudyL2WB(ws *warpState, t uint64) uint64 {
 	r := b.rs
 	t0 := t + b.l2Lat // the request reaches the banks
-	sets := uint64(b.l2.sets)
-	walk := (sets*uint64(b.l2.assoc) + r.banks*r.rate - 1) / (r.banks * r.rate)
+	assoc := uint64(b.l2.assoc)
+	// Sets are spread over the banks; within a bank the walk visits set
+	// after set, every way of a set: bank line p is way p%assoc of the
+	// bank's set p/assoc.
+	perBank := (uint64(b.l2.sets) + r.banks - 1) / r.banks * assoc
+	r.walk = r.walk[:0]
 	for _, d := range r.dirty {
 		if !b.restudyDirty(d) {
 			continue // written back since, or evicted
 		}
-		// Sets are spread over the banks; within a bank the walk visits
-		// set after set, every way of a set.
-		set := uint64(d.way / b.l2.assoc)
-		pos := (set/r.banks)*uint64(b.l2.assoc) + uint64(d.way%b.l2.assoc)
-		b.restudyWriteBack(ws, d.entry, t0+pos/r.rate)
-		b.l2.entry[d.way] = -1
+		set := uint64(d.way) / assoc
+		pos := (set/r.banks)*assoc + uint64(d.way)%assoc
+		r.walk = append(r.walk, walkItem{bank: set % r.banks, pos: pos, d: d})
+	}
+	slices.SortFunc(r.walk, func(x, y walkItem) int {
+		if x.bank != y.bank {
+			return cmp.Compare(x.bank, y.bank)
+		}
+		return cmp.Compare(x.pos, y.pos)
+	})
+	// A bank without dirty lines walks all its lines at rate a cycle.
+	slowest := (perBank+r.rate-1)/r.rate + 1
+	for i := 0; i < len(r.walk); {
+		bank := r.walk[i].bank
+		var cur, calls uint64 // next line to examine; cycles used
+		for ; i < len(r.walk) && r.walk[i].bank == bank; i++ {
+			w := &r.walk[i]
+			calls += (w.pos-cur)/r.rate + 1 // the cycle that finds it
+			b.restudyWriteBack(ws, w.d.entry, t0+calls-1)
+			b.l2.entry[w.d.way] = -1
+			cur = w.pos + 1
+		}
+		calls += (perBank-cur+r.rate-1)/r.rate + 1 // the rest, and the cycle that reports done
+		slowest = max(slowest, calls)
 	}
 	r.dirty = r.dirty[:0]
-	done := t0 + walk
+	done := t0 + slowest
 	b.last.Stalls.Epoch += done - t - 1
 	r.l2wbs++
 	r.walkCycles += done - t
