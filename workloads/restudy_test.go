@@ -397,3 +397,14 @@ func TestKVDedupe(t *testing.T) {
 		})
 	}
 }
+
+// Every re-study kernel but our non-idempotent accumulation stands for a
+// kernel of the re-study's Tables II to IV (the averages compared with the
+// paper's are taken over those).
+func TestRestudyKernelsInPaper(t *testing.T) {
+	for _, rc := range RestudyWorkloads() {
+		for _, k := range rc.Kernels {
+			require.Equal(t, rc.Name != "accumulate", k.InPaper(), k.Name)
+		}
+	}
+}
