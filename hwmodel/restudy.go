@@ -38,7 +38,11 @@ import (
 //     GPGPU-Sim's L2, which the re-study ran, holds write-backs in a
 //     32-entry miss queue per L2 bank and stalls the bank when it is full;
 //     that back-pressure is not modelled. No warp's MemBar waits for an
-//     eviction's write-back: it is nobody's write-back.
+//     eviction's write-back: it is nobody's write-back. A launch still ends
+//     only once every write-back, evictions' included, is acknowledged
+//     (Backend.Now), so a kernel whose evictions outrun the NVM write
+//     bandwidth pays for them at its end, where a full buffer would have
+//     stalled it along the way.
 //   - A CLWB of a clean line costs a round trip to the L2 and writes
 //     nothing to NVM.
 //   - L2WB is sent to every L2 bank (restudy.channels ×
