@@ -67,6 +67,24 @@ import (
 //     those models keep their guarantees; SyncThreads and SyncWarp are
 //     execution barriers only.
 //
+// Where the re-study's own GPGPU-Sim (its published artifact, see
+// PresetVolta) times things differently, kept as they are here and noted
+// for whoever compares the two:
+//   - It puts the NVM write latency (-dram_write_latency 600) inside the
+//     WPQ (the memory partition's FIFO latency queue, durable under ADR),
+//     and acknowledges a CLWB at the L2 once its write-back is queued
+//     (was_write_sent ignores write-back events), a write-through store
+//     only after the queue: here every write-back is acknowledged after the
+//     NVM write latency, so a MemBar after a CLWB waits about 600 cycles
+//     longer than there.
+//   - Its latency queue is served in order, so a read queued behind a
+//     write waits for the write's 600 cycles, and reads and writes share
+//     each channel's bus; here NVM reads and writes have a bandwidth each
+//     and never delay each other.
+//   - Every kernel launch costs -gpgpu_kernel_launch_latency 5000 cycles
+//     there (its extra L2WB kernel of EP_K takes 5,059 to 5,168 cycles);
+//     launches cost nothing here.
+//
 // Launches and the host. A kernel's end writes nothing back: the L2's dirty
 // PM lines stay dirty, and the WPQs' uncommitted write-backs uncommitted,
 // into the next launch, until a write-back (and under PCT a PCommit) makes
