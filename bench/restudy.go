@@ -120,8 +120,11 @@ func linKernels(cat string) ([]linKernel, []int) {
 // under the nvm baseline and schemes. A workload runs once per scheme and
 // each of its kernels of the category is timed in that run. Rows: per
 // kernel and scheme, "cycles", "normalized_time" and "overhead_pct"; per
-// scheme, the arithmetic mean of overhead_pct over the kernels as workload
-// "average" (the re-study averages overheads arithmetically).
+// scheme, the arithmetic mean of overhead_pct over the kernels that stand
+// for the re-study's (RestudyKernel.InPaper: not our accumulation) as
+// workload "average" (the re-study averages overheads arithmetically;
+// over its own kernels, of which we have a subset: see
+// bench/paper/values.csv).
 func linFig(fig int, cat string, schemes []persistency.Scheme) func(context.Context, Options) ([]Row, error) {
 	exp := fmt.Sprintf("lin-fig%d", fig)
 	return func(ctx context.Context, o Options) ([]Row, error) {
@@ -169,7 +172,9 @@ func linFig(fig int, cat string, schemes []persistency.Scheme) func(context.Cont
 			if times[i] == nil {
 				continue
 			}
-			n++
+			if k.info.InPaper() {
+				n++
+			}
 			base := float64(times[i][0][k.kernel].Cycles)
 			for j, s := range all {
 				c := float64(times[i][j][k.kernel].Cycles)
@@ -178,7 +183,9 @@ func linFig(fig int, cat string, schemes []persistency.Scheme) func(context.Cont
 					Row{exp, k.info.Name, s.String(), "cycles", c},
 					Row{exp, k.info.Name, s.String(), "normalized_time", norm},
 					Row{exp, k.info.Name, s.String(), "overhead_pct", 100 * (norm - 1)})
-				sum[j] += 100 * (norm - 1)
+				if k.info.InPaper() {
+					sum[j] += 100 * (norm - 1)
+				}
 			}
 		}
 		if n > 0 && o.Shards <= 1 {
@@ -227,8 +234,9 @@ func linAccepted(name string, s persistency.Scheme) (bool, int, error) {
 // (1 or 0), states; per kernel, the persistency pick as config
 // "PM=<scheme>" and the durable-transaction pick as "DT=<scheme>" with
 // their overhead_pct; and the averages of the picks' overheads over the
-// kernels of the classes S, LS and LL (configs "PM" and "DT"; like the
-// re-study's, without the Mega-KV and ProgPOW kernels).
+// re-study's kernels of the classes S, LS and LL (configs "PM" and "DT";
+// like the re-study's, without the Mega-KV and ProgPOW kernels, and
+// without our accumulation, which it does not have).
 func runLinTable5(ctx context.Context, o Options) ([]Row, error) {
 	const exp = "lin-table5"
 	type result struct {
@@ -285,7 +293,7 @@ func runLinTable5(ctx context.Context, o Options) ([]Row, error) {
 		name := k.info.Name
 		// The re-study's Table V and its averages cover its Parboil
 		// kernels (Table II's classes), not Mega-KV's or ProgPOW's.
-		parboil := k.info.Category == "S" || k.info.Category == "LS" || k.info.Category == "LL"
+		parboil := k.info.InPaper() && (k.info.Category == "S" || k.info.Category == "LS" || k.info.Category == "LL")
 		cands := append([]persistency.Scheme{persistency.NVM}, linCandidates(k.info.Category)...)
 		cycles := func(s persistency.Scheme) float64 { return float64(res[k.workload][s].kernels[k.kernel].Cycles) }
 		base := cycles(persistency.NVM)

@@ -368,6 +368,9 @@ func (b *Backend) Host(ev pm.HostEvent) {
 	if b.durable == nil || b.crashed {
 		return
 	}
+	if b.rs != nil && (ev.Kind == pm.HostCreate || ev.Kind == pm.HostRemove || ev.Kind == pm.HostWrite && ev.Range.Kind == pm.PMem) {
+		b.restudyHostFlush() // the host flushes the GPU's caches (restudy.go)
+	}
 	switch ev.Kind {
 	case pm.HostCreate:
 		b.compact()
@@ -410,6 +413,9 @@ func (b *Backend) Begin(l pm.Launch) error {
 		// SFence, COSPlay contexts) is not modelled yet: each CPU persist
 		// is durable when it is stored, as on the functional backend, and
 		// the run takes no cycles.
+		if b.rs != nil {
+			b.restudyHostFlush() // host code: the GPU's caches are flushed first (restudy.go)
+		}
 		b.compact()
 		b.cpuRun = true
 		return nil
@@ -966,7 +972,7 @@ func (b *Backend) l2Read(line uint64, isPM bool, t uint64) uint64 {
 		return t + b.l2Lat
 	}
 	b.last.L2Misses++
-	b.l2.insert(line)
+	b.l2Insert(line, t)
 	x := t + b.l2Lat
 	if !isPM {
 		b.last.DRAMReadBytes += b.lineBytes
@@ -991,7 +997,7 @@ func (b *Backend) stores(ws *warpState, t uint64, kind pm.OpKind, sc pm.Scope, g
 	done := t + 1
 	for i, l := range b.lines {
 		if b.l2.lookup(l) < 0 {
-			b.l2.insert(l)
+			b.l2Insert(l, t+uint64(i))
 		}
 		done = max(done, t+uint64(i)+1)
 	}
@@ -1085,8 +1091,8 @@ func (b *Backend) newEntry(line uint64) int32 {
 func (b *Backend) flush(e int32, start uint64, sm int) uint64 {
 	n := b.flushBytes(e)
 	x := start + b.l2Lat
-	if b.l2.lookup(b.entries[e].line) < 0 {
-		b.l2.insert(b.entries[e].line) // the write passes through the L2
+	if b.rs == nil && b.l2.lookup(b.entries[e].line) < 0 {
+		b.l2.insert(b.entries[e].line) // the write passes through the L2 (a re-study write-back leaves from it)
 	}
 	x = b.linkWrite(x, n)
 	b.last.NVMWriteBytes += n
@@ -1675,8 +1681,13 @@ func (b *Backend) End() (pm.Stats, error) {
 }
 
 // compact applies the records that are durable (every one, between
-// launches) to the durable image and drops them.
+// launches) to the durable image and drops them. Under the re-study's
+// write-back models it does so only once every record is durable, and
+// otherwise keeps them all (restudyCompact).
 func (b *Backend) compact() {
+	if b.rs != nil && !b.restudyCompact() {
+		return
+	}
 	if b.applied < b.records.len() {
 		b.apply(b.durable, math.MaxUint64)
 	}
@@ -1734,11 +1745,15 @@ func (b *Backend) Crash() (*pm.Image, error) {
 	return img, nil
 }
 
-// Durability calls fn for each persist of the current or last GPU launch, in
-// the order the verbs were reported to Op, with the bytes it wrote and the
-// cycle at which they became durable (math.MaxUint64: not yet). A persist
-// that spans lines is reported once per line, in address order. CrashAt(c)
-// is exactly the image before the launch with the persists durable by c
+// Durability calls fn for each persist the backend still tracks, in the
+// order the verbs were reported to Op, with the bytes it wrote and the
+// cycle at which they became durable (math.MaxUint64: not yet): those of
+// the current or last GPU launch and, under the re-study's write-back
+// models, those of the earlier launches since the first one that began
+// with a persist not yet durable (a dirty L2 line or an uncommitted
+// write-back outlives its launch; restudy.go). A persist that spans lines
+// is reported once per line, in address order. CrashAt(c) is exactly the
+// image before the first of those launches with the persists durable by c
 // applied in this order; the crash checker's refinement test uses it to
 // check every timed image against the persistency model's ordering rules.
 func (b *Backend) Durability(fn func(a pm.Addr, size int, ack uint64)) {

@@ -262,23 +262,48 @@ func PresetGOPE() Config {
 
 // PresetVolta is the GPGPU-Sim 4.0 Volta QV100 machine of the persistency
 // re-study (its Table I): 80 SMs, 4 schedulers, 2048 threads, 64 warps
-// and 32 CTAs per SM, 32 KB L1, 6 MB L2, NVM 200 cycles read and 600 write,
-// DRAM 150 cycles. Table I gives no clock, cache latencies or bandwidths:
-// the clock (1132 MHz) and the L1/L2 latencies (20/160) are GPGPU-Sim's
-// QV100 configuration; the DRAM bandwidth is the V100's 900 GB/s and NVM
-// keeps SBRP's ratios (1/4 read, 1/8 write).
+// and 32 CTAs per SM, 32 KB L1, 6 MB L2, 32 channels with 2 L2 banks each,
+// NVM 200 cycles read and 600 write, DRAM 150 cycles. Table I gives no
+// clock, cache latencies, associativity or bandwidths; those come from
+// the GPGPU-Sim configuration the re-study ran, published with its
+// artifact (github.com/peiyi1/memory_persistency_model_for_GPU, e.g.
+// megakv/search/result/gpgpusim.config, the SM7_QV100 configuration plus
+// the re-study's options):
+//   - core and L2 clock 1132 MHz (-gpgpu_clock_domains 1132:1132:1132:850);
+//   - L1 hit latency 20 cycles (-gpgpu_l1_latency), L2 160 cycles
+//     (-gpgpu_l2_rop_latency);
+//   - L2 24-way: each of the 64 L2 banks has 32 sets of 24 ways of 128
+//     bytes (-gpgpu_cache:dl2 S:32:128:24), 6 MB in all;
+//   - memory bandwidth 870.4 GB/s for DRAM and NVM alike: the re-study's
+//     NVM is GPGPU-Sim's HBM model of the QV100 with only its latencies
+//     changed (-dram_latency 200, -dram_write_latency 600, the latter its
+//     own option applied to writes in the memory partition's latency
+//     queue); 32 channels (-gpgpu_n_mem) of a 16-byte bus
+//     (-gpgpu_dram_buswidth) moving data twice per 850 MHz memory cycle
+//     (-dram_data_command_freq_ratio 2) give 32 × 16 × 2 × 850 MHz. Reads
+//     and writes share that bus in GPGPU-Sim; here they have a bandwidth
+//     each (nvm.read_gbps, nvm.write_gbps), so the model's memory is up to
+//     twice as fast when both stream at once.
+//
+// The L1 stays 4-way (the artifact's is a 256-way sectored cache; the
+// re-study's L1 writes through and its PM traffic is the L2's).
 func PresetVolta() Config {
 	c := sbrpBase()
 	c.Name = "volta"
 	c.GPU = GPUConfig{ClockMHz: 1132, SMs: 80, WarpSize: 32, Schedulers: 4, MaxThreadsPerSM: 2048, MaxBlocksPerSM: 32, MaxThreadsPerBlock: 1024}
 	c.L1 = CacheConfig{SizeBytes: 32 << 10, LineBytes: 128, Assoc: 4, LatencyCycles: 20}
-	c.L2 = CacheConfig{SizeBytes: 6 << 20, LineBytes: 128, Assoc: 16, LatencyCycles: 160}
-	c.DRAM = MemConfig{ReadLatencyCycles: 150, WriteLatencyCycles: 150, ReadGBps: 900, WriteGBps: 900}
-	c.NVM = MemConfig{ReadLatencyCycles: 200, WriteLatencyCycles: 600, ReadGBps: 225, WriteGBps: 112.5}
+	c.L2 = CacheConfig{SizeBytes: 6 << 20, LineBytes: 128, Assoc: 24, LatencyCycles: 160}
+	c.DRAM = MemConfig{ReadLatencyCycles: 150, WriteLatencyCycles: 150, ReadGBps: voltaMemGBps, WriteGBps: voltaMemGBps}
+	c.NVM = MemConfig{ReadLatencyCycles: 200, WriteLatencyCycles: 600, ReadGBps: voltaMemGBps, WriteGBps: voltaMemGBps}
 	c.Persist.EADRLatencyCycles = 150
 	c.Restudy = restudyVolta() // Table I: 32 channels, 2 L2 banks per channel
 	return c
 }
+
+// voltaMemGBps is the peak bandwidth of the re-study's memory (DRAM and
+// NVM): 32 channels × 16 bytes × 2 transfers per cycle × 850 MHz, in GB/s
+// (see PresetVolta).
+const voltaMemGBps = 32 * 16 * 2 * 850e6 / 1e9
 
 // PresetDRAM is the DRAM-only baseline: the PM-near machine with PM at
 // device-memory latency and bandwidth and no persist work (Config.Persist.None).

@@ -10,59 +10,59 @@ import (
 
 // KeyInfo documents one key of Config.Set: what it sets, in which unit,
 // and where the SBRP machine's value (sbrpBase, the pm-near, pm-far and
-// pm-far-eadr presets) comes from. Every key of Keys has one (a test
-// keeps it so).
+// pm-far-eadr presets) comes from, and the volta preset's where it differs.
+// Every key of Keys has one (a test keeps it so).
 type KeyInfo struct {
 	Key    string // dotted JSON path, as Set takes it
 	Unit   string // "cycles", "GB/s", "bytes", "count", "MHz", "bool", "name"
 	Doc    string // what the parameter is
-	Source string // where the SBRP machine's value comes from
+	Source string // where the SBRP machine's value comes from (and volta's, where it differs)
 }
 
 // keyDocs holds Unit, Doc and Source per key.
 var keyDocs = map[string][3]string{
 	"name":                            {"name", "names the configuration in Backend.Name", "the preset's name"},
-	"gpu.clock_mhz":                   {"MHz", "core clock; converts cycles to time", "SBRP Table 1 (1365 MHz)"},
-	"gpu.sms":                         {"count", "streaming multiprocessors", "SBRP Table 1 (30)"},
+	"gpu.clock_mhz":                   {"MHz", "core clock; converts cycles to time", "SBRP Table 1 (1365 MHz); volta: the re-study's GPGPU-Sim configuration (1132 MHz, -gpgpu_clock_domains)"},
+	"gpu.sms":                         {"count", "streaming multiprocessors", "SBRP Table 1 (30); volta: the re-study's Table I (80)"},
 	"gpu.warp_size":                   {"count", "threads per warp", "CUDA (32)"},
 	"gpu.schedulers":                  {"count", "warp schedulers per SM: warp instructions issued per cycle", "assumed: GPGPU-Sim's Pascal/Volta configs (4); not in SBRP Table 1"},
 	"gpu.max_threads_per_sm":          {"count", "resident threads per SM", "CUDA limit (2048); not in SBRP Table 1"},
 	"gpu.max_blocks_per_sm":           {"count", "resident blocks per SM", "CUDA limit (32); not in SBRP Table 1"},
 	"gpu.max_threads_per_block":       {"count", "threads in one block", "SBRP Table 1 (1024)"},
 	"gpu.serial_loads":                {"bool", "every load blocks its warp until its data is back, gathered ones too (no memory-level parallelism in a warp)", "off: GPGPU-Sim's scoreboard (SBRP artifact, re-study) overlaps a warp's independent loads"},
-	"l1.size_bytes":                   {"bytes", "per-SM L1 data cache capacity", "SBRP Table 1 (64 KB)"},
+	"l1.size_bytes":                   {"bytes", "per-SM L1 data cache capacity", "SBRP Table 1 (64 KB); volta: the re-study's Table I (32 KB)"},
 	"l1.line_bytes":                   {"bytes", "L1 line; warp accesses coalesce into lines of this size", "SBRP artifact (128)"},
 	"l1.assoc":                        {"count", "L1 ways per set", "assumed (4); not in SBRP Table 1"},
 	"l1.latency_cycles":               {"cycles", "L1 hit latency", "SBRP artifact (20)"},
-	"l2.size_bytes":                   {"bytes", "shared L2 capacity", "SBRP Table 1 (3 MB)"},
+	"l2.size_bytes":                   {"bytes", "shared L2 capacity", "SBRP Table 1 (3 MB); volta: the re-study's Table I (6 MB)"},
 	"l2.line_bytes":                   {"bytes", "L2 line", "SBRP artifact (128)"},
-	"l2.assoc":                        {"count", "L2 ways per set", "assumed (16); not in SBRP Table 1"},
+	"l2.assoc":                        {"count", "L2 ways per set", "assumed (16); not in SBRP Table 1; volta: the re-study's GPGPU-Sim configuration (24: -gpgpu_cache:dl2 S:32:128:24 per L2 bank)"},
 	"l2.latency_cycles":               {"cycles", "L2 hit latency (ROP)", "SBRP artifact (160)"},
-	"dram.read_latency_cycles":        {"cycles", "device-memory read latency after an L2 miss", "SBRP artifact (100)"},
-	"dram.write_latency_cycles":       {"cycles", "device-memory write latency", "SBRP artifact (100)"},
-	"dram.read_gbps":                  {"GB/s", "device-memory read bandwidth", "SBRP Table 1 (336 GB/s GDDR)"},
-	"dram.write_gbps":                 {"GB/s", "device-memory write bandwidth", "SBRP Table 1 (336 GB/s GDDR)"},
-	"nvm.read_latency_cycles":         {"cycles", "NVM read latency after an L2 miss", "SBRP artifact: device memory + 300 (400)"},
-	"nvm.write_latency_cycles":        {"cycles", "NVM write latency from the L2 to the ack at the persistence point", "SBRP artifact: device memory + 300 (400)"},
-	"nvm.read_gbps":                   {"GB/s", "NVM read bandwidth", "SBRP Table 1 (84 GB/s, 1/4 of GDDR in the artifact)"},
-	"nvm.write_gbps":                  {"GB/s", "NVM write bandwidth", "SBRP Table 1 (42 GB/s, 1/8 of GDDR in the artifact)"},
+	"dram.read_latency_cycles":        {"cycles", "device-memory read latency after an L2 miss", "SBRP artifact (100); volta: the re-study's Table I (150)"},
+	"dram.write_latency_cycles":       {"cycles", "device-memory write latency", "SBRP artifact (100); volta: the re-study's Table I (150)"},
+	"dram.read_gbps":                  {"GB/s", "device-memory read bandwidth", "SBRP Table 1 (336 GB/s GDDR); volta: the re-study's GPGPU-Sim HBM (32 channels × 16 B × 2 × 850 MHz = 870.4 GB/s)"},
+	"dram.write_gbps":                 {"GB/s", "device-memory write bandwidth", "SBRP Table 1 (336 GB/s GDDR); volta: the re-study's GPGPU-Sim HBM (32 channels × 16 B × 2 × 850 MHz = 870.4 GB/s)"},
+	"nvm.read_latency_cycles":         {"cycles", "NVM read latency after an L2 miss", "SBRP artifact: device memory + 300 (400); volta: the re-study's Table I (200 read, 600 write)"},
+	"nvm.write_latency_cycles":        {"cycles", "NVM write latency from the L2 to the ack at the persistence point", "SBRP artifact: device memory + 300 (400); volta: the re-study's Table I (200 read, 600 write)"},
+	"nvm.read_gbps":                   {"GB/s", "NVM read bandwidth", "SBRP Table 1 (84 GB/s, 1/4 of GDDR in the artifact); volta: the re-study's GPGPU-Sim configuration, whose NVM is its HBM model with NVM latencies (870.4 GB/s, shared by reads and writes there)"},
+	"nvm.write_gbps":                  {"GB/s", "NVM write bandwidth", "SBRP Table 1 (42 GB/s, 1/8 of GDDR in the artifact); volta: the re-study's GPGPU-Sim configuration, whose NVM is its HBM model with NVM latencies (870.4 GB/s, shared by reads and writes there)"},
 	"pcie.pm_far":                     {"bool", "PM is on the host: PM traffic crosses the PCIe link", "SBRP PM-far (pm-far, pm-far-eadr presets)"},
 	"pcie.latency_cycles":             {"cycles", "one-way PCIe latency", "SBRP Table 1 (300 ns = 410 cycles); pm-far: the artifact's 600"},
 	"pcie.gbps":                       {"GB/s", "PCIe bandwidth", "SBRP Table 1 (28 GB/s)"},
-	"pcie.full_duplex":                {"bool", "each PCIe direction has its own bandwidth", "on: a PCIe link is full duplex (the SBRP artifact's link has a bandwidth per direction)"},
+	"pcie.full_duplex":                {"bool", "each PCIe direction has its own bandwidth", "on: a PCIe link is full duplex (the SBRP artifact's link has a bandwidth per direction); off on volta (PM is near: no link)"},
 	"persist.point":                   {"name", "persistence point: adr (memory controller's PM queue) or eadr (last-level cache)", "SBRP artifact (adr); pm-far-eadr: SBRP §7.3 (eadr)"},
-	"persist.eadr_latency_cycles":     {"cycles", "latency from the L2 or the far end of PCIe to the eADR point", "SBRP artifact: PM-far eADR +600 over device memory (100)"},
+	"persist.eadr_latency_cycles":     {"cycles", "latency from the L2 or the far end of PCIe to the eADR point", "SBRP artifact: PM-far eADR +600 over device memory (100); volta: the DRAM latency of the re-study's Table I (150; the re-study has no eADR)"},
 	"persist.buffer_entries":          {"count", "SBRP persist-buffer entries per SM (markers take entries too)", "SBRP artifact (256; Fig. 10a sweeps 32-256)"},
 	"persist.window":                  {"count", "most outstanding flushed PM lines per SM", "SBRP Table 1 (6; Fig. 10c sweeps 2-12)"},
-	"persist.buffer_window_only":      {"bool", "the window bounds only SBRP's buffer drain; a cache flush sends every dirty line at once", "on: SBRP artifact (only the persist buffer's flushes are windowed)"},
-	"persist.ack_at_queue":            {"bool", "an ADR persist is acked when the memory partition's PM queue accepts it", "on: SBRP artifact (the PM queue is the persistence point)"},
-	"persist.epoch_own_acks":          {"bool", "an Epoch/GPM fence or barrier waits for its own warp's persists, not every flush of the SM", "on: SBRP artifact's simulator (a warp waits for its outstanding persists)"},
-	"persist.sector_bytes":            {"bytes", "a PM line's write-back or flush sends only its written sectors of this size (0: the whole line)", "SBRP machines: the SBRP artifact's sectored L1 (GPGPU-Sim sector cache, 32-byte sectors)"},
+	"persist.buffer_window_only":      {"bool", "the window bounds only SBRP's buffer drain; a cache flush sends every dirty line at once", "on: SBRP artifact (only the persist buffer's flushes are windowed); off on volta (the re-study's models do not use the window)"},
+	"persist.ack_at_queue":            {"bool", "an ADR persist is acked when the memory partition's PM queue accepts it", "on: SBRP artifact (the PM queue is the persistence point); off on volta: this model's reading of Table I (a write-back is acknowledged after the NVM write latency); the re-study's GPGPU-Sim spends -dram_write_latency inside its WPQ instead (see restudy.go)"},
+	"persist.epoch_own_acks":          {"bool", "an Epoch/GPM fence or barrier waits for its own warp's persists, not every flush of the SM", "on: SBRP artifact's simulator (a warp waits for its outstanding persists); off on volta (not the SBRP artifact's simulator)"},
+	"persist.sector_bytes":            {"bytes", "a PM line's write-back or flush sends only its written sectors of this size (0: the whole line)", "SBRP machines: the SBRP artifact's sectored L1 (GPGPU-Sim sector cache, 32-byte sectors); off on volta, whose sectored L2 is restudy.sector_bytes"},
 	"persist.nvw_fifo_l1":             {"count", "NVW-FIFO entries per L1 (ScopedBarrier)", "scoped persist barrier paper Table 2 (16)"},
 	"persist.nvw_fifo_l2":             {"count", "NVW-FIFO entries in the L2 (ScopedBarrier)", "scoped persist barrier paper Table 2 (64)"},
 	"restudy.channels":                {"count", "memory channels the re-study's L2 write-back walk proceeds over in parallel (0: the re-study's write-back GPU is off)", "off on the SBRP machines; volta: the re-study's Table I (32 channels)"},
 	"restudy.l2_banks_per_channel":    {"count", "L2 banks per channel the L2WB walk visits in parallel", "off on the SBRP machines; volta: the re-study's Table I (2 per channel)"},
-	"restudy.l2_tag_checks_per_cycle": {"count", "L2 tags one bank checks per cycle in an L2WB walk", "off on the SBRP machines; volta: assumed (1), not in the re-study"},
+	"restudy.l2_tag_checks_per_cycle": {"count", "L2 tags one bank checks per cycle in an L2WB walk", "off on the SBRP machines; volta: the re-study's GPGPU-Sim (24: data_cache::nvm_wb_timing examines up to the L2's associativity per cycle), not in the paper"},
 	"restudy.sector_bytes":            {"bytes", "L2 sector: write-backs and write-throughs send only the sectors written", "off on the SBRP machines; volta: GPGPU-Sim 4.0's QV100 configuration (32)"},
 	"persist.none":                    {"bool", "no persist work: PM behaves as device memory (the DRAM-only baseline)", "off; on in the dram preset"},
 }

@@ -32,6 +32,34 @@ func TestKeyInfos(t *testing.T) {
 	}
 }
 
+// Every key whose volta value differs from the SBRP machine's says where
+// volta's comes from; the memory bandwidths come from the re-study's
+// GPGPU-Sim configuration (its NVM is the QV100's HBM model with NVM
+// latencies: 32 channels × 16 bytes × 2 × 850 MHz).
+func TestVoltaKeySources(t *testing.T) {
+	sbrp, volta := hwmodel.PresetPMNear(), hwmodel.PresetVolta()
+	for _, in := range hwmodel.KeyInfos() {
+		a, err := sbrp.Value(in.Key)
+		require.NoError(t, err)
+		b, err := volta.Value(in.Key)
+		require.NoError(t, err)
+		if a != b && in.Key != "name" {
+			require.Contains(t, in.Source, "volta", "%s: volta has %s, the SBRP machine %s", in.Key, b, a)
+		}
+	}
+	for _, k := range []string{"nvm.read_gbps", "nvm.write_gbps", "dram.read_gbps", "dram.write_gbps"} {
+		v, err := volta.Value(k)
+		require.NoError(t, err)
+		require.Equal(t, "870.4", v, k)
+	}
+	for _, in := range hwmodel.KeyInfos() {
+		if in.Key == "nvm.read_gbps" || in.Key == "nvm.write_gbps" {
+			require.Contains(t, in.Source, "re-study's GPGPU-Sim configuration", in.Key)
+			require.Contains(t, in.Source, "870.4 GB/s", in.Key)
+		}
+	}
+}
+
 // An unknown key's error says which keys there are.
 func TestUnknownKeyHint(t *testing.T) {
 	c := hwmodel.PresetPMNear()

@@ -1,6 +1,7 @@
 package hwmodel
 
 import (
+	"cmp"
 	"fmt"
 	"math/bits"
 	"slices"
@@ -23,16 +24,41 @@ import (
 //     write-through sends only the sectors written, and counts as many
 //     bytes against the NVM write bandwidth.
 //   - A dirty line is written back by a write-through store (StoreWT), a
-//     CLWB of the line, an L2WB, or its eviction by another store. A
-//     write-back takes the path of every other flush (L2 latency, NVM write
-//     bandwidth, NVM write latency to the WPQ, PCIe when PM is far); it is
-//     acknowledged when it reaches the WPQ. Under ADR it is durable then.
+//     CLWB of the line, an L2WB, or its eviction: any L2 fill (a store, a
+//     load or atomic that misses, a volatile line) that picks a dirty PM
+//     line as its victim writes that line back. A write-back takes the path
+//     of every other flush (L2 latency, NVM write bandwidth, NVM write
+//     latency to the WPQ, PCIe when PM is far); it is acknowledged when it
+//     reaches the WPQ. Under ADR it is durable then; under PCT only once a
+//     later PCommit has drained it.
+//   - An eviction's write-back goes through a write-back buffer that is
+//     assumed never to fill: the access that evicted the line does not wait
+//     for it, and the write-back costs only its share of the NVM write
+//     bandwidth (which later write-backs and write-throughs queue behind).
+//     GPGPU-Sim's L2, which the re-study ran, holds write-backs in a
+//     32-entry miss queue per L2 bank and stalls the bank when it is full;
+//     that back-pressure is not modelled. A MemBar waits for an eviction's
+//     write-back only after an L2WB (below). A launch still ends
+//     only once every write-back, evictions' included, is acknowledged
+//     (Backend.Now), so a kernel whose evictions outrun the NVM write
+//     bandwidth pays for them at its end, where a full buffer would have
+//     stalled it along the way.
 //   - A CLWB of a clean line costs a round trip to the L2 and writes
 //     nothing to NVM.
-//   - L2WB walks every line of the L2, restudy.l2_tag_checks_per_cycle per
-//     bank per cycle over restudy.channels × restudy.l2_banks_per_channel
-//     banks, writing back each dirty PM line as the walk reaches it. The
-//     warp waits for the walk; a MemBar waits for the write-backs.
+//   - L2WB is sent to every L2 bank (restudy.channels ×
+//     restudy.l2_banks_per_channel) and each bank walks its lines in
+//     parallel, as the re-study's GPGPU-Sim does (data_cache::nvm_wb_timing):
+//     each cycle a bank examines its next restudy.l2_tag_checks_per_cycle
+//     lines, stopping at the first dirty PM line, which it writes back that
+//     cycle; the bank is done one cycle after its walk has passed its last
+//     line. The warp waits for the slowest bank; a MemBar waits for the
+//     write-backs, and also for every write-back another warp or an
+//     eviction had started by the walk's end: a line it took is clean when
+//     the walk passes, but the L2WB covers it all the same (the refiner's
+//     return-time check found MemBars returning before such lines were
+//     durable). (GPGPU-Sim also stalls a bank's walk while its miss
+//     queue is full and serves no other request at that bank during the
+//     walk; neither is modelled.)
 //   - PCommit (RestudyPCT; a no-op under ADR) reaches every memory
 //     controller after the L2 latency, waits there until every write
 //     acknowledged by a WPQ before it has drained, makes those writes
@@ -45,12 +71,37 @@ import (
 //     those models keep their guarantees; SyncThreads and SyncWarp are
 //     execution barriers only.
 //
-// Simplifications, each erring towards fewer durable persists: a line the
-// L2 evicts to make room for a load or for another model's flush loses its
-// dirty mark without a write-back being timed (its records stay not durable
-// until the next launch); and the records still dirty or uncommitted when a
-// launch ends become durable when the next launch begins, like every
-// model's (the host is assumed to drain the GPU between launches).
+// Where the re-study's own GPGPU-Sim (its published artifact, see
+// PresetVolta) times things differently, kept as they are here and noted
+// for whoever compares the two:
+//   - It puts the NVM write latency (-dram_write_latency 600) inside the
+//     WPQ (the memory partition's FIFO latency queue, durable under ADR),
+//     and acknowledges a CLWB at the L2 once its write-back is queued
+//     (was_write_sent ignores write-back events), a write-through store
+//     only after the queue: here every write-back is acknowledged after the
+//     NVM write latency, so a MemBar after a CLWB waits about 600 cycles
+//     longer than there.
+//   - Its latency queue is served in order, so a read queued behind a
+//     write waits for the write's 600 cycles, and reads and writes share
+//     each channel's bus; here NVM reads and writes have a bandwidth each
+//     and never delay each other.
+//   - Every kernel launch costs -gpgpu_kernel_launch_latency 5000 cycles
+//     there (its extra L2WB kernel of EP_K takes 5,059 to 5,168 cycles);
+//     launches cost nothing here.
+//
+// Launches and the host. A kernel's end writes nothing back: the L2's dirty
+// PM lines stay dirty, and the WPQs' uncommitted write-backs uncommitted,
+// into the next launch, until a write-back (and under PCT a PCommit) makes
+// them durable; that is why the re-study's kernel-level epochs end with an
+// L2WB. The backend therefore keeps every persist record from the first
+// launch that began with one not yet durable (CrashAt and Durability see
+// them all; see compact). What makes data durable from the host is a host
+// event that touches PM (CreateRegion, RemoveRegion, CopyIn, and a CPU
+// run): the host synchronises with the GPU and flushes its caches, so every
+// earlier persist is durable when the event returns (untimed, like all
+// host work). A program that must leave its results durable without one
+// ends with a kernel that does L2WB, MemBar and, under PCT, PCommit and
+// MemBar (the re-study's EP_K epilogue).
 
 // RestudyConfig holds the parameters of the re-study's write-back
 // hardware that no other model uses.
@@ -62,8 +113,10 @@ type RestudyConfig struct {
 	// walks the banks in parallel. Table I: 2.
 	L2BanksPerChannel int `json:"l2_banks_per_channel"`
 	// L2TagChecksPerCycle is how many lines each L2 bank examines per
-	// cycle during an L2WB. Not in the paper: one tag lookup per bank per
-	// cycle, as a cache bank's single tag port allows, is assumed.
+	// cycle during an L2WB; a cycle that finds a dirty PM line ends there
+	// (it writes that line back). Not in the paper; the re-study's
+	// GPGPU-Sim (data_cache::nvm_wb_timing, called once per L2 cycle)
+	// examines up to the L2's associativity, 24 lines, per call.
 	L2TagChecksPerCycle int `json:"l2_tag_checks_per_cycle"`
 	// SectorBytes is the sector of the sectored L2: a write-back sends
 	// only the dirty sectors of a line, a write-through store only the
@@ -75,7 +128,7 @@ type RestudyConfig struct {
 
 // restudyVolta is the write-back hardware of the re-study's Table I.
 func restudyVolta() RestudyConfig {
-	return RestudyConfig{Channels: 32, L2BanksPerChannel: 2, L2TagChecksPerCycle: 1, SectorBytes: 32}
+	return RestudyConfig{Channels: 32, L2BanksPerChannel: 2, L2TagChecksPerCycle: 24, SectorBytes: 32}
 }
 
 // validate checks the fields: zero is allowed (a preset without this
@@ -120,12 +173,23 @@ type restudyHW struct {
 	// entry's dirty sectors.
 	sector  uint64
 	sectors map[int32]uint64
+	// walk is scratch space for an L2WB's dirty lines.
+	walk []walkItem
+	// Counts for RestudyStats.
+	evictions, evictedBytes, l2wbs, walkCycles uint64
 }
 
 type dirtyWay struct {
 	way   int
 	entry int32
 	line  uint64
+}
+
+// walkItem is a dirty line an L2WB walk reaches: its bank and its place in
+// the bank's walk.
+type walkItem struct {
+	bank, pos uint64
+	d         dirtyWay
 }
 
 type wpqItem struct {
@@ -180,41 +244,131 @@ func (b *Backend) sectorMask(line uint64) uint64 {
 	return m
 }
 
-// restudyBegin carries the L2's dirty PM lines into the new launch. Their
-// records were made durable by compact (the simplification the package
-// notes), but the lines are still dirty in the L2: each gets a fresh entry
-// with no records, so that the write-back the next CLWB, L2WB or eviction
-// does is still timed (an L2WB at a kernel's end, in an epilogue launch,
-// pays for the kernel's dirty lines).
+// restudyBegin carries the L2's dirty PM lines and the WPQs' uncommitted
+// write-backs into the new launch unchanged (a kernel's end writes nothing
+// back); it only forgets the dirty-list items that are stale (written back
+// or evicted since), so that the list stays as long as the L2.
 func (b *Backend) restudyBegin() {
 	r := b.rs
-	old, oldSec := r.dirty, r.sectors
-	r.dirty, r.sectors = nil, map[int32]uint64{}
-	r.wpq = r.wpq[:0]
-	for _, d := range old {
-		if b.l2.entry[d.way] != d.entry || b.l2.tag[d.way] != d.line+1 || b.l2.gen[d.way] != b.l2.curGen {
-			continue // written back, evicted or replaced since
-		}
-		e := b.newEntry(d.line)
-		b.entries[e].dirty = b.start
-		b.l2.entry[d.way] = e
-		r.dirty = append(r.dirty, dirtyWay{d.way, e, d.line})
-		if m, ok := oldSec[d.entry]; ok {
-			r.sectors[e] = m
+	r.dirty = slices.DeleteFunc(r.dirty, func(d dirtyWay) bool { return !b.restudyDirty(d) })
+}
+
+// restudyDirty reports whether dirty-list item d still names a dirty way:
+// the way holds d's line and entry, and the entry is not written back.
+func (b *Backend) restudyDirty(d dirtyWay) bool {
+	k := b.l2
+	return k.entry[d.way] == d.entry && k.tag[d.way] == d.line+1 && k.gen[d.way] == k.curGen &&
+		b.entries[d.entry].start == noAck
+}
+
+// restudyCompact reports whether compact may fold every record into the
+// durable image and forget the records and entries: only when every record
+// is durable. Otherwise a dirty L2 line or an uncommitted write-back still
+// holds one, and every record stays (from the first launch that began with
+// one not durable), applied in store order by CrashAt, so that a later
+// write-back of an older record never overwrites a newer durable one.
+// When it reports true it drops the L2's and the WPQs' references to the
+// entries.
+func (b *Backend) restudyCompact() bool {
+	for i := b.applied; i < b.records.len(); i++ {
+		if b.ackOf(i) == noAck {
+			return false
 		}
 	}
+	r := b.rs
+	for _, d := range r.dirty {
+		if b.l2.entry[d.way] == d.entry {
+			b.l2.entry[d.way] = -1 // its records are durable: the line is clean
+		}
+	}
+	r.dirty, r.wpq = r.dirty[:0], r.wpq[:0]
+	clear(r.sectors)
+	return true
+}
+
+// restudyHostFlush makes every persist durable now, as a host event that
+// touches PM does (see the package notes): the host waits for the GPU and
+// flushes its caches, writing back every dirty PM line of the L2 and
+// draining the WPQs. Host work is not timed: the write-backs take no cycles
+// and count no NVM bytes.
+func (b *Backend) restudyHostFlush() {
+	now := b.Now()
+	r := b.rs
+	for _, d := range r.dirty {
+		if b.restudyDirty(d) {
+			e := &b.entries[d.entry]
+			e.start, e.ack = now, now
+			b.l2.entry[d.way] = -1
+		}
+	}
+	for _, w := range r.wpq {
+		if e := &b.entries[w.entry]; e.ack == noAck {
+			e.ack = now
+		}
+	}
+	r.dirty, r.wpq = r.dirty[:0], r.wpq[:0]
+}
+
+// l2Insert places line in the L2 at cycle t (a fill by a load, an atomic
+// or a store); under the write-back models a dirty PM line it evicts is
+// written back. Other models never leave a dirty entry in the L2.
+func (b *Backend) l2Insert(line, t uint64) int {
+	way, _, ve, evicted := b.l2.insert(line)
+	if evicted && ve >= 0 && b.rs != nil {
+		b.restudyEvict(ve, t)
+	}
+	return way
+}
+
+// restudyEvict writes back entry e, whose line the L2 evicted at cycle t,
+// if it is dirty. The write-back takes the path of every other one; the
+// evicting access does not wait for it (the package notes' write-back
+// buffer) and no warp's MemBar does. Under PCT it waits in its WPQ for a
+// PCommit like any other.
+func (b *Backend) restudyEvict(e int32, t uint64) {
+	if b.entries[e].start != noAck {
+		return // written back already
+	}
+	sm := 0
+	if b.curWarp < len(b.warps) {
+		sm = b.warps[b.curWarp].sm
+	}
+	n := b.flushBytes(e)
+	ack := b.flush(e, t, sm)
+	b.rs.evictions++
+	b.rs.evictedBytes += n
+	if b.rs.pct {
+		b.entries[e].ack = noAck
+		b.rs.wpq = append(b.rs.wpq, wpqItem{e, ack})
+	}
+}
+
+// RestudyStats are counts of the re-study's write-back hardware, summed
+// over the launches since Attach (zero under the other models).
+type RestudyStats struct {
+	// Evictions is the number of dirty PM lines the L2 wrote back because
+	// a fill evicted them; EvictedBytes the NVM bytes they sent (their
+	// dirty sectors), included in Stats.NVMWriteBytes.
+	Evictions, EvictedBytes uint64
+	// L2WBs is the number of L2WB walks, WalkCycles the cycles the warps
+	// issuing them waited for the walks.
+	L2WBs, WalkCycles uint64
+}
+
+// RestudyStats returns the counts of the re-study's write-back hardware.
+func (b *Backend) RestudyStats() RestudyStats {
+	if b.rs == nil {
+		return RestudyStats{}
+	}
+	r := b.rs
+	return RestudyStats{Evictions: r.evictions, EvictedBytes: r.evictedBytes, L2WBs: r.l2wbs, WalkCycles: r.walkCycles}
 }
 
 // restudyStore times one PM line of a store instruction at cycle t.
 func (b *Backend) restudyStore(ws *warpState, line uint64, t uint64) (int32, uint64, bool) {
 	way := b.l2.lookup(line)
 	if way < 0 {
-		var ve int32
-		var evicted bool
-		way, _, ve, evicted = b.l2.insert(line)
-		if evicted && ve >= 0 && b.entries[ve].start == noAck {
-			b.restudyWriteBack(ws, ve, t) // the victim's write-back
-		}
+		way = b.l2Insert(line, t) // a dirty victim is written back
 	}
 	ws.lastAck = max(ws.lastAck, t+b.l2Lat) // the store's own ack from the L2
 	mask := b.sectorMask(line)
@@ -250,26 +404,57 @@ func (b *Backend) restudyWriteBack(ws *warpState, e int32, t uint64) uint64 {
 }
 
 // restudyL2WB walks the L2 from cycle t, writing back every dirty PM line,
-// and returns when the walk is over.
+// and returns when the walk is over (see the package notes: every bank
+// walks its lines in parallel, rate lines a cycle, stopping at each dirty
+// one).
 func (b *Backend) restudyL2WB(ws *warpState, t uint64) uint64 {
 	r := b.rs
 	t0 := t + b.l2Lat // the request reaches the banks
-	sets := uint64(b.l2.sets)
-	walk := (sets*uint64(b.l2.assoc) + r.banks*r.rate - 1) / (r.banks * r.rate)
+	assoc := uint64(b.l2.assoc)
+	// Sets are spread over the banks; within a bank the walk visits set
+	// after set, every way of a set: bank line p is way p%assoc of the
+	// bank's set p/assoc.
+	perBank := (uint64(b.l2.sets) + r.banks - 1) / r.banks * assoc
+	r.walk = r.walk[:0]
 	for _, d := range r.dirty {
-		if b.l2.entry[d.way] != d.entry || b.entries[d.entry].start != noAck {
+		if !b.restudyDirty(d) {
 			continue // written back since, or evicted
 		}
-		// Sets are spread over the banks; within a bank the walk visits
-		// set after set, every way of a set.
-		set := uint64(d.way / b.l2.assoc)
-		pos := (set/r.banks)*uint64(b.l2.assoc) + uint64(d.way%b.l2.assoc)
-		b.restudyWriteBack(ws, d.entry, t0+pos/r.rate)
-		b.l2.entry[d.way] = -1
+		set := uint64(d.way) / assoc
+		pos := (set/r.banks)*assoc + uint64(d.way)%assoc
+		r.walk = append(r.walk, walkItem{bank: set % r.banks, pos: pos, d: d})
+	}
+	slices.SortFunc(r.walk, func(x, y walkItem) int {
+		if x.bank != y.bank {
+			return cmp.Compare(x.bank, y.bank)
+		}
+		return cmp.Compare(x.pos, y.pos)
+	})
+	// A bank without dirty lines walks all its lines at rate a cycle.
+	slowest := (perBank+r.rate-1)/r.rate + 1
+	for i := 0; i < len(r.walk); {
+		bank := r.walk[i].bank
+		var cur, calls uint64 // next line to examine; cycles used
+		for ; i < len(r.walk) && r.walk[i].bank == bank; i++ {
+			w := &r.walk[i]
+			calls += (w.pos-cur)/r.rate + 1 // the cycle that finds it
+			b.restudyWriteBack(ws, w.d.entry, t0+calls-1)
+			b.l2.entry[w.d.way] = -1
+			cur = w.pos + 1
+		}
+		calls += (perBank-cur+r.rate-1)/r.rate + 1 // the rest, and the cycle that reports done
+		slowest = max(slowest, calls)
 	}
 	r.dirty = r.dirty[:0]
-	done := t0 + walk
+	done := t0 + slowest
+	// A line another write-back (another warp's L2WB or CLWB, an eviction)
+	// took before the walk reached it is clean, so the walk does not write
+	// it again; the L2WB still covers it, so the warp's next MemBar waits
+	// for that write-back too.
+	ws.lastAck = max(ws.lastAck, b.ackBy(done))
 	b.last.Stalls.Epoch += done - t - 1
+	r.l2wbs++
+	r.walkCycles += done - t
 	return done
 }
 

@@ -84,7 +84,7 @@ func TestRestudyDurability(t *testing.T) {
 func TestRestudyL2WBCostGrowsWithDirtyLines(t *testing.T) {
 	cfg := PresetVolta()
 	lines := cfg.L2.SizeBytes / cfg.L2.LineBytes
-	walk := uint64(lines / (cfg.Restudy.Channels * cfg.Restudy.L2BanksPerChannel))
+	walk := uint64(lines / (cfg.Restudy.Channels * cfg.Restudy.L2BanksPerChannel * cfg.Restudy.L2TagChecksPerCycle))
 	var last uint64
 	for _, n := range []int{0, 16, 256, 2048} {
 		st, img := runVolta(t, Restudy, n, func(t *scope.Thread, a pm.Addr) {
@@ -105,6 +105,67 @@ func TestRestudyL2WBCostGrowsWithDirtyLines(t *testing.T) {
 	}
 }
 
+// The L2WB walk of the re-study's GPGPU-Sim (data_cache::nvm_wb_timing):
+// every bank walks its lines in parallel, examining up to
+// restudy.l2_tag_checks_per_cycle of them a cycle and stopping at a dirty
+// one, which it writes back that cycle, then takes a cycle to report. On
+// volta a bank holds 32 sets of 24 ways: a clean walk takes 768/24 + 1
+// cycles after the L2 latency; dirty lines a way apart in one set cost a
+// cycle each, as many dirty lines spread one per examined window cost
+// almost nothing more.
+func TestRestudyL2WBWalk(t *testing.T) {
+	cfg := PresetVolta()
+	sets := cfg.L2.SizeBytes / cfg.L2.LineBytes / cfg.L2.Assoc
+	banks := cfg.Restudy.Channels * cfg.Restudy.L2BanksPerChannel
+	require.Equal(t, 2048, sets)
+	l2 := uint64(cfg.L2.LatencyCycles)
+	for _, tc := range []struct {
+		name  string
+		lines []int // line numbers stored
+		walk  uint64
+	}{
+		{"clean", nil, 768/24 + 1},
+		// One line in each of 32 sets of bank 0 (one a window): each found
+		// by a cycle that then starts right after it.
+		{"one line a set", func() []int {
+			var ls []int
+			for i := range 32 {
+				ls = append(ls, i*banks)
+			}
+			return ls
+		}(), 32 + (768-(31*24+1)+23)/24 + 1},
+		// 24 lines of one set: a cycle each, then the rest of the bank.
+		{"a dirty set", func() []int {
+			var ls []int
+			for i := range 24 {
+				ls = append(ls, i*sets)
+			}
+			return ls
+		}(), 24 + (768-24)/24 + 1},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			be, m := setupHW(t, cfg, Restudy)
+			n := 1
+			for _, l := range tc.lines {
+				n = max(n, l+1)
+			}
+			r := region(t, m, "p", uint64(n)*128)
+			require.Zero(t, uint64(r.Base)>>7%uint64(sets), "the region starts at set 0 of bank 0")
+			_, err := scope.Launch(m, scope.Grid{Blocks: 1, Threads: 1}, func(t *scope.Thread) {
+				for _, l := range tc.lines {
+					t.Store64(r.Base.Add(uint64(128*l)), 1)
+				}
+				t.L2WB()
+			})
+			require.NoError(t, err)
+			rs := be.RestudyStats()
+			require.Equal(t, uint64(1), rs.L2WBs)
+			require.Equal(t, l2+tc.walk, rs.WalkCycles)
+			require.Equal(t, uint64(32*len(tc.lines)), be.LastLaunch().NVMWriteBytes)
+		})
+	}
+}
+
 // PCommit costs a round trip to the memory controllers under PCT and
 // nothing under ADR.
 func TestRestudyPCommitCost(t *testing.T) {
@@ -122,7 +183,7 @@ func TestRestudyPCommitCost(t *testing.T) {
 
 func TestRestudyConfigKeys(t *testing.T) {
 	c := PresetVolta()
-	require.Equal(t, RestudyConfig{Channels: 32, L2BanksPerChannel: 2, L2TagChecksPerCycle: 1, SectorBytes: 32}, c.Restudy)
+	require.Equal(t, RestudyConfig{Channels: 32, L2BanksPerChannel: 2, L2TagChecksPerCycle: 24, SectorBytes: 32}, c.Restudy)
 	require.ErrorIs(t, c.Set("restudy.sector_bytes=24"), ErrConfig)
 	require.NoError(t, c.Set("restudy.channels=16", "restudy.l2_tag_checks_per_cycle=4"))
 	require.Equal(t, 16, c.Restudy.Channels)

@@ -61,7 +61,9 @@ func TestRefinement(t *testing.T) {
 					require.NoError(t, w.Run(m))
 					require.NoError(t, ref.Err())
 					require.Positive(t, ref.Launches())
-					require.Equal(t, ref.Launches(), ref.ReturnsChecked(), "every launch's durable verbs' return cycles checked")
+					if !model.VolatileWPQ() {
+						require.Equal(t, ref.Launches(), ref.ReturnsChecked(), "every launch's durable verbs' return cycles checked")
+					}
 				})
 			}
 		}

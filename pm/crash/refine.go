@@ -73,7 +73,9 @@ func Refines(g *Graph, acks []uint64) error {
 // g.Persists order) and each event's return cycle done (indexed like
 // g.Events; math.MaxUint64 where unknown). Refines checks that crash images
 // are cuts of the PMO; this checks the promise a durable verb makes to the
-// code after it, which mid-launch images alone do not show.
+// code after it, which mid-launch images alone do not show. It does not
+// apply to a model with volatile write-pending queues (Model.VolatileWPQ),
+// whose MemBar makes durable only what a PCommit committed before it.
 func DurableReturns(g *Graph, acks, done []uint64) error {
 	if len(acks) != len(g.Persists) || len(done) != len(g.Events) {
 		return fmt.Errorf("%w: %d durable cycles for %d persists, %d return cycles for %d events", ErrState, len(acks), len(g.Persists), len(done), len(g.Events))
@@ -212,20 +214,26 @@ func atSite(ev *record.Event) string {
 // model allows (Refines), that its durable verbs returned only once what
 // they order was durable (DurableReturns, when the backend is a VerbTimer),
 // and that a sample of its CrashAt images equals the image built from the
-// persists it reports durable. It records every verb
-// (package record) to build each launch's PMO graph. Err returns the first
-// failure; a run goes on after one.
+// persists it reports durable. It records every verb (package record) to
+// build the PMO graph of a window of launches: the launch alone when every
+// earlier persist was durable at its start, else every launch since the
+// first that began with one not durable (under a write-back model a dirty
+// cache line outlives its launch, and a persist of one launch may become
+// durable, in its PMO order, in a later one). The inner backend's
+// Durability reports the same window. Err returns the first failure; a run
+// goes on after one.
 type Refiner struct {
 	*record.Recorder
-	inner    DurabilityBackend
-	timer    VerbTimer // inner's, if it has one: durable verbs' returns are checked too
-	model    Model
-	base     *pm.Image
-	from     int // first event of the launch
-	pfrom    int // first persist of the launch
-	cpu      bool
-	launches int
-	images   int
+	inner      DurabilityBackend
+	timer      VerbTimer // inner's, if it has one: durable verbs' returns are checked too
+	model      Model
+	base       *pm.Image
+	from       int // first event of the window
+	launchFrom int // first event of the current launch
+	pfrom      int // first persist of the window
+	cpu        bool
+	launches   int
+	images     int
 	// returnsChecked counts the launches whose durable verbs' return
 	// cycles were checked (DurableReturns).
 	returnsChecked int
@@ -256,21 +264,34 @@ func (r *Refiner) Err() error { return r.err }
 func (r *Refiner) Launches() int { return r.launches }
 
 // ReturnsChecked returns the number of launches whose durable verbs'
-// return cycles were checked: those of a backend that is a VerbTimer.
+// return cycles were checked: those of a backend that is a VerbTimer, under
+// a model whose write-pending queues are durable.
 func (r *Refiner) ReturnsChecked() int { return r.returnsChecked }
 
 // Images returns the number of CrashAt images compared.
 func (r *Refiner) Images() int { return r.images }
 
-// Begin notes where the launch starts and the durable image it starts
-// from (taken once the inner backend has begun the launch: a write-back
-// model counts what an earlier launch left in its caches as durable from
-// the next launch's start, see hwmodel's Restudy notes).
+// Begin opens a new window at this launch, with the durable image it
+// starts from, if every persist the inner backend reports is durable;
+// otherwise (only under a write-back model) the launch joins the current
+// window (see Refiner). A host event between launches that makes every
+// persist durable (hwmodel's write-back models flush the GPU's caches at
+// one that touches PM) thus opens a new window too.
 func (r *Refiner) Begin(l pm.Launch) error {
 	r.cpu = l.Blocks == 0
-	r.from, r.pfrom = len(r.Events()), len(r.Persists())
+	carried := false
+	if r.base != nil && !r.cpu && r.model.WriteBack() {
+		r.inner.Durability(func(_ pm.Addr, _ int, ack uint64) { carried = carried || ack == math.MaxUint64 })
+	}
+	r.launchFrom = len(r.Events())
+	if !carried {
+		r.from, r.pfrom = len(r.Events()), len(r.Persists())
+	}
 	if err := r.Recorder.Begin(l); err != nil || r.cpu || r.err != nil {
 		return err
+	}
+	if carried {
+		return nil
 	}
 	img, err := r.inner.CrashAt(r.inner.Now())
 	if err != nil {
@@ -303,8 +324,8 @@ func (r *Refiner) check() error {
 	end := r.inner.Now()
 	g := Build(events, r.model)
 	// Under a write-back model a persist nothing wrote back may stay in the
-	// cache past the launch; only what a completed durability fence covers
-	// must be durable by its end.
+	// cache past the launch (and the window); only what a completed
+	// durability fence covers must be durable by its end.
 	var forced []bool
 	if r.model.WriteBack() {
 		forced = g.forced(len(g.Events))
@@ -317,8 +338,11 @@ func (r *Refiner) check() error {
 	if err := Refines(g, acks); err != nil {
 		return err
 	}
-	if r.timer != nil {
-		done, err := r.returns(events)
+	// Under a volatile WPQ (RestudyPCT) a MemBar makes durable only what a
+	// PCommit committed before it, not every persist the PMO orders before
+	// it; its return is not checked (see DurableReturns).
+	if r.timer != nil && !r.model.VolatileWPQ() {
+		done, err := r.returns(events, r.launchFrom-r.from)
 		if err != nil {
 			return err
 		}
@@ -368,16 +392,18 @@ func (r *Refiner) check() error {
 	return nil
 }
 
-// returns maps the inner backend's per-verb return cycles to the launch's
-// events: the verbs in order, barrier events (which are not verbs) unknown.
-func (r *Refiner) returns(events []record.Event) ([]uint64, error) {
+// returns maps the inner backend's per-verb return cycles of the current
+// launch, whose events start at first, to the window's events: the verbs in
+// order; earlier launches' verbs and barrier events (which are not verbs)
+// unknown.
+func (r *Refiner) returns(events []record.Event, first int) ([]uint64, error) {
 	var verbs []uint64
 	r.timer.VerbTimes(func(_ int, d uint64) { verbs = append(verbs, d) })
 	done := make([]uint64, len(events))
 	j := 0
 	for i := range events {
 		done[i] = math.MaxUint64
-		if events[i].Group != nil {
+		if i < first || events[i].Group != nil {
 			continue
 		}
 		if j == len(verbs) {

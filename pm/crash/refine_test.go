@@ -212,3 +212,81 @@ func TestNarrowedBarrierOrdersPerBlock(t *testing.T) {
 	narrowed := crash.Mutant{Site: site, Kind: pm.OpPBarrier, From: pm.Device, To: pm.Block, Valid: true}.Apply(events)
 	require.NoError(t, crash.Refines(crash.Build(narrowed, crash.ScopedBarrier), []uint64{20, 10}))
 }
+
+// earlyLast is hwmodel with a broken Durability: once the first persist
+// it reports and the last are both durable, it reports the last one
+// durable a cycle before the first.
+type earlyLast struct{ *hwmodel.Backend }
+
+func (l earlyLast) Durability(fn func(a pm.Addr, size int, ack uint64)) {
+	type rec struct {
+		a    pm.Addr
+		size int
+		ack  uint64
+	}
+	var rs []rec
+	l.Backend.Durability(func(a pm.Addr, size int, ack uint64) { rs = append(rs, rec{a, size, ack}) })
+	if n := len(rs); n > 1 && rs[0].ack != math.MaxUint64 && rs[n-1].ack != math.MaxUint64 {
+		rs[n-1].ack = rs[0].ack - 1
+	}
+	for _, r := range rs {
+		fn(r.a, r.size, r.ack)
+	}
+}
+
+// Under a write-back model a persist left dirty by one launch becomes
+// durable in a later one, and the PMO orders it before that launch's
+// persists: the refiner checks the launches as one window (the persists
+// of both, one graph, CrashAt images against the image before the first),
+// and catches a backend that gets the order across the launches wrong,
+// which a check of the second launch alone could not see.
+func TestRefinerWindowAcrossLaunches(t *testing.T) {
+	for _, model := range []crash.Model{crash.Restudy, crash.RestudyPCT} {
+		for _, broken := range []bool{false, true} {
+			be, err := hwmodel.New(hwmodel.PresetVolta(), model)
+			require.NoError(t, err)
+			var inner crash.DurabilityBackend = be
+			if broken {
+				inner = earlyLast{be}
+			}
+			ref := crash.NewRefiner(inner, model)
+			m, err := pm.NewMachine(ref)
+			require.NoError(t, err)
+			p, err := m.CreateRegion("p", 256)
+			require.NoError(t, err)
+			commit := func(t *scope.Thread) {
+				t.MemBar()
+				if model.VolatileWPQ() {
+					t.PCommit()
+					t.MemBar()
+				}
+			}
+			_, err = scope.Launch(m, scope.Grid{Blocks: 1, Threads: 1}, func(t *scope.Thread) {
+				t.Store64(p.Base, 1) // dirty in the L2 when the launch ends
+				t.MemBar()
+			})
+			require.NoError(t, err)
+			require.NoError(t, ref.Err())
+			_, err = scope.Launch(m, scope.Grid{Blocks: 1, Threads: 1}, func(t *scope.Thread) {
+				t.L2WB()
+				commit(t)
+				t.Store64(p.Base.Add(128), 2)
+				t.CLWB(p.Base.Add(128))
+				commit(t)
+			})
+			require.NoError(t, err)
+			require.Equal(t, 2, ref.Launches())
+			if broken {
+				require.ErrorIs(t, ref.Err(), crash.ErrRefinement, "%v", model)
+				require.ErrorContains(t, ref.Err(), "ordered before it")
+				continue
+			}
+			require.NoError(t, ref.Err(), "%v", model)
+			require.Positive(t, ref.Images())
+			img, err := be.Crash()
+			require.NoError(t, err)
+			r, _ := img.Region("p")
+			require.Equal(t, uint64(1), pm.GetLE(r.Data[:8]))
+		}
+	}
+}

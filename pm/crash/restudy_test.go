@@ -12,8 +12,9 @@ import (
 
 // trace builds recordings by hand: a few verbs of GPU threads.
 type trace struct {
-	ev  []record.Event
-	seq map[int]uint64
+	ev     []record.Event
+	seq    map[int]uint64
+	launch bool // the next event begins a new launch
 }
 
 func (tr *trace) op(id int, op pm.Op) {
@@ -21,9 +22,14 @@ func (tr *trace) op(id int, op pm.Op) {
 		tr.seq = map[int]uint64{}
 	}
 	a := pm.Agent{Kind: pm.GPUThread, ID: id, Block: id / 4, Warp: id / 4, Lane: id % 4}
-	tr.ev = append(tr.ev, record.Event{Agent: a, Seq: tr.seq[id], Op: op})
+	tr.ev = append(tr.ev, record.Event{Agent: a, Seq: tr.seq[id], Op: op, Launch: tr.launch})
 	tr.seq[id]++
+	tr.launch = false
 }
+
+// next ends the launch: the next event begins another (a kernel's end
+// writes nothing back and orders nothing under the write-back models).
+func (tr *trace) next() { tr.launch = true }
 
 func (tr *trace) store(id int, a pm.Addr) {
 	tr.op(id, pm.Op{Kind: pm.OpStore, PM: true, Size: 8, Addr: a, Value: 1})
@@ -113,6 +119,37 @@ func TestRestudyVerbsOrder(t *testing.T) {
 			tr.storeWT(1, xA)
 			tr.verb(1, pm.OpMemBar, 0)
 			tr.sync(0, 1)
+			tr.verb(0, pm.OpPCommit, 0)
+			tr.verb(0, pm.OpMemBar, 0)
+		}, true},
+		// Across launches: a kernel's end neither writes back nor orders.
+		{"plain store, next launch", crash.Restudy, func(tr *trace) {
+			tr.store(0, xA)
+			tr.verb(0, pm.OpMemBar, 0)
+			tr.next()
+		}, false},
+		{"plain store; next launch: l2wb, membar", crash.Restudy, func(tr *trace) {
+			tr.store(1, xA)
+			tr.next()
+			tr.verb(0, pm.OpL2WB, 0)
+			tr.verb(0, pm.OpMemBar, 0)
+		}, true},
+		{"plain store; next launch: clwb by another thread, membar", crash.Restudy, func(tr *trace) {
+			tr.store(1, xA)
+			tr.next()
+			tr.verb(0, pm.OpCLWB, xA)
+			tr.verb(0, pm.OpMemBar, 0)
+		}, false},
+		{"plain store; next launch: l2wb, membar, no pcommit", crash.RestudyPCT, func(tr *trace) {
+			tr.store(1, xA)
+			tr.next()
+			tr.verb(0, pm.OpL2WB, 0)
+			tr.verb(0, pm.OpMemBar, 0)
+		}, false},
+		{"write-back acknowledged; next launch: pcommit, membar", crash.RestudyPCT, func(tr *trace) {
+			tr.storeWT(1, xA)
+			tr.verb(1, pm.OpMemBar, 0)
+			tr.next()
 			tr.verb(0, pm.OpPCommit, 0)
 			tr.verb(0, pm.OpMemBar, 0)
 		}, true},

@@ -18,6 +18,16 @@ import (
 // Restudy (ADR, an acknowledged write-back is durable) or RestudyPCT (a
 // volatile WPQ, durable only after a PCommit).
 //
+// A kernel's end is no persistency event: it writes nothing back and
+// orders nothing, so a persist left dirty in the L2 (or uncommitted in a
+// WPQ) by one launch stays so into the next, until a write-back (and a
+// PCommit) of a later launch covers it; an L2WB or PCommit covers every
+// persist of the earlier launches. The rules below have no launch-boundary
+// rule for any model (neither does the crash checker's PMO): hwmodel's
+// write-back GPU keeps such persists not durable across launches, and only
+// a host event that touches PM (the host flushing the GPU's caches) makes
+// them durable without a verb.
+//
 // The paper's persistency models (SP_wt, EP_C_clwb, ...) are not separate
 // machines but disciplines on this one mechanism: where a kernel writes back
 // (Granularity) and with which instruction (Mechanism), on either WPQ
