@@ -204,8 +204,10 @@ func (s *smState) ackBy(t uint64) uint64 {
 type Backend struct {
 	pm.Base
 	cfg Config
-	// cpuRun is set during a CPU run (Begin with no blocks).
+	// cpuRun is set during a CPU run (Begin with no blocks); cpu times it
+	// (cpu.go).
 	cpuRun bool
+	cpu    *cpuCore
 	model  Model
 
 	mem      *pm.Memory
@@ -327,9 +329,13 @@ func (b *Backend) Stats() Stats { return b.st }
 func (b *Backend) LastLaunch() Stats { return b.last }
 
 // Now returns the current cycle: during a launch, the latest issue cycle;
-// between launches, the cycle by which the last launch's persists are all
-// durable (the host waits for the device to drain).
+// during a CPU run, the CPU core's; between launches, the cycle by which
+// the last launch's persists are all durable (the host waits for the
+// device to drain).
 func (b *Backend) Now() uint64 {
+	if b.cpuRun {
+		return b.cpu.now()
+	}
 	if b.running {
 		return b.now
 	}
@@ -395,12 +401,8 @@ func (b *Backend) Begin(l pm.Launch) error {
 	case b.running:
 		return fmt.Errorf("%w: Begin during a launch", ErrState)
 	case l.Blocks == 0 && l.Threads > 0:
-		// A CPU run (package coro). CPU timing (store queue, CLWB,
-		// SFence, COSPlay contexts) is not modelled yet: each CPU persist
-		// is durable when it is stored, as on the functional backend, and
-		// the run takes no cycles.
-		b.compact()
-		b.cpuRun = true
+		// A CPU run (package coro), timed by the CPU core (cpu.go).
+		b.cpuBegin()
 		return nil
 	case l.Blocks <= 0:
 		return fmt.Errorf("%w: a run of %d blocks", ErrGeometry, l.Blocks)
@@ -469,10 +471,7 @@ func (b *Backend) warp(w int) *warpState {
 // Op records one verb of the warp being stepped; Step times them.
 func (b *Backend) Op(a *pm.Agent, op *pm.Op) {
 	if b.cpuRun && a.Kind == pm.CPUTask {
-		op.Split(func(p *pm.Persist) {
-			_ = b.durable.Apply(p) // the address is in a region of the image
-			b.last.Persists++
-		})
+		b.cpuOp(op)
 		return
 	}
 	if !b.running || a.Warp < 0 {
@@ -1564,10 +1563,7 @@ func (b *Backend) Sync(group []*pm.Agent) {
 // Crash) starts once they have.
 func (b *Backend) End() (pm.Stats, error) {
 	if b.cpuRun {
-		b.cpuRun = false
-		st := pm.Stats{Persists: b.last.Persists}
-		b.last = Stats{}
-		return st, nil
+		return b.cpuEnd(), nil
 	}
 	if !b.running {
 		return pm.Stats{}, fmt.Errorf("%w: End without Begin", ErrState)
@@ -1660,9 +1656,10 @@ func (b *Backend) Crash() (*pm.Image, error) {
 	return img, nil
 }
 
-// Durability calls fn for each persist of the current or last GPU launch, in
-// the order the verbs were reported to Op, with the bytes it wrote and the
-// cycle at which they became durable (math.MaxUint64: not yet). A persist
+// Durability calls fn for each persist of the current or last launch (or
+// CPU run), in the order the verbs were reported to Op, with the bytes it
+// wrote and the cycle at which they became durable (math.MaxUint64: not
+// yet). A persist
 // that spans lines is reported once per line, in address order. CrashAt(c)
 // is exactly the image before the launch with the persists durable by c
 // applied in this order; the crash checker's refinement test uses it to

@@ -159,16 +159,18 @@ func atSite(ev *record.Event) string {
 // the timed backend it wraps only produces crash images the persistency
 // model allows (Refines), and that a sample of its CrashAt images equals the
 // image built from the persists it reports durable. It records every verb
-// (package record) to build each launch's PMO graph. Err returns the first
+// (package record) to build each launch's PMO graph. Under a CPU model
+// (X86, COSPlay) it checks the CPU runs (package coro) and leaves GPU
+// launches alone; under the others, the reverse. Err returns the first
 // failure; a run goes on after one.
 type Refiner struct {
 	*record.Recorder
 	inner    DurabilityBackend
 	model    Model
 	base     *pm.Image
-	from     int // first event of the launch
-	pfrom    int // first persist of the launch
-	cpu      bool
+	from     int  // first event of the launch
+	pfrom    int  // first persist of the launch
+	skip     bool // the launch is not of the model's kind (CPU or GPU)
 	launches int
 	images   int
 	err      error
@@ -189,7 +191,7 @@ func (r *Refiner) Unwrap() pm.Backend { return r.Recorder }
 // Err returns the first refinement failure, or nil.
 func (r *Refiner) Err() error { return r.err }
 
-// Launches returns the number of GPU launches checked.
+// Launches returns the number of launches (or CPU runs) checked.
 func (r *Refiner) Launches() int { return r.launches }
 
 // Images returns the number of CrashAt images compared.
@@ -200,9 +202,9 @@ func (r *Refiner) Images() int { return r.images }
 // model counts what an earlier launch left in its caches as durable from
 // the next launch's start, see hwmodel's Restudy notes).
 func (r *Refiner) Begin(l pm.Launch) error {
-	r.cpu = l.Blocks == 0
+	r.skip = (l.Blocks == 0) != r.model.CPU()
 	r.from, r.pfrom = len(r.Events()), len(r.Persists())
-	if err := r.Recorder.Begin(l); err != nil || r.cpu || r.err != nil {
+	if err := r.Recorder.Begin(l); err != nil || r.skip || r.err != nil {
 		return err
 	}
 	img, err := r.inner.CrashAt(r.inner.Now())
@@ -216,7 +218,7 @@ func (r *Refiner) Begin(l pm.Launch) error {
 // End ends the launch and checks it.
 func (r *Refiner) End() (pm.Stats, error) {
 	st, err := r.Recorder.End()
-	if err != nil || r.cpu || r.err != nil {
+	if err != nil || r.skip || r.err != nil {
 		return st, err
 	}
 	r.launches++
