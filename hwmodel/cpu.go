@@ -29,7 +29,8 @@ import (
 // the L1d (its read-for-ownership on a miss issued when it executed), one
 // entry per SQDrainCycles; a
 // CLWB moves to the WBB when no CLWB to its line is pending there and the
-// WBB has room (COSPlay §4.3). A WBB entry writes its line back to the
+// WBB has room (COSPlay §4.3; with SameLineInWBB it moves to the WBB
+// anyway and is durable no earlier than the pending one). A WBB entry writes its line back to the
 // memory controller: it arrives WritePM.WriteLatencyCycles later, no
 // faster than the PM write bandwidth allows, and the BMO latency
 // (BMOCycles) is added on top; the line is then durable (ADR: the
@@ -60,6 +61,13 @@ type CPUConfig struct {
 	WBBEntries    int     `json:"wbb_entries"`     // write-back buffer (CLWBs in flight)
 	Contexts      int     `json:"contexts"`        // Store-Clwb Tracker counters (hardware persist contexts)
 	SQDrainCycles int     `json:"sq_drain_cycles"` // cycles the SQ head takes per entry
+	// SameLineInWBB lets a CLWB whose line has a CLWB pending in the WBB
+	// move to the WBB anyway and send its write-back at once, durable no
+	// earlier than the pending one (the path to the memory controller
+	// keeps a line's writes in order), instead of waiting at the SQ head
+	// for it (COSPlay §4.3's rule, the default), which holds up every SQ
+	// entry behind it.
+	SameLineInWBB bool `json:"same_line_in_wbb"`
 	// L1D, L2 and LLC are the core's caches; their line sizes must agree.
 	L1D       CacheConfig `json:"l1d"`
 	L2        CacheConfig `json:"l2"`
@@ -639,7 +647,8 @@ func (b *Backend) clwb(line uint64) {
 	d := c.dispatch(1, c.sqAlloc())
 	r := c.retire(1, d+1)
 	start := max(c.sqHead, r)
-	if a := c.lineAck[line]; a > start {
+	pendingAck := c.lineAck[line] // same-line order: write back after it
+	if a := pendingAck; a > start && !c.cfg.SameLineInWBB {
 		c.st.SameLine += a - start
 		start = a
 	}
@@ -666,7 +675,7 @@ func (b *Backend) clwb(line uint64) {
 		}
 	}
 	leave := start + c.drain
-	ack := leave
+	ack := max(leave, pendingAck)
 	if recs := c.pending[line]; len(recs) > 0 {
 		from := leave
 		if c.strands {
@@ -679,7 +688,7 @@ func (b *Backend) clwb(line uint64) {
 				}
 			}
 		}
-		ack = c.writeLine(from)
+		ack = max(c.writeLine(from), pendingAck)
 		b.carry(line, recs, from, ack)
 	}
 	if buf != nil {
@@ -778,6 +787,7 @@ var cpuKeyDocs = map[string][3]string{
 	"cpu.sq_entries":              {"count", "store queue entries (stores and CLWBs, from dispatch until they leave its head)", "COSPlay Table 2 (56)"},
 	"cpu.wbb_entries":             {"count", "write-back buffer entries (CLWBs until their line is durable)", "COSPlay Table 2 (32)"},
 	"cpu.contexts":                {"count", "Store-Clwb Tracker counters: COSPlay contexts cid share counter cid mod contexts", "not in Table 2: COSPlay §4.3 caps persist concurrency at min(window, contexts) and Fig. 8's best windows reach 31, so 32"},
+	"cpu.same_line_in_wbb":        {"bool", "a CLWB whose line has a CLWB pending in the WBB moves to the WBB anyway and writes back at once, durable no earlier than the pending one, instead of waiting at the SQ head (holding up the SQ)", "off: COSPlay §4.3 (a clwb moves to the WBB if no clwb to the same address is pending there)"},
 	"cpu.sq_drain_cycles":         {"cycles", "cycles the SQ head takes per entry (a store's L1d write, a CLWB's move to the WBB)", "not in Table 2: one store commits to the L1d per cycle"},
 	"cpu.l1d.size_bytes":          {"bytes", "CPU L1 data cache capacity", "COSPlay Table 2 (32 KB)"},
 	"cpu.l1d.line_bytes":          {"bytes", "CPU cache line (CLWB granularity)", "COSPlay Table 2 (64 B blocks)"},
