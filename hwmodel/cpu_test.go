@@ -324,3 +324,17 @@ func TestCPURefinesPMO(t *testing.T) {
 		}
 	}
 }
+
+// The timed crash checker crashes CPU runs too: every COSPlay benchmark
+// recovers at every cycle where its durable image changes.
+func TestCPUCheckTimed(t *testing.T) {
+	for _, app := range cpuApps {
+		w, err := workloads.New("cosplay-"+app, workloads.Tiny)
+		require.NoError(t, err)
+		cfg := cosplayCPU(t, "cpu.bmo_cycles=200")
+		rep, err := crash.CheckTimed(w, func() (crash.TimedBackend, error) { return hwmodel.New(cfg, hwmodel.SBRP) }, cfg.GPULimits(), 0, 1)
+		require.NoError(t, err)
+		require.Positive(t, rep.Checked, app)
+		require.Empty(t, rep.Violations, "%s: %s", app, rep.Summary())
+	}
+}
