@@ -229,7 +229,11 @@ func runApp(t *testing.T, app string, n int, run coro.Config, bmo int) (uint64, 
 // persist as Baseline's SFence does, and the coroutine library costs
 // cycles on top (COSPlay §6.2).
 func TestCPUWindowOneNoFaster(t *testing.T) {
-	for _, app := range cpuApps {
+	apps := cpuApps
+	if testing.Short() {
+		apps = []string{"sps", "tpcc", "cq4"}
+	}
+	for _, app := range apps {
 		for _, bmo := range []int{0, 200, 1000} {
 			base, _, _ := runApp(t, app, 48, coro.Config{Mode: coro.Baseline, Window: 1}, bmo)
 			cos, _, _ := runApp(t, app, 48, coro.Config{Mode: coro.COSPlay, Window: 1}, bmo)
@@ -287,9 +291,13 @@ var refineConfigs = []struct {
 // crash-consistent configuration, at ADR and with a BMO; and a crash at
 // any cycle of the run recovers to a state whose invariant holds.
 func TestCPURefinesPMO(t *testing.T) {
-	for _, app := range cpuApps {
+	apps, bmos := cpuApps, []int{0, 700}
+	if testing.Short() {
+		apps, bmos = []string{"sps", "tpcc", "cq4"}, []int{700}
+	}
+	for _, app := range apps {
 		for _, rc := range refineConfigs {
-			for _, bmo := range []int{0, 700} {
+			for _, bmo := range bmos {
 				t.Run(fmt.Sprintf("%s/%s/%s/bmo=%d", app, rc.run.Name(), rc.model, bmo), func(t *testing.T) {
 					w, err := workloads.NewCPU(app, workloads.CPUShape{Tasks: 48, Config: rc.run, Seed: 3, Scale: 1}, workloads.NoBug)
 					require.NoError(t, err)
