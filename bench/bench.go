@@ -36,11 +36,15 @@ type Options struct {
 	// Smoke, with Quick, asks the experiments that support it for their
 	// smallest inputs (workloads.Tiny): a test that the harness runs and
 	// its rows are well formed, not a measurement (the figures' numbers
-	// mean nothing at that size). The SBRP experiments support it.
+	// mean nothing at that size). The SBRP and COSPlay experiments support it.
 	Smoke bool
 	// Set holds hwmodel overrides ("nvm.write_latency_cycles=500") that
 	// experiments on hwmodel apply to every configuration they build.
 	Set []string
+	// Windows, if set, are the window sizes the COSPlay experiments try
+	// for COSPlay, SBatch and FreeSwitch (each reports its best among
+	// them), instead of their own sweeps; one window pins it.
+	Windows []int
 	// Shard, Shards run only the part of a sweep with index%Shards ==
 	// Shard (Shards 0 or 1: all of it), so any batch scheduler can run the
 	// parts. Sweeps shard by application; summary rows (geomean) are left

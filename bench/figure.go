@@ -27,7 +27,9 @@ var ErrFigure = errors.New("bench: figure")
 
 // WriteFigure draws the rows of one experiment as grouped bar charts, one
 // panel per metric (one group per workload, one bar per config, each
-// config the same colour in every panel), with the legend beside the
+// config the same colour in every panel; a distribution given as metrics
+// cdf_pNNN, the value at percentile NNN, is drawn as a CDF instead, a
+// panel per workload and a line per config), with the legend beside the
 // panels, a dashed line at 1 on panels of ratios (speedups, normalised
 // values), and, if paper is set, each value a paper reports for a bar (see
 // PaperValues) as a black mark across that bar. The format follows the
@@ -58,7 +60,12 @@ func WriteFigure(path, title string, rows []Row, paper bool) error {
 		}
 	}
 	colors := configColors(configs)
-	var panels []*plot.Plot
+	// Distributions (metrics cdf_pNNN) are drawn as lines, a panel per
+	// workload; every other metric as bars.
+	panels, metrics, err := cdfPanels(rows, metrics, configs, colors)
+	if err != nil {
+		return err
+	}
 	maxBars := vg.Length(0) // the widest panel's bars and gaps
 	for _, m := range metrics {
 		p, bars, err := metricPanel(m, rows, configs, colors, marks)

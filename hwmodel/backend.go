@@ -210,8 +210,10 @@ func (s *smState) ackBy(t uint64) uint64 {
 type Backend struct {
 	pm.Base
 	cfg Config
-	// cpuRun is set during a CPU run (Begin with no blocks).
+	// cpuRun is set during a CPU run (Begin with no blocks); cpu times it
+	// (cpu.go).
 	cpuRun bool
+	cpu    *cpuCore
 	model  Model
 
 	mem      *pm.Memory
@@ -338,9 +340,13 @@ func (b *Backend) Stats() Stats { return b.st }
 func (b *Backend) LastLaunch() Stats { return b.last }
 
 // Now returns the current cycle: during a launch, the latest issue cycle;
-// between launches, the cycle by which the last launch's persists are all
-// durable (the host waits for the device to drain).
+// during a CPU run, the CPU core's; between launches, the cycle by which
+// the last launch's persists are all durable (the host waits for the
+// device to drain).
 func (b *Backend) Now() uint64 {
+	if b.cpuRun {
+		return b.cpu.now()
+	}
 	if b.running {
 		return b.now
 	}
@@ -409,15 +415,13 @@ func (b *Backend) Begin(l pm.Launch) error {
 	case b.running:
 		return fmt.Errorf("%w: Begin during a launch", ErrState)
 	case l.Blocks == 0 && l.Threads > 0:
-		// A CPU run (package coro). CPU timing (store queue, CLWB,
-		// SFence, COSPlay contexts) is not modelled yet: each CPU persist
-		// is durable when it is stored, as on the functional backend, and
-		// the run takes no cycles.
+		// A CPU run (package coro), timed by the CPU core (cpu.go). It
+		// is host code: under the re-study's models the GPU's caches are
+		// flushed first (restudy.go).
 		if b.rs != nil {
-			b.restudyHostFlush() // host code: the GPU's caches are flushed first (restudy.go)
+			b.restudyHostFlush()
 		}
-		b.compact()
-		b.cpuRun = true
+		b.cpuBegin()
 		return nil
 	case l.Blocks <= 0:
 		return fmt.Errorf("%w: a run of %d blocks", ErrGeometry, l.Blocks)
@@ -490,10 +494,7 @@ func (b *Backend) warp(w int) *warpState {
 // Op records one verb of the warp being stepped; Step times them.
 func (b *Backend) Op(a *pm.Agent, op *pm.Op) {
 	if b.cpuRun && a.Kind == pm.CPUTask {
-		op.Split(func(p *pm.Persist) {
-			_ = b.durable.Apply(p) // the address is in a region of the image
-			b.last.Persists++
-		})
+		b.cpuOp(op)
 		return
 	}
 	seq := b.opSeq
@@ -1644,10 +1645,7 @@ func (b *Backend) Sync(group []*pm.Agent) {
 // Crash) starts once they have.
 func (b *Backend) End() (pm.Stats, error) {
 	if b.cpuRun {
-		b.cpuRun = false
-		st := pm.Stats{Persists: b.last.Persists}
-		b.last = Stats{}
-		return st, nil
+		return b.cpuEnd(), nil
 	}
 	if !b.running {
 		return pm.Stats{}, fmt.Errorf("%w: End without Begin", ErrState)
@@ -1748,12 +1746,13 @@ func (b *Backend) Crash() (*pm.Image, error) {
 // Durability calls fn for each persist the backend still tracks, in the
 // order the verbs were reported to Op, with the bytes it wrote and the
 // cycle at which they became durable (math.MaxUint64: not yet): those of
-// the current or last GPU launch and, under the re-study's write-back
-// models, those of the earlier launches since the first one that began
-// with a persist not yet durable (a dirty L2 line or an uncommitted
+// the current or last GPU launch or CPU run and, under the re-study's
+// write-back models, those of the earlier launches since the first one that
+// began with a persist not yet durable (a dirty L2 line or an uncommitted
 // write-back outlives its launch; restudy.go). A persist that spans lines
 // is reported once per line, in address order. CrashAt(c) is exactly the
-// image before the first of those launches with the persists durable by c
+// image before the first of those launches (or the run) with the persists
+// durable by c
 // applied in this order; the crash checker's refinement test uses it to
 // check every timed image against the persistency model's ordering rules.
 func (b *Backend) Durability(fn func(a pm.Addr, size int, ack uint64)) {

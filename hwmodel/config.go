@@ -41,6 +41,8 @@ type Config struct {
 	// Restudy is the write-back hardware of the persistency re-study's
 	// models (restudy.go); only the Restudy models use it.
 	Restudy RestudyConfig `json:"restudy"`
+	// CPU is the CPU core that times CPU runs (package coro; cpu.go).
+	CPU CPUConfig `json:"cpu"`
 }
 
 // GPUConfig is the shape of the GPU and its clock.
@@ -183,6 +185,7 @@ func sbrpBase() Config {
 			NVWFIFOL1:         16,       // scoped persist barrier paper Table 2 (for ScopedBarrier on this machine)
 			NVWFIFOL2:         64,       // scoped persist barrier paper Table 2
 		},
+		CPU: cosplayCPU(), // every machine's CPU runs are timed on COSPlay Table 2's core
 	}
 }
 
@@ -326,6 +329,7 @@ var presets = []struct {
 	{"gope", PresetGOPE},
 	{"volta", PresetVolta},
 	{"dram", PresetDRAM},
+	{"cosplay", PresetCOSPlay},
 }
 
 // GPULimits returns the GPU shape the executors schedule on.
@@ -560,6 +564,9 @@ func (c *Config) Validate() error {
 		return bad("persist.nvw_fifo_l1", "%d is larger than persist.nvw_fifo_l2 = %d", c.Persist.NVWFIFOL1, c.Persist.NVWFIFOL2)
 	}
 	if err := c.Restudy.validate(); err != nil {
+		return err
+	}
+	if err := c.CPU.validate(); err != nil {
 		return err
 	}
 	if err := c.Restudy.validateSectors(c.L2.LineBytes); err != nil {

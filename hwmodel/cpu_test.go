@@ -1,6 +1,7 @@
 package hwmodel_test
 
 import (
+	"fmt"
 	"testing"
 
 	"github.com/stretchr/testify/require"
@@ -8,15 +9,34 @@ import (
 	"github.com/scopedpm/scopedpm/coro"
 	"github.com/scopedpm/scopedpm/hwmodel"
 	"github.com/scopedpm/scopedpm/pm"
+	"github.com/scopedpm/scopedpm/pm/crash"
+	"github.com/scopedpm/scopedpm/pm/functional"
+	"github.com/scopedpm/scopedpm/workloads"
 )
 
-// CPU tasks run on a hwmodel machine: not timed yet, their persists are
-// durable as they are stored, and a kernel after them still works.
-func TestCPURun(t *testing.T) {
-	be, err := hwmodel.New(hwmodel.PresetPMNear(), hwmodel.SBRP)
+// cosplayCPU returns the cosplay preset with overrides.
+func cosplayCPU(t *testing.T, set ...string) hwmodel.Config {
+	t.Helper()
+	cfg := hwmodel.PresetCOSPlay()
+	require.NoError(t, cfg.Set(set...))
+	return cfg
+}
+
+// cpuMachine is a machine on a fresh hwmodel backend of cfg.
+func cpuMachine(t *testing.T, cfg hwmodel.Config) (*hwmodel.Backend, *pm.Machine) {
+	t.Helper()
+	be, err := hwmodel.New(cfg, hwmodel.SBRP)
 	require.NoError(t, err)
 	m, err := pm.NewMachine(be)
 	require.NoError(t, err)
+	return be, m
+}
+
+// CPU tasks run timed on a hwmodel machine: the run takes cycles, its
+// persists are durable when it has ended, and a kernel after it still
+// works.
+func TestCPURun(t *testing.T) {
+	be, m := cpuMachine(t, hwmodel.PresetPMNear())
 	r, err := m.CreateRegion("r", 64)
 	require.NoError(t, err)
 	res, err := coro.Run(m, []coro.Task{func(c *coro.Ctx) {
@@ -26,8 +46,303 @@ func TestCPURun(t *testing.T) {
 	}})
 	require.NoError(t, err)
 	require.Equal(t, uint64(1), res.Stats.Persists)
+	require.Positive(t, res.Stats.Cycles)
+	require.Equal(t, "cycles", res.Clock)
 	img, err := be.CrashAt(be.Now())
 	require.NoError(t, err)
 	ri, _ := img.Region("r")
 	require.Equal(t, byte(7), ri.Data[0])
+}
+
+// A store, its CLWB and an SFence cost at least the write latency to the
+// memory controller plus the BMO, and not much more on an idle machine;
+// the persist is not durable a cycle before the SFence could return.
+func TestCPUClwbSFenceLatency(t *testing.T) {
+	for _, bmo := range hwmodel.BMOs() {
+		t.Run(bmo.Name, func(t *testing.T) {
+			cfg := cosplayCPU(t, fmt.Sprintf("cpu.bmo_cycles=%d", bmo.Cycles))
+			be, m := cpuMachine(t, cfg)
+			r, err := m.CreateRegion("r", 64)
+			require.NoError(t, err)
+			var t0, t1 uint64
+			_, err = coro.Run(m, []coro.Task{func(c *coro.Ctx) {
+				c.Store64(r.Base, 1) // warms the line: the write-allocate miss
+				c.CLWB(r.Base)
+				c.SFence()
+				t0 = be.Now()
+				c.Store64(r.Base, 2)
+				c.CLWB(r.Base)
+				c.SFence()
+				t1 = be.Now()
+			}})
+			require.NoError(t, err)
+			want := uint64(cfg.CPU.PM.WriteLatencyCycles + bmo.Cycles)
+			require.GreaterOrEqual(t, t1-t0, want)
+			require.LessOrEqual(t, t1-t0, want+20, "an idle clwb+sfence costs little more than the persist")
+			img, err := be.CrashAt(t1 - 1 - 3)
+			require.NoError(t, err)
+			ri, _ := img.Region("r")
+			require.Equal(t, byte(1), ri.Data[0], "the second persist is not durable before its SFence could return")
+		})
+	}
+}
+
+// independentTasks are n tasks that each store to a line of their own,
+// write it back and reach an ordering point, rounds times.
+func independentTasks(r pm.Range, n, rounds int) []coro.Task {
+	tasks := make([]coro.Task, n)
+	for i := range tasks {
+		tasks[i] = func(c *coro.Ctx) {
+			for k := range rounds {
+				a := r.Base.Add(uint64(64 * (c.ID()*rounds + k)))
+				c.Store64(a, uint64(k+1))
+				c.CLWB(a)
+				c.Fence()
+			}
+		}
+	}
+	return tasks
+}
+
+// runCPU runs tasks under run on a fresh machine of cfg and returns the
+// run's cycles and result.
+func runCPU(t *testing.T, cfg hwmodel.Config, run coro.Config, size uint64, tasks func(r pm.Range) []coro.Task) (uint64, coro.Result, hwmodel.CPUStats) {
+	t.Helper()
+	be, m := cpuMachine(t, cfg)
+	r, err := m.CreateRegion("r", size)
+	require.NoError(t, err)
+	res, err := coro.Run(m, tasks(r), coro.WithConfig(run))
+	require.NoError(t, err)
+	return res.Stats.Cycles, res, be.LastCPU()
+}
+
+// Independent contexts overlap their persists: under COSPlay the
+// throughput grows with the window until the PM write bandwidth bounds
+// it (64 bytes per line at 2 GB/s and 2.2 GHz: 70.4 cycles a line), and a
+// smaller write-back buffer bounds it sooner (each entry holds its line
+// for the write latency plus the BMO).
+func TestCPUContextsOverlap(t *testing.T) {
+	const tasks, rounds = 64, 4
+	lines := float64(tasks * rounds)
+	perLine := 64 / (2e9 / 2.2e9) // cycles per line at 2 GB/s
+	for _, tc := range []struct {
+		name    string
+		set     []string
+		windows []int
+		grows   int // the window up to which throughput must grow
+		wbb     int // bound the WBB puts on it, if set
+	}{
+		{"ADR", nil, []int{1, 2, 3, 4, 8, 16, 32}, 32, 0},
+		{"Comb", []string{"cpu.bmo_cycles=1000"}, []int{1, 2, 4, 8, 16, 32}, 32, 0},
+		{"Comb/wbb=4", []string{"cpu.bmo_cycles=1000", "cpu.wbb_entries=4"}, []int{1, 2, 4, 8, 16}, 8, 4},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			cfg := cosplayCPU(t, tc.set...)
+			var prev uint64
+			for _, w := range tc.windows {
+				cy, _, _ := runCPU(t, cfg, coro.Config{Mode: coro.COSPlay, Window: w}, uint64(64*tasks*rounds),
+					func(r pm.Range) []coro.Task { return independentTasks(r, tasks, rounds) })
+				t.Logf("window %2d: %7d cycles, %.1f per line", w, cy, float64(cy)/lines)
+				require.GreaterOrEqual(t, float64(cy), lines*perLine, "window %d beats the write bandwidth", w)
+				if w == 32 && tc.wbb == 0 {
+					require.Less(t, float64(cy), 1.25*lines*perLine, "a wide window is bound by the write bandwidth")
+				}
+				if tc.wbb > 0 {
+					hold := float64(cfg.CPU.PM.WriteLatencyCycles + cfg.CPU.BMOCycles)
+					require.GreaterOrEqual(t, float64(cy), lines/float64(tc.wbb)*hold, "window %d beats the WBB", w)
+				}
+				if prev != 0 && w <= tc.grows {
+					require.Less(t, cy, prev, "window %d is not faster than the one before", w)
+				}
+				prev = cy
+			}
+		})
+	}
+}
+
+// CFence(a) waits for context a's persists only; SFence for every
+// context's. Context 0 writes back one line, then context 1 writes back
+// many (they queue for the write bandwidth); CFence(0) returns once
+// context 0's line is durable, long before context 1's last.
+func TestCPUCFenceOwnContext(t *testing.T) {
+	for _, bmo := range []int{0, 700} {
+		cfg := cosplayCPU(t, fmt.Sprintf("cpu.bmo_cycles=%d", bmo))
+		fenceAfter := func(cfence bool) (own, fence uint64) {
+			be, m := cpuMachine(t, cfg)
+			r, err := m.CreateRegion("r", 64*64)
+			require.NoError(t, err)
+			_, err = coro.Run(m, []coro.Task{func(c *coro.Ctx) {
+				// Warm the lines (write-allocate misses) and drain.
+				for k := range 24 {
+					c.Store64(r.Base.Add(uint64(64*k)), 1)
+				}
+				c.SFence()
+				t0 := be.Now()
+				c.SetCtx(0)
+				c.Store64(r.Base, 2)
+				c.CLWB(r.Base)
+				c.SetCtx(1)
+				for k := 1; k < 24; k++ {
+					a := r.Base.Add(uint64(64 * k))
+					c.Store64(a, 2)
+					c.CLWB(a)
+				}
+				c.SetCtx(0)
+				if cfence {
+					c.CFence(0)
+				} else {
+					c.SFence()
+				}
+				fence = be.Now() - t0
+			}})
+			require.NoError(t, err)
+			return uint64(cfg.CPU.PM.WriteLatencyCycles + bmo), fence
+		}
+		own, cf := fenceAfter(true)
+		_, sf := fenceAfter(false)
+		t.Logf("bmo %d: CFence(0) after %d cycles, SFence after %d", bmo, cf, sf)
+		require.GreaterOrEqual(t, cf, own)
+		require.Less(t, cf, own+100, "CFence(0) waited for context 1")
+		require.Greater(t, sf, cf+20*64/2, "SFence waits for context 1's queued write-backs")
+	}
+}
+
+// cpuApps are the COSPlay benchmarks of workloads.
+var cpuApps = []string{"sps", "pc", "tatp", "tpcc", "cq4", "cq16", "cq64"}
+
+// runApp runs COSPlay benchmark app with n tasks under run on a fresh
+// cosplay machine with bmo, checks it and returns its cycles, its
+// coroutine result and the core's statistics.
+func runApp(t *testing.T, app string, n int, run coro.Config, bmo int) (uint64, coro.Result, hwmodel.CPUStats) {
+	t.Helper()
+	w, err := workloads.NewCPU(app, workloads.CPUShape{Tasks: n, Config: run, Seed: 1, Scale: 2}, workloads.NoBug)
+	require.NoError(t, err)
+	be, m := cpuMachine(t, cosplayCPU(t, fmt.Sprintf("cpu.bmo_cycles=%d", bmo)))
+	require.NoError(t, w.Setup(m))
+	t0 := be.Now()
+	require.NoError(t, w.Run(m))
+	require.NoError(t, w.Check(m))
+	return be.Now() - t0, w.LastRun(), be.LastCPU()
+}
+
+// A window of one gains nothing from COSPlay: its CFence exposes every
+// persist as Baseline's SFence does, and the coroutine library costs
+// cycles on top (COSPlay §6.2).
+func TestCPUWindowOneNoFaster(t *testing.T) {
+	apps := cpuApps
+	if testing.Short() {
+		apps = []string{"sps", "tpcc", "cq4"}
+	}
+	for _, app := range apps {
+		for _, bmo := range []int{0, 200, 1000} {
+			base, _, _ := runApp(t, app, 48, coro.Config{Mode: coro.Baseline, Window: 1}, bmo)
+			cos, _, _ := runApp(t, app, 48, coro.Config{Mode: coro.COSPlay, Window: 1}, bmo)
+			require.GreaterOrEqual(t, cos, base, "%s bmo %d", app, bmo)
+			free, _, _ := runApp(t, app, 48, coro.Config{Mode: coro.FreeSwitch, Window: 1}, bmo)
+			require.GreaterOrEqual(t, free, base-base/50, "%s bmo %d: free switches make window 1 about Baseline", app, bmo)
+		}
+	}
+}
+
+// The same run twice gives the same cycles, statistics and per-task
+// latencies, under every configuration.
+func TestCPUDeterminism(t *testing.T) {
+	for _, run := range []coro.Config{
+		{Mode: coro.Baseline, Window: 1}, {Mode: coro.Unordered, Window: 1}, {Mode: coro.COSPlay, Window: 6},
+		{Mode: coro.SBatch, Window: 6}, {Mode: coro.StrandWeaver}, {Mode: coro.FreeSwitch, Window: 6},
+	} {
+		for _, app := range []string{"sps", "tpcc", "cq4"} {
+			c1, r1, s1 := runApp(t, app, 40, run, 200)
+			c2, r2, s2 := runApp(t, app, 40, run, 200)
+			require.Equal(t, c1, c2, "%s %s", app, run.Name())
+			require.Equal(t, r1, r2, "%s %s", app, run.Name())
+			require.Equal(t, s1, s2, "%s %s", app, run.Name())
+			require.Positive(t, c1)
+			for i, l := range r1.Latency {
+				require.Positive(t, l.Duration(), "%s %s task %d", app, run.Name(), i)
+			}
+		}
+	}
+}
+
+// refineConfigs are the crash-consistent configurations with the model
+// their runs must refine: Baseline and SBatch order with SFences (X86),
+// COSPlay and FreeSwitch with contexts, StrandWeaver with strands (which
+// order as contexts of their own under the COSPlay model; the X86 model
+// would order every strand at a PersistBarrier, which StrandWeaver does
+// not promise).
+var refineConfigs = []struct {
+	run   coro.Config
+	model crash.Model
+}{
+	{coro.Config{Mode: coro.Baseline, Window: 1}, crash.X86},
+	{coro.Config{Mode: coro.SBatch, Window: 4}, crash.X86},
+	{coro.Config{Mode: coro.COSPlay, Window: 4}, crash.COSPlay},
+	{coro.Config{Mode: coro.COSPlay, Window: 40}, crash.COSPlay}, // contexts share tracker counters
+	{coro.Config{Mode: coro.FreeSwitch, Window: 3}, crash.COSPlay},
+	{coro.Config{Mode: coro.StrandWeaver, StrandWidth: 2, StrandDepth: 2}, crash.COSPlay},
+	{coro.Config{Mode: coro.StrandWeaver}, crash.COSPlay},
+}
+
+// Every crash image the CPU timing produces is one the crash checker's
+// X86 or COSPlay rules allow (crash.Refiner: each persist durable no
+// earlier than everything its model orders before it, and CrashAt equal to
+// the persists reported durable), for every COSPlay benchmark under every
+// crash-consistent configuration, at ADR and with a BMO; and a crash at
+// any cycle of the run recovers to a state whose invariant holds.
+func TestCPURefinesPMO(t *testing.T) {
+	apps, bmos := cpuApps, []int{0, 700}
+	if testing.Short() {
+		apps, bmos = []string{"sps", "tpcc", "cq4"}, []int{700}
+	}
+	for _, app := range apps {
+		for _, rc := range refineConfigs {
+			for _, bmo := range bmos {
+				t.Run(fmt.Sprintf("%s/%s/%s/bmo=%d", app, rc.run.Name(), rc.model, bmo), func(t *testing.T) {
+					w, err := workloads.NewCPU(app, workloads.CPUShape{Tasks: 48, Config: rc.run, Seed: 3, Scale: 1}, workloads.NoBug)
+					require.NoError(t, err)
+					be, err := hwmodel.New(cosplayCPU(t, fmt.Sprintf("cpu.bmo_cycles=%d", bmo), "cpu.contexts=16"), hwmodel.SBRP)
+					require.NoError(t, err)
+					ref := crash.NewRefiner(be, rc.model)
+					m, err := pm.NewMachine(ref)
+					require.NoError(t, err)
+					require.NoError(t, w.Setup(m))
+					start := be.Now()
+					require.NoError(t, w.Run(m))
+					require.NoError(t, ref.Err())
+					require.Equal(t, 1, ref.Launches())
+					require.Positive(t, ref.Images())
+					// Crash at every cycle the durable image changes (a
+					// sample of them), recover, check.
+					var cycles []uint64
+					be.Durability(func(_ pm.Addr, _ int, ack uint64) { cycles = append(cycles, ack-1) })
+					require.NotEmpty(t, cycles)
+					step := max(len(cycles)/24, 1)
+					for i := 0; i < len(cycles); i += step {
+						c := max(cycles[i], start)
+						img, err := be.CrashAt(c)
+						require.NoError(t, err)
+						m2, err := pm.Reopen(img, functional.New(pm.DefaultGPU))
+						require.NoError(t, err)
+						require.NoError(t, w.Recover(m2), "crash at %d", c)
+						require.NoError(t, w.Check(m2), "crash at %d", c)
+					}
+				})
+			}
+		}
+	}
+}
+
+// The timed crash checker crashes CPU runs too: every COSPlay benchmark
+// recovers at every cycle where its durable image changes.
+func TestCPUCheckTimed(t *testing.T) {
+	for _, app := range cpuApps {
+		w, err := workloads.New("cosplay-"+app, workloads.Tiny)
+		require.NoError(t, err)
+		cfg := cosplayCPU(t, "cpu.bmo_cycles=200")
+		rep, err := crash.CheckTimed(w, func() (crash.TimedBackend, error) { return hwmodel.New(cfg, hwmodel.SBRP) }, cfg.GPULimits(), 0, 1)
+		require.NoError(t, err)
+		require.Positive(t, rep.Checked, app)
+		require.Empty(t, rep.Violations, "%s: %s", app, rep.Summary())
+	}
 }

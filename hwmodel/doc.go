@@ -21,6 +21,13 @@
 // persist record gets the cycle at which it became durable, so CrashAt(T)
 // returns the durable image at cycle T.
 //
+// CPU runs (package coro's tasks) are timed on a CPU core (cpu.go, the
+// cpu.* keys): the out-of-order core of COSPlay Table 2 with its store
+// queue, write-back buffer and Store-Clwb Tracker, caches, PM with a
+// write latency to the memory controller plus a BMO latency, and a cost
+// per coroutine switch; a CPU persist is durable when its line's
+// write-back reaches the memory controller (ADR).
+//
 // Same inputs, same cycles: the model reads no wall clock, never iterates a
 // map, and uses no randomness.
 //

@@ -1,6 +1,7 @@
 package workloads
 
 import (
+	"errors"
 	"fmt"
 	"math/rand/v2"
 
@@ -97,7 +98,8 @@ type cpuBench interface {
 // Region names of the COSPlay workloads.
 const (
 	cpuData = "cosplay-data"
-	cpuLog  = "cosplay-log"
+	// cpuLog names the undo logs: "cosplay-log-<k>" for window context k.
+	cpuLog = "cosplay-log"
 	// cpuLogCap is the log stream bytes of one window context: enough for
 	// TPC-C's dozen entries.
 	cpuLogCap = 2048
@@ -141,7 +143,13 @@ func (w *CPUWorkload) Name() string {
 	return n
 }
 
-// contexts is the number of log partitions: one per window context.
+// contexts is the number of window contexts. Each has an undo log of its
+// own (a conventional log of one partition in a region of its own), so
+// that its control word (the tail, which every log insert and the commit
+// write back) is on a CPU line of its own: contexts are independent tasks
+// (COSPlay §3), and sharing a line would make one context's CLWB of its
+// tail wait for another's pending CLWB of the same line (COSPlay §4.3's
+// write-back buffer rule), serializing the contexts' persists.
 func (w *CPUWorkload) contexts() int {
 	if w.sh.Config.Window == 0 {
 		return w.sh.Tasks
@@ -158,12 +166,20 @@ func (w *CPUWorkload) Setup(m *pm.Machine) error {
 	if err := m.CopyIn(rg.Base, w.bench.fill(w.sh.Seed)); err != nil {
 		return err
 	}
-	l, err := txn.CreateConv(m, cpuLog, w.contexts(), cpuLogCap)
-	if err != nil {
-		return err
+	for k := range w.contexts() {
+		l, err := txn.CreateConv(m, logName(k), 1, cpuLogCap)
+		if err != nil {
+			return err
+		}
+		if err := l.Close(m); err != nil {
+			return err
+		}
 	}
-	return l.Close(m)
+	return nil
 }
+
+// logName names window context k's undo log region.
+func logName(k int) string { return fmt.Sprintf("%s-%d", cpuLog, k) }
 
 // cpuTask is what a benchmark's task code works with.
 type cpuTask struct {
@@ -193,35 +209,50 @@ func (t *cpuTask) commit(locks ...int) error {
 	return nil
 }
 
-// openCPU finds the data region and opens the log (whose volatile locks the
-// caller closes).
-func openCPU(m *pm.Machine) (pm.Range, *txn.ConvLog, error) {
+// openCPU finds the data region and opens the contexts' logs (whose
+// volatile locks the caller closes, see closeLogs).
+func (w *CPUWorkload) openCPU(m *pm.Machine) (pm.Range, []*txn.ConvLog, error) {
 	rg, err := m.OpenRegion(cpuData)
 	if err != nil {
 		return pm.Range{}, nil, err
 	}
-	log, err := txn.OpenConv(m, cpuLog)
-	return rg, log, err
+	logs := make([]*txn.ConvLog, w.contexts())
+	for k := range logs {
+		if logs[k], err = txn.OpenConv(m, logName(k)); err != nil {
+			return pm.Range{}, nil, errors.Join(err, closeLogs(m, logs[:k]))
+		}
+	}
+	return rg, logs, nil
+}
+
+// closeLogs frees the logs' volatile locks.
+func closeLogs(m *pm.Machine, logs []*txn.ConvLog) error {
+	var errs []error
+	for _, l := range logs {
+		errs = append(errs, l.Close(m))
+	}
+	return errors.Join(errs...)
 }
 
 // Run runs the tasks under the shape's configuration.
 func (w *CPUWorkload) Run(m *pm.Machine) error {
-	rg, log, err := openCPU(m)
+	rg, logs, err := w.openCPU(m)
 	if err != nil {
 		return err
 	}
 	locks, err := m.Alloc(pm.HostMem, uint64(8*max(w.bench.locks(), 1)))
 	if err != nil {
-		return err
+		return errors.Join(err, closeLogs(m, logs))
 	}
 	tasks := make([]coro.Task, w.sh.Tasks)
 	for i := range tasks {
 		tasks[i] = func(c *coro.Ctx) {
+			log := logs[c.Context()]
 			var x txn.Exec = txn.CPU(c)
 			if w.bug != NoBug {
-				x = &bugExec{CPUExec: txn.CPU(c), c: c, bug: w.bug, tails: w.tails(log.Region())}
+				x = &bugExec{CPUExec: txn.CPU(c), c: c, bug: w.bug, tails: tails(log.Region())}
 			}
-			tx, err := txn.Begin(x, log, c.Context())
+			tx, err := txn.Begin(x, log, 0)
 			if err == nil {
 				err = w.bench.task(&cpuTask{c: c, tx: tx, rng: taskRNG(w.sh.Seed, c.ID()), data: rg.Base, locks: locks, seed: w.sh.Seed})
 			}
@@ -232,12 +263,12 @@ func (w *CPUWorkload) Run(m *pm.Machine) error {
 	}
 	w.last, err = coro.Run(m, tasks, coro.WithConfig(w.sh.Config), coro.WithName(w.Name()))
 	if err != nil {
-		return err
+		return errors.Join(err, closeLogs(m, logs))
 	}
 	if err := m.Free(locks); err != nil {
-		return err
+		return errors.Join(err, closeLogs(m, logs))
 	}
-	return log.Close(m)
+	return closeLogs(m, logs)
 }
 
 // LastRun returns what the last Run's coroutine run reported: verb
@@ -251,37 +282,40 @@ func taskRNG(seed uint64, id int) *rand.Rand {
 
 // Recover rolls back every context's unfinished transaction.
 func (w *CPUWorkload) Recover(m *pm.Machine) error {
-	log, err := txn.OpenConv(m, cpuLog)
+	_, logs, err := w.openCPU(m)
 	if err != nil {
 		return err
 	}
-	if _, err := txn.RecoverAll(txn.Host(m), log); err != nil {
-		return err
+	for _, log := range logs {
+		if _, err := txn.RecoverAll(txn.Host(m), log); err != nil {
+			return errors.Join(err, closeLogs(m, logs))
+		}
 	}
-	return log.Close(m)
+	return closeLogs(m, logs)
 }
 
 // Check verifies the benchmark's invariant and that the log is consistent.
 func (w *CPUWorkload) Check(m *pm.Machine) error {
-	rg, log, err := openCPU(m)
+	rg, logs, err := w.openCPU(m)
 	if err != nil {
 		return err
 	}
-	if err := log.Check(txn.Host(m)); err != nil {
-		return err
+	for _, log := range logs {
+		if err := log.Check(txn.Host(m)); err != nil {
+			return errors.Join(err, closeLogs(m, logs))
+		}
 	}
-	if err := log.Close(m); err != nil {
+	if err := closeLogs(m, logs); err != nil {
 		return err
 	}
 	return w.bench.check(m, rg.Base, w.sh.Seed)
 }
 
-// tails returns the lines of the log's control words (its partitions'
-// tails): the header line, then a word per partition rounded up to 128
-// bytes (txn.ConvLog's layout).
-func (w *CPUWorkload) tails(log pm.Range) pm.Range {
-	n := uint64(8 * w.contexts())
-	return pm.Range{Base: log.Base.Add(txn.Line), Size: (n + txn.Line - 1) / txn.Line * txn.Line}
+// tails returns the line of a context's log's control word (its one
+// partition's tail): the line after the header line (txn.ConvLog's
+// layout).
+func tails(log pm.Range) pm.Range {
+	return pm.Range{Base: log.Base.Add(txn.Line), Size: txn.Line}
 }
 
 // bugExec seeds a bug into the ordering points that follow a log insert's

@@ -220,18 +220,20 @@ func atSite(ev *record.Event) string {
 // first that began with one not durable (under a write-back model a dirty
 // cache line outlives its launch, and a persist of one launch may become
 // durable, in its PMO order, in a later one). The inner backend's
-// Durability reports the same window. Err returns the first failure; a run
-// goes on after one.
+// Durability reports the same window. Under a CPU model (X86, COSPlay) it
+// checks the CPU runs (package coro) and leaves GPU launches alone; under
+// the others, the reverse. Err returns the first failure; a run goes on
+// after one.
 type Refiner struct {
 	*record.Recorder
 	inner      DurabilityBackend
 	timer      VerbTimer // inner's, if it has one: durable verbs' returns are checked too
 	model      Model
 	base       *pm.Image
-	from       int // first event of the window
-	launchFrom int // first event of the current launch
-	pfrom      int // first persist of the window
-	cpu        bool
+	from       int  // first event of the window
+	launchFrom int  // first event of the current launch
+	pfrom      int  // first persist of the window
+	skip       bool // the launch is not of the model's kind (CPU or GPU)
 	launches   int
 	images     int
 	// returnsChecked counts the launches whose durable verbs' return
@@ -260,7 +262,7 @@ func (r *Refiner) Unwrap() pm.Backend { return r.Recorder }
 // Err returns the first refinement failure, or nil.
 func (r *Refiner) Err() error { return r.err }
 
-// Launches returns the number of GPU launches checked.
+// Launches returns the number of launches (or CPU runs) checked.
 func (r *Refiner) Launches() int { return r.launches }
 
 // ReturnsChecked returns the number of launches whose durable verbs'
@@ -278,16 +280,16 @@ func (r *Refiner) Images() int { return r.images }
 // persist durable (hwmodel's write-back models flush the GPU's caches at
 // one that touches PM) thus opens a new window too.
 func (r *Refiner) Begin(l pm.Launch) error {
-	r.cpu = l.Blocks == 0
+	r.skip = (l.Blocks == 0) != r.model.CPU()
 	carried := false
-	if r.base != nil && !r.cpu && r.model.WriteBack() {
+	if r.base != nil && !r.skip && r.model.WriteBack() {
 		r.inner.Durability(func(_ pm.Addr, _ int, ack uint64) { carried = carried || ack == math.MaxUint64 })
 	}
 	r.launchFrom = len(r.Events())
 	if !carried {
 		r.from, r.pfrom = len(r.Events()), len(r.Persists())
 	}
-	if err := r.Recorder.Begin(l); err != nil || r.cpu || r.err != nil {
+	if err := r.Recorder.Begin(l); err != nil || r.skip || r.err != nil {
 		return err
 	}
 	if carried {
@@ -304,7 +306,7 @@ func (r *Refiner) Begin(l pm.Launch) error {
 // End ends the launch and checks it.
 func (r *Refiner) End() (pm.Stats, error) {
 	st, err := r.Recorder.End()
-	if err != nil || r.cpu || r.err != nil {
+	if err != nil || r.skip || r.err != nil {
 		return st, err
 	}
 	r.launches++
@@ -340,8 +342,10 @@ func (r *Refiner) check() error {
 	}
 	// Under a volatile WPQ (RestudyPCT) a MemBar makes durable only what a
 	// PCommit committed before it, not every persist the PMO orders before
-	// it; its return is not checked (see DurableReturns).
-	if r.timer != nil && !r.model.VolatileWPQ() {
+	// it; its return is not checked (see DurableReturns). hwmodel notes
+	// the return cycles of GPU verbs only: a CPU run's SFences and CFences
+	// are not checked here.
+	if r.timer != nil && !r.model.VolatileWPQ() && !r.model.CPU() {
 		done, err := r.returns(events, r.launchFrom-r.from)
 		if err != nil {
 			return err

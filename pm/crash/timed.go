@@ -18,7 +18,7 @@ type TimedBackend interface {
 }
 
 // CheckTimed runs w once on a timed backend made by newBackend and crashes
-// every GPU launch of Setup and Run: at up to states cycles of each launch
+// every GPU launch and CPU run of Run: at up to states cycles of each
 // (evenly spaced, plus seeded random ones, always including its first and
 // last), or, with states <= 0 and a backend that reports durability
 // (DurabilityBackend), at every cycle where the durable image changes. The
@@ -55,7 +55,7 @@ func CheckTimed(w Workload, newBackend func() (TimedBackend, error), gpu pm.GPUL
 }
 
 // timedProbe crashes the backend it wraps at the end of every GPU launch
-// of the workload's Run.
+// and CPU run of the workload's Run.
 type timedProbe struct {
 	TimedBackend
 	w       Workload
@@ -64,7 +64,6 @@ type timedProbe struct {
 	states  int
 	rng     *rand.Rand
 	running bool // in Run (Setup's launches are not crashed)
-	cpu     bool
 	launch  int
 	err     error
 }
@@ -72,14 +71,9 @@ type timedProbe struct {
 // Unwrap returns the backend the probe wraps.
 func (p *timedProbe) Unwrap() pm.Backend { return p.TimedBackend }
 
-func (p *timedProbe) Begin(l pm.Launch) error {
-	p.cpu = l.Blocks == 0
-	return p.TimedBackend.Begin(l)
-}
-
 func (p *timedProbe) End() (pm.Stats, error) {
 	st, err := p.TimedBackend.End()
-	if err != nil || p.cpu || !p.running || p.err != nil {
+	if err != nil || !p.running || p.err != nil {
 		return st, err
 	}
 	p.launch++

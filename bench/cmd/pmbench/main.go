@@ -60,13 +60,14 @@ func run(args []string, stdout, stderr io.Writer) error {
 	list := fs.Bool("list", false, "list the experiments and exit")
 	exps := fs.String("exp", "", "comma-separated experiments to run (default: the quick default set)")
 	quick := fs.Bool("quick", false, "small inputs (seconds, not minutes); the default set always runs quick. Quick numbers can differ from paper scale: every table header and CSV row says which size it is")
-	smoke := fs.Bool("smoke", false, "the smallest inputs where an experiment has them (the SBRP figures): a check that the harness runs, not a measurement; implies -quick")
+	smoke := fs.Bool("smoke", false, "the smallest inputs where an experiment has them (the SBRP and COSPlay figures): a check that the harness runs, not a measurement; implies -quick")
 	format := fs.String("format", "table", "output format: table or csv")
 	paper := fs.Bool("paper", false, "print the papers' reported values beside ours, with the ratio ours/paper (tables, CSV and figures)")
 	var sets multiFlag
 	fs.Var(&sets, "set", "hwmodel override key=value, repeatable (e.g. -set nvm.write_latency_cycles=500); -set help or pmbench keys lists the keys")
 	out := fs.String("out", "", "also write <experiment>.csv and <experiment>.svg (a bar chart) per experiment to this directory")
 	shard := fs.String("shard", "", "run only part i of n of each sweep, as i/n (0-based), for a batch scheduler")
+	window := fs.String("window", "", "comma-separated window sizes the COSPlay experiments try for COSPlay, SBatch and FreeSwitch (each reports its best; one size pins it); default: their own sweeps")
 	cpuprofile := fs.String("cpuprofile", "", "write a CPU profile to this directory")
 	memprofile := fs.String("memprofile", "", "write a memory profile to this directory")
 	fs.Usage = func() {
@@ -111,6 +112,15 @@ Usage: pmbench [flags]
 		opts.Shards, err2 = strconv.Atoi(n)
 		if !ok || err1 != nil || err2 != nil || opts.Shards < 1 || opts.Shard < 0 || opts.Shard >= opts.Shards {
 			return fmt.Errorf("bad -shard %q: want i/n with 0 <= i < n", *shard)
+		}
+	}
+	if *window != "" {
+		for _, f := range strings.Split(*window, ",") {
+			n, err := strconv.Atoi(strings.TrimSpace(f))
+			if err != nil || n < 1 || n > 1<<16 {
+				return fmt.Errorf("bad -window %q: want window sizes from 1 to 65536, comma-separated", *window)
+			}
+			opts.Windows = append(opts.Windows, n)
 		}
 	}
 	if len(sets) > 0 {
