@@ -40,7 +40,9 @@ func machine(preset string, model hwmodel.Model, o Options) (*pm.Machine, *hwmod
 }
 
 // cycles runs kernel k (built on the fresh machine by mk) and returns the
-// launch's cycles.
+// launch's cycles from its first instruction: a micro-benchmark times its
+// verbs, not the launch latency (gpu.launch_latency_cycles) every launch
+// pays before them.
 func cycles(preset string, model hwmodel.Model, o Options, g scope.Grid, mk func(m *pm.Machine) (scope.Kernel, error)) (uint64, *hwmodel.Backend, error) {
 	m, be, err := machine(preset, model, o)
 	if err != nil {
@@ -54,7 +56,12 @@ func cycles(preset string, model hwmodel.Model, o Options, g scope.Grid, mk func
 	if err != nil {
 		return 0, nil, err
 	}
-	return res.Stats.Cycles, be, nil
+	return res.Stats.Cycles - launchLatency(be), be, nil
+}
+
+// launchLatency returns the launch latency of be's machine.
+func launchLatency(be *hwmodel.Backend) uint64 {
+	return uint64(be.Config().GPU.LaunchLatencyCycles)
 }
 
 func runMicro(ctx context.Context, o Options) ([]Row, error) {
@@ -105,7 +112,7 @@ func runMicro(ctx context.Context, o Options) ([]Row, error) {
 			// Bandwidth counts until the last persist is durable: under
 			// None the kernel does not wait for its persists, but they
 			// still have to cross the link.
-			drained := be.Now() - be.LastStart()
+			drained := be.Now() - be.LastStart() - launchLatency(be)
 			bytes := float64(8 * threads * iters)
 			ghz := be.Config().GPU.ClockMHz / 1000
 			add("stream", "cycles", float64(c))

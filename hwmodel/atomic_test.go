@@ -14,7 +14,9 @@ import (
 // spin lock take longer than one, and atomics on one word serialize.
 func TestAtomicsSerialize(t *testing.T) {
 	run := func(blocks int) uint64 {
-		be, err := hwmodel.New(hwmodel.PresetPMNear(), hwmodel.SBRP)
+		cfg := hwmodel.PresetPMNear()
+		cfg.GPU.LaunchLatencyCycles = 0 // compare the kernels' own cycles
+		be, err := hwmodel.New(cfg, hwmodel.SBRP)
 		require.NoError(t, err)
 		m, err := pm.NewMachine(be)
 		require.NoError(t, err)

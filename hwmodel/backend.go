@@ -239,6 +239,7 @@ type Backend struct {
 	globalAck                        uint64    // latest ack of any flush
 	l2Slots                          occupancy // ScopedBarrier: the L2 NVW-FIFO
 	sent                             uint64    // set by flush: when the write left the L2 for the persistence point
+	first                            uint64    // the launch's first issue cycle: its start plus gpu.launch_latency_cycles
 	steps                            uint64
 	syncStamp                        uint64
 
@@ -430,7 +431,9 @@ func (b *Backend) Begin(l pm.Launch) error {
 	}
 	b.compact()
 	b.running = true
-	b.start, b.now, b.popTime = b.drained, b.drained, b.drained
+	// The warps issue from first: the launch latency after the launch.
+	first := b.drained + uint64(b.cfg.GPU.LaunchLatencyCycles)
+	b.start, b.now, b.popTime, b.first = b.drained, b.drained, first, first
 	if l.Blocks > 0 && l.Threads > 0 {
 		// The blocks resident from the start, and their warps.
 		g := b.cfg.GPU
@@ -484,7 +487,7 @@ func (b *Backend) warp(w int) *warpState {
 		// block retired and freed the slot).
 		at := b.popTime
 		if w < b.firstWave {
-			at = b.start
+			at = b.first
 		}
 		*ws = warpState{init: true, clock: at, lastAck: b.start, front: b.start}
 	}
@@ -683,7 +686,7 @@ func (b *Backend) Admit(w, sm int, at uint64) {
 	}
 	b.warp(w) // grow the table
 	ws := &b.warps[w]
-	*ws = warpState{init: true, sm: sm % len(b.sms), clock: max(at, b.start), lastAck: b.start, front: b.start}
+	*ws = warpState{init: true, sm: sm % len(b.sms), clock: max(at, b.first), lastAck: b.start, front: b.start}
 }
 
 // Retire notes that warp w has finished (pm.Residency).

@@ -61,6 +61,11 @@ type GPUConfig struct {
 	// instruction, as GPGPU-Sim's scoreboard (the simulator of the SBRP
 	// artifact and the re-study) lets a warp's independent loads overlap.
 	SerialLoads bool `json:"serial_loads"`
+	// LaunchLatencyCycles is the time from a kernel's launch to its first
+	// instruction (GPGPU-Sim's -gpgpu_kernel_launch_latency): launches run
+	// one after another, each paying it. The SBRP and GPM artifacts and the
+	// re-study's configuration set 5,000 cycles.
+	LaunchLatencyCycles int `json:"launch_latency_cycles"`
 }
 
 // CacheConfig is a set-associative cache.
@@ -162,6 +167,9 @@ func sbrpBase() Config {
 			MaxThreadsPerSM:    2048, // not in Table 1: CUDA per-SM limit (compute capability 6.x/7.x)
 			MaxBlocksPerSM:     32,   // not in Table 1: CUDA per-SM limit
 			MaxThreadsPerBlock: 1024, // Table 1: threads/block 1024
+			// not in Table 1: the artifact's gpgpusim.config
+			// (-gpgpu_kernel_launch_latency 5000, every model).
+			LaunchLatencyCycles: 5000,
 		},
 		// Table 1: L1 64 KB/SM; artifact: L1 hit latency 20 cycles; 128-byte
 		// lines (the coalescing unit of the artifact's flushes); associativity
@@ -293,7 +301,8 @@ func PresetGOPE() Config {
 func PresetVolta() Config {
 	c := sbrpBase()
 	c.Name = "volta"
-	c.GPU = GPUConfig{ClockMHz: 1132, SMs: 80, WarpSize: 32, Schedulers: 4, MaxThreadsPerSM: 2048, MaxBlocksPerSM: 32, MaxThreadsPerBlock: 1024}
+	c.GPU = GPUConfig{ClockMHz: 1132, SMs: 80, WarpSize: 32, Schedulers: 4, MaxThreadsPerSM: 2048, MaxBlocksPerSM: 32, MaxThreadsPerBlock: 1024,
+		LaunchLatencyCycles: 5000} // the re-study's gpgpusim.config: -gpgpu_kernel_launch_latency 5000
 	c.L1 = CacheConfig{SizeBytes: 32 << 10, LineBytes: 128, Assoc: 4, LatencyCycles: 20}
 	c.L2 = CacheConfig{SizeBytes: 6 << 20, LineBytes: 128, Assoc: 24, LatencyCycles: 160}
 	c.DRAM = MemConfig{ReadLatencyCycles: 150, WriteLatencyCycles: 150, ReadGBps: voltaMemGBps, WriteGBps: voltaMemGBps}

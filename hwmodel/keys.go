@@ -29,6 +29,7 @@ var keyDocs = map[string][3]string{
 	"gpu.max_threads_per_sm":          {"count", "resident threads per SM", "CUDA limit (2048); not in SBRP Table 1"},
 	"gpu.max_blocks_per_sm":           {"count", "resident blocks per SM", "CUDA limit (32); not in SBRP Table 1"},
 	"gpu.max_threads_per_block":       {"count", "threads in one block", "SBRP Table 1 (1024)"},
+	"gpu.launch_latency_cycles":       {"cycles", "from a kernel's launch to its first instruction; launches run one after another", "SBRP/GPM artifacts' and the re-study's gpgpusim.config (-gpgpu_kernel_launch_latency 5000); gope: 0, not in the scoped persist barrier paper"},
 	"gpu.serial_loads":                {"bool", "every load blocks its warp until its data is back, gathered ones too (no memory-level parallelism in a warp)", "off: GPGPU-Sim's scoreboard (SBRP artifact, re-study) overlaps a warp's independent loads"},
 	"l1.size_bytes":                   {"bytes", "per-SM L1 data cache capacity", "SBRP Table 1 (64 KB); volta: the re-study's Table I (32 KB)"},
 	"l1.line_bytes":                   {"bytes", "L1 line; warp accesses coalesce into lines of this size", "SBRP artifact (128)"},

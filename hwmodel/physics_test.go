@@ -481,6 +481,7 @@ func TestGatheredLoadsOverlap(t *testing.T) {
 	run := func(serial, gather bool) (cycles, memStall uint64) {
 		cfg := PresetPMNear()
 		cfg.GPU.SerialLoads = serial
+		cfg.GPU.LaunchLatencyCycles = 0 // the kernel's own cycles
 		be, m := setupHW(t, cfg, SBRP)
 		r := region(t, m, "g", lines*128)
 		out := region(t, m, "o", 128)
@@ -559,4 +560,33 @@ func TestSectorWriteBack(t *testing.T) {
 	cfg := PresetPMNear()
 	cfg.Persist.SectorBytes = 24
 	require.ErrorIs(t, cfg.Validate(), ErrConfig)
+}
+
+// A launch pays gpu.launch_latency_cycles before its first instruction, and
+// launches run one after another: two launches of a one-thread kernel take
+// at least twice the latency, and the latency is what separates them from
+// the same launches without it.
+func TestLaunchLatency(t *testing.T) {
+	run := func(latency int) (one, two uint64) {
+		cfg := PresetPMNear()
+		cfg.GPU.LaunchLatencyCycles = latency
+		be, m := setupHW(t, cfg, SBRP)
+		r := region(t, m, "l", 128)
+		k := func(t *scope.Thread) { t.Store32(r.Base, 1) }
+		t0 := be.Now()
+		_, err := scope.Launch(m, scope.Grid{Blocks: 1, Threads: 1}, k)
+		require.NoError(t, err)
+		one = be.LastLaunch().Cycles
+		_, err = scope.Launch(m, scope.Grid{Blocks: 1, Threads: 1}, k)
+		require.NoError(t, err)
+		return one, be.Now() - t0
+	}
+	one0, two0 := run(0)
+	one, two := run(5000)
+	t.Logf("one launch %d cycles (%d without latency), two %d (%d)", one, one0, two, two0)
+	require.Equal(t, one0+5000, one)
+	require.GreaterOrEqual(t, two, uint64(2*5000))
+	require.Equal(t, two0+2*5000, two)
+	require.Equal(t, 5000, PresetPMNear().GPU.LaunchLatencyCycles, "the SBRP artifact's gpgpusim.config")
+	require.Equal(t, 5000, PresetVolta().GPU.LaunchLatencyCycles, "the re-study's gpgpusim.config")
 }
