@@ -358,6 +358,10 @@ func (b *Backend) Now() uint64 {
 // CrashAt accepts no earlier cycle.
 func (b *Backend) LastStart() uint64 { return b.start }
 
+// LaunchLatency returns the cycles every GPU launch waits before its first
+// instruction (gpu.launch_latency_cycles).
+func (b *Backend) LaunchLatency() uint64 { return uint64(b.cfg.GPU.LaunchLatencyCycles) }
+
 // Attach binds the backend to mem and asks for every verb, one instruction
 // per step.
 func (b *Backend) Attach(mem *pm.Memory) (pm.Caps, error) {
