@@ -577,20 +577,24 @@ func (b *Backend) writerIdx(addr pm.Addr, lane int) int32 {
 	return -1
 }
 
+// opBytes returns the bytes a persist writes: op.Data, or op.Value's
+// little-endian bytes in buf.
+func opBytes(op *pm.Op, buf *[8]byte) []byte {
+	if op.Data != nil {
+		return op.Data
+	}
+	n := min(int(op.Size), 8)
+	switch n {
+	case 1, 2, 4, 8:
+		pm.PutLE(buf[:n], op.Value)
+	}
+	return buf[:n]
+}
+
 // addRecords copies a persist into the arena, one record per line.
 func (b *Backend) addRecords(op *pm.Op) {
-	var data []byte
-	if op.Data != nil {
-		data = op.Data
-	} else {
-		var buf [8]byte
-		n := min(int(op.Size), 8)
-		switch n {
-		case 1, 2, 4, 8:
-			pm.PutLE(buf[:n], op.Value)
-		}
-		data = buf[:n]
-	}
+	var buf [8]byte
+	data := opBytes(op, &buf)
 	a := op.Addr
 	for len(data) > 0 {
 		n := min(uint64(len(data)), b.lineBytes-uint64(a)&(b.lineBytes-1))

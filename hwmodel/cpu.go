@@ -298,6 +298,7 @@ type cpuCore struct {
 	strandMax uint64 // latest ack of the current strand's CLWBs
 
 	pending    map[uint64][]pendRec // PM line -> its records no write-back carries yet
+	wordBuf    []uint64             // words' scratch
 	dirtyOrder []uint64             // lines in the order they were first made dirty
 
 	st, last CPUStats
@@ -601,18 +602,14 @@ func (c *cpuCore) lineOf(a pm.Addr) uint64 {
 }
 
 // words returns the line of each 8-byte word an access of size bytes at a
-// touches (one instruction each).
+// touches (one instruction each), in scratch space valid until the next
+// call.
 func (c *cpuCore) words(a pm.Addr, size uint32) []uint64 {
-	var buf [1]uint64
-	if size <= 8 {
-		buf[0] = c.lineOf(a)
-		return buf[:]
+	c.wordBuf = c.wordBuf[:0]
+	for off := uint64(0); off < max(uint64(size), 1); off += 8 {
+		c.wordBuf = append(c.wordBuf, c.lineOf(a+pm.Addr(off)))
 	}
-	out := make([]uint64, 0, (size+7)/8)
-	for off := uint64(0); off < uint64(size); off += 8 {
-		out = append(out, c.lineOf(a+pm.Addr(off)))
-	}
-	return out
+	return c.wordBuf
 }
 
 // store times one store instruction to line. Write-allocate: the line is
@@ -721,18 +718,8 @@ func (b *Backend) carry(line uint64, recs []pendRec, from, ack uint64) {
 // pending on their lines.
 func (b *Backend) cpuRecords(op *pm.Op) {
 	c := b.cpu
-	var data []byte
-	if op.Data != nil {
-		data = op.Data
-	} else {
-		var buf [8]byte
-		n := min(int(op.Size), 8)
-		switch n {
-		case 1, 2, 4, 8:
-			pm.PutLE(buf[:n], op.Value)
-		}
-		data = buf[:n]
-	}
+	var buf [8]byte
+	data := opBytes(op, &buf)
 	a := op.Addr
 	for len(data) > 0 {
 		n := min(uint64(len(data)), c.lineBytes-uint64(a)&(c.lineBytes-1))
