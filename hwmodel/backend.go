@@ -1114,10 +1114,10 @@ func (b *Backend) flush(e int32, start uint64, sm int) uint64 {
 		ack = x + b.eadr
 		b.sent = x
 	case b.cfg.Persist.AckAtQueue:
-		ack = b.nvmWrBW.transfer(x, n) // the PM queue accepted it
+		ack = b.nvmWrite().transfer(x, n) // the PM queue accepted it
 		b.sent = ack
 	default:
-		b.sent = b.nvmWrBW.transfer(x, n)
+		b.sent = b.nvmWrite().transfer(x, n)
 		ack = b.sent + b.nvmWr
 	}
 	ent := &b.entries[e]
@@ -1208,6 +1208,22 @@ func (b *Backend) persistLine(ws *warpState, line, sectors uint64, t uint64) (in
 			t = b.l1Fill(ws, line, t)
 			way = s.l1.lookup(line)
 		}
+		if b.cfg.Persist.EpochWriteThrough && b.model != None {
+			// Written through at once; the warp goes on and its next
+			// fence waits for the ack (persist.epoch_write_through).
+			if e := s.l1.entry[way]; e >= 0 && b.entries[e].ack == noAck {
+				// A line dirtied before the key took effect cannot
+				// exist: every store of this model writes through.
+				panic(fmt.Sprintf("hwmodel: a dirty L1 line under write-through Epoch at cycle %d", t))
+			}
+			e := b.newEntry(line)
+			b.entries[e].sectors = sectors
+			s.l1.entry[way] = e
+			ack := b.flushWindowed(e, t, ws.sm)
+			ws.lastAck = max(ws.lastAck, ack)
+			b.own(ws, e)
+			return e, t + 1, false
+		}
 		if e := s.l1.entry[way]; e >= 0 && b.entries[e].ack == noAck {
 			b.entries[e].dirty = min(b.entries[e].dirty, t)
 			b.entries[e].sectors |= sectors
@@ -1222,6 +1238,15 @@ func (b *Backend) persistLine(ws *warpState, line, sectors uint64, t uint64) (in
 		b.own(ws, e)
 		return e, t + 1, false
 	}
+}
+
+// nvmWrite returns the bandwidth NVM writes take: their own, or with
+// nvm.shared_bus the one they share with reads.
+func (b *Backend) nvmWrite() *resource {
+	if b.cfg.NVM.SharedBus {
+		return &b.nvmRdBW
+	}
+	return &b.nvmWrBW
 }
 
 // linkWrite sends n bytes of PM writes over PCIe from cycle x when PM is
@@ -1251,7 +1276,7 @@ func (b *Backend) moreSectors(e int32, add uint64) {
 	x = b.linkWrite(x, n)
 	b.last.NVMWriteBytes += n
 	if !b.eadrOn {
-		b.nvmWrBW.transfer(x, n)
+		b.nvmWrite().transfer(x, n)
 	}
 }
 
@@ -1374,6 +1399,11 @@ func (b *Backend) epochFlush(ws *warpState, t uint64) uint64 {
 		// Every flush of the SM started by t, and the write-backs this
 		// fence issued, which the window may start later than t.
 		ack = max(b.sms[ws.sm].ackBy(t), issued)
+		if b.cfg.Persist.EpochWriteThrough {
+			// And the warp's own write-throughs, which the window may
+			// also have started later than t.
+			ack = max(ack, ws.lastAck)
+		}
 	}
 	done := max(t+1, ack)
 	b.last.Stalls.Epoch += done - t - 1

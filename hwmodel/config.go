@@ -83,6 +83,11 @@ type MemConfig struct {
 	WriteLatencyCycles int     `json:"write_latency_cycles"` // from the L2 to the write's ack at the persistence point
 	ReadGBps           float64 `json:"read_gbps"`            // read bandwidth
 	WriteGBps          float64 `json:"write_gbps"`           // write bandwidth
+	// SharedBus makes reads and writes share one bus of ReadGBps
+	// (WriteGBps is then unused), as a DRAM or HBM channel's data bus is
+	// shared by both directions. Only NVM traffic is timed against it
+	// (device-memory writes are not timed).
+	SharedBus bool `json:"shared_bus"`
 }
 
 // LinkConfig is the PCIe link.
@@ -125,8 +130,11 @@ type PersistConfig struct {
 	BufferWindowOnly bool `json:"buffer_window_only"`
 	// AckAtQueue acknowledges an ADR persist when the memory partition's
 	// PM queue accepts it (after the interconnect and the NVM write
-	// bandwidth), as the SBRP artifact does, instead of after the NVM
-	// write latency too. The SBRP machines set it.
+	// bandwidth), as the SBRP artifact and the re-study's simulator do,
+	// instead of after the NVM write latency too: under ADR that queue is
+	// in the persistence domain, and the NVM write latency is its drain
+	// to the media (which a PCommit waits for under a volatile WPQ). The
+	// SBRP machines and volta set it.
 	AckAtQueue bool `json:"ack_at_queue"`
 	// EpochOwnAcks makes an Epoch or GPM fence or barrier wait for the
 	// acks of the PM lines its own warp dirtied, as the SBRP artifact's
@@ -134,6 +142,13 @@ type PersistConfig struct {
 	// of for every flush of the SM. The L1 is still written back and
 	// invalidated whole. The SBRP machines set it.
 	EpochOwnAcks bool `json:"epoch_own_acks"`
+	// EpochWriteThrough makes Epoch and GPM write every PM store through
+	// the L1 as it is executed, without waiting for it, as the SBRP
+	// artifact's simulator does (gpu-cache.cc writes PM through under its
+	// epoch model; a fence only waits for the warp's outstanding persists).
+	// Off, a PM store leaves its L1 line dirty and the next fence writes
+	// the SM's dirty lines back. The SBRP machines set it.
+	EpochWriteThrough bool `json:"epoch_write_through"`
 	// SectorBytes makes a PM line's write-back, write-through or
 	// persist-buffer flush send only the sectors of this size that were
 	// written (0: the whole line), as the sectored L1 of the SBRP
@@ -211,11 +226,13 @@ func PresetPMNear() Config {
 // windowed (a cache flush sends every dirty line at once), an ADR persist
 // is acknowledged when the PM queue takes it, PCIe has a bandwidth per
 // direction, an Epoch or GPM fence waits for its own warp's persists, and
-// a PM line's write-back sends only its written 32-byte sectors.
+// a PM line's write-back sends only its written 32-byte sectors, and Epoch
+// and GPM write PM stores through the L1.
 func artifactPhysics(c *Config) {
 	c.Persist.BufferWindowOnly = true
 	c.Persist.AckAtQueue = true
 	c.Persist.EpochOwnAcks = true
+	c.Persist.EpochWriteThrough = true
 	c.Persist.SectorBytes = 32
 	c.PCIe.FullDuplex = true
 }
@@ -292,9 +309,12 @@ func PresetGOPE() Config {
 //     queue); 32 channels (-gpgpu_n_mem) of a 16-byte bus
 //     (-gpgpu_dram_buswidth) moving data twice per 850 MHz memory cycle
 //     (-dram_data_command_freq_ratio 2) give 32 × 16 × 2 × 850 MHz. Reads
-//     and writes share that bus in GPGPU-Sim; here they have a bandwidth
-//     each (nvm.read_gbps, nvm.write_gbps), so the model's memory is up to
-//     twice as fast when both stream at once.
+//     and writes share that bus, as in GPGPU-Sim (nvm.shared_bus);
+//   - an ADR write is durable, and acknowledged, when its memory
+//     partition's write-pending queue accepts it (persist.ack_at_queue):
+//     ADR puts the WPQ in the persistence domain, and the re-study's
+//     GPGPU-Sim spends the 600-cycle NVM write latency inside that queue.
+//     Under PCT the latency is the WPQ's drain, which a PCommit waits for.
 //
 // The L1 stays 4-way (the artifact's is a 256-way sectored cache; the
 // re-study's L1 writes through and its PM traffic is the L2's).
@@ -306,7 +326,8 @@ func PresetVolta() Config {
 	c.L1 = CacheConfig{SizeBytes: 32 << 10, LineBytes: 128, Assoc: 4, LatencyCycles: 20}
 	c.L2 = CacheConfig{SizeBytes: 6 << 20, LineBytes: 128, Assoc: 24, LatencyCycles: 160}
 	c.DRAM = MemConfig{ReadLatencyCycles: 150, WriteLatencyCycles: 150, ReadGBps: voltaMemGBps, WriteGBps: voltaMemGBps}
-	c.NVM = MemConfig{ReadLatencyCycles: 200, WriteLatencyCycles: 600, ReadGBps: voltaMemGBps, WriteGBps: voltaMemGBps}
+	c.NVM = MemConfig{ReadLatencyCycles: 200, WriteLatencyCycles: 600, ReadGBps: voltaMemGBps, WriteGBps: voltaMemGBps, SharedBus: true}
+	c.Persist.AckAtQueue = true // ADR: the WPQ is in the persistence domain
 	c.Persist.EADRLatencyCycles = 150
 	c.Restudy = restudyVolta() // Table I: 32 channels, 2 L2 banks per channel
 	return c

@@ -267,6 +267,7 @@ type cpuCore struct {
 	lineBytes                 uint64
 	l1, l2, llc               *cache
 	rdBW, wrBW                resource
+	sharedBus                 bool // cpu.pm.shared_bus: writes take rdBW
 
 	run      coro.Config // the next run's configuration (CoroConfig)
 	switchCy uint64
@@ -326,7 +327,7 @@ func newCPUCore(c CPUConfig) *cpuCore {
 		noc: uint64(c.NoCCycles), rdLat: uint64(c.PM.ReadLatencyCycles), wrLat: uint64(c.PM.WriteLatencyCycles),
 		bmo: uint64(c.BMOCycles), lineBytes: uint64(c.L1D.LineBytes),
 		l1: newCache(c.L1D), l2: newCache(c.L2), llc: newCache(c.LLC),
-		rdBW: newResource(c.PM.ReadGBps, c.ClockMHz), wrBW: newResource(c.PM.WriteGBps, c.ClockMHz),
+		rdBW: newResource(c.PM.ReadGBps, c.ClockMHz), wrBW: newResource(c.PM.WriteGBps, c.ClockMHz), sharedBus: c.PM.SharedBus,
 		lineAck: map[uint64]uint64{}, pending: map[uint64][]pendRec{},
 	}
 	k.lineShift = uint(bits.TrailingZeros64(k.lineBytes))
@@ -518,7 +519,11 @@ func (c *cpuCore) sqLeave(leave, gone uint64) {
 // the write bandwidth lets it, and the BMO adds its latency.
 func (c *cpuCore) writeLine(t uint64) uint64 {
 	c.st.WriteBacks++
-	return max(t+c.wrLat, c.wrBW.transfer(t, c.lineBytes)) + c.bmo
+	bw := &c.wrBW
+	if c.sharedBus {
+		bw = &c.rdBW
+	}
+	return max(t+c.wrLat, bw.transfer(t, c.lineBytes)) + c.bmo
 }
 
 // cpuOp times one verb of a CPU task.
@@ -793,6 +798,7 @@ var cpuKeyDocs = map[string][3]string{
 	"cpu.pm.write_latency_cycles": {"cycles", "latency of a CLWB's line from the WBB to the memory controller (the ADR persistence domain)", "COSPlay Table 2 (200 cycles to the controller; §2.2's ADR persist latency)"},
 	"cpu.pm.read_gbps":            {"GB/s", "PM read bandwidth", "COSPlay Table 2 (4 GB/s)"},
 	"cpu.pm.write_gbps":           {"GB/s", "PM write bandwidth: a 64-byte write-back occupies it 64/bandwidth", "COSPlay Table 2 (2 GB/s)"},
+	"cpu.pm.shared_bus":           {"bool", "PM reads and writes share one bus of cpu.pm.read_gbps (cpu.pm.write_gbps unused)", "off: COSPlay Table 2 gives a read and a write bandwidth"},
 	"cpu.bmo_cycles":              {"cycles", "backend memory operation latency added to every line reaching the memory controller (latency, not throughput)", "COSPlay §5 (0 plain ADR; Enc 100, LD 200, HD 700, Comb 1000)"},
 	"cpu.switch_cycles":           {"cycles", "cost of one coroutine switch and the round-robin scheduler (FreeSwitch: 0; a run's coro.Config.SwitchCycles overrides it)", "COSPlay Table 3: (CII-1)*1000/SKI is 215-234 instructions per yield for SPS, PC, TATP, CQ; 220 at 4 a cycle"},
 }

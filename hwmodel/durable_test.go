@@ -26,7 +26,7 @@ func TestDFenceReturnsDurable(t *testing.T) {
 		rounds, perRnd  = 4, 12
 		slots           = 16 // lines per thread
 	)
-	plain := []string{"persist.buffer_window_only=false", "persist.ack_at_queue=false", "pcie.full_duplex=false", "persist.epoch_own_acks=false"}
+	plain := []string{"persist.buffer_window_only=false", "persist.ack_at_queue=false", "pcie.full_duplex=false", "persist.epoch_own_acks=false", "persist.epoch_write_through=false"}
 	for _, mc := range []struct {
 		name, preset string
 		set          []string

@@ -420,6 +420,7 @@ func TestEpochOwnAcks(t *testing.T) {
 	fenceCost := func(own bool) uint64 {
 		cfg := PresetPMNear()
 		cfg.Persist.EpochOwnAcks = own
+		cfg.Persist.EpochWriteThrough = false // the other warp's fence writes warp 0's dirty lines back
 		be, m := setupHW(t, cfg, Epoch)
 		r := region(t, m, "a", 64*128)
 		_, err := scope.Launch(m, scope.Grid{Blocks: 1, Threads: 64}, func(t *scope.Thread) {
@@ -544,7 +545,7 @@ func TestSectorWriteBack(t *testing.T) {
 					want = lines * 2 * uint64(sector)
 				}
 				switch {
-				case model == Strict && sector == 0:
+				case sector == 0 && (model == Strict || cfg.Persist.EpochWriteThrough && model != SBRP):
 					want *= 2 // a write-through per store
 				case model == SBRP && sector == 0:
 					// The second store merges into the line's buffer
@@ -589,4 +590,51 @@ func TestLaunchLatency(t *testing.T) {
 	require.Equal(t, two0+2*5000, two)
 	require.Equal(t, 5000, PresetPMNear().GPU.LaunchLatencyCycles, "the SBRP artifact's gpgpusim.config")
 	require.Equal(t, 5000, PresetVolta().GPU.LaunchLatencyCycles, "the re-study's gpgpusim.config")
+}
+
+// With persist.epoch_write_through (the SBRP machines) an Epoch or GPM
+// store is written through as it executes: its persist starts at the store,
+// not at the fence, the warp does not wait for it, and the fence waits for
+// the acks. Off, the line stays dirty in the L1 until the fence writes it
+// back. Either way the DFence returns only once the data is durable.
+func TestEpochWriteThrough(t *testing.T) {
+	for _, model := range []Model{Epoch, GPM} {
+		for _, wt := range []bool{false, true} {
+			t.Run(fmt.Sprintf("%v/wt=%v", model, wt), func(t *testing.T) {
+				cfg := PresetPMNear()
+				cfg.GPU.LaunchLatencyCycles = 0
+				cfg.Persist.EpochWriteThrough = wt
+				be, m := setupHW(t, cfg, model)
+				r := region(t, m, "w", 128)
+				var store, fence Event
+				be.SetTrace(func(e Event) {
+					switch e.Kind {
+					case pm.OpStore:
+						store = e
+					case pm.OpDFence:
+						fence = e
+					}
+				})
+				_, err := scope.Launch(m, scope.Grid{Blocks: 1, Threads: 1}, func(t *scope.Thread) {
+					t.Store64(r.Base, 7)
+					t.Work(2000) // longer than a persist's round trip
+					t.DFence()
+				})
+				require.NoError(t, err)
+				require.Len(t, be.entries, 1)
+				e := be.entries[0]
+				if wt {
+					require.Equal(t, store.Issue, e.start, "the write-through starts at the store")
+					require.Less(t, e.ack, fence.Issue, "acked during the work: the fence has nothing to wait for")
+					require.LessOrEqual(t, fence.Done-fence.Issue, uint64(cfg.L2.LatencyCycles)+1)
+				} else {
+					require.GreaterOrEqual(t, e.start, fence.Issue, "written back by the fence")
+					require.GreaterOrEqual(t, fence.Done, e.ack)
+				}
+				img, err := be.CrashAt(fence.Done)
+				require.NoError(t, err)
+				require.Equal(t, uint64(7), word(t, img, "w", 0))
+			})
+		}
+	}
 }

@@ -27,10 +27,11 @@ import (
 //     CLWB of the line, an L2WB, or its eviction: any L2 fill (a store, a
 //     load or atomic that misses, a volatile line) that picks a dirty PM
 //     line as its victim writes that line back. A write-back takes the path
-//     of every other flush (L2 latency, NVM write bandwidth, NVM write
-//     latency to the WPQ, PCIe when PM is far); it is acknowledged when it
-//     reaches the WPQ. Under ADR it is durable then; under PCT only once a
-//     later PCommit has drained it.
+//     of every other flush (L2 latency, the NVM bus it shares with reads,
+//     PCIe when PM is far); it is acknowledged when its WPQ accepts it
+//     (persist.ack_at_queue; without it, after the NVM write latency too).
+//     Under ADR it is durable then; under PCT only once a later PCommit
+//     has drained it to the media, the NVM write latency later.
 //   - An eviction's write-back goes through a write-back buffer that is
 //     assumed never to fill: the access that evicted the line does not wait
 //     for it, and the write-back costs only its share of the NVM write
@@ -74,21 +75,16 @@ import (
 // Where the re-study's own GPGPU-Sim (its published artifact, see
 // PresetVolta) times things differently, kept as they are here and noted
 // for whoever compares the two:
-//   - It puts the NVM write latency (-dram_write_latency 600) inside the
-//     WPQ (the memory partition's FIFO latency queue, durable under ADR),
-//     and acknowledges a CLWB at the L2 once its write-back is queued
-//     (was_write_sent ignores write-back events), a write-through store
-//     only after the queue: here every write-back is acknowledged after the
-//     NVM write latency, so a MemBar after a CLWB waits about 600 cycles
-//     longer than there.
-//   - Its latency queue is served in order, so a read queued behind a
-//     write waits for the write's 600 cycles, and reads and writes share
-//     each channel's bus; here NVM reads and writes have a bandwidth each
-//     and never delay each other.
-//   - Every kernel launch costs -gpgpu_kernel_launch_latency 5000 cycles
-//     there (its extra L2WB kernel of EP_K takes 5,059 to 5,168 cycles);
-//     launches cost nothing here.
-//
+//   - It acknowledges a CLWB at the L2 once its write-back is queued there
+//     (was_write_sent ignores write-back events), before the write reaches
+//     a WPQ, so its MemBar after a CLWB can return before the line is in
+//     the persistence domain. Here a write-back is acknowledged when its
+//     WPQ accepts it: a MemBar must not return before the data is durable
+//     (the refiner checks that).
+//   - Its WPQ is the memory partition's FIFO latency queue, served in
+//     order, and holds reads too: a read queued behind a write waits for
+//     the write's 600 cycles. Here the WPQ delays no read; reads and writes
+//     share only the channel's bus (nvm.shared_bus).
 // Launches and the host. A kernel's end writes nothing back: the L2's dirty
 // PM lines stay dirty, and the WPQs' uncommitted write-backs uncommitted,
 // into the next launch, until a write-back (and under PCT a PCommit) makes
@@ -166,9 +162,12 @@ type restudyHW struct {
 	// the order they were dirtied; an item is stale once the way holds
 	// another entry.
 	dirty []dirtyWay
-	// wpq holds, under PCT, the written-back entries not yet committed,
-	// with the cycle each reached its WPQ.
-	wpq []wpqItem
+	// wpq holds, under PCT, the written-back entries with the cycle each
+	// reached its WPQ: those not yet committed, and those a PCommit
+	// committed that may still be draining (until they are durable before
+	// every live warp's clock; pruneAt bounds the list between prunings).
+	wpq     []wpqItem
+	pruneAt int
 	// sector is the sector size (0: whole lines); sectors holds each
 	// entry's dirty sectors.
 	sector  uint64
@@ -193,8 +192,9 @@ type walkItem struct {
 }
 
 type wpqItem struct {
-	entry int32
-	at    uint64
+	entry     int32
+	at        uint64
+	committed bool // a PCommit covered it: its entry's ack is its durable cycle
 }
 
 func newRestudyHW(cfg Config, pct bool) *restudyHW {
@@ -339,7 +339,7 @@ func (b *Backend) restudyEvict(e int32, t uint64) {
 	b.rs.evictedBytes += n
 	if b.rs.pct {
 		b.entries[e].ack = noAck
-		b.rs.wpq = append(b.rs.wpq, wpqItem{e, ack})
+		b.rs.wpq = append(b.rs.wpq, wpqItem{entry: e, at: ack})
 	}
 }
 
@@ -398,7 +398,7 @@ func (b *Backend) restudyWriteBack(ws *warpState, e int32, t uint64) uint64 {
 	ws.lastAck = max(ws.lastAck, ack)
 	if b.rs.pct {
 		b.entries[e].ack = noAck
-		b.rs.wpq = append(b.rs.wpq, wpqItem{e, ack})
+		b.rs.wpq = append(b.rs.wpq, wpqItem{entry: e, at: ack})
 	}
 	return ack
 }
@@ -458,28 +458,48 @@ func (b *Backend) restudyL2WB(ws *warpState, t uint64) uint64 {
 	return done
 }
 
-// restudyPCommit times a PCommit issued at cycle t: the writes
-// acknowledged by a WPQ by the time it arrives become durable when the
-// queues have drained them; it returns the cycle its acknowledgement is
-// back at the SM.
+// restudyPCommit times a PCommit issued at cycle t: every write a WPQ
+// accepted by the time it arrives is durable once the queues have drained
+// it, and the PCommit is acknowledged then; it returns the cycle that
+// acknowledgement is back at the SM. The writes it is the first to commit
+// become durable at that cycle. It also waits for writes another PCommit
+// committed first but whose drain is not over: those are in the queues
+// when it arrives, and the code after it may rely on them (the refiner
+// found a warp's PCommit returning before a write it covered, committed
+// by another warp's PCommit, was durable).
 func (b *Backend) restudyPCommit(t uint64) uint64 {
 	r := b.rs
 	arrive := t + b.l2Lat
 	drained := arrive
+	// With persist.ack_at_queue a write is acknowledged when its WPQ takes
+	// it and drains to the media the NVM write latency later; without, the
+	// acknowledgement already includes that latency.
+	var drain uint64
+	if b.cfg.Persist.AckAtQueue {
+		drain = b.nvmWr
+	}
 	for _, w := range r.wpq {
-		if w.at <= arrive {
-			drained = max(drained, w.at)
+		switch {
+		case w.at > arrive:
+		case w.committed:
+			drained = max(drained, b.entries[w.entry].ack)
+		default:
+			drained = max(drained, w.at+drain)
 		}
 	}
-	kept := r.wpq[:0]
-	for _, w := range r.wpq {
-		if w.at <= arrive {
+	for i := range r.wpq {
+		if w := &r.wpq[i]; w.at <= arrive && !w.committed {
+			w.committed = true
 			b.entries[w.entry].ack = drained
-		} else {
-			kept = append(kept, w)
 		}
 	}
-	r.wpq = kept
+	if len(r.wpq) > r.pruneAt {
+		// Forget committed writes durable before every live warp's
+		// clock: a later PCommit arrives after that.
+		safe := b.safeTime()
+		r.wpq = slices.DeleteFunc(r.wpq, func(w wpqItem) bool { return w.committed && b.entries[w.entry].ack <= safe })
+		r.pruneAt = 2*len(r.wpq) + 64
+	}
 	b.globalAck = max(b.globalAck, drained)
 	return drained + b.l2Lat
 }

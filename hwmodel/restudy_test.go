@@ -235,3 +235,84 @@ func TestRestudyDirtyLinesOutliveTheLaunch(t *testing.T) {
 	require.NoError(t, err)
 	require.Equal(t, uint64(64*32), be.LastLaunch().NVMWriteBytes, "the epilogue's L2WB writes back 64 dirty sectors")
 }
+
+// Under ADR the WPQ is in the persistence domain: with persist.ack_at_queue
+// (volta) a CLWB's write-back is durable, and its MemBar returns, once the
+// WPQ accepts it, about the NVM write latency sooner than without the key.
+// Under PCT the write is durable only when a PCommit has drained it to the
+// media, so there the NVM write latency is paid either way: no earlier
+// than the WPQ's acceptance plus that latency.
+func TestRestudyAckAtQueue(t *testing.T) {
+	durableAt := func(model Model, atQueue bool) (memBar, durable uint64) {
+		cfg := PresetVolta()
+		cfg.GPU.LaunchLatencyCycles = 0
+		cfg.Persist.AckAtQueue = atQueue
+		be, m := setupHW(t, cfg, model)
+		r := region(t, m, "p", 128)
+		var bars []Event
+		be.SetTrace(func(e Event) {
+			if e.Kind == pm.OpMemBar {
+				bars = append(bars, e)
+			}
+		})
+		_, err := scope.Launch(m, scope.Grid{Blocks: 1, Threads: 1}, func(t *scope.Thread) {
+			t.Store64(r.Base, 9)
+			t.CLWB(r.Base)
+			t.MemBar()
+			if model == RestudyPCT {
+				t.PCommit()
+				t.MemBar()
+			}
+		})
+		require.NoError(t, err)
+		last := bars[len(bars)-1]
+		// The first cycle whose crash image holds the store.
+		lo, hi := uint64(0), be.Now()
+		for lo < hi {
+			mid := (lo + hi) / 2
+			img, err := be.CrashAt(mid)
+			require.NoError(t, err)
+			if word(t, img, "p", 0) == 9 {
+				hi = mid
+			} else {
+				lo = mid + 1
+			}
+		}
+		require.GreaterOrEqual(t, last.Done, lo, "the last MemBar returned before the store was durable")
+		return last.Done, lo
+	}
+	wr := uint64(PresetVolta().NVM.WriteLatencyCycles)
+	adrLate, adrDurLate := durableAt(Restudy, false)
+	adrQueue, adrDurQueue := durableAt(Restudy, true)
+	t.Logf("ADR: MemBar %d -> %d, durable %d -> %d", adrLate, adrQueue, adrDurLate, adrDurQueue)
+	require.Equal(t, wr, adrDurLate-adrDurQueue, "durable when the WPQ accepts it")
+	require.Equal(t, wr, adrLate-adrQueue)
+	pctLate, pctDurLate := durableAt(RestudyPCT, false)
+	pctQueue, pctDurQueue := durableAt(RestudyPCT, true)
+	t.Logf("PCT: MemBar %d -> %d, durable %d -> %d", pctLate, pctQueue, pctDurLate, pctDurQueue)
+	require.GreaterOrEqual(t, pctDurQueue, adrDurQueue+wr, "a PCommit waits for the drain to the media")
+	require.GreaterOrEqual(t, pctDurLate, adrDurLate, "without the key the MemBar before the PCommit already waited for it")
+}
+
+// With nvm.shared_bus (volta) NVM reads and writes share one bus: a kernel
+// that streams both at once takes longer than with a bus each.
+func TestNVMSharedBus(t *testing.T) {
+	run := func(shared bool) uint64 {
+		cfg := PresetVolta()
+		cfg.NVM.SharedBus = shared
+		cfg.NVM.ReadGBps, cfg.NVM.WriteGBps = 20, 20 // slow enough that the bus binds
+		be, m := setupHW(t, cfg, Restudy)
+		src := region(t, m, "src", 512*128)
+		dst := region(t, m, "dst", 512*128)
+		_, err := scope.Launch(m, scope.Grid{Blocks: 16, Threads: 32}, func(t *scope.Thread) {
+			line := uint64(t.ID()) * 128
+			t.StoreWT64(dst.Base.Add(line), t.Load64(src.Base.Add(line))+1)
+			t.MemBar()
+		})
+		require.NoError(t, err)
+		return be.LastLaunch().Cycles
+	}
+	apart, shared := run(false), run(true)
+	t.Logf("a bus each %d cycles, shared %d", apart, shared)
+	require.Greater(t, shared, apart)
+}

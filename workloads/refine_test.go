@@ -25,8 +25,8 @@ import (
 // presets have them on too, so "pm-near" runs without them. With -short
 // only pm-near and pm-far+artifact run.
 func TestRefinement(t *testing.T) {
-	artifact := []string{"persist.buffer_window_only=true", "persist.ack_at_queue=true", "pcie.full_duplex=true", "persist.epoch_own_acks=true"}
-	plain := []string{"persist.buffer_window_only=false", "persist.ack_at_queue=false", "pcie.full_duplex=false", "persist.epoch_own_acks=false"}
+	artifact := []string{"persist.buffer_window_only=true", "persist.ack_at_queue=true", "pcie.full_duplex=true", "persist.epoch_own_acks=true", "persist.epoch_write_through=true"}
+	plain := []string{"persist.buffer_window_only=false", "persist.ack_at_queue=false", "pcie.full_duplex=false", "persist.epoch_own_acks=false", "persist.epoch_write_through=false"}
 	for _, nw := range workloads.Names() {
 		if strings.HasPrefix(nw[0], "cosplay-") {
 			continue // CPU runs: the refiner checks GPU launches only, and hwmodel does not time CPU tasks yet
