@@ -549,7 +549,7 @@ var restudyPaperKernels = []string{
 func (k RestudyKernel) InPaper() bool { return slices.Contains(restudyPaperKernels, k.Name) }
 
 var restudyWorkloads = []RestudyInfo{
-	{"histo", []RestudyKernel{{"histo1", "histo_prescan_kernel", "S"}, {"histo2", "histo_intermediates_kernel", "S"}, {"histo4", "histo_final_kernel", "S"}},
+	{"histo", []RestudyKernel{{"histo1", "histo_prescan_kernel", "S"}, {"histo2", "histo_intermediates_kernel", "S"}, {"histo3", "histo_main_kernel", "S"}, {"histo4", "histo_final_kernel", "S"}},
 		persistency.KernelSchemes[0], func(s Size, sc persistency.Scheme) (RestudyWorkload, error) { return NewHisto(histoShape(s), sc, 1) }},
 	{"stencil", []RestudyKernel{{"stencil", "naive_kernel", "LS"}}, persistency.CTASchemes[2],
 		func(s Size, sc persistency.Scheme) (RestudyWorkload, error) {

@@ -20,7 +20,7 @@ import (
 // crash tests sample 10,000 of them.
 var restudyCheckShapes = map[string]func(persistency.Scheme) (RestudyWorkload, error){
 	"histo": func(sc persistency.Scheme) (RestudyWorkload, error) {
-		return NewHisto(HistoShape{Elements: 96, Bins: 8, Grid: scope.Grid{Blocks: 3, Threads: 4}}, sc, 2)
+		return NewHisto(HistoShape{Width: 12, Height: 8, Bins: 8, Grid: scope.Grid{Blocks: 3, Threads: 4}}, sc, 2)
 	},
 	"stencil": func(sc persistency.Scheme) (RestudyWorkload, error) {
 		return NewStencil(StencilShape{NX: 5, NY: 5, NZ: 4, Steps: 2, Threads: 4}, sc, 2)
@@ -409,13 +409,14 @@ func TestKVDedupe(t *testing.T) {
 	}
 }
 
-// Every re-study kernel but our non-idempotent accumulation stands for a
-// kernel of the re-study's Tables II to IV (the averages compared with the
-// paper's are taken over those).
+// Every re-study kernel but our non-idempotent accumulation and histo's
+// counting kernel (Parboil's histo_main, which the re-study's Table II
+// leaves out) stands for a kernel of the re-study's Tables II to IV (the
+// averages compared with the paper's are taken over those).
 func TestRestudyKernelsInPaper(t *testing.T) {
 	for _, rc := range RestudyWorkloads() {
 		for _, k := range rc.Kernels {
-			require.Equal(t, rc.Name != "accumulate", k.InPaper(), k.Name)
+			require.Equal(t, rc.Name != "accumulate" && k.Name != "histo3", k.InPaper(), k.Name)
 		}
 	}
 }
