@@ -569,6 +569,8 @@ var restudyWorkloads = []RestudyInfo{
 		func(s Size, sc persistency.Scheme) (RestudyWorkload, error) {
 			return NewAccumulate(accumulateShape(s), sc, 1, false)
 		}},
+	{"mri-q", []RestudyKernel{{"mri-q1", "ComputePhiMag_GPU", "S"}}, persistency.KernelSchemes[0],
+		func(s Size, sc persistency.Scheme) (RestudyWorkload, error) { return NewMRIQ(mriqShape(s), sc, 1) }},
 	{"scan", []RestudyKernel{{"mri-gridding-scan1", "scan_L1_kernel", "S"}, {"mri-gridding-scan2", "scan_inter1_kernel", "S"}}, persistency.StrictSchemes[1],
 		func(s Size, sc persistency.Scheme) (RestudyWorkload, error) { return NewRSScan(rsScanShape(s), sc, 1) }},
 	{"kv-search", []RestudyKernel{{"search", "hash_search", "KV"}}, persistency.KernelSchemes[0],

@@ -36,9 +36,13 @@ func histoShape(s Size) HistoShape {
 // (Parboil's histo) written afresh, four kernels over the image in PM
 // (histo.in, copied in by the host), each idempotent:
 //
-//   - histo1 (histo_prescan_kernel): each block reduces a grid-stride share
-//     of the image to its least and greatest value in shared memory (a
-//     tree reduction) and stores them to its row of histo.minmax;
+//   - histo1 (histo_prescan_kernel): each block reduces a sample of the
+//     image to its least and greatest value in shared memory (a tree
+//     reduction) and stores them to its row of histo.minmax; as in
+//     Parboil, the sample is the first eighth of the block's contiguous
+//     share (elements / blocks), which the block's threads read a block
+//     width apart (Parboil reads it twice, for a mean and a deviation;
+//     the second pass, which hits the L1, is not repeated here);
 //   - histo2 (histo_intermediates_kernel): a map, in Parboil's shape: a
 //     block per 16 rows (histoUnroll) and a thread per two columns; each
 //     thread maps its two pixels of each of its rows to the word that
@@ -71,6 +75,7 @@ func NewHisto(sh HistoShape, s persistency.Scheme, seed uint64) (RestudyWorkload
 		minmax[2*b] = ^uint32(0)
 	}
 	stride := g.Blocks * g.Threads
+	share := elements / g.Blocks // a block's contiguous share in histo1
 	for i := range in {
 		// A skewed distribution, as image histograms are.
 		v := uint32(rng.IntN(sh.Bins) * rng.IntN(sh.Bins) / sh.Bins)
@@ -78,8 +83,11 @@ func NewHisto(sh HistoShape, s persistency.Scheme, seed uint64) (RestudyWorkload
 		mapping[i] = histoBin(v)
 		final[v]++
 		b := i % stride / g.Threads // the block whose grid-stride share i is in
+		if p := i / share; p < g.Blocks && i%share < share/8 {
+			// In block p's prescan sample.
+			minmax[2*p], minmax[2*p+1] = min(minmax[2*p], v), max(minmax[2*p+1], v)
+		}
 		partial[b*sh.Bins+int(v)]++
-		minmax[2*b], minmax[2*b+1] = min(minmax[2*b], v), max(minmax[2*b+1], v)
 	}
 	a.arrays = []rsArray{{name: "in", init: in}, {name: "minmax", want: minmax}, {name: "mapping", want: mapping}, {name: "partial", want: partial}, {name: "final", want: final}}
 	// histo2's grid: a block per histoUnroll rows, a thread per two columns.
@@ -93,7 +101,8 @@ func NewHisto(sh HistoShape, s persistency.Scheme, seed uint64) (RestudyWorkload
 		{idempotent: true, name: "prescan", label: "histo1", grid: g, shared: 8 * g.Threads, body: func(t *scope.Thread, p *Persister) {
 			in, sm, T, i := a.addr("in"), t.Shared(), g.Threads, t.TID()
 			lo, hi := ^uint32(0), uint32(0)
-			for k := t.ID(); k < elements; k += stride {
+			first := t.Block() * share
+			for k := first + i; k < first+share/8; k += T {
 				v := t.Load32(word32(in, k))
 				lo, hi = min(lo, v), max(hi, v)
 			}

@@ -44,6 +44,9 @@ var restudyCheckShapes = map[string]func(persistency.Scheme) (RestudyWorkload, e
 	"scan": func(sc persistency.Scheme) (RestudyWorkload, error) {
 		return NewRSScan(ScanShape{Blocks: 3, Threads: 8}, sc, 2)
 	},
+	"mri-q": func(sc persistency.Scheme) (RestudyWorkload, error) {
+		return NewMRIQ(MRIQShape{K: 40, Threads: 8}, sc, 2)
+	},
 	"kv-search": func(sc persistency.Scheme) (RestudyWorkload, error) {
 		return NewMegaKV(KVSearch, KVShape{Buckets: 8, Keys: 8, Batch: 8, Threads: 4}, sc, 2)
 	},
