@@ -127,7 +127,7 @@ type Event struct {
 // buffer entry, a dirty PM line of an L1, or a write-through.
 type entry struct {
 	line  uint64
-	dirty uint64 // Epoch/GPM/None: cycle of the first store into the dirty line
+	dirty uint64 // Epoch/GPM/None and the re-study's write-back models: cycle of the first store into the dirty line
 	start uint64 // cycle its flush started (noAck: not yet)
 	ack   uint64 // cycle it is durable (noAck: not yet)
 	// sectors are the line's written sectors (persist.sector_bytes), one
@@ -246,6 +246,7 @@ type Backend struct {
 	pending  []pendOp
 	spare    []pendOp
 	opSeq    int32    // Op calls so far in the launch
+	stepRec0 int32    // the first record of the step being gathered
 	verbDone []uint64 // with SetVerbTimes: per Op call of the launch, the cycle it returned
 	retSeqs  []int32
 	barSeq   []int32 // with SetVerbTimes: per thread, its last barrier verb
@@ -518,6 +519,7 @@ func (b *Backend) Op(a *pm.Agent, op *pm.Op) {
 		// clock, which is the engine's current time.
 		b.inStep = true
 		b.popTime = max(b.popTime, ws.clock)
+		b.stepRec0 = int32(b.records.len())
 	}
 	ws.sm = max(a.Unit, 0) % len(b.sms)
 	sc := op.Scope
@@ -1063,7 +1065,11 @@ func (b *Backend) persistOps(ws *warpState, t uint64, kind pm.OpKind, sc pm.Scop
 		}
 		for r := p.rec0; r < p.rec1; r++ {
 			rec := b.records.at(int(r))
-			rec.entry = b.lineEnt[slices.Index(b.lines, uint64(rec.addr)>>b.lineShift)]
+			k := slices.Index(b.lines, uint64(rec.addr)>>b.lineShift)
+			rec.entry = b.lineEnt[k]
+			if b.rs != nil {
+				b.rs.restudyStoreCycle(r, t+uint64(k))
+			}
 		}
 	}
 	return done
@@ -1100,7 +1106,12 @@ func (b *Backend) newEntry(line uint64) int32 {
 
 // flush writes entry e towards the persistence point, starting at cycle
 // start, and returns its ack cycle. Writes of one line are acked in order.
-func (b *Backend) flush(e int32, start uint64, sm int) uint64 {
+func (b *Backend) flush(e int32, start uint64, sm int) uint64 { return b.flushAt(e, start, start, sm) }
+
+// flushAt is flush of a write that leaves at cycle start but was claimed
+// (its line taken for it) at cycle claim, no later: the SM's flush log,
+// which ackBy reads, has it outstanding from claim.
+func (b *Backend) flushAt(e int32, claim, start uint64, sm int) uint64 {
 	n := b.flushBytes(e)
 	x := start + b.l2Lat
 	if b.rs == nil && b.l2.lookup(b.entries[e].line) < 0 {
@@ -1125,7 +1136,7 @@ func (b *Backend) flush(e int32, start uint64, sm int) uint64 {
 	b.last.Flushes++
 	b.globalAck = max(b.globalAck, ack)
 	s := &b.sms[sm]
-	s.log = append(s.log, span{start, ack})
+	s.log = append(s.log, span{min(claim, start), ack})
 	if len(s.log) > s.pruneAt {
 		// Forget flushes over before the engine's current time.
 		safe := b.safeTime()
