@@ -26,6 +26,13 @@ var brokenMerge = false
 // The refiner's return-time check sets it to show that it can fail.
 var earlyFence = false
 
+// earlyPCTMemBar is a test hook that breaks a MemBar's promise under a
+// volatile WPQ (RestudyPCT) on purpose: the MemBar waits for its warp's
+// write-backs to reach the WPQs but not for its PCommits to drain them, as
+// if the queues were durable. The refiner's return-time check sets it to
+// show that it can fail.
+var earlyPCTMemBar = false
+
 // noAck marks a persist entry that has not been flushed yet.
 const noAck = math.MaxUint64
 

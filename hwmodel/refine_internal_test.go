@@ -1,6 +1,7 @@
 package hwmodel
 
 import (
+	"fmt"
 	"testing"
 
 	"github.com/stretchr/testify/require"
@@ -77,6 +78,46 @@ func TestRefinerCatchesEarlyDurableReturn(t *testing.T) {
 			require.ErrorIs(t, err, crash.ErrRefinement)
 			require.ErrorContains(t, err, "DFence")
 			require.ErrorContains(t, err, "returned at cycle")
+		})
+	}
+}
+
+// The refiner checks a MemBar's return under a volatile WPQ (RestudyPCT)
+// against what the PCommits before it committed: with a MemBar that does
+// not wait for its PCommit to drain the WPQs (earlyPCTMemBar), a kernel
+// that stores one line per lane, writes it back, fences, commits and
+// fences again yields images that are all cuts of the PMO, every persist
+// durable by the launch's end, but the second MemBar returned while its
+// committed stores were not yet durable. By write-back and by
+// write-through.
+func TestRefinerCatchesEarlyPCTMemBar(t *testing.T) {
+	for _, wt := range []bool{false, true} {
+		t.Run(fmt.Sprintf("wt=%v", wt), func(t *testing.T) {
+			run := func() (*crash.Refiner, error) {
+				ref := refineVolta(t, RestudyPCT, scope.Grid{Blocks: 1, Threads: 32}, func(t *scope.Thread, a pm.Addr) {
+					p := a.Add(uint64(128 * t.Lane()))
+					if wt {
+						t.StoreWT64(p, 1)
+					} else {
+						t.Store64(p, 1)
+						t.CLWB(p)
+					}
+					t.MemBar()
+					t.PCommit()
+					t.MemBar()
+				})
+				return ref, ref.Err()
+			}
+			ref, err := run()
+			require.NoError(t, err)
+			require.Equal(t, 1, ref.ReturnsChecked())
+			earlyPCTMemBar = true
+			defer func() { earlyPCTMemBar = false }()
+			_, err = run()
+			require.ErrorIs(t, err, crash.ErrRefinement)
+			require.ErrorContains(t, err, "MemBar")
+			require.ErrorContains(t, err, "returned at cycle")
+			require.ErrorContains(t, err, "a PCommit before the MemBar committed it")
 		})
 	}
 }

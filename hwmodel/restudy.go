@@ -722,7 +722,9 @@ func (b *Backend) restudyVerb(ws *warpState, t uint64, kind pm.OpKind, sc pm.Sco
 		return b.restudyL2WB(ws, t)
 	case pm.OpPCommit:
 		if b.rs.pct {
-			ws.lastAck = max(ws.lastAck, b.restudyPCommit(t))
+			if ack := b.restudyPCommit(t); !earlyPCTMemBar {
+				ws.lastAck = max(ws.lastAck, ack)
+			}
 		}
 		return t + 1
 	case pm.OpMemBar:
