@@ -509,7 +509,10 @@ func (b *Backend) warp(w int) *warpState {
 // Op records one verb of the warp being stepped; Step times them.
 func (b *Backend) Op(a *pm.Agent, op *pm.Op) {
 	if b.cpuRun && a.Kind == pm.CPUTask {
-		b.cpuOp(op)
+		done := b.cpuOp(op)
+		if b.timeVerb {
+			b.verbDone = append(b.verbDone, done)
+		}
 		return
 	}
 	seq := b.opSeq
@@ -874,10 +877,13 @@ func (b *Backend) noteReturn(ws *warpState, kind pm.OpKind, sc pm.Scope, group [
 // crash checker's refiner uses it to check durable verbs' return times.
 func (b *Backend) SetVerbTimes(on bool) { b.timeVerb = on }
 
-// VerbTimes calls fn for each verb of the current or last GPU launch, in the
-// order the verbs were reported to Op, with the cycle at which it returned
-// (the issuing warp could go on), or math.MaxUint64 for a verb not timed
-// (on a backend that was not asked with SetVerbTimes, every verb).
+// VerbTimes calls fn for each verb of the current or last GPU launch or
+// CPU run, in the order the verbs were reported to Op, with the cycle at
+// which it returned (the issuing warp could go on; a CPU task's verb: its
+// last instruction retired, so an SFence once the store queue and the
+// write-back buffer held nothing older, a CFence once its context's
+// Store-Clwb Tracker counter was zero), or math.MaxUint64 for a verb not
+// timed (on a backend that was not asked with SetVerbTimes, every verb).
 func (b *Backend) VerbTimes(fn func(seq int, done uint64)) {
 	for i, d := range b.verbDone {
 		fn(i, d)

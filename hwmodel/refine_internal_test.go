@@ -6,6 +6,7 @@ import (
 
 	"github.com/stretchr/testify/require"
 
+	"github.com/scopedpm/scopedpm/coro"
 	"github.com/scopedpm/scopedpm/pm"
 	"github.com/scopedpm/scopedpm/pm/crash"
 	"github.com/scopedpm/scopedpm/scope"
@@ -119,5 +120,48 @@ func TestRefinerCatchesEarlyPCTMemBar(t *testing.T) {
 			require.ErrorContains(t, err, "returned at cycle")
 			require.ErrorContains(t, err, "a PCommit before the MemBar committed it")
 		})
+	}
+}
+
+// The refiner checks CPU runs' fences too: with an SFence that completes
+// the cycle after it dispatches (earlySFence), a task that stores eight
+// lines, writes them back and fences yields images that are all cuts of
+// the PMO, but the SFence returned while its write-backs were on their way
+// to the memory controller. Under the X86 and COSPlay models, at ADR and
+// with a BMO.
+func TestRefinerCatchesEarlySFence(t *testing.T) {
+	for _, model := range []crash.Model{crash.X86, crash.COSPlay} {
+		for _, bmo := range []int{0, 700} {
+			t.Run(fmt.Sprintf("%v/bmo=%d", model, bmo), func(t *testing.T) {
+				run := func() (*crash.Refiner, error) {
+					cfg := PresetCOSPlay()
+					require.NoError(t, cfg.Set(fmt.Sprintf("cpu.bmo_cycles=%d", bmo)))
+					be, err := New(cfg, SBRP)
+					require.NoError(t, err)
+					ref := crash.NewRefiner(be, model)
+					m, err := pm.NewMachine(ref)
+					require.NoError(t, err)
+					r := region(t, m, "r", 8*64)
+					_, err = coro.Run(m, []coro.Task{func(c *coro.Ctx) {
+						for i := range 8 {
+							c.Store64(r.Base.Add(uint64(64*i)), uint64(i+1))
+							c.CLWB(r.Base.Add(uint64(64 * i)))
+						}
+						c.SFence()
+					}})
+					require.NoError(t, err)
+					return ref, ref.Err()
+				}
+				ref, err := run()
+				require.NoError(t, err)
+				require.Equal(t, 1, ref.ReturnsChecked())
+				earlySFence = true
+				defer func() { earlySFence = false }()
+				_, err = run()
+				require.ErrorIs(t, err, crash.ErrRefinement)
+				require.ErrorContains(t, err, "SFence")
+				require.ErrorContains(t, err, "returned at cycle")
+			})
+		}
 	}
 }

@@ -27,14 +27,17 @@ import (
 // volta machine runs its write-back models too (Restudy, and RestudyPCT
 // with volatile write-pending queues, where a MemBar's return is checked
 // against what the PCommits before it committed). With -short only
-// pm-near, pm-far+artifact and volta's write-back models run.
+// pm-near, pm-far+artifact and volta's write-back models run. The COSPlay
+// workloads, CPU runs, run once, under the COSPlay model, and their
+// SFences' and CFences' returns are checked too.
 func TestRefinement(t *testing.T) {
 	artifact := []string{"persist.buffer_window_only=true", "persist.ack_at_queue=true", "pcie.full_duplex=true", "persist.epoch_own_acks=true"}
 	plain := []string{"persist.buffer_window_only=false", "persist.ack_at_queue=false", "pcie.full_duplex=false", "persist.epoch_own_acks=false"}
 	for _, nw := range workloads.Names() {
-		if strings.HasPrefix(nw[0], "cosplay-") {
-			continue // CPU runs: the refiner checks GPU launches only, and hwmodel does not time CPU tasks yet
-		}
+		// The COSPlay workloads are CPU runs: every preset has the same
+		// core (COSPlay Table 2), and they refine the COSPlay model (their
+		// tasks order with SetCtx and CFence).
+		cpu := strings.HasPrefix(nw[0], "cosplay-")
 		for _, p := range []struct {
 			name, preset string
 			set          []string
@@ -44,7 +47,12 @@ func TestRefinement(t *testing.T) {
 			{"pm-near+artifact", "pm-near", artifact}, {"pm-far+artifact", "pm-far", artifact},
 		} {
 			models := hwmodel.Models()
-			if p.name == "volta" {
+			switch {
+			case cpu && p.name != "pm-near":
+				continue
+			case cpu:
+				models = []crash.Model{persistency.COSPlay}
+			case p.name == "volta":
 				// The re-study's machine also runs its write-back models,
 				// ADR and volatile WPQs, where the other models' verbs
 				// write back and commit.
@@ -60,7 +68,11 @@ func TestRefinement(t *testing.T) {
 					cfg, err := hwmodel.Preset(p.preset)
 					require.NoError(t, err)
 					require.NoError(t, cfg.Set(p.set...))
-					be, err := hwmodel.New(cfg, model)
+					gpu := model
+					if cpu {
+						gpu = hwmodel.SBRP // the GPU's model: the run uses the CPU core
+					}
+					be, err := hwmodel.New(cfg, gpu)
 					require.NoError(t, err)
 					ref := crash.NewRefiner(be, model)
 					m, err := pm.NewMachine(ref)

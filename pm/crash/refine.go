@@ -358,10 +358,10 @@ func (r *Refiner) check() error {
 		return err
 	}
 	// Under a volatile WPQ (RestudyPCT) a MemBar's node names what the
-	// PCommits before it committed (see DurableReturns). hwmodel notes
-	// the return cycles of GPU verbs only: a CPU run's SFences and CFences
-	// are not checked here.
-	if r.timer != nil && !r.model.CPU() {
+	// PCommits before it committed (see DurableReturns); under a CPU model
+	// an SFence's every context's written-back persists, a CFence's its
+	// context's.
+	if r.timer != nil {
 		done, err := r.returns(events, r.launchFrom-r.from)
 		if err != nil {
 			return err
