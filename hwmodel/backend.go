@@ -180,6 +180,10 @@ type warpState struct {
 	// owned are the dirty PM entries the warp stored into since its last
 	// Epoch/GPM fence (persist.epoch_own_acks).
 	owned []int32
+	// rsOwn are, under the re-study's write-back models, the L2 lines the
+	// warp stored into since it last wrote them back (CLWB, L2WB), the
+	// latest few (restudy.go).
+	rsOwn []ownLine
 	// loadsBack is when the data of the warp's gathered loads is back:
 	// its next instruction that is not a gathered load issues no earlier.
 	loadsBack uint64
@@ -1082,6 +1086,9 @@ func (b *Backend) persistOps(ws *warpState, t uint64, kind pm.OpKind, sc pm.Scop
 			rec.entry = b.lineEnt[k]
 			if b.rs != nil {
 				b.rs.restudyStoreCycle(r, t+uint64(k))
+				if !b.rs.wt {
+					b.restudyOwn(ws, b.lines[k], r)
+				}
 			}
 		}
 	}

@@ -47,10 +47,12 @@ import (
 //     stalled it along the way.
 //   - A CLWB of a clean line costs a round trip to the L2 and writes
 //     nothing to NVM; if another warp's CLWB or L2WB, or an eviction, took
-//     the line's dirty data, the CLWB is acknowledged only once that
-//     write-back has reached its WPQ: the warp's own stores to the line may
-//     travel in it (the refiner's return-time check found MemBars returning
-//     before such stores were durable).
+//     the warp's own stores to the line, the CLWB is acknowledged only once
+//     that write-back has reached its WPQ (the refiner's return-time check
+//     found MemBars returning before such stores were durable). A warp
+//     remembers the entry of its latest store to each of the last 16
+//     lines it stored into (maxOwn); for an older store, or one of an
+//     earlier launch, the CLWB waits for the line's latest write-back.
 //   - L2WB is sent to every L2 bank (restudy.channels ×
 //     restudy.l2_banks_per_channel) and each bank walks its lines in
 //     parallel, as the re-study's GPGPU-Sim does (data_cache::nvm_wb_timing):
@@ -192,12 +194,16 @@ type restudyHW struct {
 	// pruneAt.
 	committed []wpqItem
 	pruneAt   int
-	// wbAck holds, per line, the cycle the latest write-back of the line
-	// (by any warp, or an eviction) reaches its WPQ, so that a CLWB that
-	// finds the line clean waits for it; lines whose write-back is in by
-	// the safe time are dropped once the map reaches wbPrune.
+	// wbAck holds, per line, the cycle the latest write-back of the line's
+	// dirty data (by any warp, or an eviction) reaches its WPQ, so that a
+	// CLWB that finds the line clean, by a warp that does not know which
+	// write-back took its stores (ownLine), waits for it; lines whose
+	// write-back is in by the safe time are dropped once the map reaches
+	// wbPrune. wbAt holds, per entry, the cycle its write-back reaches its
+	// WPQ.
 	wbAck   map[uint64]uint64
 	wbPrune int
+	wbAt    []uint64
 	// sector is the sector size (0: whole lines); sectors holds each
 	// entry's dirty sectors.
 	sector  uint64
@@ -322,7 +328,7 @@ func (b *Backend) restudyCompact() bool {
 	r.dirty, r.wpq, r.committed = r.dirty[:0], r.wpq[:0], r.committed[:0]
 	clear(r.sectors)
 	clear(r.late)
-	r.rec0, r.recT = r.rec0[:0], r.recT[:0]
+	r.rec0, r.recT, r.wbAt = r.rec0[:0], r.recT[:0], r.wbAt[:0]
 	return true
 }
 
@@ -535,7 +541,6 @@ func (r *restudyHW) sectorBits(off, size uint64) uint64 {
 // durable until a PCommit commits it.
 func (b *Backend) restudyWriteBack(ws *warpState, e int32, t uint64) uint64 {
 	ack := b.restudyFlush(e, t, ws.sm)
-	b.noteWriteBack(b.entries[e].line, ack)
 	ws.lastAck = max(ws.lastAck, ack)
 	if b.rs.pct {
 		b.entries[e].ack = noAck
@@ -559,15 +564,75 @@ func (b *Backend) restudyWriteBack(ws *warpState, e int32, t uint64) uint64 {
 func (b *Backend) restudyFlush(e int32, t uint64, sm int) uint64 {
 	d := b.entries[e].dirty
 	claim, start := min(t, d), max(t, d)
-	if l, ok := b.rs.late[e]; ok {
+	r := b.rs
+	if l, ok := r.late[e]; ok {
 		start = max(start, l)
-		delete(b.rs.late, e)
+		delete(r.late, e)
 	}
-	return b.flushAt(e, claim, start, sm)
+	ack := b.flushAt(e, claim, start, sm)
+	for int(e) >= len(r.wbAt) {
+		r.wbAt = append(r.wbAt, 0)
+	}
+	r.wbAt[e] = ack
+	return ack
 }
 
-// noteWriteBack notes that a write-back of line reaches its WPQ at cycle
-// ack (wbAck).
+// ownLine is a line a warp stored into since it last wrote it back: the
+// record of its latest store to the line (whose entry, after any split,
+// holds it) and the latest WPQ acknowledgement of the write-backs that
+// took its earlier stores to the line.
+type ownLine struct {
+	line uint64
+	rec  int32
+	prev uint64
+}
+
+// maxOwn is how many lines a warp's rsOwn remembers: a CLWB of a line
+// stored into longer ago waits for the line's latest write-back (wbAck).
+const maxOwn = 16
+
+// restudyOwn notes that record rec is warp ws's latest store to line.
+func (b *Backend) restudyOwn(ws *warpState, line uint64, rec int32) {
+	for i := range ws.rsOwn {
+		o := &ws.rsOwn[i]
+		if o.line != line {
+			continue
+		}
+		if e := b.records.at(int(o.rec)).entry; b.entries[e].start != noAck {
+			o.prev = max(o.prev, b.rs.wbAt[e])
+		}
+		o.rec = rec
+		return
+	}
+	if len(ws.rsOwn) == maxOwn {
+		ws.rsOwn = append(ws.rsOwn[:0], ws.rsOwn[1:]...)
+	}
+	ws.rsOwn = append(ws.rsOwn, ownLine{line: line, rec: rec})
+}
+
+// restudyOwnAck returns, for a CLWB of line by warp ws, the cycle by which
+// the write-backs that took the warp's stores to the line reach their WPQs
+// (0 if none is on its way), and forgets the line.
+func (b *Backend) restudyOwnAck(ws *warpState, line uint64) uint64 {
+	for i, o := range ws.rsOwn {
+		if o.line != line {
+			continue
+		}
+		ws.rsOwn = append(ws.rsOwn[:i], ws.rsOwn[i+1:]...)
+		ack := o.prev
+		if e := b.records.at(int(o.rec)).entry; b.entries[e].start != noAck {
+			ack = max(ack, b.rs.wbAt[e])
+		}
+		return ack
+	}
+	// Stores longer ago, or in an earlier launch: the line's latest
+	// write-back took them, or an earlier one.
+	return b.rs.wbAck[line]
+}
+
+// noteWriteBack notes that a write-back of line's dirty data (by a CLWB,
+// an L2WB or an eviction; a write-through store carries only its own)
+// reaches its WPQ at cycle ack (wbAck).
 func (b *Backend) noteWriteBack(line, ack uint64) {
 	r := b.rs
 	r.wbAck[line] = max(r.wbAck[line], ack)
@@ -609,7 +674,8 @@ func (b *Backend) restudyL2WB(ws *warpState, t uint64) uint64 {
 	})
 	// A bank without dirty lines walks all its lines at rate a cycle.
 	slowest := (perBank+r.rate-1)/r.rate + 1
-	r.dirty = r.dirty[:0] // what the walk leaves dirty comes back (restudyTake)
+	r.dirty = r.dirty[:0]   // what the walk leaves dirty comes back (restudyTake)
+	ws.rsOwn = ws.rsOwn[:0] // the walk and ackBy below cover them
 	for i := 0; i < len(r.walk); {
 		bank := r.walk[i].bank
 		var cur, calls uint64 // next line to examine; cycles used
@@ -617,7 +683,7 @@ func (b *Backend) restudyL2WB(ws *warpState, t uint64) uint64 {
 			w := &r.walk[i]
 			calls += (w.pos-cur)/r.rate + 1 // the cycle that finds it
 			if at := t0 + calls - 1; b.restudyTake(w.d.entry, w.d.way, at) {
-				b.restudyWriteBack(ws, w.d.entry, at)
+				b.noteWriteBack(w.d.line, b.restudyWriteBack(ws, w.d.entry, at))
 				if b.l2.entry[w.d.way] == w.d.entry {
 					b.l2.entry[w.d.way] = -1
 				}
@@ -704,18 +770,17 @@ func (b *Backend) restudyVerb(ws *warpState, t uint64, kind pm.OpKind, sc pm.Sco
 			ws.lastAck = max(ws.lastAck, tl+b.l2Lat)
 			if way := b.l2.lookup(line); way >= 0 {
 				if e := b.l2.entry[way]; e >= 0 && b.entries[e].start == noAck && b.restudyTake(e, way, tl) {
-					b.restudyWriteBack(ws, e, tl)
+					b.noteWriteBack(line, b.restudyWriteBack(ws, e, tl))
 					if b.l2.entry[way] == e {
 						b.l2.entry[way] = -1
 					}
-					continue
 				}
 			}
-			// A clean (or evicted) line: the warp's stores to it, if any,
-			// left in a write-back another warp's CLWB or L2WB, or an
-			// eviction, started, which may still be on its way; the CLWB
-			// is acknowledged once it is in.
-			ws.lastAck = max(ws.lastAck, b.rs.wbAck[line])
+			// The warp's stores to the line may have left already, in a
+			// write-back another warp's CLWB or L2WB, or an eviction,
+			// started, which may still be on its way: the CLWB is
+			// acknowledged once it is in.
+			ws.lastAck = max(ws.lastAck, b.restudyOwnAck(ws, line))
 		}
 		return t + uint64(max(len(b.lines), 1))
 	case pm.OpL2WB:

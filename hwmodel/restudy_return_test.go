@@ -185,3 +185,48 @@ func TestRestudyL2WBWaitsForLateWriteBack(t *testing.T) {
 		})
 	}
 }
+
+// A warp that finds its line taken by another warp's write-back waits for
+// it even when it does not remember storing to the line (a store of an
+// earlier launch, or one older than the lines it remembers): the line's
+// latest write-back took its store, or an earlier one did. Thread 32
+// stores a line and the launch ends with it dirty; in the next launch warp
+// 0 writes the line back and warp 1 (thread 32 again) writes it back a
+// little later and fences: its MemBar covers its store of the first
+// launch (the refiner checks both launches as one window).
+func TestRestudyCLWBWaitsForEarlierLaunchStore(t *testing.T) {
+	for _, model := range []Model{Restudy, RestudyPCT} {
+		t.Run(model.String(), func(t *testing.T) {
+			be, err := New(PresetVolta(), model)
+			require.NoError(t, err)
+			ref := crash.NewRefiner(be, model)
+			m, err := pm.NewMachine(ref)
+			require.NoError(t, err)
+			a := region(t, m, "p", 4096).Base
+			grid := scope.Grid{Blocks: 1, Threads: 64}
+			_, err = scope.Launch(m, grid, func(t *scope.Thread) {
+				if t.ID() == 32 {
+					t.Store64(a.Add(8), 2) // dirty when the launch ends
+				}
+			})
+			require.NoError(t, err)
+			_, err = scope.Launch(m, grid, func(t *scope.Thread) {
+				if t.Lane() != 0 {
+					return
+				}
+				if t.Warp() == 1 {
+					t.Work(20) // warp 0's CLWB takes the line first
+				}
+				t.CLWB(a)
+				t.MemBar()
+				if model.VolatileWPQ() {
+					t.PCommit()
+					t.MemBar()
+				}
+			})
+			require.NoError(t, err)
+			require.NoError(t, ref.Err())
+			require.Equal(t, 2, ref.ReturnsChecked())
+		})
+	}
+}
