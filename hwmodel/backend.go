@@ -26,6 +26,13 @@ var brokenMerge = false
 // The refiner's return-time check sets it to show that it can fail.
 var earlyFence = false
 
+// earlyPCTMemBar is a test hook that breaks a MemBar's promise under a
+// volatile WPQ (RestudyPCT) on purpose: the MemBar waits for its warp's
+// write-backs to reach the WPQs but not for its PCommits to drain them, as
+// if the queues were durable. The refiner's return-time check sets it to
+// show that it can fail.
+var earlyPCTMemBar = false
+
 // noAck marks a persist entry that has not been flushed yet.
 const noAck = math.MaxUint64
 
@@ -127,7 +134,7 @@ type Event struct {
 // buffer entry, a dirty PM line of an L1, or a write-through.
 type entry struct {
 	line  uint64
-	dirty uint64 // Epoch/GPM/None: cycle of the first store into the dirty line
+	dirty uint64 // Epoch/GPM/None and the re-study's write-back models: cycle of the first store into the dirty line
 	start uint64 // cycle its flush started (noAck: not yet)
 	ack   uint64 // cycle it is durable (noAck: not yet)
 	// sectors are the line's written sectors (persist.sector_bytes), one
@@ -173,6 +180,10 @@ type warpState struct {
 	// owned are the dirty PM entries the warp stored into since its last
 	// Epoch/GPM fence (persist.epoch_own_acks).
 	owned []int32
+	// rsOwn are, under the re-study's write-back models, the L2 lines the
+	// warp stored into since it last wrote them back (CLWB, L2WB), the
+	// latest few (restudy.go).
+	rsOwn []ownLine
 	// loadsBack is when the data of the warp's gathered loads is back:
 	// its next instruction that is not a gathered load issues no earlier.
 	loadsBack uint64
@@ -246,6 +257,7 @@ type Backend struct {
 	pending  []pendOp
 	spare    []pendOp
 	opSeq    int32    // Op calls so far in the launch
+	stepRec0 int32    // the first record of the step being gathered
 	verbDone []uint64 // with SetVerbTimes: per Op call of the launch, the cycle it returned
 	retSeqs  []int32
 	barSeq   []int32 // with SetVerbTimes: per thread, its last barrier verb
@@ -501,7 +513,10 @@ func (b *Backend) warp(w int) *warpState {
 // Op records one verb of the warp being stepped; Step times them.
 func (b *Backend) Op(a *pm.Agent, op *pm.Op) {
 	if b.cpuRun && a.Kind == pm.CPUTask {
-		b.cpuOp(op)
+		done := b.cpuOp(op)
+		if b.timeVerb {
+			b.verbDone = append(b.verbDone, done)
+		}
 		return
 	}
 	seq := b.opSeq
@@ -518,6 +533,7 @@ func (b *Backend) Op(a *pm.Agent, op *pm.Op) {
 		// clock, which is the engine's current time.
 		b.inStep = true
 		b.popTime = max(b.popTime, ws.clock)
+		b.stepRec0 = int32(b.records.len())
 	}
 	ws.sm = max(a.Unit, 0) % len(b.sms)
 	sc := op.Scope
@@ -865,10 +881,13 @@ func (b *Backend) noteReturn(ws *warpState, kind pm.OpKind, sc pm.Scope, group [
 // crash checker's refiner uses it to check durable verbs' return times.
 func (b *Backend) SetVerbTimes(on bool) { b.timeVerb = on }
 
-// VerbTimes calls fn for each verb of the current or last GPU launch, in the
-// order the verbs were reported to Op, with the cycle at which it returned
-// (the issuing warp could go on), or math.MaxUint64 for a verb not timed
-// (on a backend that was not asked with SetVerbTimes, every verb).
+// VerbTimes calls fn for each verb of the current or last GPU launch or
+// CPU run, in the order the verbs were reported to Op, with the cycle at
+// which it returned (the issuing warp could go on; a CPU task's verb: its
+// last instruction retired, so an SFence once the store queue and the
+// write-back buffer held nothing older, a CFence once its context's
+// Store-Clwb Tracker counter was zero), or math.MaxUint64 for a verb not
+// timed (on a backend that was not asked with SetVerbTimes, every verb).
 func (b *Backend) VerbTimes(fn func(seq int, done uint64)) {
 	for i, d := range b.verbDone {
 		fn(i, d)
@@ -1063,7 +1082,14 @@ func (b *Backend) persistOps(ws *warpState, t uint64, kind pm.OpKind, sc pm.Scop
 		}
 		for r := p.rec0; r < p.rec1; r++ {
 			rec := b.records.at(int(r))
-			rec.entry = b.lineEnt[slices.Index(b.lines, uint64(rec.addr)>>b.lineShift)]
+			k := slices.Index(b.lines, uint64(rec.addr)>>b.lineShift)
+			rec.entry = b.lineEnt[k]
+			if b.rs != nil {
+				b.rs.restudyStoreCycle(r, t+uint64(k))
+				if !b.rs.wt {
+					b.restudyOwn(ws, b.lines[k], r)
+				}
+			}
 		}
 	}
 	return done
@@ -1100,7 +1126,12 @@ func (b *Backend) newEntry(line uint64) int32 {
 
 // flush writes entry e towards the persistence point, starting at cycle
 // start, and returns its ack cycle. Writes of one line are acked in order.
-func (b *Backend) flush(e int32, start uint64, sm int) uint64 {
+func (b *Backend) flush(e int32, start uint64, sm int) uint64 { return b.flushAt(e, start, start, sm) }
+
+// flushAt is flush of a write that leaves at cycle start but was claimed
+// (its line taken for it) at cycle claim, no later: the SM's flush log,
+// which ackBy reads, has it outstanding from claim.
+func (b *Backend) flushAt(e int32, claim, start uint64, sm int) uint64 {
 	n := b.flushBytes(e)
 	x := start + b.l2Lat
 	if b.rs == nil && b.l2.lookup(b.entries[e].line) < 0 {
@@ -1125,7 +1156,7 @@ func (b *Backend) flush(e int32, start uint64, sm int) uint64 {
 	b.last.Flushes++
 	b.globalAck = max(b.globalAck, ack)
 	s := &b.sms[sm]
-	s.log = append(s.log, span{start, ack})
+	s.log = append(s.log, span{min(claim, start), ack})
 	if len(s.log) > s.pruneAt {
 		// Forget flushes over before the engine's current time.
 		safe := b.safeTime()

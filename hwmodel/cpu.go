@@ -386,6 +386,7 @@ func (b *Backend) cpuBegin() {
 		}
 	}
 	c.strand, c.front, c.strandMax = 0, 0, 0
+	b.opSeq, b.verbDone = 0, b.verbDone[:0]
 }
 
 // now is the core's current cycle: when its next instruction can
@@ -526,9 +527,19 @@ func (c *cpuCore) writeLine(t uint64) uint64 {
 	return max(t+c.wrLat, bw.transfer(t, c.lineBytes)) + c.bmo
 }
 
-// cpuOp times one verb of a CPU task.
-func (b *Backend) cpuOp(op *pm.Op) {
+// earlySFence is a test hook that breaks an SFence's promise on purpose: a
+// CPU task's SFence (and DFence, EpochBarrier, JoinStrand) completes the
+// cycle after it dispatches, whatever the store queue and the write-back
+// buffer still hold. The refiner's return-time check sets it to show that
+// it can fail.
+var earlySFence = false
+
+// cpuOp times one verb of a CPU task and returns the cycle it returned at:
+// when its last instruction retired (the core's current cycle for a verb
+// of no instruction, a free coroutine switch).
+func (b *Backend) cpuOp(op *pm.Op) uint64 {
 	c := b.cpu
+	n := c.n
 	c.st.Verbs++
 	b.last.Verbs++
 	if c.st.Verbs&4095 == 0 {
@@ -568,7 +579,11 @@ func (b *Backend) cpuOp(op *pm.Op) {
 	case pm.OpCLWB:
 		b.clwb(c.lineOf(op.Addr))
 	case pm.OpSFence, pm.OpDFence, pm.OpEpochBarrier, pm.OpJoinStrand:
-		c.fence(c.allDrain, &c.st.SFence)
+		drain := c.allDrain
+		if earlySFence {
+			drain = 0
+		}
+		c.fence(drain, &c.st.SFence)
 	case pm.OpCFence:
 		c.fence(c.ctxDrain[op.Value%c.ctxN], &c.st.CFence)
 	case pm.OpSetCtx:
@@ -591,6 +606,10 @@ func (b *Backend) cpuOp(op *pm.Op) {
 	default:
 		c.alu(1)
 	}
+	if c.n == n {
+		return c.now()
+	}
+	return c.lastRetire
 }
 
 // lineOf returns the line holding a, as the caches see it: the address

@@ -2,6 +2,7 @@ package hwmodel_test
 
 import (
 	"fmt"
+	"math"
 	"testing"
 
 	"github.com/stretchr/testify/require"
@@ -286,8 +287,9 @@ var refineConfigs = []struct {
 
 // Every crash image the CPU timing produces is one the crash checker's
 // X86 or COSPlay rules allow (crash.Refiner: each persist durable no
-// earlier than everything its model orders before it, and CrashAt equal to
-// the persists reported durable), for every COSPlay benchmark under every
+// earlier than everything its model orders before it, every SFence and
+// CFence returned only once what it orders was durable, and CrashAt equal
+// to the persists reported durable), for every COSPlay benchmark under every
 // crash-consistent configuration, at ADR and with a BMO; and a crash at
 // any cycle of the run recovers to a state whose invariant holds.
 func TestCPURefinesPMO(t *testing.T) {
@@ -311,6 +313,7 @@ func TestCPURefinesPMO(t *testing.T) {
 					require.NoError(t, w.Run(m))
 					require.NoError(t, ref.Err())
 					require.Equal(t, 1, ref.Launches())
+					require.Equal(t, 1, ref.ReturnsChecked(), "the run's SFences' and CFences' return cycles checked")
 					require.Positive(t, ref.Images())
 					// Crash at every cycle the durable image changes (a
 					// sample of them), recover, check.
@@ -344,5 +347,130 @@ func TestCPUCheckTimed(t *testing.T) {
 		require.NoError(t, err)
 		require.Positive(t, rep.Checked, app)
 		require.Empty(t, rep.Violations, "%s: %s", app, rep.Summary())
+	}
+}
+
+// Every CPU verb's return cycle is noted (SetVerbTimes) and every SFence,
+// CFence and JoinStrand returns only once what it orders is durable
+// (crash.DurableReturns), in hand-made runs that stress the core's queues:
+// a line written back twice (same-line order in the WBB), atomics, a store
+// across lines, contexts fenced apart, a CLWB issued in another context
+// than its line's store (COSPlay tags a clwb with the context register's
+// cid, so only a CFence of that context waits for it; the crash checker
+// once charged the write-back to the store's context, and the refiner
+// flagged the CFence of the store's context), interleaved tasks, and
+// strands written back across strands.
+func TestCPUVerbReturns(t *testing.T) {
+	one := func(f func(c *coro.Ctx, r pm.Addr)) func(r pm.Addr) []coro.Task {
+		return func(r pm.Addr) []coro.Task { return []coro.Task{func(c *coro.Ctx) { f(c, r) }} }
+	}
+	baseline, cosplay := coro.Config{Mode: coro.Baseline, Window: 1}, coro.Config{Mode: coro.COSPlay, Window: 4}
+	for _, tc := range []struct {
+		name  string
+		model crash.Model
+		run   coro.Config
+		tasks func(r pm.Addr) []coro.Task
+	}{
+		{"same line twice", crash.X86, baseline, one(func(c *coro.Ctx, r pm.Addr) {
+			c.Store64(r, 1)
+			c.CLWB(r)
+			c.Store64(r.Add(8), 1)
+			c.CLWB(r)
+			c.SFence()
+		})},
+		{"atomics", crash.X86, baseline, one(func(c *coro.Ctx, r pm.Addr) {
+			c.CAS64(r, 0, 5)
+			c.CLWB(r)
+			c.SFence()
+			c.AtomicAdd64(r.Add(64), 5)
+			c.CLWB(r.Add(64))
+			c.SFence()
+		})},
+		{"bytes across lines", crash.X86, baseline, one(func(c *coro.Ctx, r pm.Addr) {
+			c.StoreBytes(r.Add(40), make([]byte, 100))
+			for i := range 3 {
+				c.CLWB(r.Add(uint64(64 * i)))
+			}
+			c.SFence()
+		})},
+		{"contexts fenced apart", crash.COSPlay, cosplay, one(func(c *coro.Ctx, r pm.Addr) {
+			for cid := range uint64(2) {
+				c.SetCtx(cid + 1)
+				c.Store64(r.Add(64*cid), 1)
+				c.CLWB(r.Add(64 * cid))
+			}
+			c.CFence(2)
+			c.CFence(1)
+		})},
+		{"clwb in another context, cfence of the store's", crash.COSPlay, cosplay, one(func(c *coro.Ctx, r pm.Addr) {
+			c.SetCtx(1)
+			c.Store64(r, 1)
+			c.SetCtx(2)
+			c.CLWB(r)
+			c.SetCtx(1)
+			c.CFence(1)
+			c.Store64(r.Add(64), 2)
+		})},
+		{"clwb in another context, cfence of the clwb's", crash.COSPlay, cosplay, one(func(c *coro.Ctx, r pm.Addr) {
+			c.SetCtx(1)
+			c.Store64(r, 1)
+			c.SetCtx(2)
+			c.CLWB(r)
+			c.CFence(2)
+			c.Store64(r.Add(64), 2)
+		})},
+		{"interleaved tasks", crash.COSPlay, cosplay, func(r pm.Addr) []coro.Task {
+			var ts []coro.Task
+			for i := range 8 {
+				ts = append(ts, func(c *coro.Ctx) {
+					c.SetCtx(uint64(i))
+					a := r.Add(uint64(64 * i))
+					c.Store64(a, 1)
+					c.Yield()
+					c.CLWB(a)
+					c.Yield()
+					c.CFence(uint64(i))
+					c.Store64(a.Add(8), 2)
+					c.CLWB(a)
+					c.SFence()
+				})
+			}
+			return ts
+		}},
+		{"strands", crash.COSPlay, coro.Config{Mode: coro.StrandWeaver, StrandWidth: 2, StrandDepth: 2}, one(func(c *coro.Ctx, r pm.Addr) {
+			for i := range 6 {
+				c.NewStrand()
+				a := r.Add(uint64(64 * i))
+				c.Store64(a, 1)
+				if i > 0 {
+					c.CLWB(r.Add(uint64(64 * (i - 1)))) // the previous strand's line
+				}
+				c.CLWB(a)
+				c.PersistBarrier()
+				c.Store64(a.Add(8), 1)
+				c.CLWB(a)
+			}
+			c.JoinStrand()
+		})},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			be, err := hwmodel.New(hwmodel.PresetCOSPlay(), hwmodel.SBRP)
+			require.NoError(t, err)
+			ref := crash.NewRefiner(be, tc.model)
+			m, err := pm.NewMachine(ref)
+			require.NoError(t, err)
+			r, err := m.CreateRegion("r", 4096)
+			require.NoError(t, err)
+			_, err = coro.Run(m, tc.tasks(r.Base), coro.WithConfig(tc.run))
+			require.NoError(t, err)
+			require.NoError(t, ref.Err())
+			require.Equal(t, 1, ref.ReturnsChecked())
+			n := 0
+			be.VerbTimes(func(_ int, done uint64) {
+				require.NotEqual(t, uint64(math.MaxUint64), done)
+				n++
+			})
+			require.Equal(t, len(ref.Events()), n, "a return cycle per verb")
+		})
 	}
 }

@@ -1,10 +1,12 @@
 package hwmodel
 
 import (
+	"fmt"
 	"testing"
 
 	"github.com/stretchr/testify/require"
 
+	"github.com/scopedpm/scopedpm/coro"
 	"github.com/scopedpm/scopedpm/pm"
 	"github.com/scopedpm/scopedpm/pm/crash"
 	"github.com/scopedpm/scopedpm/scope"
@@ -78,5 +80,88 @@ func TestRefinerCatchesEarlyDurableReturn(t *testing.T) {
 			require.ErrorContains(t, err, "DFence")
 			require.ErrorContains(t, err, "returned at cycle")
 		})
+	}
+}
+
+// The refiner checks a MemBar's return under a volatile WPQ (RestudyPCT)
+// against what the PCommits before it committed: with a MemBar that does
+// not wait for its PCommit to drain the WPQs (earlyPCTMemBar), a kernel
+// that stores one line per lane, writes it back, fences, commits and
+// fences again yields images that are all cuts of the PMO, every persist
+// durable by the launch's end, but the second MemBar returned while its
+// committed stores were not yet durable. By write-back and by
+// write-through.
+func TestRefinerCatchesEarlyPCTMemBar(t *testing.T) {
+	for _, wt := range []bool{false, true} {
+		t.Run(fmt.Sprintf("wt=%v", wt), func(t *testing.T) {
+			run := func() (*crash.Refiner, error) {
+				ref := refineVolta(t, RestudyPCT, scope.Grid{Blocks: 1, Threads: 32}, func(t *scope.Thread, a pm.Addr) {
+					p := a.Add(uint64(128 * t.Lane()))
+					if wt {
+						t.StoreWT64(p, 1)
+					} else {
+						t.Store64(p, 1)
+						t.CLWB(p)
+					}
+					t.MemBar()
+					t.PCommit()
+					t.MemBar()
+				})
+				return ref, ref.Err()
+			}
+			ref, err := run()
+			require.NoError(t, err)
+			require.Equal(t, 1, ref.ReturnsChecked())
+			earlyPCTMemBar = true
+			defer func() { earlyPCTMemBar = false }()
+			_, err = run()
+			require.ErrorIs(t, err, crash.ErrRefinement)
+			require.ErrorContains(t, err, "MemBar")
+			require.ErrorContains(t, err, "returned at cycle")
+			require.ErrorContains(t, err, "a PCommit before the MemBar committed it")
+		})
+	}
+}
+
+// The refiner checks CPU runs' fences too: with an SFence that completes
+// the cycle after it dispatches (earlySFence), a task that stores eight
+// lines, writes them back and fences yields images that are all cuts of
+// the PMO, but the SFence returned while its write-backs were on their way
+// to the memory controller. Under the X86 and COSPlay models, at ADR and
+// with a BMO.
+func TestRefinerCatchesEarlySFence(t *testing.T) {
+	for _, model := range []crash.Model{crash.X86, crash.COSPlay} {
+		for _, bmo := range []int{0, 700} {
+			t.Run(fmt.Sprintf("%v/bmo=%d", model, bmo), func(t *testing.T) {
+				run := func() (*crash.Refiner, error) {
+					cfg := PresetCOSPlay()
+					require.NoError(t, cfg.Set(fmt.Sprintf("cpu.bmo_cycles=%d", bmo)))
+					be, err := New(cfg, SBRP)
+					require.NoError(t, err)
+					ref := crash.NewRefiner(be, model)
+					m, err := pm.NewMachine(ref)
+					require.NoError(t, err)
+					r := region(t, m, "r", 8*64)
+					_, err = coro.Run(m, []coro.Task{func(c *coro.Ctx) {
+						for i := range 8 {
+							c.Store64(r.Base.Add(uint64(64*i)), uint64(i+1))
+							c.CLWB(r.Base.Add(uint64(64 * i)))
+						}
+						c.SFence()
+					}})
+					require.NoError(t, err)
+					return ref, ref.Err()
+				}
+				ref, err := run()
+				require.NoError(t, err)
+				require.Equal(t, 1, ref.ReturnsChecked())
+				earlySFence = true
+				defer func() { earlySFence = false }()
+				_, err = run()
+				require.ErrorIs(t, err, crash.ErrRefinement)
+				require.ErrorContains(t, err, "SFence")
+				require.ErrorContains(t, err, "returned at cycle")
+			})
+		}
 	}
 }

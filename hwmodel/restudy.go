@@ -3,6 +3,7 @@ package hwmodel
 import (
 	"cmp"
 	"fmt"
+	"maps"
 	"math/bits"
 	"slices"
 
@@ -39,13 +40,20 @@ import (
 //     GPGPU-Sim's L2, which the re-study ran, holds write-backs in a
 //     32-entry miss queue per L2 bank and stalls the bank when it is full;
 //     that back-pressure is not modelled. A MemBar waits for an eviction's
-//     write-back only after an L2WB (below). A launch still ends
+//     write-back only after an L2WB or a CLWB of the line (below). A
+//     launch still ends
 //     only once every write-back, evictions' included, is acknowledged
 //     (Backend.Now), so a kernel whose evictions outrun the NVM write
 //     bandwidth pays for them at its end, where a full buffer would have
 //     stalled it along the way.
 //   - A CLWB of a clean line costs a round trip to the L2 and writes
-//     nothing to NVM.
+//     nothing to NVM; if another warp's CLWB or L2WB, or an eviction, took
+//     the warp's own stores to the line, the CLWB is acknowledged only once
+//     that write-back has reached its WPQ (the refiner's return-time check
+//     found MemBars returning before such stores were durable). A warp
+//     remembers the entry of its latest store to each of the last 16
+//     lines it stored into (maxOwn); for an older store, or one of an
+//     earlier launch, the CLWB waits for the line's latest write-back.
 //   - L2WB is sent to every L2 bank (restudy.channels ×
 //     restudy.l2_banks_per_channel) and each bank walks its lines in
 //     parallel, as the re-study's GPGPU-Sim does (data_cache::nvm_wb_timing):
@@ -64,6 +72,16 @@ import (
 //     controller after the L2 latency, waits there until every write
 //     acknowledged by a WPQ before it has drained, makes those writes
 //     durable, and is acknowledged after the L2 latency again.
+//   - Warps are timed a few instructions out of time order (package
+//     scope's engine), so a write-back, an L2WB walk or a PCommit may be
+//     timed before a store or write-back that happened earlier, or after
+//     one that happened later. A write-back carries only the stores made
+//     by its cycle (a later store timed before it stays dirty), an L2WB
+//     waits for a write-back that carries a store made before its walk
+//     ended even if another warp's walk or CLWB, timed first, took the
+//     line after that, and a PCommit commits every write that reached its
+//     WPQ by its arrival, even one a PCommit timed first but issued later
+//     committed (restudyTake, restudyFlush, restudyPCommit).
 //   - MemBar waits until the warp's earlier stores have reached the L2 and
 //     its write-backs and PCommits have been acknowledged.
 //   - The persistency verbs of the other models (DFence, OFence, PRel,
@@ -162,16 +180,39 @@ type restudyHW struct {
 	// the order they were dirtied; an item is stale once the way holds
 	// another entry.
 	dirty []dirtyWay
-	// wpq holds, under PCT, the written-back entries with the cycle each
-	// reached its WPQ: those not yet committed, and those a PCommit
-	// committed that may still be draining (until they are durable before
-	// every live warp's clock; pruneAt bounds the list between prunings).
-	wpq     []wpqItem
-	pruneAt int
+	// wpq holds, under PCT, the written-back entries not yet committed,
+	// with the cycle each reached its WPQ.
+	wpq []wpqItem
+	// committed holds, under PCT, the entries a PCommit committed that a
+	// PCommit timed later but issued earlier may still commit sooner
+	// (warps are timed a few instructions out of time order); those
+	// committed by the safe time are dropped once the list reaches
+	// pruneAt.
+	committed []wpqItem
+	pruneAt   int
+	// wbAck holds, per line, the cycle the latest write-back of the line's
+	// dirty data (by any warp, or an eviction) reaches its WPQ, so that a
+	// CLWB that finds the line clean, by a warp that does not know which
+	// write-back took its stores (ownLine), waits for it; lines whose
+	// write-back is in by the safe time are dropped once the map reaches
+	// wbPrune. wbAt holds, per entry, the cycle its write-back reaches its
+	// WPQ.
+	wbAck   map[uint64]uint64
+	wbPrune int
+	wbAt    []uint64
 	// sector is the sector size (0: whole lines); sectors holds each
 	// entry's dirty sectors.
 	sector  uint64
 	sectors map[int32]uint64
+	// late holds the entries that a store made later than the entry's
+	// first (entry.dirty) joined, with the latest such store's cycle
+	// (restudyTake, restudyFlush).
+	late map[int32]uint64
+	// rec0 holds, per entry made dirty by a store, a record index no
+	// later than its first record's; recT, per record, the cycle of its
+	// store (restudyTake).
+	rec0 []int32
+	recT []uint64
 	// walk is scratch space for an L2WB's dirty lines.
 	walk []walkItem
 	// Counts for RestudyStats.
@@ -192,16 +233,15 @@ type walkItem struct {
 }
 
 type wpqItem struct {
-	entry     int32
-	at        uint64
-	committed bool // a PCommit covered it: its entry's ack is its durable cycle
+	entry int32
+	at    uint64
 }
 
 func newRestudyHW(cfg Config, pct bool) *restudyHW {
 	r := cfg.Restudy
 	banks := uint64(max(r.Channels, 1) * max(r.L2BanksPerChannel, 1))
 	return &restudyHW{pct: pct, banks: banks, rate: uint64(max(r.L2TagChecksPerCycle, 1)),
-		sector: uint64(r.SectorBytes), sectors: map[int32]uint64{}}
+		sector: uint64(r.SectorBytes), sectors: map[int32]uint64{}, late: map[int32]uint64{}, wbAck: map[uint64]uint64{}}
 }
 
 // bytesOf returns how many bytes writing entry e back sends: its dirty
@@ -281,8 +321,10 @@ func (b *Backend) restudyCompact() bool {
 			b.l2.entry[d.way] = -1 // its records are durable: the line is clean
 		}
 	}
-	r.dirty, r.wpq = r.dirty[:0], r.wpq[:0]
+	r.dirty, r.wpq, r.committed = r.dirty[:0], r.wpq[:0], r.committed[:0]
 	clear(r.sectors)
+	clear(r.late)
+	r.rec0, r.recT, r.wbAt = r.rec0[:0], r.recT[:0], r.wbAt[:0]
 	return true
 }
 
@@ -299,6 +341,7 @@ func (b *Backend) restudyHostFlush() {
 			e := &b.entries[d.entry]
 			e.start, e.ack = now, now
 			b.l2.entry[d.way] = -1
+			delete(r.late, d.entry)
 		}
 	}
 	for _, w := range r.wpq {
@@ -306,7 +349,7 @@ func (b *Backend) restudyHostFlush() {
 			e.ack = now
 		}
 	}
-	r.dirty, r.wpq = r.dirty[:0], r.wpq[:0]
+	r.dirty, r.wpq, r.committed = r.dirty[:0], r.wpq[:0], r.committed[:0]
 }
 
 // l2Insert places line in the L2 at cycle t (a fill by a load, an atomic
@@ -334,7 +377,8 @@ func (b *Backend) restudyEvict(e int32, t uint64) {
 		sm = b.warps[b.curWarp].sm
 	}
 	n := b.flushBytes(e)
-	ack := b.flush(e, t, sm)
+	ack := b.restudyFlush(e, t, sm)
+	b.noteWriteBack(b.entries[e].line, ack)
 	b.rs.evictions++
 	b.rs.evictedBytes += n
 	if b.rs.pct {
@@ -375,32 +419,226 @@ func (b *Backend) restudyStore(ws *warpState, line uint64, t uint64) (int32, uin
 	if b.rs.wt {
 		e := b.newEntry(line)
 		b.rs.sectors[e] = mask
+		b.entries[e].dirty = t
 		b.restudyWriteBack(ws, e, t)
 		return e, t + 1, false
 	}
 	if e := b.l2.entry[way]; e >= 0 && b.entries[e].start == noAck {
 		b.rs.sectors[e] |= mask
+		// Warps are timed a few instructions out of time order: the entry
+		// may hold a store timed before this one but made later in time.
+		if ent := &b.entries[e]; t > ent.dirty {
+			b.rs.late[e] = max(b.rs.late[e], t)
+		} else if t < ent.dirty {
+			b.rs.late[e] = max(b.rs.late[e], ent.dirty)
+			ent.dirty = t
+			b.rs.rec0[e] = min(b.rs.rec0[e], b.stepRec0)
+		}
 		return e, t + 1, true
 	}
-	e := b.newEntry(line)
+	e := b.restudyDirtyEntry(way, line, t, b.stepRec0)
 	b.rs.sectors[e] = mask
+	return e, t + 1, false
+}
+
+// restudyDirtyEntry makes a dirty entry for line in L2 way way, its first
+// store at cycle t and its first record no earlier than rec0.
+func (b *Backend) restudyDirtyEntry(way int, line, t uint64, rec0 int32) int32 {
+	r := b.rs
+	e := b.newEntry(line)
 	b.entries[e].dirty = t
 	b.l2.entry[way] = e
-	b.rs.dirty = append(b.rs.dirty, dirtyWay{way, e, line})
-	return e, t + 1, false
+	r.dirty = append(r.dirty, dirtyWay{way, e, line})
+	for int(e) >= len(r.rec0) {
+		r.rec0 = append(r.rec0, 0)
+	}
+	r.rec0[e] = rec0
+	return e
+}
+
+// restudyStoreCycle notes that record i was stored at cycle t.
+func (r *restudyHW) restudyStoreCycle(i int32, t uint64) {
+	for int(i) >= len(r.recT) {
+		r.recT = append(r.recT, 0)
+	}
+	r.recT[i] = t
+}
+
+// restudyTake reports whether a write-back that takes dirty entry e, of
+// L2 way way, at cycle t has anything to carry, and makes the entry hold
+// only stores made by t. Warps are timed a few instructions out of time
+// order, so a warp may take, at its cycle, a line into which a warp timed
+// before it stored at a later cycle: at t the line held only the stores
+// made by then. A store made later stays dirty in a new entry of the way
+// (or, if every store of the entry is later, the line was clean at t and
+// the entry stays as it is). Writing back the later stores at t would make
+// them durable before they were made, ahead of what their warps had fenced
+// before them (the refiner found such crash images); writing the entry
+// back only once its latest store was made would make the warp that took
+// it wait for stores it never saw.
+func (b *Backend) restudyTake(e int32, way int, t uint64) bool {
+	r := b.rs
+	ent := &b.entries[e]
+	if ent.dirty > t {
+		return false
+	}
+	l, ok := r.late[e]
+	if !ok || l <= t {
+		return true
+	}
+	delete(r.late, e)
+	line := ent.line
+	moved := int32(-1)
+	var kept uint64 // the sectors the stores made by t wrote
+	for i := r.rec0[e]; int(i) < b.records.len(); i++ {
+		rec := b.records.at(int(i))
+		if rec.entry != e {
+			continue
+		}
+		sec := r.sectorBits(uint64(rec.addr)&(b.lineBytes-1), uint64(rec.size))
+		st := r.recT[i]
+		if st <= t {
+			kept |= sec
+			continue
+		}
+		if moved < 0 {
+			moved = b.restudyDirtyEntry(way, line, st, i)
+			r.sectors[moved] = 0
+		} else if d := &b.entries[moved]; st < d.dirty {
+			r.late[moved] = max(r.late[moved], d.dirty)
+			d.dirty = st
+		} else if st > d.dirty {
+			r.late[moved] = max(r.late[moved], st)
+		}
+		rec.entry = moved
+		r.sectors[moved] |= sec
+	}
+	if kept != 0 {
+		r.sectors[e] = kept
+	}
+	return true
+}
+
+// sectorBits returns the restudy.sector_bytes sectors of the size bytes at
+// offset off of a line; 0 without sectors.
+func (r *restudyHW) sectorBits(off, size uint64) uint64 {
+	if r.sector == 0 {
+		return 0
+	}
+	var m uint64
+	for s := off / r.sector; s <= (off+max(size, 1)-1)/r.sector; s++ {
+		m |= 1 << s
+	}
+	return m
 }
 
 // restudyWriteBack writes entry e back from the L2 from cycle t and
 // returns the cycle its WPQ acknowledges it. Under PCT the entry is not
 // durable until a PCommit commits it.
 func (b *Backend) restudyWriteBack(ws *warpState, e int32, t uint64) uint64 {
-	ack := b.flush(e, t, ws.sm)
+	ack := b.restudyFlush(e, t, ws.sm)
 	ws.lastAck = max(ws.lastAck, ack)
 	if b.rs.pct {
 		b.entries[e].ack = noAck
 		b.rs.wpq = append(b.rs.wpq, wpqItem{entry: e, at: ack})
 	}
 	return ack
+}
+
+// restudyFlush writes entry e back, its line taken at cycle t by a warp of
+// SM sm (or an eviction), and returns its WPQ's acknowledgement cycle.
+//
+// A warp's write-back holds only stores made by t (restudyTake); an
+// eviction's, which no warp waits for, leaves no earlier than the entry's
+// latest store (its first, entry.dirty, or a later one in late). And the
+// flush log has the write-back outstanding from the entry's first store if
+// that is earlier than t, so that an L2WB whose walk ended after that
+// store but before t (timed after it: warps are timed a few instructions
+// out of time order) waits for the write-back too: had the warps been
+// timed in time order, its walk would have taken the line itself (the
+// refiner found MemBars after such an L2WB returning early).
+func (b *Backend) restudyFlush(e int32, t uint64, sm int) uint64 {
+	d := b.entries[e].dirty
+	claim, start := min(t, d), max(t, d)
+	r := b.rs
+	if l, ok := r.late[e]; ok {
+		start = max(start, l)
+		delete(r.late, e)
+	}
+	ack := b.flushAt(e, claim, start, sm)
+	for int(e) >= len(r.wbAt) {
+		r.wbAt = append(r.wbAt, 0)
+	}
+	r.wbAt[e] = ack
+	return ack
+}
+
+// ownLine is a line a warp stored into since it last wrote it back: the
+// record of its latest store to the line (whose entry, after any split,
+// holds it) and the latest WPQ acknowledgement of the write-backs that
+// took its earlier stores to the line.
+type ownLine struct {
+	line uint64
+	rec  int32
+	prev uint64
+}
+
+// maxOwn is how many lines a warp's rsOwn remembers: a CLWB of a line
+// stored into longer ago waits for the line's latest write-back (wbAck).
+const maxOwn = 16
+
+// restudyOwn notes that record rec is warp ws's latest store to line.
+func (b *Backend) restudyOwn(ws *warpState, line uint64, rec int32) {
+	for i := range ws.rsOwn {
+		o := &ws.rsOwn[i]
+		if o.line != line {
+			continue
+		}
+		if e := b.records.at(int(o.rec)).entry; b.entries[e].start != noAck {
+			o.prev = max(o.prev, b.rs.wbAt[e])
+		}
+		o.rec = rec
+		return
+	}
+	if len(ws.rsOwn) == maxOwn {
+		ws.rsOwn = append(ws.rsOwn[:0], ws.rsOwn[1:]...)
+	}
+	ws.rsOwn = append(ws.rsOwn, ownLine{line: line, rec: rec})
+}
+
+// restudyOwnAck returns, for a CLWB of line by warp ws, the cycle by which
+// the write-backs that took the warp's stores to the line reach their WPQs
+// (0 if none is on its way), and forgets the line.
+func (b *Backend) restudyOwnAck(ws *warpState, line uint64) uint64 {
+	for i, o := range ws.rsOwn {
+		if o.line != line {
+			continue
+		}
+		ws.rsOwn = append(ws.rsOwn[:i], ws.rsOwn[i+1:]...)
+		ack := o.prev
+		if e := b.records.at(int(o.rec)).entry; b.entries[e].start != noAck {
+			ack = max(ack, b.rs.wbAt[e])
+		}
+		return ack
+	}
+	// Stores longer ago, or in an earlier launch: the line's latest
+	// write-back took them, or an earlier one.
+	return b.rs.wbAck[line]
+}
+
+// noteWriteBack notes that a write-back of line's dirty data (by a CLWB,
+// an L2WB or an eviction; a write-through store carries only its own)
+// reaches its WPQ at cycle ack (wbAck).
+func (b *Backend) noteWriteBack(line, ack uint64) {
+	r := b.rs
+	r.wbAck[line] = max(r.wbAck[line], ack)
+	if len(r.wbAck) > r.wbPrune {
+		// No CLWB issues before the safe time, and a CLWB waits for the
+		// L2's reply, later than that, anyway.
+		safe := b.safeTime()
+		maps.DeleteFunc(r.wbAck, func(_, at uint64) bool { return at <= safe })
+		r.wbPrune = 2*len(r.wbAck) + 1024
+	}
 }
 
 // restudyL2WB walks the L2 from cycle t, writing back every dirty PM line,
@@ -432,20 +670,27 @@ func (b *Backend) restudyL2WB(ws *warpState, t uint64) uint64 {
 	})
 	// A bank without dirty lines walks all its lines at rate a cycle.
 	slowest := (perBank+r.rate-1)/r.rate + 1
+	r.dirty = r.dirty[:0]   // what the walk leaves dirty comes back (restudyTake)
+	ws.rsOwn = ws.rsOwn[:0] // the walk and ackBy below cover them
 	for i := 0; i < len(r.walk); {
 		bank := r.walk[i].bank
 		var cur, calls uint64 // next line to examine; cycles used
 		for ; i < len(r.walk) && r.walk[i].bank == bank; i++ {
 			w := &r.walk[i]
 			calls += (w.pos-cur)/r.rate + 1 // the cycle that finds it
-			b.restudyWriteBack(ws, w.d.entry, t0+calls-1)
-			b.l2.entry[w.d.way] = -1
+			if at := t0 + calls - 1; b.restudyTake(w.d.entry, w.d.way, at) {
+				b.noteWriteBack(w.d.line, b.restudyWriteBack(ws, w.d.entry, at))
+				if b.l2.entry[w.d.way] == w.d.entry {
+					b.l2.entry[w.d.way] = -1
+				}
+			} else {
+				r.dirty = append(r.dirty, w.d) // its stores came after the walk passed
+			}
 			cur = w.pos + 1
 		}
 		calls += (perBank-cur+r.rate-1)/r.rate + 1 // the rest, and the cycle that reports done
 		slowest = max(slowest, calls)
 	}
-	r.dirty = r.dirty[:0]
 	done := t0 + slowest
 	// A line another write-back (another warp's L2WB or CLWB, an eviction)
 	// took before the walk reached it is clean, so the walk does not write
@@ -459,46 +704,56 @@ func (b *Backend) restudyL2WB(ws *warpState, t uint64) uint64 {
 }
 
 // restudyPCommit times a PCommit issued at cycle t: every write a WPQ
-// accepted by the time it arrives is durable once the queues have drained
-// it, and the PCommit is acknowledged then; it returns the cycle that
-// acknowledgement is back at the SM. The writes it is the first to commit
-// become durable at that cycle. It also waits for writes another PCommit
-// committed first but whose drain is not over: those are in the queues
-// when it arrives, and the code after it may rely on them (the refiner
-// found a warp's PCommit returning before a write it covered, committed
-// by another warp's PCommit, was durable).
+// accepted by the time it arrives becomes durable once the queues have
+// drained it, and the PCommit is acknowledged then; it returns the cycle
+// that acknowledgement is back at the SM. With persist.ack_at_queue a
+// write is accepted the NVM write latency before it has drained to the
+// media; without, its acceptance cycle already includes that latency.
+//
+// The PCommit waits for every write accepted by its arrival, those another
+// PCommit committed first included: they are in the queues when it
+// arrives, and the code after it may rely on them. Warps are timed a few
+// instructions out of time order, so a PCommit timed earlier may have been
+// issued later: a write it committed is committed again, sooner, by this
+// one if it reached its WPQ by this one's arrival (r.committed). Without
+// either, a warp's MemBar after its PCommit could return before its own
+// write-backs were durable (the refiner's return-time check found both).
 func (b *Backend) restudyPCommit(t uint64) uint64 {
 	r := b.rs
 	arrive := t + b.l2Lat
-	drained := arrive
-	// With persist.ack_at_queue a write is acknowledged when its WPQ takes
-	// it and drains to the media the NVM write latency later; without, the
-	// acknowledgement already includes that latency.
 	var drain uint64
 	if b.cfg.Persist.AckAtQueue {
 		drain = b.nvmWr
 	}
+	drained := arrive
+	for _, q := range [][]wpqItem{r.wpq, r.committed} {
+		for _, w := range q {
+			if w.at <= arrive {
+				drained = max(drained, w.at+drain)
+			}
+		}
+	}
+	kept := r.wpq[:0]
 	for _, w := range r.wpq {
-		switch {
-		case w.at > arrive:
-		case w.committed:
-			drained = max(drained, b.entries[w.entry].ack)
-		default:
-			drained = max(drained, w.at+drain)
-		}
-	}
-	for i := range r.wpq {
-		if w := &r.wpq[i]; w.at <= arrive && !w.committed {
-			w.committed = true
+		if w.at <= arrive {
 			b.entries[w.entry].ack = drained
+			r.committed = append(r.committed, w)
+		} else {
+			kept = append(kept, w)
 		}
 	}
-	if len(r.wpq) > r.pruneAt {
-		// Forget committed writes durable before every live warp's
-		// clock: a later PCommit arrives after that.
+	r.wpq = kept
+	for _, w := range r.committed {
+		if e := &b.entries[w.entry]; w.at <= arrive && e.ack > drained {
+			e.ack = drained
+		}
+	}
+	if len(r.committed) > r.pruneAt {
+		// No PCommit is issued before the safe time, so none commits
+		// sooner, or waits for, what is durable by then.
 		safe := b.safeTime()
-		r.wpq = slices.DeleteFunc(r.wpq, func(w wpqItem) bool { return w.committed && b.entries[w.entry].ack <= safe })
-		r.pruneAt = 2*len(r.wpq) + 64
+		r.committed = slices.DeleteFunc(r.committed, func(w wpqItem) bool { return b.entries[w.entry].ack <= safe })
+		r.pruneAt = 2*len(r.committed) + 64
 	}
 	b.globalAck = max(b.globalAck, drained)
 	return drained + b.l2Lat
@@ -525,18 +780,27 @@ func (b *Backend) restudyVerb(ws *warpState, t uint64, kind pm.OpKind, sc pm.Sco
 			tl := t + uint64(n)
 			ws.lastAck = max(ws.lastAck, tl+b.l2Lat)
 			if way := b.l2.lookup(line); way >= 0 {
-				if e := b.l2.entry[way]; e >= 0 && b.entries[e].start == noAck {
-					b.restudyWriteBack(ws, e, tl)
-					b.l2.entry[way] = -1
+				if e := b.l2.entry[way]; e >= 0 && b.entries[e].start == noAck && b.restudyTake(e, way, tl) {
+					b.noteWriteBack(line, b.restudyWriteBack(ws, e, tl))
+					if b.l2.entry[way] == e {
+						b.l2.entry[way] = -1
+					}
 				}
 			}
+			// The warp's stores to the line may have left already, in a
+			// write-back another warp's CLWB or L2WB, or an eviction,
+			// started, which may still be on its way: the CLWB is
+			// acknowledged once it is in.
+			ws.lastAck = max(ws.lastAck, b.restudyOwnAck(ws, line))
 		}
 		return t + uint64(max(len(b.lines), 1))
 	case pm.OpL2WB:
 		return b.restudyL2WB(ws, t)
 	case pm.OpPCommit:
 		if b.rs.pct {
-			ws.lastAck = max(ws.lastAck, b.restudyPCommit(t))
+			if ack := b.restudyPCommit(t); !earlyPCTMemBar {
+				ws.lastAck = max(ws.lastAck, ack)
+			}
 		}
 		return t + 1
 	case pm.OpMemBar:

@@ -10,6 +10,7 @@ import (
 	"github.com/scopedpm/scopedpm/hwmodel"
 	"github.com/scopedpm/scopedpm/pm"
 	"github.com/scopedpm/scopedpm/pm/crash"
+	"github.com/scopedpm/scopedpm/pm/persistency"
 	"github.com/scopedpm/scopedpm/txn"
 	"github.com/scopedpm/scopedpm/workloads"
 )
@@ -22,15 +23,21 @@ import (
 // was durable (crash.DurableReturns), and that CrashAt agrees with the
 // durability it reports. The "+artifact" presets turn on the physics
 // parameters that model the SBRP artifact's hardware; the plain SBRP
-// presets have them on too, so "pm-near" runs without them. With -short
-// only pm-near and pm-far+artifact run.
+// presets have them on too, so "pm-near" runs without them. The re-study's
+// volta machine runs its write-back models too (Restudy, and RestudyPCT
+// with volatile write-pending queues, where a MemBar's return is checked
+// against what the PCommits before it committed). With -short only
+// pm-near, pm-far+artifact and volta's write-back models run. The COSPlay
+// workloads, CPU runs, run once, under the COSPlay model, and their
+// SFences' and CFences' returns are checked too.
 func TestRefinement(t *testing.T) {
 	artifact := []string{"persist.buffer_window_only=true", "persist.ack_at_queue=true", "pcie.full_duplex=true", "persist.epoch_own_acks=true", "persist.epoch_write_through=true"}
 	plain := []string{"persist.buffer_window_only=false", "persist.ack_at_queue=false", "pcie.full_duplex=false", "persist.epoch_own_acks=false", "persist.epoch_write_through=false"}
 	for _, nw := range workloads.Names() {
-		if strings.HasPrefix(nw[0], "cosplay-") {
-			continue // CPU runs: the refiner checks GPU launches only, and hwmodel does not time CPU tasks yet
-		}
+		// The COSPlay workloads are CPU runs: every preset has the same
+		// core (COSPlay Table 2), and they refine the COSPlay model (their
+		// tasks order with SetCtx and CFence).
+		cpu := strings.HasPrefix(nw[0], "cosplay-")
 		for _, p := range []struct {
 			name, preset string
 			set          []string
@@ -39,17 +46,33 @@ func TestRefinement(t *testing.T) {
 			{"gope", "gope", nil}, {"volta", "volta", nil},
 			{"pm-near+artifact", "pm-near", artifact}, {"pm-far+artifact", "pm-far", artifact},
 		} {
-			if testing.Short() && p.name != "pm-near" && p.name != "pm-far+artifact" {
-				continue // -short: one machine of each physics
+			models := hwmodel.Models()
+			switch {
+			case cpu && p.name != "pm-near":
+				continue
+			case cpu:
+				models = []crash.Model{persistency.COSPlay}
+			case p.name == "volta":
+				// The re-study's machine also runs its write-back models,
+				// ADR and volatile WPQs, where the other models' verbs
+				// write back and commit.
+				models = append(models, persistency.Restudy, persistency.RestudyPCT)
 			}
-			for _, model := range hwmodel.Models() {
+			for _, model := range models {
+				if testing.Short() && p.name != "pm-near" && p.name != "pm-far+artifact" && !model.WriteBack() {
+					continue // -short: one machine of each physics
+				}
 				t.Run(nw[0]+"/"+p.name+"/"+model.String(), func(t *testing.T) {
 					w, err := workloads.New(nw[0], workloads.Tiny)
 					require.NoError(t, err)
 					cfg, err := hwmodel.Preset(p.preset)
 					require.NoError(t, err)
 					require.NoError(t, cfg.Set(p.set...))
-					be, err := hwmodel.New(cfg, model)
+					gpu := model
+					if cpu {
+						gpu = hwmodel.SBRP // the GPU's model: the run uses the CPU core
+					}
+					be, err := hwmodel.New(cfg, gpu)
 					require.NoError(t, err)
 					ref := crash.NewRefiner(be, model)
 					m, err := pm.NewMachine(ref)
@@ -61,9 +84,7 @@ func TestRefinement(t *testing.T) {
 					require.NoError(t, w.Run(m))
 					require.NoError(t, ref.Err())
 					require.Positive(t, ref.Launches())
-					if !model.VolatileWPQ() {
-						require.Equal(t, ref.Launches(), ref.ReturnsChecked(), "every launch's durable verbs' return cycles checked")
-					}
+					require.Equal(t, ref.Launches(), ref.ReturnsChecked(), "every launch's durable verbs' return cycles checked")
 				})
 			}
 		}

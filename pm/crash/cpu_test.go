@@ -2,6 +2,7 @@ package crash_test
 
 import (
 	"fmt"
+	"math"
 	"testing"
 
 	"github.com/stretchr/testify/require"
@@ -9,6 +10,7 @@ import (
 	"github.com/scopedpm/scopedpm/coro"
 	"github.com/scopedpm/scopedpm/pm"
 	"github.com/scopedpm/scopedpm/pm/crash"
+	"github.com/scopedpm/scopedpm/pm/record"
 )
 
 // cpuCommit is a CPU workload: each task writes a 64-byte record, writes it
@@ -107,6 +109,75 @@ func TestCPUModels(t *testing.T) {
 			if tc.bad && tc.model != crash.None {
 				require.Contains(t, rep.Violations[0].Explanation, "cpu_test.go:")
 				t.Log(rep.Violations[0].Explanation)
+			}
+		})
+	}
+}
+
+// cpuTrace records one CPU task's verbs by hand (core 0).
+type cpuTrace struct{ ev []record.Event }
+
+func (tr *cpuTrace) op(op pm.Op) {
+	a := pm.Agent{Kind: pm.CPUTask, ID: 0, Unit: 0, Block: -1, Warp: -1}
+	tr.ev = append(tr.ev, record.Event{Agent: a, Seq: uint64(len(tr.ev)), Op: op})
+}
+
+func (tr *cpuTrace) store(a pm.Addr) {
+	tr.op(pm.Op{Kind: pm.OpStore, PM: true, Size: 8, Addr: a, Value: 1})
+}
+
+func (tr *cpuTrace) verb(k pm.OpKind, a pm.Addr, v uint64) {
+	tr.op(pm.Op{Kind: k, Scope: pm.Thread, Addr: a, Value: v})
+}
+
+// A CLWB's write-back belongs to the persist context the CLWB is issued in
+// (COSPlay §4.3: a clwb enters the store queue and the write-back buffer
+// with the context register's cid, and cfence cid waits for that cid's
+// stores and clwbs), not to the contexts its line's persists were stored
+// in. Persist A is stored in context 1 and written back from context 2;
+// then B is stored. A CFence(2) makes A durable and orders it before B; a
+// CFence(1) does neither (and DurableReturns does not require it to wait
+// for A); an SFence does both. Under X86 every fence covers the core.
+func TestCPUCLWBContext(t *testing.T) {
+	const xA, xB pm.Addr = 1 << 40, 1<<40 + 4096
+	for _, tc := range []struct {
+		name    string
+		model   crash.Model
+		fence   pm.OpKind
+		cid     uint64
+		ordered bool
+	}{
+		{"cfence of the clwb's context", crash.COSPlay, pm.OpCFence, 2, true},
+		{"cfence of the store's context", crash.COSPlay, pm.OpCFence, 1, false},
+		{"sfence", crash.COSPlay, pm.OpSFence, 0, true},
+		{"x86 cfence of the store's context", crash.X86, pm.OpCFence, 1, true},
+	} {
+		t.Run(tc.model.String()+"/"+tc.name, func(t *testing.T) {
+			var tr cpuTrace
+			tr.verb(pm.OpSetCtx, 0, 1)
+			tr.store(xA)
+			tr.verb(pm.OpSetCtx, 0, 2)
+			tr.verb(pm.OpCLWB, xA, 0)
+			tr.verb(tc.fence, 0, tc.cid)
+			fence := len(tr.ev) - 1
+			tr.verb(pm.OpSetCtx, 0, tc.cid)
+			tr.store(xB)
+			g := crash.Build(tr.ev, tc.model)
+			require.Len(t, g.Persists, 2)
+			lostA := crash.State{Point: len(tr.ev), Kept: []bool{false, true}}
+			done := make([]uint64, len(g.Events))
+			for i := range done {
+				done[i] = math.MaxUint64
+			}
+			done[fence] = 50
+			err := crash.DurableReturns(g, []uint64{100, 100}, done)
+			if tc.ordered {
+				require.ErrorIs(t, g.Valid(lostA), crash.ErrState)
+				require.ErrorIs(t, err, crash.ErrRefinement)
+				require.ErrorContains(t, err, "returned at cycle 50")
+			} else {
+				require.NoError(t, g.Valid(lostA))
+				require.NoError(t, err)
 			}
 		})
 	}

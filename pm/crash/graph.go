@@ -113,21 +113,14 @@ type ctxState struct {
 
 type agentState struct {
 	ctxState
-	pending   []int32                  // GPU: persists since the last full fence
-	unflushed map[pm.Addr][]cpuPersist // CPU: persists by cache line, not written back
-	ctx       uint64                   // COSPlay: current persist context
-	committed []int32                  // RestudyPCT: persists a PCommit of the agent covered
+	pending   []int32             // GPU: persists since the last full fence
+	unflushed map[pm.Addr][]int32 // CPU and write-back GPU: persists by cache line, not written back
+	ctx       uint64              // COSPlay: current persist context
+	committed []int32             // RestudyPCT: persists a PCommit of the agent covered
 	ctxs      map[uint64]*ctxState
 	arrival   int32 // node of the agent's last barrier arrival, or -1
 	// arrivalScope is the scope of that arrival's verb.
 	arrivalScope pm.Scope
-}
-
-// cpuPersist is a CPU persist not yet written back, with the context it
-// was stored under.
-type cpuPersist struct {
-	node int32
-	ctx  *ctxState
 }
 
 type relInfo struct {
@@ -171,7 +164,7 @@ func (b *builder) agent(a *pm.Agent) *agentState {
 	}
 	s := b.agents[k]
 	if s == nil {
-		s = &agentState{unflushed: map[pm.Addr][]cpuPersist{}, ctxs: map[uint64]*ctxState{}, arrival: -1}
+		s = &agentState{unflushed: map[pm.Addr][]int32{}, ctxs: map[uint64]*ctxState{}, arrival: -1}
 		b.agents[k] = s
 	}
 	return s
@@ -369,7 +362,7 @@ func (b *builder) persists(i int, ev *record.Event, s *agentState, extra ...int3
 		}
 		if b.cpu(&ev.Agent) {
 			line := p.Addr &^ (lineSize - 1)
-			s.unflushed[line] = append(s.unflushed[line], cpuPersist{n, b.cpuCtx(s, s.ctx)})
+			s.unflushed[line] = append(s.unflushed[line], n)
 		} else if m.WriteBack() {
 			b.restudyPersist(ev, s, p, n)
 		} else {
@@ -398,10 +391,15 @@ func (b *builder) cpuVerb(i int, ev *record.Event, s *agentState) {
 	op := &ev.Op
 	switch op.Kind {
 	case pm.OpCLWB:
+		// The write-back belongs to the context the CLWB is issued in
+		// (COSPlay §4.3: a clwb carries the context register's cid into
+		// the SQ and the WBB, and cfence cid waits for that cid's), not
+		// to the contexts its persists were stored in: a CFence of the
+		// CLWB's context makes them durable, one of a store's only if the
+		// CLWB was issued in that context too.
 		line := op.Addr &^ (lineSize - 1)
-		for _, u := range s.unflushed[line] {
-			u.ctx.flushed = append(u.ctx.flushed, u.node)
-		}
+		c := b.cpuCtx(s, s.ctx)
+		c.flushed = append(c.flushed, s.unflushed[line]...)
 		delete(s.unflushed, line)
 	case pm.OpSFence, pm.OpDFence, pm.OpEpochBarrier, pm.OpJoinStrand:
 		// Orders every context's written-back persists.

@@ -67,15 +67,29 @@ func Refines(g *Graph, acks []uint64) error {
 }
 
 // DurableReturns checks that each durable verb of g (a node marked Durable:
-// a DFence, an Epoch barrier, a durable release, ...) returned only once
-// every persist the model orders before it was durable (or hidden by later
-// durable writes to its bytes), given the persists' durable cycles acks (in
-// g.Persists order) and each event's return cycle done (indexed like
-// g.Events; math.MaxUint64 where unknown). Refines checks that crash images
-// are cuts of the PMO; this checks the promise a durable verb makes to the
-// code after it, which mid-launch images alone do not show. It does not
-// apply to a model with volatile write-pending queues (Model.VolatileWPQ),
-// whose MemBar makes durable only what a PCommit committed before it.
+// a DFence, an Epoch barrier, a durable release, a MemBar, an SFence, ...)
+// returned only once every persist the model orders before it was durable
+// (or hidden by later durable writes to its bytes), given the persists'
+// durable cycles acks (in g.Persists order) and each event's return cycle
+// done (indexed like g.Events; math.MaxUint64 where unknown). Refines
+// checks that crash images are cuts of the PMO; this checks the promise a
+// durable verb makes to the code after it, which mid-launch images alone do
+// not show.
+//
+// The persists a durable verb must wait for are its node's predecessors,
+// and theirs, as Build made them: the same set a crash state past the verb
+// must hold (Graph.Valid). Under a model with volatile write-pending queues
+// (Model.VolatileWPQ: RestudyPCT) that is the coverage rule of the
+// volatile WPQ: a MemBar's node names only the persists that the PCommits
+// before it committed (its agent's own, and those a PCommit of its agent
+// covered: its block's before a block barrier it passed, and earlier
+// launches'), not the write-backs it merely saw acknowledged by a WPQ, so
+// a MemBar with no PCommit before it waits for nothing, and one after a
+// PCommit waits for exactly what that PCommit committed (plus what the
+// durable verbs before it, of its own agent or across a barrier, already
+// waited for). A legacy durable verb (DFence, ...) under it writes back
+// and commits the agent's own persists and waits for those. Under ADR
+// (Restudy) a MemBar waits for the write-backs before it.
 func DurableReturns(g *Graph, acks, done []uint64) error {
 	if len(acks) != len(g.Persists) || len(done) != len(g.Events) {
 		return fmt.Errorf("%w: %d durable cycles for %d persists, %d return cycles for %d events", ErrState, len(acks), len(g.Persists), len(done), len(g.Events))
@@ -89,8 +103,11 @@ func DurableReturns(g *Graph, acks, done []uint64) error {
 		if ret := done[node.Event]; ret != math.MaxUint64 && need[n] > ret {
 			e, l := &g.Events[node.Event], &g.Events[g.Nodes[from[n]].Event]
 			how := "the verb orders it directly"
-			if !slices.Contains(node.Preds, from[n]) {
+			switch {
+			case !slices.Contains(node.Preds, from[n]):
 				how = g.path(from[n], int32(n))
+			case g.Model.VolatileWPQ() && e.Op.Kind == pm.OpMemBar:
+				how = "a PCommit before the MemBar committed it"
 			}
 			return fmt.Errorf("%w under %v: %v #%d %v%s returned at cycle %d, but %v #%d %v%s, ordered before it, is durable only at cycle %d (%s)",
 				ErrRefinement, g.Model, &e.Agent, e.Seq, &e.Op, atSite(e), ret,
@@ -266,8 +283,8 @@ func (r *Refiner) Err() error { return r.err }
 func (r *Refiner) Launches() int { return r.launches }
 
 // ReturnsChecked returns the number of launches whose durable verbs'
-// return cycles were checked: those of a backend that is a VerbTimer, under
-// a model whose write-pending queues are durable.
+// return cycles were checked (DurableReturns): those of a backend that is
+// a VerbTimer.
 func (r *Refiner) ReturnsChecked() int { return r.returnsChecked }
 
 // Images returns the number of CrashAt images compared.
@@ -340,12 +357,11 @@ func (r *Refiner) check() error {
 	if err := Refines(g, acks); err != nil {
 		return err
 	}
-	// Under a volatile WPQ (RestudyPCT) a MemBar makes durable only what a
-	// PCommit committed before it, not every persist the PMO orders before
-	// it; its return is not checked (see DurableReturns). hwmodel notes
-	// the return cycles of GPU verbs only: a CPU run's SFences and CFences
-	// are not checked here.
-	if r.timer != nil && !r.model.VolatileWPQ() && !r.model.CPU() {
+	// Under a volatile WPQ (RestudyPCT) a MemBar's node names what the
+	// PCommits before it committed (see DurableReturns); under a CPU model
+	// an SFence's every context's written-back persists, a CFence's its
+	// context's.
+	if r.timer != nil {
 		done, err := r.returns(events, r.launchFrom-r.from)
 		if err != nil {
 			return err

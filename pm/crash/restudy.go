@@ -119,7 +119,7 @@ func (b *builder) restudyPersist(ev *record.Event, s *agentState, p *pm.Persist,
 		return
 	}
 	line := p.Addr &^ (gpuLine - 1)
-	s.unflushed[line] = append(s.unflushed[line], cpuPersist{n, &s.ctxState})
+	s.unflushed[line] = append(s.unflushed[line], n)
 	b.rs.dirty = append(b.rs.dirty, hbPersist{node: n, agent: agentKey{ev.Agent.Kind, ev.Agent.ID}, block: ev.Agent.Block})
 }
 
@@ -133,9 +133,7 @@ func (b *builder) restudyVerb(i int, ev *record.Event, s *agentState) bool {
 	switch op.Kind {
 	case pm.OpCLWB:
 		line := op.Addr &^ (gpuLine - 1)
-		for _, u := range s.unflushed[line] {
-			s.flushed = append(s.flushed, u.node)
-		}
+		s.flushed = append(s.flushed, s.unflushed[line]...)
 		delete(s.unflushed, line)
 		return true
 	case pm.OpL2WB:
@@ -168,9 +166,7 @@ func (b *builder) restudyVerb(i int, ev *record.Event, s *agentState) bool {
 		// back and committed, then the generic fence orders them.
 		var own []int32
 		for _, us := range s.unflushed {
-			for _, u := range us {
-				own = append(own, u.node)
-			}
+			own = append(own, us...)
 		}
 		clear(s.unflushed)
 		own = append(append(own, s.flushed...), s.committed...)

@@ -196,3 +196,113 @@ func TestRestudyVerbsOrder(t *testing.T) {
 		})
 	}
 }
+
+// TestDurableReturnsCoverage checks, on hand-made recordings, which
+// persists a durable verb must have waited for when it returned
+// (DurableReturns): under a volatile WPQ (RestudyPCT) exactly those the
+// PCommits before a MemBar committed, so a MemBar with no PCommit before
+// it raises no false alarm; under ADR (Restudy) the write-backs before it.
+// Every verb returns at cycle 50 and persist A is durable at cycle 100
+// (the others, unless a case says otherwise, too): the check fails exactly
+// when a durable verb covers A.
+func TestDurableReturnsCoverage(t *testing.T) {
+	clwbFence := func(tr *trace, id int, a pm.Addr) {
+		tr.store(id, a)
+		tr.verb(id, pm.OpCLWB, a)
+		tr.verb(id, pm.OpMemBar, 0)
+	}
+	for _, tc := range []struct {
+		name    string
+		model   crash.Model
+		build   func(tr *trace)
+		covered bool     // a durable verb must wait for A
+		acks    []uint64 // the persists' durable cycles, if not all 100
+	}{
+		{"clwb, membar", crash.Restudy, func(tr *trace) { clwbFence(tr, 0, xA) }, true, nil},
+		{"clwb, membar, no pcommit", crash.RestudyPCT, func(tr *trace) { clwbFence(tr, 0, xA) }, false, nil},
+		{"write-through, membar, no pcommit", crash.RestudyPCT, func(tr *trace) {
+			tr.storeWT(0, xA)
+			tr.verb(0, pm.OpMemBar, 0)
+		}, false, nil},
+		{"clwb, membar, pcommit, membar", crash.RestudyPCT, func(tr *trace) {
+			clwbFence(tr, 0, xA)
+			tr.verb(0, pm.OpPCommit, 0)
+			tr.verb(0, pm.OpMemBar, 0)
+		}, true, nil},
+		{"pcommit before the write-back's ack", crash.RestudyPCT, func(tr *trace) {
+			tr.store(0, xA)
+			tr.verb(0, pm.OpCLWB, xA)
+			tr.verb(0, pm.OpPCommit, 0)
+			tr.verb(0, pm.OpMemBar, 0)
+		}, false, nil},
+		// B, durable at 40, is committed by the PCommit; A, written back
+		// after it, is only acknowledged by the last MemBar.
+		{"second write-back after the pcommit", crash.RestudyPCT, func(tr *trace) {
+			clwbFence(tr, 0, xB)
+			tr.verb(0, pm.OpPCommit, 0)
+			clwbFence(tr, 0, xA)
+		}, false, []uint64{40, 100}},
+		{"second write-back after the pcommit, B late", crash.RestudyPCT, func(tr *trace) {
+			clwbFence(tr, 0, xB)
+			tr.verb(0, pm.OpPCommit, 0)
+			clwbFence(tr, 0, xA)
+		}, true, []uint64{100, 40}},
+		{"other thread's ack, block barrier, pcommit", crash.RestudyPCT, func(tr *trace) {
+			tr.storeWT(1, xA)
+			tr.verb(1, pm.OpMemBar, 0)
+			tr.sync(0, 1)
+			tr.verb(0, pm.OpPCommit, 0)
+			tr.verb(0, pm.OpMemBar, 0)
+		}, true, nil},
+		{"other block's ack, no barrier, pcommit", crash.RestudyPCT, func(tr *trace) {
+			tr.storeWT(4, xA)
+			tr.verb(4, pm.OpMemBar, 0)
+			tr.verb(0, pm.OpPCommit, 0)
+			tr.verb(0, pm.OpMemBar, 0)
+		}, false, nil},
+		{"ack in an earlier launch, pcommit", crash.RestudyPCT, func(tr *trace) {
+			tr.storeWT(4, xA)
+			tr.verb(4, pm.OpMemBar, 0)
+			tr.next()
+			tr.verb(0, pm.OpPCommit, 0)
+			tr.verb(0, pm.OpMemBar, 0)
+		}, true, nil},
+		{"legacy DFence", crash.RestudyPCT, func(tr *trace) {
+			tr.store(0, xA)
+			tr.verb(0, pm.OpDFence, 0)
+		}, true, nil},
+	} {
+		t.Run(tc.model.String()+"/"+tc.name, func(t *testing.T) {
+			var tr trace
+			tc.build(&tr)
+			g := crash.Build(tr.ev, tc.model)
+			done := make([]uint64, len(g.Events))
+			for i := range done {
+				done[i] = 50
+			}
+			acks := tc.acks
+			if acks == nil {
+				acks = make([]uint64, len(g.Persists))
+				for i := range acks {
+					acks[i] = 100
+				}
+			}
+			require.Len(t, acks, len(g.Persists))
+			err := crash.DurableReturns(g, acks, done)
+			if !tc.covered {
+				require.NoError(t, err)
+				return
+			}
+			require.ErrorIs(t, err, crash.ErrRefinement)
+			require.ErrorContains(t, err, "returned at cycle 50")
+			if tc.model.VolatileWPQ() && tc.name != "legacy DFence" {
+				require.ErrorContains(t, err, "a PCommit before the MemBar committed it")
+			}
+			// Durable by the return: no alarm.
+			for i := range acks {
+				acks[i] = 50
+			}
+			require.NoError(t, crash.DurableReturns(g, acks, done))
+		})
+	}
+}
