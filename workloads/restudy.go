@@ -585,7 +585,9 @@ var restudyWorkloads = []RestudyInfo{
 
 // megaKVMaker makes the Mega-KV kernel op's workload at a size.
 func megaKVMaker(op int) func(Size, persistency.Scheme) (RestudyWorkload, error) {
-	return func(s Size, sc persistency.Scheme) (RestudyWorkload, error) { return NewMegaKV(op, kvShape(s), sc, 1) }
+	return func(s Size, sc persistency.Scheme) (RestudyWorkload, error) {
+		return NewMegaKV(op, kvShape(op, s), sc, 1)
+	}
 }
 
 // progPoWMaker makes a ProgPOW kernel's workload at a size.

@@ -45,13 +45,13 @@ var restudyCheckShapes = map[string]func(persistency.Scheme) (RestudyWorkload, e
 		return NewRSScan(ScanShape{Blocks: 3, Threads: 8}, sc, 2)
 	},
 	"kv-search": func(sc persistency.Scheme) (RestudyWorkload, error) {
-		return NewMegaKV(KVSearch, KVShape{Buckets: 8, Keys: 8, Batch: 8, Threads: 4}, sc, 2)
+		return NewMegaKV(KVSearch, KVShape{Buckets: 8, Keys: 8, Batch: 8, Blocks: 2, Threads: 8}, sc, 2)
 	},
 	"kv-insert": func(sc persistency.Scheme) (RestudyWorkload, error) {
 		return NewMegaKV(KVInsert, kvCuckooShape, sc, 2)
 	},
 	"kv-delete": func(sc persistency.Scheme) (RestudyWorkload, error) {
-		return NewMegaKV(KVDelete, KVShape{Buckets: 8, Keys: 12, Batch: 4, Threads: 4}, sc, 2)
+		return NewMegaKV(KVDelete, KVShape{Buckets: 8, Keys: 12, Batch: 4, Blocks: 1, Threads: 16}, sc, 2)
 	},
 	"pow-dag": func(sc persistency.Scheme) (RestudyWorkload, error) {
 		return NewProgPoW(true, PoWShape{Items: 6, Cache: 16, Rounds: 2, Nonces: 4, Loops: 2, Threads: 4}, sc, 2)
@@ -278,7 +278,7 @@ func TestRestudyUnderOtherModels(t *testing.T) {
 // kvCuckooShape, the tiny Mega-KV shape, fills seven eighths of a
 // four-bucket table, so that the insert batch displaces entries: the crash
 // tests explore crashes inside displacements.
-var kvCuckooShape = kvShape(Tiny)
+var kvCuckooShape = kvShape(KVInsert, Tiny)
 
 // Every workload reports a time for each of its kernels, in the order and
 // under the names its RestudyInfo lists, and every kernel takes time on
