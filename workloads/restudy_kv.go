@@ -33,9 +33,10 @@ type KVShape struct{ Buckets, Keys, Batch, Blocks, Threads int }
 //     of them (MEM_P 30: a 1 GB table). We keep 2^21 buckets (128 MB): a
 //     table of 2^24 buckets would cost this model 1 GB of visible image, 1
 //     GB of durable image and 2 GB of undo log per run. Both are far larger
-//     than the 6 MB L2, so nearly every probe misses it, as there: a random
-//     probe finds its line still in L2 about 5% of the time here, 0.6%
-//     there.
+//     than the 6 MB L2, so nearly every probe misses it, as there: at paper
+//     size 96% of the search's line reads miss the L2 here (hwmodel's
+//     statistics), where a random probe of the 1 GB table would find its
+//     line in the L2 about 0.6% of the time.
 //   - the contents: the artifact's search and delete tables have every
 //     bucket full (the host fills every signature with 1..8) and every
 //     query matches a slot (its signature is drawn from 1..8); its insert
