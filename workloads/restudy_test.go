@@ -23,7 +23,7 @@ var restudyCheckShapes = map[string]func(persistency.Scheme) (RestudyWorkload, e
 		return NewHisto(HistoShape{Elements: 96, Bins: 8, Grid: scope.Grid{Blocks: 3, Threads: 4}}, sc, 2)
 	},
 	"stencil": func(sc persistency.Scheme) (RestudyWorkload, error) {
-		return NewStencil(StencilShape{NX: 5, NY: 5, NZ: 4, Steps: 2, Threads: 4}, sc, 2)
+		return NewStencil(StencilShape{NX: 5, NY: 5, NZ: 4, Steps: 2}, sc, 2)
 	},
 	"bfs": func(sc persistency.Scheme) (RestudyWorkload, error) {
 		return NewBFS(restudyBFSCheckShape, sc, 2)
