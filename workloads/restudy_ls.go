@@ -16,63 +16,102 @@ import (
 // outputs once, from inputs no kernel of the same step overwrites, so every
 // block can be re-run after a crash.
 
-// SGEMMShape sizes an SGEMM: C (M×N) = A (M×K) · B (K×N), a Tile×Tile block
-// of C per thread block.
-type SGEMMShape struct{ M, N, K, Tile int }
+// SGEMMShape sizes an SGEMM: C (M×N) = A (M×K) · B (K×N), in blocks of
+// TileN×TileH threads, each block computing TileN·TileH rows and TileN
+// columns of C, each thread one row of those TileN columns (Parboil's
+// mysgemmNT register tiling: TILE_N, TILE_TB_HEIGHT).
+type SGEMMShape struct{ M, N, K, TileN, TileH int }
 
+// sgemmShape is the SGEMM of size s. Paper size is the re-study's sgemm
+// run (its artifact, github.com/peiyi1/memory_persistency_model_for_GPU:
+// parboil/result/sgemm/run and nvm_base): Parboil's small input, A 128×96
+// and B 96×160 (parboil/datasets/sgemm/small/input/matrix1.txt and
+// matrix2t.txt), with Parboil's tiles (TILE_N 16, TILE_TB_HEIGHT 8 in
+// parboil/benchmarks/sgemm/src/nvm/sgemm_kernel.cu): a grid of 1×10 blocks
+// of 16×8 threads, as its log shows (gridDim (1,10,1), blockDim
+// (16,8,1)). Elements are uint32 (floats there).
 func sgemmShape(s Size) SGEMMShape {
-	return bySize(s, SGEMMShape{M: 4, N: 4, K: 3, Tile: 2}, SGEMMShape{M: 64, N: 64, K: 64, Tile: 8},
-		// Parboil's sgemm medium input multiplies 128×96 by 96×160 matrices.
-		SGEMMShape{M: 128, N: 160, K: 96, Tile: 16})
+	return bySize(s, SGEMMShape{M: 4, N: 4, K: 4, TileN: 2, TileH: 2}, SGEMMShape{M: 64, N: 32, K: 32, TileN: 8, TileH: 8},
+		SGEMMShape{M: 128, N: 160, K: 96, TileN: 16, TileH: 8})
 }
 
-// The arithmetic of an SGEMM thread (see aluCycles): per step of k, the
-// multiply-add, an add to each of the two running addresses and the loop
-// (2); before the loop, the row and column from the block and thread ids
-// (a division and a remainder by loop-invariant values, 4 each, two
-// multiply-adds) and the two starting addresses (2); after it the store's
-// address (1).
+// The arithmetic of an SGEMM thread (see aluCycles): its row and column
+// from the block and thread ids (three multiply-adds) and the three
+// running addresses (3); per step of TileH values of k, B's address (1),
+// the shared store's (1) and the loop (2); per value of k, A's address (1),
+// TileN multiply-adds and the loop (2); per element of C, its address (1)
+// and C·beta + alpha·c (2).
 const (
-	sgemmStepInsts = 1 + 2 + 2
-	sgemmFixInsts  = 4 + 4 + 2 + 2 + 1
+	sgemmFixInsts   = 3 + 3
+	sgemmStepInsts  = 1 + 1 + 2
+	sgemmKInsts     = 1 + 2 // plus TileN multiply-adds
+	sgemmStoreInsts = 1 + 2
 )
 
-// NewSGEMM returns the matrix product (Parboil's mysgemmNT): each thread
-// computes one element of C from a row of A and a column of B, read from
-// PM, charges its multiply-adds as compute (sgemmStepInsts), and stores
-// the element once.
+// NewSGEMM returns the matrix product (Parboil's mysgemmNT), A and C
+// column-major and B row-major as there: for each step of TileH values of
+// k, every thread of a block loads one element of B's TileH×TileN tile
+// into shared memory, the block meets, and each thread multiplies its
+// row's TileH elements of A (from PM) by the tile's rows (from shared
+// memory) into its TileN running sums; then it reads its TileN elements of
+// C and stores C·beta + alpha·c with alpha 1 and beta 0, as Parboil's
+// main.cu calls it. Every element of C is stored once, from inputs only,
+// so re-running a block is idempotent.
 func NewSGEMM(sh SGEMMShape, s persistency.Scheme, seed uint64) (RestudyWorkload, error) {
-	if sh.M <= 0 || sh.N <= 0 || sh.K <= 0 || sh.Tile <= 0 || sh.M%sh.Tile != 0 || sh.N%sh.Tile != 0 {
-		return nil, fmt.Errorf("%w: sgemm %+v (M and N must be multiples of Tile)", ErrConfig, sh)
+	tm := sh.TileN * sh.TileH
+	if sh.M <= 0 || sh.N <= 0 || sh.K <= 0 || sh.TileN <= 0 || sh.TileH <= 0 || sh.M%tm != 0 || sh.N%sh.TileN != 0 || sh.K%sh.TileH != 0 {
+		return nil, fmt.Errorf("%w: sgemm %+v (M a multiple of TileN·TileH, N of TileN, K of TileH)", ErrConfig, sh)
 	}
 	a, rng, err := newRSApp("sgemm", s, seed, 0x5e)
 	if err != nil {
 		return nil, err
 	}
+	// A[m + k·M] (column-major), B[k·N + n] (row-major), C[m + n·M].
 	A, B := randU32s(rng, sh.M*sh.K, 16), randU32s(rng, sh.K*sh.N, 16)
 	C := make([]uint32, sh.M*sh.N)
-	for i := range sh.M {
-		for j := range sh.N {
+	for m := range sh.M {
+		for n := range sh.N {
 			var sum uint32
 			for k := range sh.K {
-				sum += A[i*sh.K+k] * B[k*sh.N+j]
+				sum += A[m+k*sh.M] * B[k*sh.N+n]
 			}
-			C[i*sh.N+j] = sum
+			C[m+n*sh.M] = sum
 		}
 	}
 	a.arrays = []rsArray{{name: "a", init: A}, {name: "b", init: B}, {name: "c", want: C}}
-	tilesN := sh.N / sh.Tile
-	a.rs.kernels = []rsKernel{{idempotent: true, name: "mysgemm", label: "sgemm", grid: scope.Grid{Blocks: (sh.M / sh.Tile) * tilesN, Threads: sh.Tile * sh.Tile},
+	blocksM := sh.M / tm
+	a.rs.kernels = []rsKernel{{idempotent: true, name: "mysgemmNT", label: "sgemm",
+		grid: scope.Grid{Blocks: blocksM * (sh.N / sh.TileN), Threads: tm}, shared: 4 * tm,
 		body: func(t *scope.Thread, p *Persister) {
 			ab, bb, cb := a.addr("a"), a.addr("b"), a.addr("c")
-			i := (t.Block()/tilesN)*sh.Tile + t.TID()/sh.Tile
-			j := (t.Block()%tilesN)*sh.Tile + t.TID()%sh.Tile
-			work(t, sgemmFixInsts+sh.K*sgemmStepInsts)
-			var sum uint32
-			for k := range sh.K {
-				sum += t.Load32(word32(ab, i*sh.K+k)) * t.Load32(word32(bb, k*sh.N+j))
+			tx, ty := t.TID()%sh.TileN, t.TID()/sh.TileN
+			m := t.Block()%blocksM*tm + t.TID()
+			n0 := t.Block() / blocksM * sh.TileN
+			bs := func(j, kk int) pm.Addr { return word32(t.Shared(), j*sh.TileN+kk) }
+			work(t, sgemmFixInsts+sh.K/sh.TileH*sgemmStepInsts+sh.K*(sgemmKInsts+sh.TileN)+sh.TileN*sgemmStoreInsts)
+			c := make([]uint32, sh.TileN)
+			row := make([]uint32, sh.TileN)
+			addrs := make([]pm.Addr, sh.TileN)
+			for i := 0; i < sh.K; i += sh.TileH {
+				t.Store32(bs(ty, tx), t.Load32(word32(bb, (i+ty)*sh.N+n0+tx)))
+				t.SyncThreads()
+				for j := range sh.TileH {
+					av := t.Load32(word32(ab, m+(i+j)*sh.M))
+					for kk := range addrs {
+						addrs[kk] = bs(j, kk)
+					}
+					t.Gather32(row, addrs...)
+					for kk, b := range row {
+						c[kk] += av * b
+					}
+				}
+				t.SyncThreads()
 			}
-			p.Store32(word32(cb, i*sh.N+j), sum)
+			for kk, v := range c {
+				at := word32(cb, m+(n0+kk)*sh.M)
+				old := t.Load32(at)
+				p.Store32(at, old*0+v) // C·beta + alpha·c, beta 0, alpha 1
+			}
 		}}}
 	return a, nil
 }
@@ -260,44 +299,64 @@ func NewLBM(sh LBMShape, s persistency.Scheme, seed uint64) (RestudyWorkload, er
 	return a, nil
 }
 
-// SADShape sizes a SAD block matcher: a W×H frame of 4×4 macroblocks,
-// searched over offsets -R..R in both axes.
-type SADShape struct{ W, H, R int }
+// SADShape sizes a SAD block matcher (Parboil's sad): a W×H frame of
+// 16×16 macroblocks of 4×4 blocks, searched over offsets -R..R in both
+// axes, each thread of sad1 computing PosPerThread search positions of
+// one 4×4 block.
+type SADShape struct{ W, H, R, PosPerThread int }
 
+// sadShape is the SAD of size s. Paper size is the re-study's sad run (its
+// artifact, github.com/peiyi1/memory_persistency_model_for_GPU:
+// parboil/result/sad/run and nvm_base): Parboil's default input, QCIF
+// frames of 176×144 (parboil/datasets/sad/default/input), a ±16 search
+// (SEARCH_RANGE 16 in parboil/benchmarks/sad/src/nvm/sad.h: 1,089
+// positions, padded to 1,096), 18 positions per thread (POS_PER_THREAD in
+// sad4.h): mb_sad_calc on a grid of 44×36 blocks of 61 threads and
+// larger_sad_calc_8 on 11×9 blocks of 32×4 threads, as its log shows.
 func sadShape(s Size) SADShape {
-	return bySize(s, SADShape{W: 8, H: 8, R: 1}, SADShape{W: 64, H: 32, R: 2},
-		// Parboil's sad works on QCIF frames (176×144) with a ±16 search; a
-		// ±15 window keeps a block within 1024 threads.
-		SADShape{W: 176, H: 144, R: 15})
+	return bySize(s, SADShape{W: 16, H: 16, R: 1, PosPerThread: 2}, SADShape{W: 64, H: 32, R: 4, PosPerThread: 6},
+		SADShape{W: 176, H: 144, R: 16, PosPerThread: 18})
 }
 
-// The arithmetic of SAD (see aluCycles). sad1 per thread: its offset from
-// the thread id and its macroblock's corner from the block id (a division
-// and a remainder each, 4 + 4, and two subtracts and two shifts), and per
-// pixel (unrolled, no loop) the current frame's address (2), the
-// reference's clamped coordinates (an add, a min and a max each) and
-// address (2), the absolute difference (a subtract and an absolute value)
-// and the sum (1); the store's address (2). sad2 per thread: the four
-// 4×4 SADs' addresses (a multiply-add each), three adds and the store's
-// address (2), after the 8×8 block's corner (4).
+// The arithmetic of SAD (see aluCycles). sad1 per thread: its 4×4 block
+// and first position from the block and thread ids (a division and a
+// remainder, 4, and the block's corner and output address, 6), its 16
+// pixels' addresses (16); per position the search offset (a division and
+// a remainder by 2R+1, 4, two adds), per pixel the reference's address (2),
+// the absolute difference (a subtract and an absolute value) and the sum
+// (1), the store's address (1) and the loop (2). sad2 per thread: the
+// quadrant and the input and output addresses (12); per iteration the
+// loop (2), the five sums (6) and their addresses (5 + 4).
 const (
-	sadPixelInsts = 2 + 3 + 3 + 2 + 2 + 1
-	sad1Insts     = 4 + 4 + 2 + 2 + 16*sadPixelInsts + 2
-	sad2Insts     = 4 + 4 + 3 + 2
+	sad1FixInsts = 4 + 6 + 16
+	sad1PosInsts = 4 + 2 + 16*(2+2+1) + 1 + 2
+	sad2FixInsts = 12
+	sad2ItInsts  = 2 + 6 + 5 + 4
 )
 
 // NewSAD returns a SAD block matcher (Parboil's sad), two kernels:
 //
-//   - sad1 (mb_sad_calc): block b of the grid is 4×4 macroblock b, and its
-//     thread o computes the sum of absolute differences between the
-//     macroblock of the current frame and the reference frame's 4×4 block
-//     displaced by offset o (clamped to the frame), storing it to
-//     sad.out[b][o];
-//   - sad2 (larger_sad_calc_8): block b is 8×8 block b, and its thread o
-//     adds the SADs of its four macroblocks at offset o into sad.out8[b][o].
+//   - sad1 (mb_sad_calc): block b of the grid is 4×4 block b of the frame,
+//     and its thread i computes, for search positions i·PosPerThread up to
+//     PosPerThread of them, the sum of absolute differences between the
+//     block in the current frame and the reference frame's 4×4 block at
+//     that offset (coordinates clamped to the frame, as the artifact's
+//     texture clamps them), storing each as a 16-bit value to the block's
+//     row of sad.out7 (Parboil's type-7 SADs; rows of positions padded to
+//     a multiple of 8, the 16 blocks of a macroblock one after another);
+//   - sad2 (larger_sad_calc_8): block b is macroblock b, thread (x, y) of
+//     its 32×4 takes quadrant y of the macroblock and, for every 32nd pair
+//     of positions from x, adds the quadrant's four 4×4 SADs (two 16-bit
+//     SADs packed in a word, as Parboil does) into its two 8×4, two 4×8
+//     and one 8×8 SADs (sad.out5, sad.out6, sad.out4).
+//
+// Pixels are 32-bit words here (16-bit there); the SADs are 16-bit as
+// there.
 func NewSAD(sh SADShape, s persistency.Scheme, seed uint64) (RestudyWorkload, error) {
-	if sh.W < 8 || sh.H < 8 || sh.W%8 != 0 || sh.H%8 != 0 || sh.R < 0 || sh.R > 15 {
-		return nil, fmt.Errorf("%w: sad %+v (frame a multiple of 8, R at most 15)", ErrConfig, sh)
+	// An even number of positions per thread: no two threads store to the
+	// same word of sad.out7.
+	if sh.W < 16 || sh.H < 16 || sh.W%16 != 0 || sh.H%16 != 0 || sh.R < 0 || sh.PosPerThread <= 0 || sh.PosPerThread%2 != 0 {
+		return nil, fmt.Errorf("%w: sad %+v (frame a multiple of 16, an even number of positions per thread)", ErrConfig, sh)
 	}
 	a, rng, err := newRSApp("sad", s, seed, 0x5ad)
 	if err != nil {
@@ -306,21 +365,20 @@ func NewSAD(sh SADShape, s persistency.Scheme, seed uint64) (RestudyWorkload, er
 	cur, ref := randU32s(rng, sh.W*sh.H, 256), randU32s(rng, sh.W*sh.H, 256)
 	side := 2*sh.R + 1
 	offs := side * side
-	mbw := sh.W / 4
-	mbs := mbw * (sh.H / 4)
-	b8w := sh.W / 8
-	b8s := b8w * (sh.H / 8)
-	// mbOf returns the macroblock in quadrant q of 8×8 block b.
-	mbOf := func(b, q int) int { return (b/b8w*2+q/2)*mbw + b%b8w*2 + q%2 }
+	padW := (offs + 7) / 8 * 8 / 2 // words per row of positions
+	pairs := (offs + 1) / 2
+	mbw, mbs := sh.W/16, sh.W/16*(sh.H/16)
+	threads1 := (offs + sh.PosPerThread - 1) / sh.PosPerThread
 	clamp := func(v, hi int) int { return min(max(v, 0), hi-1) }
-	sadOf := func(pix func(frame, x, y int) uint32, mb, o int) uint32 {
-		mx, my := (mb%mbw)*4, (mb/mbw)*4
+	// blk returns the frame coordinates of 4×4 block k of macroblock mb.
+	blk := func(mb, k int) (int, int) { return mb%mbw*16 + k%4*4, mb/mbw*16 + k/4*4 }
+	sadOf := func(pix func(frame, x, y int) uint32, bx, by, o int) uint32 {
 		dx, dy := o%side-sh.R, o/side-sh.R
 		var sum uint32
 		for y := range 4 {
 			for x := range 4 {
-				c := pix(0, mx+x, my+y)
-				r := pix(1, clamp(mx+x+dx, sh.W), clamp(my+y+dy, sh.H))
+				c := pix(0, bx+x, by+y)
+				r := pix(1, clamp(bx+x+dx, sh.W), clamp(by+y+dy, sh.H))
 				if c > r {
 					sum += c - r
 				} else {
@@ -330,48 +388,90 @@ func NewSAD(sh SADShape, s persistency.Scheme, seed uint64) (RestudyWorkload, er
 		}
 		return sum
 	}
-	want := make([]uint32, mbs*offs)
+	out7 := make([]uint32, 16*mbs*padW)
 	for mb := range mbs {
-		for o := range offs {
-			want[mb*offs+o] = sadOf(func(f, x, y int) uint32 {
-				if f == 0 {
-					return cur[y*sh.W+x]
-				}
-				return ref[y*sh.W+x]
-			}, mb, o)
-		}
-	}
-	want8 := make([]uint32, b8s*offs)
-	for b := range b8s {
-		for o := range offs {
-			for q := range 4 {
-				want8[b*offs+o] += want[mbOf(b, q)*offs+o]
+		for k := range 16 {
+			bx, by := blk(mb, k)
+			for o := range offs {
+				v := sadOf(func(f, x, y int) uint32 {
+					if f == 0 {
+						return cur[y*sh.W+x]
+					}
+					return ref[y*sh.W+x]
+				}, bx, by, o)
+				out7[(mb*16+k)*padW+o/2] |= v << (16 * (o % 2))
 			}
 		}
 	}
-	a.arrays = []rsArray{{name: "cur", init: cur}, {name: "ref", init: ref}, {name: "out", want: want}, {name: "out8", want: want8}}
+	out6, out5, out4 := make([]uint32, 8*mbs*padW), make([]uint32, 8*mbs*padW), make([]uint32, 4*mbs*padW)
+	for mb := range mbs {
+		for q := range 4 {
+			tx, ty := q&1, q>>1
+			in := func(k int) []uint32 { return out7[(mb*16+ty*8+tx*2+k)*padW:] }
+			for p := range pairs {
+				i00, i01, i10, i11 := in(0)[p], in(1)[p], in(4)[p], in(5)[p]
+				out6[(mb*8+ty*4+tx*2)*padW+p] = i00 + i10
+				out6[(mb*8+ty*4+tx*2+1)*padW+p] = i01 + i11
+				out5[(mb*8+ty*4+tx)*padW+p] = i00 + i01
+				out5[(mb*8+ty*4+tx+2)*padW+p] = i10 + i11
+				out4[(mb*4+ty*2+tx)*padW+p] = i00 + i01 + i10 + i11
+			}
+		}
+	}
+	a.arrays = []rsArray{{name: "cur", init: cur}, {name: "ref", init: ref},
+		{name: "out7", want: out7}, {name: "out6", want: out6}, {name: "out5", want: out5}, {name: "out4", want: out4}}
 	a.rs.kernels = []rsKernel{
-		{idempotent: true, name: "mb_sad_calc", label: "sad1", grid: scope.Grid{Blocks: mbs, Threads: offs},
+		{idempotent: true, name: "mb_sad_calc", label: "sad1", grid: scope.Grid{Blocks: 16 * mbs, Threads: threads1},
 			body: func(t *scope.Thread, p *Persister) {
 				cb, rb := a.addr("cur"), a.addr("ref")
-				work(t, sad1Insts)
-				v := sadOf(func(f, x, y int) uint32 {
-					if f == 0 {
-						return t.Load32(word32(cb, y*sh.W+x))
-					}
-					return t.Load32(word32(rb, y*sh.W+x))
-				}, t.Block(), t.TID())
-				p.Store32(word32(a.addr("out"), t.Block()*offs+t.TID()), v)
-			}},
-		{idempotent: true, name: "larger_sad_calc_8", label: "sad2", grid: scope.Grid{Blocks: b8s, Threads: offs},
-			body: func(t *scope.Thread, p *Persister) {
-				b, o := t.Block(), t.TID()
-				work(t, sad2Insts)
-				var sum uint32
-				for q := range 4 {
-					sum += t.Load32(word32(a.addr("out"), mbOf(b, q)*offs+o))
+				bx, by := blk(t.Block()/16, t.Block()%16)
+				first := t.TID() * sh.PosPerThread
+				last := min(first+sh.PosPerThread, offs)
+				work(t, sad1FixInsts+(last-first)*sad1PosInsts)
+				var c [16]uint32
+				addrs := make([]pm.Addr, 16)
+				for i := range addrs {
+					addrs[i] = word32(cb, (by+i/4)*sh.W+bx+i%4)
 				}
-				p.Store32(word32(a.addr("out8"), b*offs+o), sum)
+				t.Gather32(c[:], addrs...)
+				var r [16]uint32
+				row := word32(a.addr("out7"), t.Block()*padW)
+				for o := first; o < last; o++ {
+					dx, dy := o%side-sh.R, o/side-sh.R
+					for i := range addrs {
+						addrs[i] = word32(rb, clamp(by+i/4+dy, sh.H)*sh.W+clamp(bx+i%4+dx, sh.W))
+					}
+					t.Gather32(r[:], addrs...)
+					var sum uint32
+					for i := range r {
+						if c[i] > r[i] {
+							sum += c[i] - r[i]
+						} else {
+							sum += r[i] - c[i]
+						}
+					}
+					p.Store16(row.Add(uint64(2*o)), uint16(sum))
+				}
+			}},
+		{idempotent: true, name: "larger_sad_calc_8", label: "sad2", grid: scope.Grid{Blocks: mbs, Threads: 128},
+			body: func(t *scope.Thread, p *Persister) {
+				mb, x, q := t.Block(), t.TID()%32, t.TID()/32
+				tx, ty := q&1, q>>1
+				in := func(k int) pm.Addr { return word32(a.addr("out7"), (mb*16+ty*8+tx*2+k)*padW) }
+				o6 := func(k int) pm.Addr { return word32(a.addr("out6"), (mb*8+ty*4+tx*2+k)*padW) }
+				o5 := func(k int) pm.Addr { return word32(a.addr("out5"), (mb*8+ty*4+tx+k)*padW) }
+				o4 := word32(a.addr("out4"), (mb*4+ty*2+tx)*padW)
+				work(t, sad2FixInsts+(pairs-x+31)/32*sad2ItInsts)
+				var v [4]uint32
+				for p2 := x; p2 < pairs; p2 += 32 {
+					t.Gather32(v[:], word32(in(0), p2), word32(in(1), p2), word32(in(4), p2), word32(in(5), p2))
+					i00, i01, i10, i11 := v[0], v[1], v[2], v[3]
+					p.Store32(word32(o6(0), p2), i00+i10)
+					p.Store32(word32(o6(1), p2), i01+i11)
+					p.Store32(word32(o5(0), p2), i00+i01)
+					p.Store32(word32(o5(2), p2), i10+i11)
+					p.Store32(word32(o4, p2), i00+i01+i10+i11)
+				}
 			}},
 	}
 	return a, nil

@@ -29,7 +29,7 @@ var restudyCheckShapes = map[string]func(persistency.Scheme) (RestudyWorkload, e
 		return NewBFS(restudyBFSCheckShape, sc, 2)
 	},
 	"sgemm": func(sc persistency.Scheme) (RestudyWorkload, error) {
-		return NewSGEMM(SGEMMShape{M: 6, N: 4, K: 3, Tile: 2}, sc, 2)
+		return NewSGEMM(SGEMMShape{M: 4, N: 6, K: 4, TileN: 2, TileH: 2}, sc, 2)
 	},
 	"spmv": func(sc persistency.Scheme) (RestudyWorkload, error) {
 		return NewSpMV(SpMVShape{Rows: 24, MaxPerRow: 3, Threads: 4}, sc, 2)
@@ -37,7 +37,9 @@ var restudyCheckShapes = map[string]func(persistency.Scheme) (RestudyWorkload, e
 	"lbm": func(sc persistency.Scheme) (RestudyWorkload, error) {
 		return NewLBM(LBMShape{NX: 4, NY: 3, Steps: 2, Threads: 4}, sc, 2)
 	},
-	"sad": func(sc persistency.Scheme) (RestudyWorkload, error) { return NewSAD(SADShape{W: 8, H: 8, R: 1}, sc, 2) },
+	"sad": func(sc persistency.Scheme) (RestudyWorkload, error) {
+		return NewSAD(SADShape{W: 16, H: 16, R: 1, PosPerThread: 4}, sc, 2)
+	},
 	"accumulate": func(sc persistency.Scheme) (RestudyWorkload, error) {
 		return NewAccumulate(AccumulateShape{Elements: 12, Per: 2, Threads: 2}, sc, 2, false)
 	},
