@@ -35,7 +35,7 @@ var restudyCheckShapes = map[string]func(persistency.Scheme) (RestudyWorkload, e
 		return NewSpMV(SpMVShape{Rows: 24, MaxPerRow: 3, Threads: 4}, sc, 2)
 	},
 	"lbm": func(sc persistency.Scheme) (RestudyWorkload, error) {
-		return NewLBM(LBMShape{NX: 4, NY: 3, Steps: 2, Threads: 4}, sc, 2)
+		return NewLBM(LBMShape{NX: 2, NY: 2, NZ: 2, Steps: 1}, sc, 2)
 	},
 	"sad": func(sc persistency.Scheme) (RestudyWorkload, error) {
 		return NewSAD(SADShape{W: 16, H: 16, R: 1, PosPerThread: 4}, sc, 2)
