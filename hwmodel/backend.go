@@ -191,8 +191,24 @@ type smState struct {
 	dirty   []int32          // Epoch/GPM/None: dirty PM entries in order
 }
 
-// span is one flush: it is outstanding from start until ack.
-type span struct{ start, ack uint64 }
+// span is one flush: it is outstanding from start until ack. dirty is when
+// its entry was first stored to (Epoch, GPM and None's L1 entries; 0 for
+// the others).
+type span struct{ start, ack, dirty uint64 }
+
+// ackDirtyBy returns the latest ack among the SM's flushes of entries first
+// stored to by cycle t, whenever they started: a line a warp dirtied
+// before t can have been written back, from a later cycle, by a warp the
+// model ran ahead of the one fencing at t.
+func (s *smState) ackDirtyBy(t uint64) uint64 {
+	var m uint64
+	for _, f := range s.log {
+		if f.dirty <= t {
+			m = max(m, f.ack)
+		}
+	}
+	return m
+}
 
 // ackBy returns the latest ack among the SM's flushes started by cycle t.
 func (s *smState) ackBy(t uint64) uint64 {
@@ -1125,7 +1141,7 @@ func (b *Backend) flush(e int32, start uint64, sm int) uint64 {
 	b.last.Flushes++
 	b.globalAck = max(b.globalAck, ack)
 	s := &b.sms[sm]
-	s.log = append(s.log, span{start, ack})
+	s.log = append(s.log, span{start, ack, ent.dirty})
 	if len(s.log) > s.pruneAt {
 		// Forget flushes over before the engine's current time.
 		safe := b.safeTime()
@@ -1372,8 +1388,10 @@ func (b *Backend) epochFlush(ws *warpState, t uint64) uint64 {
 		ws.owned = ws.owned[:0]
 	} else {
 		// Every flush of the SM started by t, and the write-backs this
-		// fence issued, which the window may start later than t.
-		ack = max(b.sms[ws.sm].ackBy(t), issued)
+		// fence issued, which the window may start later than t, and
+		// those of lines dirtied by t that a warp ahead in time wrote
+		// back later than t.
+		ack = max(b.sms[ws.sm].ackBy(t), issued, b.sms[ws.sm].ackDirtyBy(t))
 	}
 	done := max(t+1, ack)
 	b.last.Stalls.Epoch += done - t - 1
