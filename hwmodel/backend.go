@@ -202,8 +202,24 @@ type smState struct {
 	dirty   []int32          // Epoch/GPM/None: dirty PM entries in order
 }
 
-// span is one flush: it is outstanding from start until ack.
-type span struct{ start, ack uint64 }
+// span is one flush: it is outstanding from start until ack. dirty is when
+// its entry was first stored to (Epoch, GPM and None's L1 entries; 0 for
+// the others).
+type span struct{ start, ack, dirty uint64 }
+
+// ackDirtyBy returns the latest ack among the SM's flushes of entries first
+// stored to by cycle t, whenever they started: a line a warp dirtied
+// before t can have been written back, from a later cycle, by a warp the
+// model ran ahead of the one fencing at t.
+func (s *smState) ackDirtyBy(t uint64) uint64 {
+	var m uint64
+	for _, f := range s.log {
+		if f.dirty <= t {
+			m = max(m, f.ack)
+		}
+	}
+	return m
+}
 
 // ackBy returns the latest ack among the SM's flushes started by cycle t.
 func (s *smState) ackBy(t uint64) uint64 {
@@ -1156,7 +1172,7 @@ func (b *Backend) flushAt(e int32, claim, start uint64, sm int) uint64 {
 	b.last.Flushes++
 	b.globalAck = max(b.globalAck, ack)
 	s := &b.sms[sm]
-	s.log = append(s.log, span{min(claim, start), ack})
+	s.log = append(s.log, span{min(claim, start), ack, ent.dirty})
 	if len(s.log) > s.pruneAt {
 		// Forget flushes over before the engine's current time.
 		safe := b.safeTime()
@@ -1249,6 +1265,7 @@ func (b *Backend) persistLine(ws *warpState, line, sectors uint64, t uint64) (in
 			}
 			e := b.newEntry(line)
 			b.entries[e].sectors = sectors
+			b.entries[e].dirty = t // stored at t (ackDirtyBy)
 			s.l1.entry[way] = e
 			ack := b.flushWindowed(e, t, ws.sm)
 			ws.lastAck = max(ws.lastAck, ack)
@@ -1428,8 +1445,10 @@ func (b *Backend) epochFlush(ws *warpState, t uint64) uint64 {
 		ws.owned = ws.owned[:0]
 	} else {
 		// Every flush of the SM started by t, and the write-backs this
-		// fence issued, which the window may start later than t.
-		ack = max(b.sms[ws.sm].ackBy(t), issued)
+		// fence issued, which the window may start later than t, and
+		// those of lines dirtied by t that a warp ahead in time wrote
+		// back later than t.
+		ack = max(b.sms[ws.sm].ackBy(t), issued, b.sms[ws.sm].ackDirtyBy(t))
 		if b.cfg.Persist.EpochWriteThrough {
 			// And the warp's own write-throughs, which the window may
 			// also have started later than t.

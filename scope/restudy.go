@@ -56,6 +56,9 @@ func (t *Thread) storeWT(a pm.Addr, size, v uint64) {
 // a CLWB followed. It does not wait; a later MemBar does.
 func (t *Thread) StoreWT32(a pm.Addr, v uint32) { t.storeWT(a, 4, uint64(v)) }
 
+// StoreWT16 is StoreWT32 for an aligned 2-byte value (st.global.wt.u16).
+func (t *Thread) StoreWT16(a pm.Addr, v uint16) { t.storeWT(a, 2, uint64(v)) }
+
 // StoreWT64 is StoreWT32 for an aligned 8-byte value, which persists
 // atomically.
 func (t *Thread) StoreWT64(a pm.Addr, v uint64) { t.storeWT(a, 8, v) }

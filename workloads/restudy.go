@@ -95,6 +95,9 @@ func (p *Persister) wt() bool {
 	return false
 }
 
+// Store16 stores v at a (2-byte aligned, in PM) as the scheme requires.
+func (p *Persister) Store16(a pm.Addr, v uint16) { p.store(a, 2, uint64(v)) }
+
 // Store32 stores v at a (4-byte aligned, in PM) as the scheme requires.
 func (p *Persister) Store32(a pm.Addr, v uint32) { p.store(a, 4, uint64(v)) }
 
@@ -106,10 +109,14 @@ func (p *Persister) store(a pm.Addr, size int, v uint64) {
 		p.logBefore(a, size)
 	}
 	switch wt := p.wt(); {
+	case wt && size == 2:
+		p.T.StoreWT16(a, uint16(v))
 	case wt && size == 4:
 		p.T.StoreWT32(a, uint32(v))
 	case wt:
 		p.T.StoreWT64(a, v)
+	case size == 2:
+		p.T.Store16(a, uint16(v))
 	case size == 4:
 		p.T.Store32(a, uint32(v))
 	default:
@@ -587,7 +594,9 @@ var restudyWorkloads = []RestudyInfo{
 
 // megaKVMaker makes the Mega-KV kernel op's workload at a size.
 func megaKVMaker(op int) func(Size, persistency.Scheme) (RestudyWorkload, error) {
-	return func(s Size, sc persistency.Scheme) (RestudyWorkload, error) { return NewMegaKV(op, kvShape(s), sc, 1) }
+	return func(s Size, sc persistency.Scheme) (RestudyWorkload, error) {
+		return NewMegaKV(op, kvShape(op, s), sc, 1)
+	}
 }
 
 // progPoWMaker makes a ProgPOW kernel's workload at a size.

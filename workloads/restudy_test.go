@@ -23,21 +23,23 @@ var restudyCheckShapes = map[string]func(persistency.Scheme) (RestudyWorkload, e
 		return NewHisto(HistoShape{Width: 12, Height: 8, Bins: 8, Grid: scope.Grid{Blocks: 3, Threads: 4}}, sc, 2)
 	},
 	"stencil": func(sc persistency.Scheme) (RestudyWorkload, error) {
-		return NewStencil(StencilShape{NX: 5, NY: 5, NZ: 4, Steps: 2, Threads: 4}, sc, 2)
+		return NewStencil(StencilShape{NX: 5, NY: 5, NZ: 4, Steps: 2}, sc, 2)
 	},
 	"bfs": func(sc persistency.Scheme) (RestudyWorkload, error) {
-		return NewBFS(BFSShape{Nodes: 40, Degree: 2, Threads: 8}, sc, 2)
+		return NewBFS(restudyBFSCheckShape, sc, 2)
 	},
 	"sgemm": func(sc persistency.Scheme) (RestudyWorkload, error) {
-		return NewSGEMM(SGEMMShape{M: 6, N: 4, K: 3, Tile: 2}, sc, 2)
+		return NewSGEMM(SGEMMShape{M: 4, N: 6, K: 4, TileN: 2, TileH: 2}, sc, 2)
 	},
 	"spmv": func(sc persistency.Scheme) (RestudyWorkload, error) {
 		return NewSpMV(SpMVShape{Rows: 24, MaxPerRow: 3, Threads: 4}, sc, 2)
 	},
 	"lbm": func(sc persistency.Scheme) (RestudyWorkload, error) {
-		return NewLBM(LBMShape{NX: 4, NY: 3, Steps: 2, Threads: 4}, sc, 2)
+		return NewLBM(LBMShape{NX: 2, NY: 2, NZ: 2, Steps: 1}, sc, 2)
 	},
-	"sad": func(sc persistency.Scheme) (RestudyWorkload, error) { return NewSAD(SADShape{W: 8, H: 8, R: 1}, sc, 2) },
+	"sad": func(sc persistency.Scheme) (RestudyWorkload, error) {
+		return NewSAD(SADShape{W: 16, H: 16, R: 1, PosPerThread: 4}, sc, 2)
+	},
 	"accumulate": func(sc persistency.Scheme) (RestudyWorkload, error) {
 		return NewAccumulate(AccumulateShape{Elements: 12, Per: 2, Threads: 2}, sc, 2, false)
 	},
@@ -48,13 +50,13 @@ var restudyCheckShapes = map[string]func(persistency.Scheme) (RestudyWorkload, e
 		return NewMRIQ(MRIQShape{K: 40, Threads: 8}, sc, 2)
 	},
 	"kv-search": func(sc persistency.Scheme) (RestudyWorkload, error) {
-		return NewMegaKV(KVSearch, KVShape{Buckets: 8, Keys: 8, Batch: 8, Threads: 4}, sc, 2)
+		return NewMegaKV(KVSearch, KVShape{Buckets: 8, Keys: 8, Batch: 8, Blocks: 2, Threads: 8}, sc, 2)
 	},
 	"kv-insert": func(sc persistency.Scheme) (RestudyWorkload, error) {
 		return NewMegaKV(KVInsert, kvCuckooShape, sc, 2)
 	},
 	"kv-delete": func(sc persistency.Scheme) (RestudyWorkload, error) {
-		return NewMegaKV(KVDelete, KVShape{Buckets: 8, Keys: 12, Batch: 4, Threads: 4}, sc, 2)
+		return NewMegaKV(KVDelete, KVShape{Buckets: 8, Keys: 12, Batch: 4, Blocks: 1, Threads: 16}, sc, 2)
 	},
 	"pow-dag": func(sc persistency.Scheme) (RestudyWorkload, error) {
 		return NewProgPoW(true, PoWShape{Items: 6, Cache: 16, Rounds: 2, Nonces: 4, Loops: 2, Threads: 4}, sc, 2)
@@ -63,6 +65,10 @@ var restudyCheckShapes = map[string]func(persistency.Scheme) (RestudyWorkload, e
 		return NewProgPoW(false, PoWShape{Items: 8, Cache: 16, Rounds: 2, Nonces: 24, Loops: 2, Threads: 4}, sc, 2)
 	},
 }
+
+// restudyBFSCheckShape is a BFS whose search stops at its block limit
+// (a frontier of more than 4 nodes) before reaching every node.
+var restudyBFSCheckShape = BFSShape{W: 12, H: 6, Keep: 0.7, SrcX: 0, SrcY: 0, Threads: 4}
 
 // restudyMachine returns a fresh machine: the functional backend for model
 // nil, else hwmodel's volta preset under *model.
@@ -309,7 +315,7 @@ func TestRestudyUnderOtherModels(t *testing.T) {
 // kvCuckooShape, the tiny Mega-KV shape, fills seven eighths of a
 // four-bucket table, so that the insert batch displaces entries: the crash
 // tests explore crashes inside displacements.
-var kvCuckooShape = kvShape(Tiny)
+var kvCuckooShape = kvShape(KVInsert, Tiny)
 
 // Every workload reports a time for each of its kernels, in the order and
 // under the names its RestudyInfo lists, and every kernel takes time on
@@ -450,4 +456,65 @@ func TestRestudyKernelsInPaper(t *testing.T) {
 			require.Equal(t, rc.Name != "accumulate" && k.Name != "histo3", k.InPaper(), k.Name)
 		}
 	}
+}
+
+// The BFS stops, as Parboil's BFS_in_GPU_kernel does, at the first
+// frontier larger than its block: fewer nodes are reached than a whole
+// search reaches, on the functional backend and on hwmodel alike, and the
+// crash checker explores crashes in a run that stops there.
+func TestBFSStopsAtTheBlockLimit(t *testing.T) {
+	reached := func(sh BFSShape) int {
+		w, err := NewBFS(sh, persistency.NVM, 2)
+		require.NoError(t, err)
+		n := 0
+		for _, c := range w.(*rsApp).arrays[1].want {
+			if c != bfsInf {
+				n++
+			}
+		}
+		return n
+	}
+	sh := restudyBFSCheckShape
+	whole := sh
+	whole.Threads = sh.W * sh.H
+	require.Less(t, reached(sh), reached(whole), "the check shape's search must stop at its block limit")
+	s := persistency.LoopSchemes[1]
+	for _, model := range timedOrNot(s) {
+		w, err := NewBFS(sh, s, 2)
+		require.NoError(t, err)
+		m, _ := restudyMachine(t, model)
+		runRestudy(t, w, m)
+	}
+}
+
+// The paper-size BFS has the statistics its doc comment gives (bfsShape):
+// NY's size and degree, and its first frontier over the block's 512
+// threads after about as many levels.
+func TestBFSPaperShape(t *testing.T) {
+	sh := bfsShape(Paper)
+	w, err := NewBFS(sh, persistency.NVM, 1)
+	require.NoError(t, err)
+	a := w.(*rsApp)
+	n := sh.W * sh.H
+	graph := a.arrays[0].init
+	arcs := len(graph) - (n + 1)
+	perLevel := map[uint32]int{}
+	last := uint32(0)
+	for _, c := range a.arrays[1].want {
+		if c != bfsInf {
+			perLevel[c]++
+			last = max(last, c)
+		}
+	}
+	reached := 0
+	for l := range last {
+		require.LessOrEqual(t, perLevel[l], sh.Threads, "level %d", l)
+		reached += perLevel[l]
+	}
+	t.Logf("%d nodes, %.2f arcs per node; frontier %d at level %d after %d nodes", n, float64(arcs)/float64(n), perLevel[last], last, reached)
+	require.Equal(t, 270920, n)
+	require.InDelta(t, 2.79, float64(arcs)/float64(n), 0.01)
+	require.Equal(t, uint32(244), last)
+	require.Equal(t, 516, perLevel[last])
+	require.Equal(t, 70224, reached)
 }

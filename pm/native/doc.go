@@ -91,6 +91,9 @@
 //     for any scope s (the scope is not narrowed: wider than SBRP asks).
 //   - PBarrier(Warp/Block/Device/System): every member's persists before the
 //     barrier before every member's persists after it.
+//   - L2WB and PCommit (the re-study's write-back of the whole L2 and drain
+//     of the memory controllers' queues): every persist of every thread
+//     logged before it, before the thread's later persists.
 //   - SyncThreads (any barrier the engine reports with Sync) passes epochs
 //     on: persists a member ordered with an ordering verb before the
 //     barrier are before every member's persists after it. A barrier with

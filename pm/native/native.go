@@ -609,6 +609,11 @@ func (b *Backend) Op(a *pm.Agent, op *pm.Op) {
 		}
 	case pm.OpOFence, pm.OpPBarrier, pm.OpDFence, pm.OpEpochBarrier, pm.OpSFence, pm.OpCFence, pm.OpMemBar, pm.OpPersistBarrier, pm.OpJoinStrand:
 		b.order(b.state(a))
+	case pm.OpL2WB, pm.OpPCommit:
+		// The re-study's write-back of the whole L2 (and drain of every
+		// write-pending queue) covers every thread's persists so far.
+		s := b.state(a)
+		s.ep = max(b.cur(s), b.gmax+1)
 	}
 	if len(b.log) >= b.opts.MaxPending {
 		b.flush()

@@ -124,6 +124,37 @@ var orderCases = []orderCase{
 		},
 	},
 	{
+		// The re-study's CTA epoch with an L2WB: thread 0, which stores
+		// nothing itself, writes the whole L2 back after the block meets,
+		// then sets the block's flag.
+		name: "l2wb of other threads' persists", grid: scope.Grid{Blocks: 1, Threads: 128},
+		kernel: func(d, _ pm.Addr) scope.Kernel {
+			return func(t *scope.Thread) {
+				i := uint64(t.TID())
+				if i > 0 {
+					t.Store64(d.Add(8*i), i+1)
+				}
+				t.SyncThreads()
+				if i == 0 {
+					t.L2WB()
+					t.MemBar()
+					t.Store64(d.Add(8*300), 1)
+				}
+			}
+		},
+		holds: func(w func(int) uint64) (bool, string) {
+			if w(300) != 1 {
+				return true, ""
+			}
+			for i := 1; i < 128; i++ {
+				if w(i) != uint64(i+1) {
+					return false, "the flag after an L2WB persisted before another thread's earlier store"
+				}
+			}
+			return true, ""
+		},
+	},
+	{
 		name: "block pbarrier", grid: scope.Grid{Blocks: 1, Threads: 128},
 		kernel: func(d, _ pm.Addr) scope.Kernel {
 			return func(t *scope.Thread) {
