@@ -52,15 +52,7 @@ func TestPersistDFenceLatency(t *testing.T) {
 			t.Run(preset+"/"+model.String(), func(t *testing.T) {
 				be, m := setupHW(t, cfg, model)
 				r := region(t, m, "p", 64)
-				var store, fence Event
-				be.SetTrace(func(e Event) {
-					switch e.Kind {
-					case pm.OpStore:
-						store = e
-					case pm.OpDFence:
-						fence = e
-					}
-				})
+				store, fence := traceStoreFence(be)
 				_, err := scope.Launch(m, scope.Grid{Blocks: 1, Threads: 1}, func(t *scope.Thread) {
 					t.Store64(r.Base, 42)
 					t.DFence()
@@ -606,15 +598,7 @@ func TestEpochWriteThrough(t *testing.T) {
 				cfg.Persist.EpochWriteThrough = wt
 				be, m := setupHW(t, cfg, model)
 				r := region(t, m, "w", 128)
-				var store, fence Event
-				be.SetTrace(func(e Event) {
-					switch e.Kind {
-					case pm.OpStore:
-						store = e
-					case pm.OpDFence:
-						fence = e
-					}
-				})
+				store, fence := traceStoreFence(be)
 				_, err := scope.Launch(m, scope.Grid{Blocks: 1, Threads: 1}, func(t *scope.Thread) {
 					t.Store64(r.Base, 7)
 					t.Work(2000) // longer than a persist's round trip
@@ -637,4 +621,19 @@ func TestEpochWriteThrough(t *testing.T) {
 			})
 		}
 	}
+}
+
+// traceStoreFence traces be's launches and returns the last store and the
+// last DFence they issued, filled in as the launch runs.
+func traceStoreFence(be *Backend) (store, fence *Event) {
+	store, fence = new(Event), new(Event)
+	be.SetTrace(func(e Event) {
+		switch e.Kind {
+		case pm.OpStore:
+			*store = e
+		case pm.OpDFence:
+			*fence = e
+		}
+	})
+	return store, fence
 }

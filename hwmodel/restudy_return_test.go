@@ -53,11 +53,7 @@ func TestRestudyCLWBWaitsForInFlightWriteBack(t *testing.T) {
 						t.Work(20) // the other warp's CLWB takes the line
 					}
 					t.CLWB(a)
-					t.MemBar()
-					if model.VolatileWPQ() {
-						t.PCommit()
-						t.MemBar()
-					}
+					restudyFence(t, model)
 				})
 				require.NoError(t, ref.Err())
 				require.Equal(t, 1, ref.ReturnsChecked())
@@ -106,13 +102,7 @@ func TestRestudyPCommitOutOfTimeOrder(t *testing.T) {
 func TestRestudyWriteBackAfterLatestStore(t *testing.T) {
 	for _, model := range []Model{Restudy, RestudyPCT} {
 		t.Run(model.String(), func(t *testing.T) {
-			fence := func(t *scope.Thread) {
-				t.MemBar()
-				if model.VolatileWPQ() {
-					t.PCommit()
-					t.MemBar()
-				}
-			}
+			fence := func(t *scope.Thread) { restudyFence(t, model) }
 			ref := refineVolta(t, model, scope.Grid{Blocks: 2, Threads: 32}, func(t *scope.Thread, a pm.Addr) {
 				if t.Lane() != 0 {
 					t.SyncThreads()
@@ -174,11 +164,7 @@ func TestRestudyL2WBWaitsForLateWriteBack(t *testing.T) {
 					t.Work(10)
 				}
 				t.L2WB()
-				t.MemBar()
-				if model.VolatileWPQ() {
-					t.PCommit()
-					t.MemBar()
-				}
+				restudyFence(t, model)
 			})
 			require.NoError(t, ref.Err())
 			require.Equal(t, 1, ref.ReturnsChecked())
@@ -218,15 +204,21 @@ func TestRestudyCLWBWaitsForEarlierLaunchStore(t *testing.T) {
 					t.Work(20) // warp 0's CLWB takes the line first
 				}
 				t.CLWB(a)
-				t.MemBar()
-				if model.VolatileWPQ() {
-					t.PCommit()
-					t.MemBar()
-				}
+				restudyFence(t, model)
 			})
 			require.NoError(t, err)
 			require.NoError(t, ref.Err())
 			require.Equal(t, 2, ref.ReturnsChecked())
 		})
+	}
+}
+
+// restudyFence is the re-study's durable fence: a MemBar, and under a
+// volatile WPQ a PCommit and a second MemBar.
+func restudyFence(t *scope.Thread, model Model) {
+	t.MemBar()
+	if model.VolatileWPQ() {
+		t.PCommit()
+		t.MemBar()
 	}
 }
