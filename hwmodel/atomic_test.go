@@ -84,3 +84,55 @@ func TestDurableValueNeverGoesBack(t *testing.T) {
 		require.Equal(t, uint64(warps), last, model.String())
 	}
 }
+
+// The lanes of one warp adding to one word do it in one instruction, the
+// memory completing their atomics a cycle apart; a spin lock handed from
+// lane to lane still costs the lanes their turns: instructions of their own.
+func TestWarpAtomicsOnOneWord(t *testing.T) {
+	run := func(t *testing.T, lanes int, lock bool) (events []hwmodel.Event) {
+		cfg := hwmodel.PresetVolta()
+		cfg.GPU.LaunchLatencyCycles = 0
+		be, err := hwmodel.New(cfg, hwmodel.Epoch)
+		require.NoError(t, err)
+		be.SetTrace(func(e hwmodel.Event) {
+			if e.Kind == pm.OpAtomic {
+				events = append(events, e)
+			}
+		})
+		m, err := pm.NewMachine(be)
+		require.NoError(t, err)
+		w, err := m.Alloc(pm.DeviceMem, 16)
+		require.NoError(t, err)
+		_, err = scope.Launch(m, scope.Grid{Blocks: 1, Threads: lanes}, func(t *scope.Thread) {
+			if !lock {
+				t.AtomicAdd32(w, 1, pm.Device)
+				return
+			}
+			for t.AtomicCAS32(w, 0, 1, pm.Device) != 0 {
+			}
+			t.Store32(w.Add(8), t.Load32(w.Add(8))+1)
+			t.AtomicExch32(w, 0, pm.Device)
+		})
+		require.NoError(t, err)
+		counter := w
+		if lock {
+			counter = w.Add(8)
+		}
+		v, err := m.Memory().Load(counter, 4)
+		require.NoError(t, err)
+		require.Equal(t, uint64(lanes), v)
+		return events
+	}
+	t.Run("add", func(t *testing.T) {
+		one, all := run(t, 1, false), run(t, 32, false)
+		require.Len(t, one, 1)
+		require.Len(t, all, 1, "one instruction")
+		require.Equal(t, 32, all[0].Lanes)
+		require.Equal(t, one[0].Done-one[0].Issue+31, all[0].Done-all[0].Issue, "a cycle per further lane")
+	})
+	t.Run("lock", func(t *testing.T) {
+		ev := run(t, 4, true)
+		// Each lane's CAS and Exch: the lanes take turns.
+		require.GreaterOrEqual(t, len(ev), 2*4)
+	})
+}

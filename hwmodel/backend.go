@@ -49,6 +49,7 @@ type Stats struct {
 	CoalescedWrites uint64 // persists that joined a line already pending (same instruction or buffered)
 
 	Loads      uint64 // line accesses by loads, atomics and acquires
+	SmemPasses uint64 // shared-memory passes: one per distinct word of an access's busiest bank
 	L1Misses   uint64 // of which missed in the L1
 	L1PMMisses uint64 // of which missed in the L1 on PM data
 	L2Misses   uint64 // of which missed in the L2 too
@@ -75,7 +76,7 @@ type StallStats struct {
 	Release    uint64 // device-scope PRel (and ScopedBarrier PRel) waiting for durability
 	PBarrier   uint64 // PBarrier waiting for drains
 	Barrier    uint64 // waiting for other warps at a barrier
-	Work       uint64 // Work(cycles)
+	Work       uint64 // Work(cycles), and waiting for the SM's ALUs to take it
 }
 
 // LanesPerInstruction returns the mean number of lanes that issued each
@@ -97,6 +98,7 @@ func (s *Stats) add(o *Stats) {
 	s.Flushes += o.Flushes
 	s.CoalescedWrites += o.CoalescedWrites
 	s.Loads += o.Loads
+	s.SmemPasses += o.SmemPasses
 	s.L1Misses += o.L1Misses
 	s.L1PMMisses += o.L1PMMisses
 	s.L2Misses += o.L2Misses
@@ -152,16 +154,19 @@ type pendOp struct {
 	kind  pm.OpKind
 	scope pm.Scope
 	pm    bool
-	wrote bool
-	addr  pm.Addr
-	size  uint32
-	value uint64
-	old   uint64
-	rec0  int32 // first record of a persist (records rec0..rec1-1)
-	rec1  int32
-	idx   int32 // the lane's verb index in the step
-	lane  int32
-	done  bool
+	// shared: an access to the block's shared memory (pm.Op.Shared),
+	// timed on the SM (sharedAccess).
+	shared bool
+	wrote  bool
+	addr   pm.Addr
+	size   uint32
+	value  uint64
+	old    uint64
+	rec0   int32 // first record of a persist (records rec0..rec1-1)
+	rec1   int32
+	idx    int32 // the lane's verb index in the step
+	lane   int32
+	done   bool
 	// gather: a load of a group of independent loads (pm.Op.Gather).
 	gather bool
 	seq    int32 // the verb's place among the launch's Op calls
@@ -192,6 +197,8 @@ type warpState struct {
 type smState struct {
 	l1      *cache
 	issue   resource  // warp schedulers: Schedulers instructions per cycle
+	alu     resource  // the schedulers' execution units: Schedulers cycles of Work per cycle
+	smem    resource  // shared memory: one bank-conflict pass per cycle
 	log     []span    // recent flushes of the SM (those not known to be over)
 	slots   occupancy // the flush window (every model but ScopedBarrier); ScopedBarrier: the L1 NVW-FIFO
 	pruneAt int
@@ -284,16 +291,20 @@ type Backend struct {
 	curWarp  int     // the warp the pending ops belong to
 	lines    []uint64
 	lineMask []uint64 // persistOps: the sectors written per line of lines
-	lineEnt  []int32
-	secShift uint // log2 of persist.sector_bytes; 0: whole lines
-	entries  []entry
-	records  recordLog
-	applied  int // records before this index are in durable
-	relFront map[pm.Addr]uint64
-	released map[pm.Addr]release // the last PRel of each flag
-	atomics  map[pm.Addr]release // per address, the value and completion of the last atomic that wrote it
-	durable  *pm.Image
-	floor    uint64 // CrashAt accepts cycles >= floor
+	// sharedAccess's scratch: the words an instruction touches, and
+	// their count per bank.
+	smemWords []uint64
+	smemBanks []int32
+	lineEnt   []int32
+	secShift  uint // log2 of persist.sector_bytes; 0: whole lines
+	entries   []entry
+	records   recordLog
+	applied   int // records before this index are in durable
+	relFront  map[pm.Addr]uint64
+	released  map[pm.Addr]release // the last PRel of each flag
+	atomics   map[pm.Addr]release // per address, the value and completion of the last atomic that wrote it
+	durable   *pm.Image
+	floor     uint64 // CrashAt accepts cycles >= floor
 
 	st, last Stats
 	trace    func(Event)
@@ -338,7 +349,7 @@ func New(cfg Config, model Model) (*Backend, error) {
 	b.sms = make([]smState, cfg.GPU.SMs)
 	for i := range b.sms {
 		b.sms[i] = smState{
-			l1: newCache(cfg.L1), issue: resource{perByte: (1<<fracBits + uint64(cfg.GPU.Schedulers) - 1) / uint64(cfg.GPU.Schedulers)},
+			l1: newCache(cfg.L1), issue: perCycle(cfg.GPU.Schedulers), alu: perCycle(cfg.GPU.Schedulers), smem: perCycle(1),
 			pbLine: map[uint64]int32{},
 		}
 	}
@@ -496,6 +507,8 @@ func (b *Backend) Begin(l pm.Launch) error {
 	}
 	for i := range b.sms {
 		b.sms[i].issue.reset(b.start)
+		b.sms[i].alu.reset(b.start)
+		b.sms[i].smem.reset(b.start)
 		b.sms[i].slots.reset(b.start)
 		b.sms[i].log = b.sms[i].log[:0]
 	}
@@ -553,7 +566,7 @@ func (b *Backend) Op(a *pm.Agent, op *pm.Op) {
 	}
 	ws.sm = max(a.Unit, 0) % len(b.sms)
 	sc := op.Scope
-	p := pendOp{kind: op.Kind, scope: sc, pm: op.PM && !b.pmAsDRAM, wrote: op.Wrote, addr: op.Addr, size: op.Size, value: op.Value, old: op.Old, rec0: -1, rec1: -1,
+	p := pendOp{kind: op.Kind, scope: sc, pm: op.PM && !b.pmAsDRAM, shared: op.Shared && !op.PM, wrote: op.Wrote, addr: op.Addr, size: op.Size, value: op.Value, old: op.Old, rec0: -1, rec1: -1,
 		gather: op.Gather && op.Kind == pm.OpLoad && !b.cfg.GPU.SerialLoads}
 	if op.WT {
 		p.scope = pm.System // a write-through store is an instruction of its own
@@ -582,8 +595,13 @@ func (b *Backend) Op(a *pm.Agent, op *pm.Op) {
 	if op.Kind == pm.OpAtomic || op.Kind == pm.OpPAcq {
 		// A lane that reads what another lane of the warp wrote in this
 		// step (a lock handed from lane to lane) issues after that write:
-		// the lanes took turns, as a divergent warp does.
-		if d := b.writerIdx(op.Addr, lane); d >= b.laneIdx[lane] {
+		// the lanes took turns, as a divergent warp does. An atomic that
+		// read what the same instruction's atomic of another lane wrote
+		// (lanes adding to one counter) stays in that instruction: the
+		// memory serialises the lanes' atomics a cycle apart (instruction).
+		d, atomic, v := b.writerIdx(op.Addr, lane)
+		chained := op.Kind == pm.OpAtomic && atomic && v == op.Old && d == b.laneIdx[lane]
+		if d >= b.laneIdx[lane] && !chained {
 			b.laneIdx[lane] = d + 1
 		}
 	}
@@ -595,18 +613,19 @@ func (b *Backend) Op(a *pm.Agent, op *pm.Op) {
 }
 
 // writerIdx returns the verb index of the latest pending write to addr by
-// another lane than lane in the current step, or -1.
-func (b *Backend) writerIdx(addr pm.Addr, lane int) int32 {
+// another lane than lane in the current step (or -1), whether it was an
+// atomic, and the value it wrote.
+func (b *Backend) writerIdx(addr pm.Addr, lane int) (idx int32, atomic bool, v uint64) {
 	for i := len(b.pending) - 1; i >= 0; i-- {
 		q := &b.pending[i]
 		if q.addr != addr || int(q.lane) == lane {
 			continue
 		}
 		if q.kind == pm.OpStore || q.kind == pm.OpPRel || q.kind == pm.OpAtomic && q.wrote {
-			return q.idx
+			return q.idx, q.kind == pm.OpAtomic, q.value
 		}
 	}
-	return -1
+	return -1, false, 0
 }
 
 // opBytes returns the bytes a persist writes: op.Data, or op.Value's
@@ -757,6 +776,8 @@ func (b *Backend) trim() {
 	}
 	for i := range b.sms {
 		b.sms[i].issue.trim(at)
+		b.sms[i].alu.trim(at)
+		b.sms[i].smem.trim(at)
 		b.sms[i].slots.trim(at)
 	}
 	b.l2Slots.trim(at)
@@ -828,14 +849,19 @@ func (b *Backend) instruction(w int, ws *warpState, kind pm.OpKind, sc pm.Scope,
 		done = max(ready, b.persistOps(ws, ready, kind, sc, group))
 		b.markDone(group, kind, sc)
 	case pm.OpWork:
+		// The warp's compute occupies one of the SM's execution units for
+		// the cycles of its busiest lane; the SM has Schedulers of them,
+		// so warps sharing an SM take turns (a fluid share: the SM's
+		// units do Schedulers cycles of work per cycle).
 		var most uint64
 		for i := range group {
 			if p := &group[i]; !p.done && p.kind == kind {
 				most = max(most, p.value)
 			}
 		}
-		b.last.Stalls.Work += most
-		done = t + max(most, 1)
+		most = max(most, 1)
+		done = max(t+most, b.sms[ws.sm].alu.transfer(t, most))
+		b.last.Stalls.Work += done - t
 		b.markDone(group, kind, sc)
 	default:
 		done = b.verb(ws, t, kind, sc, group)
@@ -924,7 +950,7 @@ func (b *Backend) collect(group []pendOp, kind pm.OpKind, sc pm.Scope, wantPM bo
 	b.lines = b.lines[:0]
 	for i := range group {
 		p := &group[i]
-		if p.done || p.kind != kind || p.scope != sc || p.pm != wantPM {
+		if p.done || p.kind != kind || p.scope != sc || p.pm != wantPM || p.shared {
 			continue
 		}
 		first := uint64(p.addr) >> b.lineShift
@@ -941,6 +967,9 @@ func (b *Backend) collect(group []pendOp, kind pm.OpKind, sc pm.Scope, wantPM bo
 // atomics) and returns when the data is back.
 func (b *Backend) loads(ws *warpState, t uint64, kind pm.OpKind, sc pm.Scope, group []pendOp, atL2 bool) uint64 {
 	done := t + 1
+	if end := b.sharedAccess(ws, t, kind, sc, group); end > 0 {
+		done = end + uint64(b.cfg.GPU.SmemLatencyCycles)
+	}
 	for _, isPM := range [2]bool{false, true} {
 		b.collect(group, kind, sc, isPM)
 		b.last.Loads += uint64(len(b.lines))
@@ -959,6 +988,48 @@ func (b *Backend) loads(ws *warpState, t uint64, kind pm.OpKind, sc pm.Scope, gr
 		b.markDone(group, kind, sc)
 	}
 	return done
+}
+
+// sharedAccess times the shared-memory accesses of an instruction (its not
+// yet done ops of kind and scope that are shared) and returns the cycle
+// after its last pass, or 0 if it has none: a store is done then, a load's
+// or atomic's data is back SmemLatencyCycles later. The SM's shared memory has SmemBanks
+// banks of 4-byte words and serves one pass per cycle: the access takes one
+// pass per distinct word of its busiest bank (lanes on one word share it,
+// as GPGPU-Sim's unlimited broadcast does; atomics of several lanes on one
+// word then complete a cycle apart, as every atomic chain does: see
+// instruction).
+func (b *Backend) sharedAccess(ws *warpState, t uint64, kind pm.OpKind, sc pm.Scope, group []pendOp) uint64 {
+	words := b.smemWords[:0]
+	for i := range group {
+		p := &group[i]
+		if p.done || p.kind != kind || p.scope != sc || !p.shared {
+			continue
+		}
+		first, last := uint64(p.addr)>>2, (uint64(p.addr)+uint64(max(p.size, 1))-1)>>2
+		for w := first; w <= last; w++ {
+			if !slices.Contains(words, w) {
+				words = append(words, w)
+			}
+		}
+	}
+	b.smemWords = words
+	if len(words) == 0 {
+		return 0
+	}
+	banks := b.smemBanks[:0]
+	for range b.cfg.GPU.SmemBanks {
+		banks = append(banks, 0)
+	}
+	b.smemBanks = banks
+	passes := uint64(0)
+	for _, w := range words {
+		k := w % uint64(len(banks))
+		banks[k]++
+		passes = max(passes, uint64(banks[k]))
+	}
+	b.last.SmemPasses += passes
+	return b.sms[ws.sm].smem.transfer(t, passes)
 }
 
 // gathered reports whether every op of the instruction (the not yet done
@@ -1040,8 +1111,8 @@ func (b *Backend) l2Read(line uint64, isPM bool, t uint64) uint64 {
 // stores times a store instruction: volatile lines go to the L2 without
 // stalling the warp; PM lines follow the model.
 func (b *Backend) stores(ws *warpState, t uint64, kind pm.OpKind, sc pm.Scope, group []pendOp) uint64 {
+	done := max(t+1, b.sharedAccess(ws, t, kind, sc, group))
 	b.collect(group, kind, sc, false)
-	done := t + 1
 	for i, l := range b.lines {
 		if b.l2.lookup(l) < 0 {
 			b.l2Insert(l, t+uint64(i))

@@ -66,6 +66,14 @@ type GPUConfig struct {
 	// one after another, each paying it. The SBRP and GPM artifacts and the
 	// re-study's configuration set 5,000 cycles.
 	LaunchLatencyCycles int `json:"launch_latency_cycles"`
+	// SmemLatencyCycles is the latency of a shared-memory access on the
+	// SM (GPGPU-Sim's -gpgpu_smem_latency), after its bank-conflict passes.
+	SmemLatencyCycles int `json:"smem_latency_cycles"`
+	// SmemBanks is the number of 4-byte-wide shared-memory banks (GPGPU-Sim's
+	// -gpgpu_shmem_num_banks): a warp access takes one pass per distinct
+	// word in its busiest bank, and the SM's shared memory serves one pass
+	// per cycle.
+	SmemBanks int `json:"smem_banks"`
 }
 
 // CacheConfig is a set-associative cache.
@@ -185,6 +193,10 @@ func sbrpBase() Config {
 			// not in Table 1: the artifact's gpgpusim.config
 			// (-gpgpu_kernel_launch_latency 5000, every model).
 			LaunchLatencyCycles: 5000,
+			// not in Table 1: the artifact's gpgpusim.config
+			// (-gpgpu_smem_latency 20, -gpgpu_shmem_num_banks 32).
+			SmemLatencyCycles: 20,
+			SmemBanks:         32,
 		},
 		// Table 1: L1 64 KB/SM; artifact: L1 hit latency 20 cycles; 128-byte
 		// lines (the coalescing unit of the artifact's flushes); associativity
@@ -278,6 +290,8 @@ func PresetGOPE() Config {
 		MaxThreadsPerSM:    40 * 64, // Table 2: 40 wavefronts per CU
 		MaxBlocksPerSM:     40,      // not in Table 2: at least one wavefront per workgroup
 		MaxThreadsPerBlock: 1024,    // not in Table 2: OpenCL limit used by gem5's HSA runtime
+		SmemLatencyCycles:  20,      // not in Table 2: the SBRP artifact's
+		SmemBanks:          32,      // not in Table 2: GCN's LDS has 32 banks
 	}
 	c.L1 = CacheConfig{SizeBytes: 16 << 10, LineBytes: 64, Assoc: 16, LatencyCycles: 20}   // Table 2 size/ways/line; latency: SBRP artifact
 	c.L2 = CacheConfig{SizeBytes: 512 << 10, LineBytes: 64, Assoc: 16, LatencyCycles: 160} // Table 2 size/ways/line; latency: SBRP artifact
@@ -322,7 +336,9 @@ func PresetVolta() Config {
 	c := sbrpBase()
 	c.Name = "volta"
 	c.GPU = GPUConfig{ClockMHz: 1132, SMs: 80, WarpSize: 32, Schedulers: 4, MaxThreadsPerSM: 2048, MaxBlocksPerSM: 32, MaxThreadsPerBlock: 1024,
-		LaunchLatencyCycles: 5000} // the re-study's gpgpusim.config: -gpgpu_kernel_launch_latency 5000
+		// the re-study's gpgpusim.config: -gpgpu_kernel_launch_latency 5000,
+		// -gpgpu_smem_latency 20, -gpgpu_shmem_num_banks 32
+		LaunchLatencyCycles: 5000, SmemLatencyCycles: 20, SmemBanks: 32}
 	c.L1 = CacheConfig{SizeBytes: 32 << 10, LineBytes: 128, Assoc: 4, LatencyCycles: 20}
 	c.L2 = CacheConfig{SizeBytes: 6 << 20, LineBytes: 128, Assoc: 24, LatencyCycles: 160}
 	c.DRAM = MemConfig{ReadLatencyCycles: 150, WriteLatencyCycles: 150, ReadGBps: voltaMemGBps, WriteGBps: voltaMemGBps}
@@ -536,6 +552,7 @@ func (c *Config) Validate() error {
 		{"gpu.sms", g.SMs}, {"gpu.warp_size", g.WarpSize}, {"gpu.schedulers", g.Schedulers},
 		{"gpu.max_threads_per_sm", g.MaxThreadsPerSM}, {"gpu.max_blocks_per_sm", g.MaxBlocksPerSM},
 		{"gpu.max_threads_per_block", g.MaxThreadsPerBlock},
+		{"gpu.smem_latency_cycles", g.SmemLatencyCycles}, {"gpu.smem_banks", g.SmemBanks},
 		{"l1.latency_cycles", c.L1.LatencyCycles}, {"l2.latency_cycles", c.L2.LatencyCycles},
 		{"dram.read_latency_cycles", c.DRAM.ReadLatencyCycles}, {"dram.write_latency_cycles", c.DRAM.WriteLatencyCycles},
 		{"nvm.read_latency_cycles", c.NVM.ReadLatencyCycles}, {"nvm.write_latency_cycles", c.NVM.WriteLatencyCycles},

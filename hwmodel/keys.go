@@ -30,6 +30,8 @@ var keyDocs = map[string][3]string{
 	"gpu.max_blocks_per_sm":           {"count", "resident blocks per SM", "CUDA limit (32); not in SBRP Table 1"},
 	"gpu.max_threads_per_block":       {"count", "threads in one block", "SBRP Table 1 (1024)"},
 	"gpu.launch_latency_cycles":       {"cycles", "from a kernel's launch to its first instruction; launches run one after another", "SBRP/GPM artifacts' and the re-study's gpgpusim.config (-gpgpu_kernel_launch_latency 5000); gope: 0, not in the scoped persist barrier paper"},
+	"gpu.smem_latency_cycles":         {"cycles", "shared-memory access latency on the SM, after the access's bank-conflict passes", "SBRP artifact's and the re-study's gpgpusim.config (-gpgpu_smem_latency 20); gope: the SBRP artifact's, not in Table 2"},
+	"gpu.smem_banks":                  {"count", "4-byte shared-memory banks: a warp access takes one pass (one cycle of the SM's shared memory) per distinct word in its busiest bank", "SBRP artifact's and the re-study's gpgpusim.config (-gpgpu_shmem_num_banks 32); gope: GCN's LDS (32 banks), not in Table 2"},
 	"gpu.serial_loads":                {"bool", "every load blocks its warp until its data is back, gathered ones too (no memory-level parallelism in a warp)", "off: GPGPU-Sim's scoreboard (SBRP artifact, re-study) overlaps a warp's independent loads"},
 	"l1.size_bytes":                   {"bytes", "per-SM L1 data cache capacity", "SBRP Table 1 (64 KB); volta: the re-study's Table I (32 KB)"},
 	"l1.line_bytes":                   {"bytes", "L1 line; warp accesses coalesce into lines of this size", "SBRP artifact (128)"},

@@ -40,6 +40,12 @@ func newResource(gbps, clockMHz float64) resource {
 	return resource{perByte: uint64(math.Ceil(cyclesPerByte * (1 << fracBits)))}
 }
 
+// perCycle returns a resource that serves n units per cycle (an SM's
+// schedulers, its execution units, its shared memory).
+func perCycle(n int) resource {
+	return resource{perByte: (1<<fracBits + uint64(n) - 1) / uint64(n)}
+}
+
 // reset forgets every reservation before cycle at.
 func (r *resource) reset(at uint64) {
 	r.base = at >> bucketShift

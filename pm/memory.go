@@ -220,14 +220,20 @@ func (m *Memory) locate(a Addr, n, align uint64) (*segment, uint64, error) {
 // aliases the image: writes through it are stores that no backend sees, so
 // executors use it only to carry out a verb they report.
 func (m *Memory) Bytes(a Addr, n, align uint64) (b []byte, persistent bool, err error) {
+	b, k, err := m.Access(a, n, align)
+	return b, err == nil && k == PMem, err
+}
+
+// Access is Bytes that returns the kind of memory the bytes lie in.
+func (m *Memory) Access(a Addr, n, align uint64) (b []byte, k Kind, err error) {
 	idx, off := uint64(a)>>OffsetBits, uint64(a)&offMask
 	if idx < uint64(len(m.segs)) {
 		if s := m.segs[idx]; s != nil && off <= s.Size && n <= s.Size-off && uint64(a)&(align-1) == 0 {
-			return s.data[off : off+n : off+n], s.Kind == PMem, nil
+			return s.data[off : off+n : off+n], s.Kind, nil
 		}
 	}
 	_, _, err = m.locate(a, n, align)
-	return nil, false, err
+	return nil, 0, err
 }
 
 // Load reads a naturally aligned value of size 1, 2, 4 or 8 bytes at a.

@@ -103,6 +103,10 @@ type Op struct {
 	// overlap. Functionally it is a plain load.
 	Gather bool
 	PM     bool   // Addr lies in a PM region: a store here is a persist
+	// Shared marks an access to a block's on-chip shared memory
+	// (pm.SharedMem): a timing backend times it on the SM, not through the
+	// caches. Functionally it is a volatile access like any other.
+	Shared bool
 	Size   uint32 // bytes accessed
 	Addr   Addr
 	Value  uint64 // stored or released value, cycles for OpWork, context for OpSetCtx/OpCFence

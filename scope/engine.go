@@ -169,7 +169,7 @@ type verbRec struct {
 	Wrote   bool
 	WT      bool
 	Gather  bool
-	PM      bool
+	Space   space
 	HasData bool
 	Size    uint32
 	Addr    pm.Addr
@@ -610,7 +610,7 @@ func (e *engine) flushOps() {
 // callOp hands one verb to Backend.Op.
 func (e *engine) callOp(a *pm.Agent, v *verbRec, data []byte) {
 	o := &e.callScratch
-	*o = pm.Op{Kind: v.Kind, Scope: v.Scope, Wrote: v.Wrote, WT: v.WT, Gather: v.Gather, PM: v.PM, Size: v.Size, Addr: v.Addr, Value: v.Value, Old: v.Old, Data: data}
+	*o = pm.Op{Kind: v.Kind, Scope: v.Scope, Wrote: v.Wrote, WT: v.WT, Gather: v.Gather, PM: v.Space.PM, Shared: v.Space.Shared, Size: v.Size, Addr: v.Addr, Value: v.Value, Old: v.Old, Data: data}
 	e.be.Op(a, o)
 	o.Data = nil
 }

@@ -41,12 +41,12 @@ func (t *Thread) PCommit() { t.verb(pm.OpPCommit, pm.System, 0) }
 func (t *Thread) MemBar() { t.verb(pm.OpMemBar, pm.Thread, 0) }
 
 func (t *Thread) storeWT(a pm.Addr, size, v uint64) {
-	b, persistent := t.access(a, size, size)
+	b, sp := t.access(a, size, size)
 	pm.PutLE(b, v)
 	e := t.e
 	e.wrote(a, size)
 	if e.ops {
-		e.op = verbRec{Kind: pm.OpStore, WT: true, PM: persistent, Size: uint32(size), Addr: a, Value: v}
+		e.op = verbRec{Kind: pm.OpStore, WT: true, Space: sp, Size: uint32(size), Addr: a, Value: v}
 	}
 	t.report()
 }

@@ -179,13 +179,17 @@ func (t *Thread) observe(a pm.Addr, what string, sync bool) {
 func (t *Thread) noteRead(v uint64) { t.lastVal = v }
 
 // access returns the bytes of a verb's operand or faults the thread.
-func (t *Thread) access(a pm.Addr, size, align uint64) ([]byte, bool) {
-	b, persistent, err := t.e.mem.Bytes(a, size, align)
+func (t *Thread) access(a pm.Addr, size, align uint64) ([]byte, space) {
+	b, k, err := t.e.mem.Access(a, size, align)
 	if err != nil {
 		t.fault(err)
 	}
-	return b, persistent
+	return b, space{PM: k == pm.PMem, Shared: k == pm.SharedMem}
 }
+
+// space is where a verb's operand lies: PM, a block's shared memory, or
+// other volatile memory (neither).
+type space struct{ PM, Shared bool }
 
 func (t *Thread) load(a pm.Addr, size uint64) uint64 { return t.loadAs(a, size, false) }
 
@@ -193,11 +197,11 @@ func (t *Thread) load(a pm.Addr, size uint64) uint64 { return t.loadAs(a, size, 
 // independent loads (Gather32).
 func (t *Thread) loadAs(a pm.Addr, size uint64, gather bool) uint64 {
 	t.observe(a, "Load", false)
-	b, persistent := t.access(a, size, size)
+	b, sp := t.access(a, size, size)
 	v := pm.GetLE(b)
 	t.noteRead(v)
 	if e := t.e; e.ops {
-		e.op = verbRec{Kind: pm.OpLoad, PM: persistent, Size: uint32(size), Addr: a, Gather: gather}
+		e.op = verbRec{Kind: pm.OpLoad, Space: sp, Size: uint32(size), Addr: a, Gather: gather}
 	}
 	t.report()
 	return v
@@ -231,12 +235,12 @@ func (t *Thread) Gather64(dst []uint64, addrs ...pm.Addr) {
 }
 
 func (t *Thread) store(a pm.Addr, size, v uint64) {
-	b, persistent := t.access(a, size, size)
+	b, sp := t.access(a, size, size)
 	pm.PutLE(b, v)
 	e := t.e
 	e.wrote(a, size)
 	if e.ops {
-		e.op = verbRec{Kind: pm.OpStore, PM: persistent, Size: uint32(size), Addr: a, Value: v}
+		e.op = verbRec{Kind: pm.OpStore, Space: sp, Size: uint32(size), Addr: a, Value: v}
 	}
 	t.report()
 }
@@ -268,10 +272,10 @@ func (t *Thread) Store64(a pm.Addr, v uint64) { t.store(a, 8, v) }
 
 // LoadBytes copies len(buf) bytes at a into buf.
 func (t *Thread) LoadBytes(a pm.Addr, buf []byte) {
-	b, persistent := t.access(a, uint64(len(buf)), 1)
+	b, sp := t.access(a, uint64(len(buf)), 1)
 	copy(buf, b)
 	if e := t.e; e.ops {
-		e.op = verbRec{Kind: pm.OpLoad, PM: persistent, Size: uint32(len(buf)), Addr: a, HasData: true}
+		e.op = verbRec{Kind: pm.OpLoad, Space: sp, Size: uint32(len(buf)), Addr: a, HasData: true}
 		e.opData = buf
 	}
 	t.report()
@@ -280,12 +284,12 @@ func (t *Thread) LoadBytes(a pm.Addr, buf []byte) {
 // StoreBytes copies data to a. A store to PM persists in aligned 8-byte
 // words: a crash may keep some words and lose others.
 func (t *Thread) StoreBytes(a pm.Addr, data []byte) {
-	b, persistent := t.access(a, uint64(len(data)), 1)
+	b, sp := t.access(a, uint64(len(data)), 1)
 	copy(b, data)
 	e := t.e
 	e.wrote(a, uint64(len(data)))
 	if e.ops {
-		e.op = verbRec{Kind: pm.OpStore, PM: persistent, Size: uint32(len(data)), Addr: a, HasData: true}
+		e.op = verbRec{Kind: pm.OpStore, Space: sp, Size: uint32(len(data)), Addr: a, HasData: true}
 		e.opData = data
 	}
 	t.report()
@@ -332,7 +336,7 @@ func callerSite() string { return callsite.Site(1) }
 // old value. f returns the new value and whether to write it.
 func (t *Thread) atomic(a pm.Addr, size uint64, s Scope, f func(old uint64) (uint64, bool)) uint64 {
 	s = t.scopeOf(s)
-	b, persistent := t.access(a, size, size)
+	b, sp := t.access(a, size, size)
 	old := pm.GetLE(b)
 	nv, write := f(old)
 	t.noteRead(old)
@@ -350,7 +354,7 @@ func (t *Thread) atomic(a pm.Addr, size uint64, s Scope, f func(old uint64) (uin
 		}
 	}()
 	if e.ops {
-		e.op = verbRec{Kind: pm.OpAtomic, Scope: s, Wrote: write, PM: persistent, Size: uint32(size), Addr: a, Value: nv, Old: old}
+		e.op = verbRec{Kind: pm.OpAtomic, Scope: s, Wrote: write, Space: sp, Size: uint32(size), Addr: a, Value: nv, Old: old}
 	}
 	t.report()
 	return old
@@ -413,7 +417,10 @@ func (t *Thread) DFence() { t.verb(pm.OpDFence, pm.Thread, 0) }
 // thread's earlier persists are durable, and ordered before everything after.
 func (t *Thread) EpochBarrier() { t.verb(pm.OpEpochBarrier, pm.System, 0) }
 
-// Work charges cycles of computation the model cannot see.
+// Work charges cycles of computation the model cannot see: the cycles one
+// of the SM's warp schedulers spends issuing the thread's warp's
+// arithmetic. A timing backend holds a scheduler that long, so warps that
+// share an SM beyond its schedulers take turns (hwmodel).
 func (t *Thread) Work(cycles uint64) { t.verb(pm.OpWork, pm.Thread, cycles) }
 
 // PRel is a scoped persist release: it sets the 4-byte flag at a to v, made
@@ -422,12 +429,12 @@ func (t *Thread) Work(cycles uint64) { t.verb(pm.OpWork, pm.Thread, cycles) }
 // acquirer's later ones.
 func (t *Thread) PRel(flag pm.Addr, v uint32, s Scope) {
 	s = t.persistScopeOf(pm.OpPRel, s)
-	b, persistent := t.access(flag, 4, 4)
+	b, sp := t.access(flag, 4, 4)
 	pm.PutLE(b, uint64(v))
 	e := t.e
 	e.wrote(flag, 4)
 	if e.ops {
-		e.op = verbRec{Kind: pm.OpPRel, Scope: s, PM: persistent, Size: 4, Addr: flag, Value: uint64(v)}
+		e.op = verbRec{Kind: pm.OpPRel, Scope: s, Space: sp, Size: 4, Addr: flag, Value: uint64(v)}
 	}
 	t.report()
 }
@@ -443,11 +450,11 @@ func (t *Thread) PRel(flag pm.Addr, v uint32, s Scope) {
 func (t *Thread) PAcq(flag pm.Addr, s Scope) uint32 {
 	s = t.persistScopeOf(pm.OpPAcq, s)
 	t.observe(flag, pacqNames[s], true)
-	b, persistent := t.access(flag, 4, 4)
+	b, sp := t.access(flag, 4, 4)
 	v := pm.GetLE(b)
 	t.noteRead(v)
 	if e := t.e; e.ops {
-		e.op = verbRec{Kind: pm.OpPAcq, Scope: s, PM: persistent, Size: 4, Addr: flag, Old: v}
+		e.op = verbRec{Kind: pm.OpPAcq, Scope: s, Space: sp, Size: 4, Addr: flag, Old: v}
 	}
 	t.report()
 	return uint32(v)

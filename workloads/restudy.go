@@ -830,11 +830,9 @@ func perItem(name, label string, n, threads int, body func(t *scope.Thread, p *P
 // its accesses interleave with other warps' changes, and the engine runs
 // one verb fewer per operation.
 //
-// hwmodel's Work makes the warp wait that many cycles after one issue
-// slot; it does not hold the scheduler, so the compute of warps sharing a
-// scheduler overlaps, which real issue does not allow. The charge is thus
-// a lower bound on a kernel's compute time whenever an SM holds more warps
-// than it has schedulers.
+// hwmodel's Work holds one of the SM's scheduler execution units for that
+// many cycles: warps sharing an SM compute side by side up to its
+// gpu.schedulers, beyond that they take turns.
 //
 // aluCycles is 2: the re-study ran GPGPU-Sim 4.0's QV100 configuration
 // (Table I: "NVDIA Volta QV100"), which issues one warp instruction per
