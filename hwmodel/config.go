@@ -74,6 +74,9 @@ type GPUConfig struct {
 	// word in its busiest bank, and the SM's shared memory serves one pass
 	// per cycle.
 	SmemBanks int `json:"smem_banks"`
+	// SmemBytes is an SM's shared memory: the blocks resident on an SM
+	// hold at most this much (GPGPU-Sim's -gpgpu_shmem_size).
+	SmemBytes int `json:"smem_bytes"`
 }
 
 // CacheConfig is a set-associative cache.
@@ -197,6 +200,7 @@ func sbrpBase() Config {
 			// (-gpgpu_smem_latency 20, -gpgpu_shmem_num_banks 32).
 			SmemLatencyCycles: 20,
 			SmemBanks:         32,
+			SmemBytes:         64 << 10, // the artifact's -gpgpu_shmem_size 65536
 		},
 		// Table 1: L1 64 KB/SM; artifact: L1 hit latency 20 cycles; 128-byte
 		// lines (the coalescing unit of the artifact's flushes); associativity
@@ -283,15 +287,16 @@ func PresetGOPE() Config {
 	c := sbrpBase()
 	c.Name = "gope"
 	c.GPU = GPUConfig{
-		ClockMHz:           1000,    // Table 2: 1 GHz
-		SMs:                4,       // Table 2: 4 CUs
-		WarpSize:           64,      // Table 2: 64-wide SIMD wavefronts
-		Schedulers:         4,       // not in Table 2: GCN issues from 4 SIMDs per CU
-		MaxThreadsPerSM:    40 * 64, // Table 2: 40 wavefronts per CU
-		MaxBlocksPerSM:     40,      // not in Table 2: at least one wavefront per workgroup
-		MaxThreadsPerBlock: 1024,    // not in Table 2: OpenCL limit used by gem5's HSA runtime
-		SmemLatencyCycles:  20,      // not in Table 2: the SBRP artifact's
-		SmemBanks:          32,      // not in Table 2: GCN's LDS has 32 banks
+		ClockMHz:           1000,     // Table 2: 1 GHz
+		SMs:                4,        // Table 2: 4 CUs
+		WarpSize:           64,       // Table 2: 64-wide SIMD wavefronts
+		Schedulers:         4,        // not in Table 2: GCN issues from 4 SIMDs per CU
+		MaxThreadsPerSM:    40 * 64,  // Table 2: 40 wavefronts per CU
+		MaxBlocksPerSM:     40,       // not in Table 2: at least one wavefront per workgroup
+		MaxThreadsPerBlock: 1024,     // not in Table 2: OpenCL limit used by gem5's HSA runtime
+		SmemLatencyCycles:  20,       // not in Table 2: the SBRP artifact's
+		SmemBanks:          32,       // not in Table 2: GCN's LDS has 32 banks
+		SmemBytes:          64 << 10, // not in Table 2: GCN's LDS is 64 KB per CU
 	}
 	c.L1 = CacheConfig{SizeBytes: 16 << 10, LineBytes: 64, Assoc: 16, LatencyCycles: 20}   // Table 2 size/ways/line; latency: SBRP artifact
 	c.L2 = CacheConfig{SizeBytes: 512 << 10, LineBytes: 64, Assoc: 16, LatencyCycles: 160} // Table 2 size/ways/line; latency: SBRP artifact
@@ -337,8 +342,9 @@ func PresetVolta() Config {
 	c.Name = "volta"
 	c.GPU = GPUConfig{ClockMHz: 1132, SMs: 80, WarpSize: 32, Schedulers: 4, MaxThreadsPerSM: 2048, MaxBlocksPerSM: 32, MaxThreadsPerBlock: 1024,
 		// the re-study's gpgpusim.config: -gpgpu_kernel_launch_latency 5000,
-		// -gpgpu_smem_latency 20, -gpgpu_shmem_num_banks 32
-		LaunchLatencyCycles: 5000, SmemLatencyCycles: 20, SmemBanks: 32}
+		// -gpgpu_smem_latency 20, -gpgpu_shmem_num_banks 32; Table I: 96 KB
+		// of shared memory per SM
+		LaunchLatencyCycles: 5000, SmemLatencyCycles: 20, SmemBanks: 32, SmemBytes: 96 << 10}
 	c.L1 = CacheConfig{SizeBytes: 32 << 10, LineBytes: 128, Assoc: 4, LatencyCycles: 20}
 	c.L2 = CacheConfig{SizeBytes: 6 << 20, LineBytes: 128, Assoc: 24, LatencyCycles: 160}
 	c.DRAM = MemConfig{ReadLatencyCycles: 150, WriteLatencyCycles: 150, ReadGBps: voltaMemGBps, WriteGBps: voltaMemGBps}
@@ -382,7 +388,7 @@ var presets = []struct {
 func (c Config) GPULimits() pm.GPULimits {
 	g := c.GPU
 	return pm.GPULimits{SMs: g.SMs, WarpSize: g.WarpSize, MaxThreadsPerSM: g.MaxThreadsPerSM,
-		MaxBlocksPerSM: g.MaxBlocksPerSM, MaxThreadsPerBlock: g.MaxThreadsPerBlock}
+		MaxBlocksPerSM: g.MaxBlocksPerSM, MaxThreadsPerBlock: g.MaxThreadsPerBlock, SharedPerSM: g.SmemBytes}
 }
 
 // Presets returns the preset names in a fixed order.
@@ -552,7 +558,7 @@ func (c *Config) Validate() error {
 		{"gpu.sms", g.SMs}, {"gpu.warp_size", g.WarpSize}, {"gpu.schedulers", g.Schedulers},
 		{"gpu.max_threads_per_sm", g.MaxThreadsPerSM}, {"gpu.max_blocks_per_sm", g.MaxBlocksPerSM},
 		{"gpu.max_threads_per_block", g.MaxThreadsPerBlock},
-		{"gpu.smem_latency_cycles", g.SmemLatencyCycles}, {"gpu.smem_banks", g.SmemBanks},
+		{"gpu.smem_latency_cycles", g.SmemLatencyCycles}, {"gpu.smem_banks", g.SmemBanks}, {"gpu.smem_bytes", g.SmemBytes},
 		{"l1.latency_cycles", c.L1.LatencyCycles}, {"l2.latency_cycles", c.L2.LatencyCycles},
 		{"dram.read_latency_cycles", c.DRAM.ReadLatencyCycles}, {"dram.write_latency_cycles", c.DRAM.WriteLatencyCycles},
 		{"nvm.read_latency_cycles", c.NVM.ReadLatencyCycles}, {"nvm.write_latency_cycles", c.NVM.WriteLatencyCycles},

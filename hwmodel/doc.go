@@ -12,6 +12,16 @@
 // size/bandwidth cycles ("busy until"), so streaming never beats the
 // configured bandwidth.
 //
+// The SM holds what is local to it: its warp schedulers issue
+// gpu.schedulers instructions per cycle, and Work (compute the model
+// cannot see) holds one of their execution units for its cycles, so warps
+// beyond gpu.schedulers on one SM take turns. A block's shared memory
+// (pm.Op.Shared) never reaches the caches: an access takes one pass per
+// distinct 4-byte word of its busiest bank (gpu.smem_banks), the SM serves
+// one pass per cycle, and the data is back gpu.smem_latency_cycles after
+// the last pass. The lanes of a warp's atomic on one word form one
+// instruction whose atomics complete a cycle apart.
+//
 // Each persistency model (Strict, Epoch, GPM, SBRP, ScopedBarrier, None)
 // decides when a persist is flushed towards the persistence point (ADR: the
 // memory controller's PM queue; eADR: the last-level cache) and which warps

@@ -73,12 +73,16 @@ type GPULimits struct {
 	MaxThreadsPerSM    int // resident threads per SM
 	MaxBlocksPerSM     int // resident blocks per SM
 	MaxThreadsPerBlock int // threads in one block
+	// SharedPerSM is the shared memory of an SM in bytes: the blocks
+	// resident on an SM hold at most this much (scope.WithShared). 0: no
+	// limit.
+	SharedPerSM int
 }
 
 // DefaultGPU is the shape the functional backend reports: 30 SMs (the SBRP
 // baseline GPU of the SBRP paper) with CUDA's per-SM limits of 2048 threads and 32
 // blocks and 1024 threads per block.
-var DefaultGPU = GPULimits{SMs: 30, WarpSize: 32, MaxThreadsPerSM: 2048, MaxBlocksPerSM: 32, MaxThreadsPerBlock: 1024}
+var DefaultGPU = GPULimits{SMs: 30, WarpSize: 32, MaxThreadsPerSM: 2048, MaxBlocksPerSM: 32, MaxThreadsPerBlock: 1024, SharedPerSM: 64 << 10}
 
 // HostEventKind is the kind of a HostEvent.
 type HostEventKind uint8

@@ -301,6 +301,9 @@ func Launch(m *pm.Machine, g Grid, k Kernel, opts ...Option) (Result, error) {
 	if e.cfg.shared > 0 && uint64(e.cfg.shared) > pm.MaxRangeSize {
 		return Result{}, fmt.Errorf("%w: %d bytes of shared memory", ErrGeometry, e.cfg.shared)
 	}
+	if l := e.lim.SharedPerSM; l > 0 && e.cfg.shared > l {
+		return Result{}, fmt.Errorf("%w: %d bytes of shared memory per block, an SM holds %d", ErrGeometry, e.cfg.shared, l)
+	}
 	e.warpsPerBlock = (g.Threads + e.lim.WarpSize - 1) / e.lim.WarpSize
 	e.live = g.Total()
 	e.smThreads = make([]int, e.lim.SMs)
@@ -946,12 +949,18 @@ func (e *engine) room() (int, bool) {
 	n := e.lim.SMs
 	for k := range n {
 		sm := (e.rr + k) % n
-		if e.smThreads[sm]+e.grid.Threads <= e.lim.MaxThreadsPerSM && e.smBlocks[sm] < e.lim.MaxBlocksPerSM {
+		if e.smThreads[sm]+e.grid.Threads <= e.lim.MaxThreadsPerSM && e.smBlocks[sm] < e.lim.MaxBlocksPerSM && e.sharedFits(sm) {
 			e.rr = (sm + 1) % n
 			return sm, true
 		}
 	}
 	return 0, false
+}
+
+// sharedFits reports whether SM sm has shared memory for one more block
+// (pm.GPULimits.SharedPerSM): every block of a launch holds the same.
+func (e *engine) sharedFits(sm int) bool {
+	return e.lim.SharedPerSM <= 0 || (e.smBlocks[sm]+1)*e.cfg.shared <= e.lim.SharedPerSM
 }
 
 func (e *engine) place(b *block, sm int) {

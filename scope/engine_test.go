@@ -255,6 +255,29 @@ func TestGeometry(t *testing.T) {
 	require.ErrorIs(t, err, scope.ErrBadArg)
 }
 
+// An SM holds blocks whose shared memory fits in pm.GPULimits.SharedPerSM:
+// a block asking for more cannot launch, and fewer blocks are resident at
+// once when each asks for much.
+func TestSharedMemoryResidency(t *testing.T) {
+	lim := pm.GPULimits{SMs: 1, WarpSize: 32, MaxThreadsPerSM: 2048, MaxBlocksPerSM: 32, MaxThreadsPerBlock: 1024, SharedPerSM: 64 << 10}
+	for _, tc := range []struct {
+		shared, resident int // bytes per block; blocks resident at the peak
+	}{
+		{0, 8}, {8 << 10, 8}, {16 << 10, 4}, {40 << 10, 1}, {64 << 10, 1},
+	} {
+		m := newMachine(t, lim)
+		res, err := scope.Launch(m, scope.Grid{Blocks: 8, Threads: 32}, func(t *scope.Thread) {
+			t.SyncThreads() // every thread waits once: the blocks overlap where they can
+		}, scope.WithShared(tc.shared))
+		require.NoError(t, err, "%d bytes", tc.shared)
+		require.Equal(t, tc.resident*32, res.PeakResident, "%d bytes per block", tc.shared)
+	}
+	m := newMachine(t, lim)
+	_, err := scope.Launch(m, scope.Grid{Blocks: 1, Threads: 32}, func(*scope.Thread) {}, scope.WithShared(64<<10+1))
+	require.ErrorIs(t, err, scope.ErrGeometry)
+	require.ErrorContains(t, err, "an SM holds 65536")
+}
+
 func TestCancel(t *testing.T) {
 	m := newMachine(t, pm.DefaultGPU)
 	ctx, cancel := context.WithCancel(context.Background())
