@@ -319,3 +319,52 @@ func TestCrashBeforeEachLevel(t *testing.T) {
 		})
 	}
 }
+
+// TestCrashLosesOneMark drops, one at a time, each epoch status mark of a
+// batch (and, as the model requires, everything ordered after it) while
+// every other persist of the batch stays durable: the next level's writes,
+// which share the mark's epoch, are durable without it. Recovery then redoes
+// the level the lost mark covered, so that level's input, the piece records
+// of the level below, must still be intact. The tree is tall enough (four
+// levels, depth d >= 2 for Algorithm 2) for three internal levels to follow
+// each other.
+func TestCrashLosesOneMark(t *testing.T) {
+	const seed = 3
+	t.Logf("seed = %d", seed)
+	for _, alg := range []Alg{Alg1, Alg2} {
+		t.Run(alg.String(), func(t *testing.T) {
+			w := newCrashWL(seed, 4, 8, 160, 48)
+			w.opts = BatchOptions{Alg: alg}
+			rec, err := crash.Record(w, pm.DefaultGPU)
+			require.NoError(t, err)
+			p, ok, err := Progress(rec.Base, "bt")
+			require.NoError(t, err)
+			require.True(t, ok)
+			require.GreaterOrEqual(t, p.Levels, 4, "the tree is too short to show the bug")
+			require.GreaterOrEqual(t, p.Depth, 2, "too few levels above d")
+			r, ok := rec.Base.Region("bt")
+			require.True(t, ok)
+			g, err := decodeHeader(r.Data)
+			require.NoError(t, err)
+			graph := crash.Build(rec.Events, crash.ScopedBarrier)
+			marks := 0
+			for i, n := range graph.Persists {
+				off := uint64(graph.Nodes[n].Persist.Addr - r.Base)
+				if off < g.marksOff() || off >= g.lanesOff() {
+					continue
+				}
+				marks++
+				s, err := graph.Dropped(len(graph.Events), []int{i})
+				require.NoError(t, err)
+				img, err := graph.Image(rec.Base, s)
+				require.NoError(t, err)
+				m, err := pm.Reopen(img, functional.New(pm.GPULimits{}))
+				require.NoError(t, err)
+				require.NoError(t, w.Recover(m), "mark %d (persist %d) lost", (off-g.marksOff())/8, i)
+				require.NoError(t, w.Check(m), "mark %d (persist %d) lost", (off-g.marksOff())/8, i)
+			}
+			t.Logf("%d levels, d = %d, %d lanes: %d marks dropped one at a time", p.Levels, p.Depth, len(p.Lanes), marks)
+			require.NotZero(t, marks)
+		})
+	}
+}

@@ -50,6 +50,11 @@
 // threads run in, and an epoch redone writes the very same bytes. No undo log is needed: an epoch writes
 // only fresh nodes and its piece records, so a partly persisted epoch has
 // nothing to undo, and running it again overwrites the same kind of state.
+// A level's mark shares an epoch with the next level's writes, so those
+// may be durable while the mark is not; the level is then redone, and its
+// input (the piece records of the level below) must still be there: the
+// internal depths rotate over three piece buffers, so the next level
+// never writes into it.
 // The only write to a node of the committed tree is the next pointer of an
 // unchanged leaf whose right neighbour the batch replaced; it happens after
 // every level is durable, and redoing it writes the same value. Recover

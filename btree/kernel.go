@@ -134,12 +134,18 @@ func (k *kern) valAt(id uint32, j int) pm.Addr {
 }
 
 // buf returns the piece buffer of depth: the leaves have their own (the
-// leaf chain reads it last); internal depths alternate between two.
+// leaf chain reads it last); internal depths rotate over three. Two would
+// not do: the level at depth x reads the pieces of depth x+1, and its redo
+// after a crash needs them intact, but the writes of the level at depth
+// x-1 share an epoch with x's mark (both come after x's persist barrier),
+// so they may be durable while the mark is not. Three buffers keep x-1's
+// pieces out of x+1's buffer; depth x-2, which reuses it, writes only
+// after the next barrier, once x's mark is durable.
 func (k *kern) buf(depth int) pm.Addr {
 	if depth == k.h-1 {
 		return k.base.Add(k.g.bufOff(0))
 	}
-	return k.base.Add(k.g.bufOff(1 + depth&1))
+	return k.base.Add(k.g.bufOff(1 + depth%(pieceBufs-1)))
 }
 
 func (k *kern) pieceAt(depth, i int) pm.Addr { return k.buf(depth).Add(16 * uint64(i)) }

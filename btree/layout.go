@@ -39,7 +39,8 @@ const (
 
 // The region, in order: header line, commit line, two meta lines, the batch
 // record line, the marks, the lane table, the batch keys and values, the
-// free list of the batch, three piece buffers, two bitmaps, the nodes.
+// free list of the batch, four piece buffers (the leaves' and three the
+// internal depths rotate over, see kern.buf), two bitmaps, the nodes.
 const (
 	headerOff = 0
 	commitOff = line
@@ -54,6 +55,7 @@ const (
 	kindLeaf  = 1
 	kindInner = 2
 	lastPiece = uint64(1) << 63
+	pieceBufs = 4 // piece buffers: the leaves', then three for the internal depths
 )
 
 var castagnoli = crc32.MakeTable(crc32.Castagnoli)
@@ -101,7 +103,7 @@ func (g geometry) bufOff(i int) uint64 {
 func (g geometry) bufBytes() uint64    { return roundUp(32*g.maxBatch, line) }
 func (g geometry) bitmapBytes() uint64 { return roundUp(8*((g.capacity+63)/64), line) }
 func (g geometry) bitmapOff(i int) uint64 {
-	return g.bufOff(3) + uint64(i)*g.bitmapBytes()
+	return g.bufOff(pieceBufs) + uint64(i)*g.bitmapBytes()
 }
 func (g geometry) nodesOff() uint64 { return g.bitmapOff(2) }
 func (g geometry) size() uint64     { return g.nodesOff() + g.capacity*g.nodeBytes }
