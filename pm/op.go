@@ -102,7 +102,7 @@ type Op struct {
 	// them, as a GPU's scoreboard lets independent loads of a warp
 	// overlap. Functionally it is a plain load.
 	Gather bool
-	PM     bool   // Addr lies in a PM region: a store here is a persist
+	PM     bool // Addr lies in a PM region: a store here is a persist
 	// Shared marks an access to a block's on-chip shared memory
 	// (pm.SharedMem): a timing backend times it on the SM, not through the
 	// caches. Functionally it is a volatile access like any other.
