@@ -993,12 +993,12 @@ func (b *Backend) loads(ws *warpState, t uint64, kind pm.OpKind, sc pm.Scope, gr
 // sharedAccess times the shared-memory accesses of an instruction (its not
 // yet done ops of kind and scope that are shared) and returns the cycle
 // after its last pass, or 0 if it has none: a store is done then, a load's
-// or atomic's data is back SmemLatencyCycles later. The SM's shared memory has SmemBanks
-// banks of 4-byte words and serves one pass per cycle: the access takes one
-// pass per distinct word of its busiest bank (lanes on one word share it,
-// as GPGPU-Sim's unlimited broadcast does; atomics of several lanes on one
-// word then complete a cycle apart, as every atomic chain does: see
-// instruction).
+// or atomic's data is back SmemLatencyCycles later. The SM's shared memory
+// has SmemBanks banks of 4-byte words and serves one pass per cycle: the
+// access takes one pass per distinct word of its busiest bank (lanes on one
+// word share it, as GPGPU-Sim's unlimited broadcast does; atomics of
+// several lanes on one word then complete a cycle apart, as every atomic
+// chain does: see instruction).
 func (b *Backend) sharedAccess(ws *warpState, t uint64, kind pm.OpKind, sc pm.Scope, group []pendOp) uint64 {
 	words := b.smemWords[:0]
 	for i := range group {
