@@ -368,3 +368,35 @@ func TestCrashLosesOneMark(t *testing.T) {
 		})
 	}
 }
+
+// The crash checker finds the bug TestCrashLosesOneMark pins, on the
+// layout before its fix (internal depths alternating between two piece
+// buffers), within a budget of 1,000 states: its single drops lose each
+// level mark alone while the pieces written after it stay, which random
+// states almost never draw among hundreds of persists. On the fixed layout
+// the same exploration finds nothing.
+func TestCrashCheckerFindsOneLostMark(t *testing.T) {
+	const seed = 3
+	t.Logf("seed = %d", seed)
+	for _, bufs := range []int{2, pieceBufs - 1} {
+		for _, alg := range []Alg{Alg1, Alg2} {
+			t.Run(fmt.Sprintf("%d-buffers/%v", bufs, alg), func(t *testing.T) {
+				defer func(old int) { innerBufs = old }(innerBufs)
+				innerBufs = bufs
+				w := newCrashWL(seed, 4, 8, 160, 48)
+				w.opts = BatchOptions{Alg: alg}
+				rep, err := crash.Check(w, pm.DefaultGPU, crash.Config{Model: crash.ScopedBarrier, States: 1000, Seed: seed, Shrink: true})
+				require.NoError(t, err)
+				t.Logf("%d persists, %s", rep.Persists, rep.Summary())
+				if bufs == pieceBufs-1 {
+					require.Empty(t, rep.Violations)
+					return
+				}
+				require.NotEmpty(t, rep.Violations, "the old layout's lost-mark bug went unseen")
+				v := rep.Violations[0]
+				require.Len(t, v.Dropped, 1, "one lost persist suffices")
+				t.Log(v.Explanation)
+			})
+		}
+	}
+}

@@ -145,8 +145,13 @@ func (k *kern) buf(depth int) pm.Addr {
 	if depth == k.h-1 {
 		return k.base.Add(k.g.bufOff(0))
 	}
-	return k.base.Add(k.g.bufOff(1 + depth%(pieceBufs-1)))
+	return k.base.Add(k.g.bufOff(1 + depth%innerBufs))
 }
+
+// innerBufs is how many piece buffers the internal depths rotate over:
+// pieceBufs-1. A test sets it to 2, the layout before the fix that kern.buf
+// describes, to show that the crash checker finds that bug.
+var innerBufs = pieceBufs - 1
 
 func (k *kern) pieceAt(depth, i int) pm.Addr { return k.buf(depth).Add(16 * uint64(i)) }
 

@@ -77,12 +77,14 @@ type Strategy uint8
 
 // Strategies. Mixed explores growing prefixes (all of them, or half the
 // budget spread evenly), then every allowed state if the whole space fits
-// the budget, else random closed states for the rest.
+// the budget, else the single drops (Graph.SingleDrops) with three
+// quarters of what is left and random closed states for the rest.
 const (
 	Mixed Strategy = iota
 	Prefixes
 	RandomStates
 	Exhaustive
+	SingleDrops // each persist lost alone, as late as it can be
 )
 
 // Config tells Check what to explore.
@@ -180,13 +182,15 @@ func (r *Recording) Explore(w Workload, g *Graph, cfg Config) (*Report, error) {
 		r.random(g, cfg.Seed, try)
 	case Exhaustive:
 		rep.Complete = g.Enumerate(cfg.States, try)
+	case SingleDrops:
+		g.SingleDrops(cfg.States, try)
 	default:
 		if r.prefixesWithin(g, cfg.States/2, try) {
 			budget := cfg.States - rep.Checked
 			if budget > 0 && g.Enumerate(budget+1, func(State) bool { return true }) {
 				// The whole space fits: enumerate it for real.
 				rep.Complete = g.Enumerate(cfg.States, try)
-			} else {
+			} else if g.SingleDrops(max(budget*3/4, 1), try) {
 				r.random(g, cfg.Seed, try)
 			}
 		}

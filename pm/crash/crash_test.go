@@ -190,3 +190,65 @@ func TestAdviceSpeedup(t *testing.T) {
 	}
 	require.Positive(t, narrowed)
 }
+
+// SingleDrops gives, per persist, a valid state that loses that persist and
+// exactly what is PMO-ordered after it, keeps every other persist issued by
+// its crash point, and crashes as late as the persist can be lost: before
+// the first durability fence after it, or at the end.
+func TestSingleDrops(t *testing.T) {
+	rec, err := crash.Record(newReduction(3, 4, pm.Device), gpu)
+	require.NoError(t, err)
+	for _, model := range []crash.Model{crash.SBRP, crash.Epoch, crash.Strict} {
+		t.Run(model.String(), func(t *testing.T) {
+			g := crash.Build(rec.Events, model)
+			var fences []int
+			for _, n := range g.Nodes {
+				if n.Durable {
+					fences = append(fences, n.Event)
+				}
+			}
+			var states []crash.State
+			require.True(t, g.SingleDrops(len(g.Persists), func(s crash.State) bool {
+				states = append(states, s)
+				return true
+			}))
+			require.NotEmpty(t, states)
+			for _, s := range states {
+				require.NoError(t, g.Valid(s))
+				// The lost persist: the first issued one not kept.
+				p, issued := -1, 0
+				for i, n := range g.Persists {
+					if g.Nodes[n].Event < s.Point {
+						issued = i + 1
+						if !s.Kept[i] && p < 0 {
+							p = i
+						}
+					}
+				}
+				require.GreaterOrEqual(t, p, 0, "a state that loses nothing")
+				e := g.Nodes[g.Persists[p]].Event
+				for _, f := range fences {
+					require.False(t, f > e && f < s.Point, "a durability fence at event %d between the persist (%d) and the crash (%d)", f, e, s.Point)
+				}
+				// Every other lost persist is ordered after p.
+				after := map[int32]bool{g.Persists[p]: true}
+				for n := g.Persists[p] + 1; int(n) < len(g.Nodes); n++ {
+					for _, q := range g.Nodes[n].Preds {
+						if after[q] {
+							after[n] = true
+							break
+						}
+					}
+				}
+				for i := range issued {
+					require.Equal(t, !after[g.Persists[i]], s.Kept[i], "persist %d", i)
+				}
+			}
+			// Fewer than the persists: that many, spread over them.
+			var some int
+			g.SingleDrops(3, func(crash.State) bool { some++; return true })
+			require.LessOrEqual(t, some, 3)
+			require.NotZero(t, some)
+		})
+	}
+}

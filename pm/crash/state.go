@@ -193,6 +193,49 @@ func (g *Graph) Dropped(point int, drop []int) (State, error) {
 	return s, g.Valid(s)
 }
 
+// SingleDrops calls f with, for each issued persist p in order, the state
+// that loses p alone (with everything PMO-ordered after it) as late as p
+// can be lost: just before the first durability fence after p, or at the
+// end, with every other persist issued by then durable. With more persists
+// than n it takes n of them, spread evenly. A recovery that relies on a
+// persist its program never ordered before what it reads fails in one of
+// these states even when that persist is one of thousands, which random
+// states rarely drop. It stops when f returns false and reports whether it
+// ran to the end.
+func (g *Graph) SingleDrops(n int, f func(State) bool) bool {
+	var fences []int
+	for i := range g.Nodes {
+		if g.Nodes[i].Durable {
+			fences = append(fences, g.Nodes[i].Event)
+		}
+	}
+	slices.Sort(fences)
+	total := len(g.Persists)
+	if n <= 0 || total == 0 {
+		return true
+	}
+	k := min(n, total)
+	for j := range k {
+		p := j
+		if k < total {
+			p = j * (total - 1) / max(k-1, 1)
+		}
+		e := g.Nodes[g.Persists[p]].Event
+		point := len(g.Events)
+		if i, _ := slices.BinarySearch(fences, e+1); i < len(fences) {
+			point = fences[i]
+		}
+		s, err := g.Dropped(point, []int{p})
+		if err != nil {
+			continue // a fence at p's own event forces it: no such state
+		}
+		if !f(s) {
+			return false
+		}
+	}
+	return true
+}
+
 // Enumerate calls f with every crash state the model allows, crash points
 // taken just before each durability fence and at the end, until f returns
 // false or budget states were produced. It reports whether it produced all.

@@ -74,7 +74,7 @@ func run(args []string, stdout, stderr io.Writer) error {
 	modelName := fs.String("model", "sbrp", "persistency model: strict, epoch, gpm, sbrp, scoped-barrier, x86, cosplay, none, restudy, restudy-pct")
 	states := fs.Int("states", 10000, "crash states to check at most (with -timed: cycles per launch; 0 there means every cycle where the durable image changes)")
 	seed := fs.Uint64("seed", 1, "seed for random crash states; a failure replays with the same seed")
-	strategy := fs.String("strategy", "mixed", "mixed (prefixes, then exhaustive if it fits, else random), prefix, random or exhaustive")
+	strategy := fs.String("strategy", "mixed", "mixed (prefixes, then exhaustive if it fits, else single drops and random), prefix, random, exhaustive or single (each persist lost alone)")
 	size := fs.String("size", "tiny", "input size: tiny, quick or paper")
 	mutate := fs.Bool("mutate", false, "mutation analysis: narrow each scoped verb, drop each OFence, report which mutants the exploration kills")
 	advise := fs.Bool("advise", false, "scope advisor: the narrowest scope at each site under which every explored state recovers")
@@ -131,7 +131,7 @@ Usage: pmcheck -workload NAME [flags]
 	if err != nil {
 		return err
 	}
-	strat, ok := map[string]crash.Strategy{"mixed": crash.Mixed, "prefix": crash.Prefixes, "random": crash.RandomStates, "exhaustive": crash.Exhaustive}[*strategy]
+	strat, ok := map[string]crash.Strategy{"mixed": crash.Mixed, "prefix": crash.Prefixes, "random": crash.RandomStates, "exhaustive": crash.Exhaustive, "single": crash.SingleDrops}[*strategy]
 	if !ok {
 		return fmt.Errorf("unknown -strategy %q", *strategy)
 	}
