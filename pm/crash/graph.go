@@ -1,8 +1,8 @@
 // Package crash is scopedpm's crash-consistency checker. From a recording of
 // a run (package record) it builds the persist memory order (PMO) that a
 // persistency model guarantees, generates the crash states that order allows
-// (growing prefixes, random PMO-closed subsets, exhaustive enumeration within
-// a budget), runs a workload's recovery and invariant check on each, shrinks
+// (growing prefixes, each persist lost alone, random PMO-closed subsets,
+// exhaustive enumeration within a budget), runs a workload's recovery and invariant check on each, shrinks
 // a failing state to a minimal set of dropped persists, and explains it: the
 // persist that became durable without its predecessor, both threads, and the
 // verb whose scope was too narrow or that was missing.
