@@ -6,6 +6,8 @@
 //
 // # Layout
 //
+// The region starts with a header line (magic, geometry, format version,
+// CRC-32C); a tree of another format version is refused with ErrVersion.
 // Nodes have a fixed size (a header word, the next-leaf word, Order keys
 // and Order values or children; 256 bytes at the default order 15) and
 // come from a pool in the region; a bitmap marks the nodes in use. Changes

@@ -1,7 +1,9 @@
 package btree
 
 import (
+	"encoding/binary"
 	"errors"
+	"hash/crc32"
 	"testing"
 
 	"github.com/stretchr/testify/require"
@@ -74,6 +76,29 @@ func TestOpenCorrupt(t *testing.T) {
 	require.Error(t, err)
 	_, err = Create(m, "x", Options{Order: 2})
 	require.ErrorIs(t, err, ErrBadArg)
+}
+
+// TestOldFormatRefused: a tree whose header carries another format
+// version (version 1, before the piece-buffer fix, wrote 0 there) is
+// refused with ErrVersion, which is also an ErrCorrupt.
+func TestOldFormatRefused(t *testing.T) {
+	m := newMachine(t)
+	tr, err := Create(m, "bt", Options{Order: 4, Capacity: 50, MaxBatch: 20})
+	require.NoError(t, err)
+	require.NoError(t, tr.Put(1, 2))
+	for _, v := range []uint32{0, 1, formatVersion + 1} {
+		b := tr.g.encode()
+		binary.LittleEndian.PutUint32(b[versionOff:], v)
+		binary.LittleEndian.PutUint32(b[headerCRC:], crc32.Checksum(b[:headerCRC], castagnoli))
+		require.NoError(t, m.CopyIn(tr.r.Base, b))
+		_, err = Open(m, "bt")
+		require.ErrorIs(t, err, ErrVersion, "version %d", v)
+		require.ErrorIs(t, err, ErrCorrupt)
+	}
+	require.NoError(t, m.CopyIn(tr.r.Base, tr.g.encode()))
+	tr2, err := Open(m, "bt")
+	require.NoError(t, err)
+	require.NoError(t, tr2.Check())
 }
 
 // TestCheckFindsDamage: Check reports a broken node, a leaked node and a

@@ -21,6 +21,9 @@ var (
 	ErrFull = errors.New("btree: node pool full")
 	// ErrRecovery: the tree holds an unfinished batch; call Recover.
 	ErrRecovery = errors.New("btree: unfinished batch, recover first")
+	// ErrVersion: the tree was written in a layout this build does not
+	// read (it also wraps ErrCorrupt).
+	ErrVersion = fmt.Errorf("%w: unsupported format version", ErrCorrupt)
 )
 
 // Limits.
@@ -56,6 +59,12 @@ const (
 	kindInner = 2
 	lastPiece = uint64(1) << 63
 	pieceBufs = 4 // piece buffers: the leaves', then three for the internal depths
+	// formatVersion is the layout's version, in the header after the
+	// geometry: 2 since the internal depths rotate over three piece
+	// buffers. Trees written before it hold 0 there (version 1's layout,
+	// two buffers) and are refused with ErrVersion.
+	formatVersion = 2
+	versionOff    = 8 + 8*5
 )
 
 var castagnoli = crc32.MakeTable(crc32.Castagnoli)
@@ -114,6 +123,7 @@ func (g geometry) encode() []byte {
 	for i, f := range []uint64{uint64(g.order), g.nodeBytes, g.capacity, g.maxBatch, g.maxLanes} {
 		binary.LittleEndian.PutUint64(b[8+8*i:], f)
 	}
+	binary.LittleEndian.PutUint32(b[versionOff:], formatVersion)
 	binary.LittleEndian.PutUint32(b[headerCRC:], crc32.Checksum(b[:headerCRC], castagnoli))
 	return b
 }
@@ -129,6 +139,9 @@ func decodeHeader(b []byte) (geometry, error) {
 	}
 	if got, want := binary.LittleEndian.Uint32(b[headerCRC:]), crc32.Checksum(b[:headerCRC], castagnoli); got != want {
 		return geometry{}, fmt.Errorf("%w: header checksum %08x, want %08x", ErrCorrupt, got, want)
+	}
+	if v := binary.LittleEndian.Uint32(b[versionOff:]); v != formatVersion {
+		return geometry{}, fmt.Errorf("%w: version %d, this build reads %d", ErrVersion, max(v, 1), formatVersion)
 	}
 	var f [5]uint64
 	for i := range f {
