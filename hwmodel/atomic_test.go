@@ -1,6 +1,7 @@
 package hwmodel_test
 
 import (
+	"math"
 	"testing"
 
 	"github.com/stretchr/testify/require"
@@ -131,8 +132,58 @@ func TestWarpAtomicsOnOneWord(t *testing.T) {
 		require.Equal(t, one[0].Done-one[0].Issue+31, all[0].Done-all[0].Issue, "a cycle per further lane")
 	})
 	t.Run("lock", func(t *testing.T) {
-		ev := run(t, 4, true)
-		// Each lane's CAS and Exch: the lanes take turns.
-		require.GreaterOrEqual(t, len(ev), 2*4)
+		// A lane's CAS can take the lock only once the previous holder's
+		// Exch has written it: the lanes take turns, each handoff at
+		// least one atomic round trip after the last.
+		span := func(ev []hwmodel.Event) uint64 { return ev[len(ev)-1].Done - ev[0].Issue }
+		one, four := run(t, 1, true), run(t, 4, true)
+		trip := uint64(math.MaxUint64)
+		for _, e := range four {
+			trip = min(trip, e.Done-e.Issue)
+		}
+		t.Logf("one lane: %d atomic instructions in %d cycles; four: %d in %d; shortest atomic %d", len(one), span(one), len(four), span(four), trip)
+		require.Greater(t, len(four), len(one))
+		require.GreaterOrEqual(t, span(four), span(one)+3*trip, "three more turns of the lock")
 	})
+}
+
+// An atomic takes effect in time order with other warps' atomics: a warp
+// whose atomic follows a long load must not take the counter before a warp
+// whose atomic issues while that load is still out, nor make it wait. (A step's verbs take
+// effect when the step runs; scope ends the step before an atomic, so the
+// atomic runs once the warp's clock has reached it.)
+func TestAtomicsInTimeOrder(t *testing.T) {
+	cfg := hwmodel.PresetVolta()
+	cfg.GPU.LaunchLatencyCycles = 0
+	be, err := hwmodel.New(cfg, hwmodel.Epoch)
+	require.NoError(t, err)
+	ev := map[int]hwmodel.Event{}
+	be.SetTrace(func(e hwmodel.Event) {
+		if e.Kind == pm.OpAtomic {
+			ev[e.Warp] = e
+		}
+	})
+	m, err := pm.NewMachine(be)
+	require.NoError(t, err)
+	far, err := m.Alloc(pm.DeviceMem, 8) // never cached: a miss to memory
+	require.NoError(t, err)
+	x, err := m.Alloc(pm.DeviceMem, 8)
+	require.NoError(t, err)
+	got := make([]uint32, 2)
+	_, err = scope.Launch(m, scope.Grid{Blocks: 1, Threads: 64}, func(t *scope.Thread) {
+		if t.Lane() != 0 {
+			return
+		}
+		w := t.TID() / 32
+		if w == 0 {
+			t.Load64(far)
+		}
+		got[w] = t.AtomicAdd32(x, 1, pm.Device)
+	})
+	require.NoError(t, err)
+	a, b := ev[0], ev[1]
+	t.Logf("warp 0's atomic (after its load): %d-%d, old %d; warp 1's: %d-%d, old %d", a.Issue, a.Done, got[0], b.Issue, b.Done, got[1])
+	require.Equal(t, []uint32{1, 0}, got, "warp 1 took the counter first")
+	require.Less(t, b.Issue, a.Issue)
+	require.Less(t, b.Done, a.Done, "warp 1's atomic did not wait for warp 0's")
 }

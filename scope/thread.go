@@ -98,6 +98,22 @@ func (t *Thread) suspend() {
 
 func (t *Thread) fault(err error) { panic(faultSignal{err}) }
 
+// stepBefore ends the lane's step before a verb that reads what other
+// warps write (an atomic), unless it is the first verb of the step. Under a
+// timing backend a step's verbs take effect when the step runs but are
+// timed one after another from the warp's clock; an atomic late in a long
+// step would take effect before atomics of other warps that the timing puts
+// earlier, and read their successors' values. As the first verb of a step it
+// takes effect when the warp's clock has reached it, in time order with the
+// other warps' (the engine runs the warp with the least clock first).
+func (t *Thread) stepBefore() {
+	if e := t.e; e.batch > 0 && t.budget < e.batch {
+		t.budget = e.batch
+		t.state = stRunnable
+		t.suspend()
+	}
+}
+
 // report hands the verb in e.op (and e.opData) to the backend if it wants
 // verbs, counts it, and ends the step when a timing backend's batch is used
 // up. Callers fill e.op only when e.ops is set.
@@ -336,6 +352,7 @@ func callerSite() string { return callsite.Site(1) }
 // old value. f returns the new value and whether to write it.
 func (t *Thread) atomic(a pm.Addr, size uint64, s Scope, f func(old uint64) (uint64, bool)) uint64 {
 	s = t.scopeOf(s)
+	t.stepBefore()
 	b, sp := t.access(a, size, size)
 	old := pm.GetLE(b)
 	nv, write := f(old)
