@@ -59,8 +59,9 @@ type Caps struct {
 	// it false and the executors skip the calls.
 	Ops bool
 	// Batch > 0 makes the executor end a warp's step after Batch verbs per
-	// lane at most and call Backend.Step; 0 means the backend has no notion
-	// of time and threads run until they must wait.
+	// lane at most, and before an atomic that is not a lane's first verb of
+	// the step, and call Backend.Step; 0 means the backend has no notion of
+	// time and threads run until they must wait.
 	Batch int
 	// GPU is the simulated GPU's shape and residency limits.
 	GPU GPULimits
