@@ -14,7 +14,8 @@ import (
 // gpu.smem_latency_cycles after the last pass. It never reaches the L1, the
 // L2 or memory.
 func TestSharedMemoryBanks(t *testing.T) {
-	const lat = 20
+	lat := uint64(PresetVolta().GPU.SmemLatencyCycles)
+	require.Equal(t, uint64(20), lat, "the re-study's -gpgpu_smem_latency")
 	type access func(t *scope.Thread, sh pm.Addr, lane int)
 	word := func(sh pm.Addr, w int) pm.Addr { return sh.Add(uint64(4 * w)) }
 	for _, tc := range []struct {
