@@ -292,19 +292,21 @@ type Backend struct {
 	lines    []uint64
 	lineMask []uint64 // persistOps: the sectors written per line of lines
 	// sharedAccess's scratch: the words an instruction touches, and
-	// their count per bank.
-	smemWords []uint64
-	smemBanks []int32
-	lineEnt   []int32
-	secShift  uint // log2 of persist.sector_bytes; 0: whole lines
-	entries   []entry
-	records   recordLog
-	applied   int // records before this index are in durable
-	relFront  map[pm.Addr]uint64
-	released  map[pm.Addr]release // the last PRel of each flag
-	atomics   map[pm.Addr]release // per address, the value and completion of the last atomic that wrote it
-	durable   *pm.Image
-	floor     uint64 // CrashAt accepts cycles >= floor
+	// their count per bank; stepShared: a pending op of the step is a
+	// shared-memory access (most steps have none, and skip the scan).
+	smemWords  []uint64
+	smemBanks  []int32
+	stepShared bool
+	lineEnt    []int32
+	secShift   uint // log2 of persist.sector_bytes; 0: whole lines
+	entries    []entry
+	records    recordLog
+	applied    int // records before this index are in durable
+	relFront   map[pm.Addr]uint64
+	released   map[pm.Addr]release // the last PRel of each flag
+	atomics    map[pm.Addr]release // per address, the value and completion of the last atomic that wrote it
+	durable    *pm.Image
+	floor      uint64 // CrashAt accepts cycles >= floor
 
 	st, last Stats
 	trace    func(Event)
@@ -502,6 +504,7 @@ func (b *Backend) Begin(l pm.Launch) error {
 	clear(b.released)
 	clear(b.atomics)
 	b.pending = b.pending[:0]
+	b.stepShared = false
 	for _, r := range []*resource{&b.dramRd, &b.nvmRdBW, &b.nvmWrBW, &b.pcieBW, &b.pcieWrBW} {
 		r.reset(b.start)
 	}
@@ -609,6 +612,7 @@ func (b *Backend) Op(a *pm.Agent, op *pm.Op) {
 	p.idx = b.laneIdx[lane]
 	b.laneIdx[lane]++
 	b.curWarp = a.Warp
+	b.stepShared = b.stepShared || p.shared
 	b.pending = append(b.pending, p)
 }
 
@@ -734,6 +738,7 @@ func (b *Backend) timePending(w int, ws *warpState) {
 	}
 	b.last.Verbs += uint64(len(b.pending))
 	b.pending = b.pending[:0]
+	b.stepShared = false
 	clear(b.laneIdx)
 }
 
@@ -1000,6 +1005,9 @@ func (b *Backend) loads(ws *warpState, t uint64, kind pm.OpKind, sc pm.Scope, gr
 // several lanes on one word then complete a cycle apart, as every atomic
 // chain does: see instruction).
 func (b *Backend) sharedAccess(ws *warpState, t uint64, kind pm.OpKind, sc pm.Scope, group []pendOp) uint64 {
+	if !b.stepShared {
+		return 0
+	}
 	words := b.smemWords[:0]
 	for i := range group {
 		p := &group[i]
