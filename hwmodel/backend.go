@@ -260,9 +260,11 @@ type Backend struct {
 	l1Lat, l2Lat, dramLat, nvmRd, nvmWr, pcie, eadr uint64
 	far, eadrOn, pmAsDRAM                           bool
 
-	dramRd, nvmRdBW, nvmWrBW, pcieBW resource
-	pcieWrBW                         resource // PCIe writes when the link is full duplex
+	ms                               *memSystem // the memory system every model's traffic crosses (memsys.go)
 	l2                               *cache
+	// l2Dirty holds, per L2 way, the written sectors of a dirty volatile
+	// line (bit 0 alone without sectors), 0 when clean.
+	l2Dirty []uint64
 	sms                              []smState
 	warps                            []warpState
 	now                              uint64    // issue cycle of the latest instruction
@@ -341,13 +343,12 @@ func New(cfg Config, model Model) (*Backend, error) {
 		b.model = None
 		b.far = false
 	}
-	clk := cfg.GPU.ClockMHz
-	b.dramRd = newResource(cfg.DRAM.ReadGBps, clk)
-	b.nvmRdBW = newResource(cfg.NVM.ReadGBps, clk)
-	b.nvmWrBW = newResource(cfg.NVM.WriteGBps, clk)
-	b.pcieBW = newResource(cfg.PCIe.GBps, clk)
-	b.pcieWrBW = newResource(cfg.PCIe.GBps, clk)
+	b.ms = newMemSystem(cfg, b.lineShift)
+	if b.pmAsDRAM {
+		b.ms.far = false
+	}
 	b.l2 = newCache(cfg.L2)
+	b.l2Dirty = make([]uint64, len(b.l2.tag))
 	b.sms = make([]smState, cfg.GPU.SMs)
 	for i := range b.sms {
 		b.sms[i] = smState{
@@ -505,9 +506,8 @@ func (b *Backend) Begin(l pm.Launch) error {
 	clear(b.atomics)
 	b.pending = b.pending[:0]
 	b.stepShared = false
-	for _, r := range []*resource{&b.dramRd, &b.nvmRdBW, &b.nvmWrBW, &b.pcieBW, &b.pcieWrBW} {
-		r.reset(b.start)
-	}
+	b.ms.reset(b.start)
+	b.ms.drained = b.start
 	for i := range b.sms {
 		b.sms[i].issue.reset(b.start)
 		b.sms[i].alu.reset(b.start)
@@ -776,9 +776,7 @@ func (b *Backend) safeTime() uint64 {
 // trim drops calendar history no live warp can reach any more.
 func (b *Backend) trim() {
 	at := b.safeTime()
-	for _, r := range []*resource{&b.dramRd, &b.nvmRdBW, &b.nvmWrBW, &b.pcieBW, &b.pcieWrBW} {
-		r.trim(at)
-	}
+	b.ms.trim(at)
 	for i := range b.sms {
 		b.sms[i].issue.trim(at)
 		b.sms[i].alu.trim(at)
@@ -1080,7 +1078,7 @@ func (b *Backend) l1Fill(ws *warpState, line uint64, t uint64) uint64 {
 	e := &b.entries[ve]
 	if e.ack == noAck {
 		// A dirty PM line (Epoch, GPM, None): write it back in the background.
-		b.flushWindowed(ve, t, ws.sm)
+		b.flush(ve, t, ws.sm)
 		return t
 	}
 	if b.model == SBRP && e.start > t {
@@ -1099,21 +1097,7 @@ func (b *Backend) l2Read(line uint64, isPM bool, t uint64) uint64 {
 	}
 	b.last.L2Misses++
 	b.l2Insert(line, t)
-	x := t + b.l2Lat
-	if !isPM {
-		b.last.DRAMReadBytes += b.lineBytes
-		return b.dramRd.transfer(x, b.lineBytes) + b.dramLat
-	}
-	if b.far {
-		x += b.pcie
-	}
-	b.last.NVMReadBytes += b.lineBytes
-	x = b.nvmRdBW.transfer(x, b.lineBytes) + b.nvmRd
-	if b.far {
-		b.last.PCIeBytes += b.lineBytes
-		x = b.pcieBW.transfer(x, b.lineBytes)
-	}
-	return x
+	return b.ms.readLine(line, b.lineBytes, t+b.l2Lat, isPM && !b.pmAsDRAM, &b.last)
 }
 
 // stores times a store instruction: volatile lines go to the L2 without
@@ -1121,15 +1105,58 @@ func (b *Backend) l2Read(line uint64, isPM bool, t uint64) uint64 {
 func (b *Backend) stores(ws *warpState, t uint64, kind pm.OpKind, sc pm.Scope, group []pendOp) uint64 {
 	done := max(t+1, b.sharedAccess(ws, t, kind, sc, group))
 	b.collect(group, kind, sc, false)
+	b.volatileSectors(group, kind, sc)
 	for i, l := range b.lines {
-		if b.l2.lookup(l) < 0 {
-			b.l2Insert(l, t+uint64(i))
+		// A volatile line goes to the L2 (write-back) over the SM's port
+		// without stalling the warp, and is dirty there.
+		tl := t + uint64(i)
+		way := b.l2.lookup(l)
+		if way < 0 {
+			way = b.l2Insert(l, tl)
 		}
-		done = max(done, t+uint64(i)+1)
+		n := b.lineBytes
+		if b.secShift != 0 {
+			n = uint64(bits.OnesCount64(b.lineMask[i])) << b.secShift
+		}
+		b.ms.toL2(ws.sm, l, n, tl)
+		b.l2Dirty[way] |= max(b.lineMask[i], 1)
+		done = max(done, tl+1)
 	}
 	done = max(done, b.persistOps(ws, t, kind, sc, group))
 	b.markDone(group, kind, sc)
 	return done
+}
+
+// volatileSectors sets b.lineMask, for each line of b.lines (collected for
+// the volatile ops of group), to the sectors the ops write (0 without
+// sectors).
+func (b *Backend) volatileSectors(group []pendOp, kind pm.OpKind, sc pm.Scope) {
+	b.lineMask = append(b.lineMask[:0], make([]uint64, len(b.lines))...)
+	if b.secShift == 0 {
+		return
+	}
+	for i := range group {
+		p := &group[i]
+		if p.done || p.kind != kind || p.scope != sc || p.pm || p.shared {
+			continue
+		}
+		for a, left := uint64(p.addr), uint64(max(p.size, 1)); left > 0; {
+			n := min(left, b.lineBytes-a&(b.lineBytes-1))
+			if k := slices.Index(b.lines, a>>b.lineShift); k >= 0 {
+				b.lineMask[k] |= b.sectorsOf(pm.Addr(a), uint32(n))
+			}
+			a, left = a+n, left-n
+		}
+	}
+}
+
+// dirtyBytes returns the bytes writing back an L2 line with dirty mask
+// mask sends: its written sectors, or the line.
+func (b *Backend) dirtyBytes(mask uint64) uint64 {
+	if b.secShift == 0 {
+		return b.lineBytes
+	}
+	return uint64(bits.OnesCount64(mask)) << b.secShift
 }
 
 // persistOps times the persists of an instruction's ops (stores, atomics
@@ -1228,24 +1255,12 @@ func (b *Backend) flush(e int32, start uint64, sm int) uint64 { return b.flushAt
 // which ackBy reads, has it outstanding from claim.
 func (b *Backend) flushAt(e int32, claim, start uint64, sm int) uint64 {
 	n := b.flushBytes(e)
-	x := start + b.l2Lat
 	if b.rs == nil && b.l2.lookup(b.entries[e].line) < 0 {
-		b.l2.insert(b.entries[e].line) // the write passes through the L2 (a re-study write-back leaves from it)
+		b.l2Insert(b.entries[e].line, start) // the write passes through the L2 (a re-study write-back leaves from it)
 	}
-	x = b.linkWrite(x, n)
-	b.last.NVMWriteBytes += n
-	var ack uint64
-	switch {
-	case b.eadrOn:
-		ack = x + b.eadr
-		b.sent = x
-	case b.cfg.Persist.AckAtQueue:
-		ack = b.nvmWrite().transfer(x, n) // the PM queue accepted it
-		b.sent = ack
-	default:
-		b.sent = b.nvmWrite().transfer(x, n)
-		ack = b.sent + b.nvmWr
-	}
+	w := b.ms.writePM(sm, b.entries[e].line, n, start, &b.last)
+	start, ack := w.start, w.ack
+	b.sent = w.queued
 	ent := &b.entries[e]
 	ent.start, ent.ack = start, ack
 	b.last.Flushes++
@@ -1295,7 +1310,7 @@ func (b *Backend) persistLine(ws *warpState, line, sectors uint64, t uint64) (in
 		}
 		e := b.newEntry(line)
 		b.entries[e].sectors = sectors
-		ack := b.flushWindowed(e, t, ws.sm)
+		ack := b.flush(e, t, ws.sm)
 		ws.lastAck = max(ws.lastAck, ack)
 		b.last.Stalls.Strict += ack - t
 		return e, ack, false
@@ -1346,7 +1361,7 @@ func (b *Backend) persistLine(ws *warpState, line, sectors uint64, t uint64) (in
 			b.entries[e].sectors = sectors
 			b.entries[e].dirty = t // stored at t (ackDirtyBy)
 			s.l1.entry[way] = e
-			ack := b.flushWindowed(e, t, ws.sm)
+			ack := b.flush(e, t, ws.sm)
 			ws.lastAck = max(ws.lastAck, ack)
 			b.own(ws, e)
 			return e, t + 1, false
@@ -1367,62 +1382,18 @@ func (b *Backend) persistLine(ws *warpState, line, sectors uint64, t uint64) (in
 	}
 }
 
-// nvmWrite returns the bandwidth NVM writes take: their own, or with
-// nvm.shared_bus the one they share with reads.
-func (b *Backend) nvmWrite() *resource {
-	if b.cfg.NVM.SharedBus {
-		return &b.nvmRdBW
-	}
-	return &b.nvmWrBW
-}
-
-// linkWrite sends n bytes of PM writes over PCIe from cycle x when PM is
-// far and returns when they arrive; near, it returns x.
-func (b *Backend) linkWrite(x, n uint64) uint64 {
-	if !b.far {
-		return x
-	}
-	b.last.PCIeBytes += n
-	link := &b.pcieBW
-	if b.cfg.PCIe.FullDuplex {
-		link = &b.pcieWrBW
-	}
-	return link.transfer(x, n) + b.pcie
-}
-
 // moreSectors adds sectors add to entry e, whose flush is already
 // scheduled (an SBRP persist-buffer entry a later store merged into): the
 // flush sends them too, so their bytes take the write path's bandwidth
 // from the flush's start. The entry's ack stays: persists ordered after it
 // were scheduled from it, and the extra sectors travel in the same burst.
-func (b *Backend) moreSectors(e int32, add uint64) {
+func (b *Backend) moreSectors(e int32, add uint64, sm int) {
 	ent := &b.entries[e]
 	ent.sectors |= add
 	n := uint64(bits.OnesCount64(add)) << b.secShift
-	x := ent.start + b.l2Lat
-	x = b.linkWrite(x, n)
-	b.last.NVMWriteBytes += n
-	if !b.eadrOn {
-		b.nvmWrite().transfer(x, n)
-	}
+	b.ms.moreBytes(sm, ent.line, n, ent.start, &b.last)
 }
 
-// flushWindowed flushes entry e from SM sm no earlier than t, in the first
-// cycle the SM has fewer than persist.window flushes outstanding: the limit
-// on an SM's outstanding writes to PM holds for every model's flushes
-// (Epoch's and GPM's write-backs, Strict's write-throughs, evictions and the
-// end-of-kernel flush), not only for SBRP's persist buffer, which schedules
-// its own flushes through the same window.
-func (b *Backend) flushWindowed(e int32, t uint64, sm int) uint64 {
-	if b.cfg.Persist.BufferWindowOnly {
-		return b.flush(e, t, sm)
-	}
-	s := &b.sms[sm]
-	start := s.slots.firstFree(t, b.cfg.Persist.Window)
-	ack := b.flush(e, start, sm)
-	s.slots.add(start, ack)
-	return ack
-}
 
 // sbrpStore puts a PM line into the SM's persist buffer.
 func (b *Backend) sbrpStore(ws *warpState, s *smState, line, sectors uint64, t uint64) (int32, uint64, bool) {
@@ -1432,7 +1403,7 @@ func (b *Backend) sbrpStore(ws *warpState, s *smState, line, sectors uint64, t u
 			// Not flushed yet and no order marker of this warp since: merge.
 			ws.lastAck = max(ws.lastAck, ent.ack)
 			if add := sectors &^ ent.sectors; add != 0 && ent.sectors != 0 {
-				b.moreSectors(e, add)
+				b.moreSectors(e, add, ws.sm)
 			}
 			return e, t + 1, true
 		}
@@ -1564,7 +1535,7 @@ func (b *Backend) publish(ws *warpState, t uint64) uint64 {
 		switch {
 		case ent.ack != noAck:
 		case ent.dirty <= t:
-			last = max(last, b.flushWindowed(e, t, ws.sm))
+			last = max(last, b.flush(e, t, ws.sm))
 		default:
 			kept = append(kept, e)
 		}
@@ -1826,26 +1797,41 @@ func (b *Backend) End() (pm.Stats, error) {
 			end = max(end, b.warps[i].clock, b.warps[i].loadsBack)
 		}
 	}
-	wrote := false
 	for i := range b.sms {
 		s := &b.sms[i]
 		for _, e := range s.dirty {
 			if b.entries[e].ack == noAck {
-				b.flushWindowed(e, end, i)
-				wrote = true
+				b.flush(e, end, i)
 			}
 		}
 		s.dirty = s.dirty[:0]
 	}
-	if wrote {
-		end += b.l2Lat
+	if b.cfg.Mem.L2FlushAtEnd {
+		b.flushL2(end)
 	}
+	// The kernel ends when its last warp is done and every write it made
+	// is acknowledged and taken by the memory's queues: every model pays
+	// for its writes.
+	end = max(end, b.globalAck, b.ms.drained)
 	b.end, b.now = end, end
-	b.drained = max(end, b.globalAck)
+	b.drained = end
 	b.running = false
 	b.last.Cycles = end - b.start
 	b.st.add(&b.last)
 	return pm.Stats{Cycles: b.last.Cycles, Persists: b.last.Persists}, nil
+}
+
+// flushL2 writes the L2's dirty volatile lines back to memory from cycle
+// t, in way order.
+func (b *Backend) flushL2(t uint64) {
+	for w, m := range b.l2Dirty {
+		if m != 0 {
+			if b.l2.valid(w) {
+				b.ms.writeBackDRAM(b.l2.tag[w]-1, b.dirtyBytes(m), t)
+			}
+			b.l2Dirty[w] = 0
+		}
+	}
 }
 
 // compact applies the records that are durable (every one, between

@@ -30,6 +30,9 @@ func newCache(c CacheConfig) *cache {
 	return k
 }
 
+// valid reports whether way w holds a line.
+func (k *cache) valid(w int) bool { return k.tag[w] != 0 && k.gen[w] == k.curGen }
+
 // lookup returns the way holding line, or -1, and marks it recently used.
 func (k *cache) lookup(line uint64) int {
 	base := int(line%uint64(k.sets)) * k.assoc

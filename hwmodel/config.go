@@ -33,6 +33,9 @@ type Config struct {
 	DRAM MemConfig `json:"dram"`
 	// NVM is the persistent memory.
 	NVM MemConfig `json:"nvm"`
+	// Mem is the memory system's ports, queues and partitions (memsys.go),
+	// which every model's traffic crosses.
+	Mem MemSysConfig `json:"mem"`
 	// PCIe is the link between the GPU and the host; PM crosses it when
 	// PCIe.PMFar is set.
 	PCIe LinkConfig `json:"pcie"`
@@ -101,6 +104,35 @@ type MemConfig struct {
 	SharedBus bool `json:"shared_bus"`
 }
 
+// MemSysConfig sizes the memory system every model's traffic crosses
+// (memsys.go): ports, outstanding writes, partitions and their queues.
+type MemSysConfig struct {
+	// InjectBytesPerCycle is an SM's injection bandwidth into the
+	// interconnect, in bytes per cycle: every line an SM writes or reads
+	// crosses it.
+	InjectBytesPerCycle int `json:"inject_bytes_per_cycle"`
+	// SMWrites is the most line writes an SM has outstanding (sent and not
+	// yet acknowledged), every model's: the L1's miss-status entries.
+	SMWrites int `json:"sm_writes"`
+	// Channels is the number of memory channels; each has BanksPerChannel
+	// L2 banks (memory sub-partitions), and lines interleave over the
+	// banks.
+	Channels        int `json:"channels"`
+	BanksPerChannel int `json:"banks_per_channel"`
+	// L2PortBytesPerCycle is an L2 bank's data port, in bytes per cycle.
+	L2PortBytesPerCycle int `json:"l2_port_bytes_per_cycle"`
+	// WriteQueueEntries is a channel's write queue per device (device
+	// memory, NVM): a write holds an entry from its arrival until the
+	// device has written it. Under ADR the PM queue is the persistence
+	// point.
+	WriteQueueEntries int `json:"write_queue_entries"`
+	// L2FlushAtEnd writes the L2's dirty volatile lines back to memory at
+	// the end of every kernel, and the kernel ends once the memory queues
+	// have taken them (GPGPU-Sim's -gpgpu_flush_l2_cache). Off, they stay
+	// dirty in the L2 until evicted.
+	L2FlushAtEnd bool `json:"l2_flush_at_end"`
+}
+
 // LinkConfig is the PCIe link.
 type LinkConfig struct {
 	PMFar         bool    `json:"pm_far"`         // PM is attached to the host: PM traffic crosses the link
@@ -127,18 +159,10 @@ type PersistConfig struct {
 	// BufferEntries is the SBRP persist buffer size per SM; order,
 	// acquire, release and durable markers take entries too.
 	BufferEntries int `json:"buffer_entries"`
-	// Window is the most outstanding (flushed, unacknowledged) PM lines per
-	// SM. It bounds the SM's writes to PM under every model (SBRP's
-	// persist-buffer drain, Epoch's and GPM's write-backs, Strict's
-	// write-throughs); ScopedBarrier is bounded by its NVW-FIFOs instead.
+	// Window is SBRP's flush window: the most lines an SM's persist buffer
+	// has flushed and not yet had acknowledged. It is SBRP's own limit; every
+	// model's writes are bounded by the memory system's (Mem.SMWrites).
 	Window int `json:"window"`
-	// BufferWindowOnly limits Window to SBRP's persist-buffer drain, as in
-	// the SBRP artifact, where a cache flush (Epoch's and GPM's
-	// write-backs, evictions, the end-of-kernel flush) sends every dirty
-	// line at once and only bandwidth bounds it. Off, the window bounds
-	// every model's flushes: no SM has unlimited writes in flight. The
-	// SBRP machines set it.
-	BufferWindowOnly bool `json:"buffer_window_only"`
 	// AckAtQueue acknowledges an ADR persist when the memory partition's
 	// PM queue accepts it (after the interconnect and the NVM write
 	// bandwidth), as the SBRP artifact and the re-study's simulator do,
@@ -224,7 +248,29 @@ func sbrpBase() Config {
 			NVWFIFOL1:         16,       // scoped persist barrier paper Table 2 (for ScopedBarrier on this machine)
 			NVWFIFOL2:         64,       // scoped persist barrier paper Table 2
 		},
+		Mem:  sbrpMem(),
 		CPU: cosplayCPU(), // every machine's CPU runs are timed on COSPlay Table 2's core
+	}
+}
+
+// sbrpMem is the memory system of the SBRP artifact's gpgpusim.config
+// (models/*/gpgpusim.config, the same for every model).
+func sbrpMem() MemSysConfig {
+	return MemSysConfig{
+		// -icnt_flit_size 40: one 40-byte flit a cycle per node, a 32-byte
+		// sector and its header
+		InjectBytesPerCycle: 32,
+		// -gpgpu_cache:dl1 ...,A:256:8,...: 256 miss-status entries per L1
+		SMWrites: 256,
+		// -gpgpu_n_mem 12, -gpgpu_n_sub_partition_per_mchannel 2
+		Channels: 12, BanksPerChannel: 2,
+		// -gpgpu_cache:dl2 ...,32: a 32-byte data port per L2 bank
+		L2PortBytesPerCycle: 32,
+		// -gpgpu_frfcfs_dram_sched_queue_size 64 (and the partition's
+		// L2-to-memory queue, -gpgpu_dram_partition_queues 64:64:64:64)
+		WriteQueueEntries: 64,
+		// -gpgpu_flush_l2_cache 1
+		L2FlushAtEnd: true,
 	}
 }
 
@@ -245,7 +291,6 @@ func PresetPMNear() Config {
 // a PM line's write-back sends only its written 32-byte sectors, and Epoch
 // and GPM write PM stores through the L1.
 func artifactPhysics(c *Config) {
-	c.Persist.BufferWindowOnly = true
 	c.Persist.AckAtQueue = true
 	c.Persist.EpochOwnAcks = true
 	c.Persist.EpochWriteThrough = true
@@ -304,6 +349,9 @@ func PresetGOPE() Config {
 	c.NVM.ReadLatencyCycles, c.NVM.WriteLatencyCycles = 75, 250                            // Table 2: 75 ns read, 250 ns write
 	c.Persist.NVWFIFOL1, c.Persist.NVWFIFOL2 = 16, 64                                      // Table 2
 	c.Persist.EADRLatencyCycles = 25                                                       // DRAM-side base latency of Table 2
+	// Table 2 gives no memory-system sizes: the SBRP artifact's (sbrpMem),
+	// except that gem5 does not flush the L2 at a kernel's end.
+	c.Mem.L2FlushAtEnd = false
 	return c
 }
 
@@ -352,6 +400,15 @@ func PresetVolta() Config {
 	c.Persist.AckAtQueue = true // ADR: the WPQ is in the persistence domain
 	c.Persist.EADRLatencyCycles = 150
 	c.Restudy = restudyVolta() // Table I: 32 channels, 2 L2 banks per channel
+	// Table I: 32 channels of 2 L2 banks; the re-study's gpgpusim.config
+	// has the SBRP artifact's ports and queues (-icnt_flit_size 40,
+	// dl1 A:256:8, dl2 data port 32, -gpgpu_frfcfs_dram_sched_queue_size
+	// 64) and does not flush the L2 at a kernel's end.
+	c.Mem.Channels, c.Mem.BanksPerChannel = 32, 2
+	c.Mem.L2FlushAtEnd = false
+	// GPGPU-Sim 4.0's QV100 caches are sectored (32-byte sectors, as
+	// restudy.sector_bytes): every model's writes send what was written.
+	c.Persist.SectorBytes = 32
 	return c
 }
 
@@ -368,6 +425,7 @@ func PresetDRAM() Config {
 	c.Name = "dram"
 	c.NVM = c.DRAM
 	c.Persist.None = true
+	artifactPhysics(&c) // the same simulator: its sectored caches send what was written
 	return c
 }
 
@@ -565,6 +623,9 @@ func (c *Config) Validate() error {
 		{"pcie.latency_cycles", c.PCIe.LatencyCycles}, {"persist.eadr_latency_cycles", c.Persist.EADRLatencyCycles},
 		{"persist.buffer_entries", c.Persist.BufferEntries}, {"persist.window", c.Persist.Window},
 		{"persist.nvw_fifo_l1", c.Persist.NVWFIFOL1}, {"persist.nvw_fifo_l2", c.Persist.NVWFIFOL2},
+		{"mem.inject_bytes_per_cycle", c.Mem.InjectBytesPerCycle}, {"mem.sm_writes", c.Mem.SMWrites},
+		{"mem.channels", c.Mem.Channels}, {"mem.banks_per_channel", c.Mem.BanksPerChannel},
+		{"mem.l2_port_bytes_per_cycle", c.Mem.L2PortBytesPerCycle}, {"mem.write_queue_entries", c.Mem.WriteQueueEntries},
 	} {
 		if err := pos(p.k, p.v); err != nil {
 			return err
@@ -612,6 +673,9 @@ func (c *Config) Validate() error {
 	}
 	if c.Persist.Window > 1024 || c.Persist.NVWFIFOL1 > 1<<16 || c.Persist.NVWFIFOL2 > 1<<16 {
 		return bad("persist.window", "window or NVW-FIFO too large to model")
+	}
+	if m := c.Mem; m.InjectBytesPerCycle > 1<<16 || m.L2PortBytesPerCycle > 1<<16 || m.SMWrites > 1<<16 || m.WriteQueueEntries > 1<<16 || m.Channels*m.BanksPerChannel > 1<<12 {
+		return bad("mem", "a port, queue or partition count too large to model")
 	}
 	if c.Persist.NVWFIFOL1 > c.Persist.NVWFIFOL2 {
 		return bad("persist.nvw_fifo_l1", "%d is larger than persist.nvw_fifo_l2 = %d", c.Persist.NVWFIFOL1, c.Persist.NVWFIFOL2)

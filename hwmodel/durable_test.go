@@ -26,14 +26,14 @@ func TestDFenceReturnsDurable(t *testing.T) {
 		rounds, perRnd  = 4, 12
 		slots           = 16 // lines per thread
 	)
-	plain := []string{"persist.buffer_window_only=false", "persist.ack_at_queue=false", "pcie.full_duplex=false", "persist.epoch_own_acks=false", "persist.epoch_write_through=false"}
+	plain := []string{"persist.ack_at_queue=false", "pcie.full_duplex=false", "persist.epoch_own_acks=false", "persist.epoch_write_through=false"}
 	for _, mc := range []struct {
 		name, preset string
 		set          []string
 	}{
 		{"pm-near", "pm-near", nil}, {"pm-far", "pm-far", nil},
 		{"pm-near-plain", "pm-near", plain}, {"pm-far-plain", "pm-far", plain},
-		{"pm-near-own-window", "pm-near", []string{"persist.buffer_window_only=false"}},
+		{"pm-near-few-writes", "pm-near", []string{"mem.sm_writes=6"}},
 		{"gope", "gope", nil},
 	} {
 		for _, model := range durableModels {

@@ -252,13 +252,14 @@ func TestWindowBoundsFlushes(t *testing.T) {
 	require.Greater(t, cycles[0], cycles[1], "a narrower window is slower")
 }
 
-// With persist.buffer_window_only an Epoch write-back sends every dirty
-// line at once (the SBRP artifact's cache flush); by default the window
-// bounds it too. SBRP's persist-buffer drain is windowed either way.
-func TestBufferWindowOnly(t *testing.T) {
-	most := func(only bool, model Model) int {
+// The memory system's mem.sm_writes bounds every model's outstanding line
+// writes per SM; SBRP's flush window (persist.window) bounds SBRP's alone.
+func TestSMWritesBoundEveryModel(t *testing.T) {
+	most := func(small bool, model Model) int {
 		cfg := PresetPMNear()
-		cfg.Persist.BufferWindowOnly = only
+		if small {
+			cfg.Mem.SMWrites = 4
+		}
 		be, m := setupHW(t, cfg, model)
 		r := region(t, m, "w", 64*128)
 		_, err := scope.Launch(m, scope.Grid{Blocks: 1, Threads: 32}, func(t *scope.Thread) {
@@ -270,9 +271,11 @@ func TestBufferWindowOnly(t *testing.T) {
 		require.NoError(t, err)
 		return maxOutstanding(be.entries)
 	}
-	require.Equal(t, 6, most(false, Epoch))
-	require.Greater(t, most(true, Epoch), 6)
-	require.Equal(t, 6, most(true, SBRP))
+	require.Equal(t, 4, most(true, Epoch))
+	require.Equal(t, 4, most(true, Strict))
+	require.Equal(t, 4, most(true, SBRP))
+	require.Greater(t, most(false, Epoch), 6)
+	require.Equal(t, 6, most(false, SBRP))
 }
 
 // With persist.ack_at_queue a persist is durable when the PM queue takes
@@ -434,12 +437,12 @@ func TestEpochOwnAcks(t *testing.T) {
 }
 
 // An Epoch DFence makes every persist before it durable by the time it
-// returns, also when the flush window starts its write-backs later than the
-// fence (window bounding Epoch's flushes, SM-wide or own-warp waiting).
+// returns, also when the SM's outstanding-write limit starts its write-backs
+// later than the fence (SM-wide or own-warp waiting).
 func TestEpochFenceWaitsForWindowedWriteBacks(t *testing.T) {
 	for _, own := range []bool{false, true} {
 		cfg := PresetPMNear()
-		cfg.Persist.BufferWindowOnly = false
+		cfg.Mem.SMWrites = 6
 		cfg.Persist.EpochOwnAcks = own
 		be, m := setupHW(t, cfg, Epoch)
 		r := region(t, m, "a", 64*128)

@@ -159,75 +159,139 @@ func (s *skipList) drop(n uint64) {
 // per bucket.
 const occShift = 3
 
-// occupancy counts, per bucket of cycles, the jobs (outstanding flushes)
-// that hold one of a limited number of slots (a flush window, an NVW-FIFO).
-// A job holds a slot in every bucket its interval touches, so a bound on
-// slots per bucket bounds the jobs outstanding at any cycle. Like resource,
-// it accepts requests out of time order.
+// occupancy counts, per bucket of cycles, the jobs (outstanding flushes,
+// queue entries) that hold one of a limited number of slots (a flush
+// window, an NVW-FIFO, a memory queue). A job holds a slot in every bucket
+// its interval touches, so a bound on slots per bucket bounds the jobs
+// outstanding at any cycle. Like resource, it accepts requests out of time
+// order.
 //
-// The buckets holding w or more jobs, for the w its searches ask about (a
-// calendar's w is a fixed parameter), are skipped with a skipList, as a
-// resource skips its full buckets.
+// The counts live in a segment tree over the buckets from base (each node
+// keeps the adds that cover its whole range and the least count below it),
+// so holding a slot over a long interval and finding the first bucket with
+// room both take O(log n) whatever the interval's length.
 type occupancy struct {
-	base uint64
-	cnt  []uint32
-	w    uint32   // the slot count skip is for; 0: none yet
-	skip skipList // the buckets of cnt holding w or more
+	base uint64   // bucket index of leaf 0
+	used uint64   // buckets from base that a job has touched
+	n    uint64   // leaves (a power of two, or 0)
+	cov  []uint32 // per node: jobs covering the node's whole range
+	mn   []uint32 // per node: least count in its range (its add included)
 }
 
 func (o *occupancy) reset(at uint64) {
 	o.base = at >> occShift
-	o.cnt = o.cnt[:0]
-	o.skip.reset()
+	o.used = 0
+	clear(o.cov)
+	clear(o.mn)
 }
 
 // firstFree returns the first cycle from t in whose bucket fewer than w
 // slots are held.
 func (o *occupancy) firstFree(t uint64, w int) uint64 {
-	if uint32(w) != o.w {
-		o.setW(uint32(w))
-	}
 	k := max(t>>occShift, o.base)
-	k = o.base + o.skip.next(k-o.base)
-	for k-o.base < uint64(len(o.cnt)) && o.cnt[k-o.base] >= uint32(w) {
-		k++ // only when skip walks (tests): it has skipped every full bucket
+	if rel := k - o.base; rel < o.used {
+		if f, ok := o.find(1, 0, o.n-1, rel, uint32(w), 0); ok {
+			k = o.base + f
+		} else {
+			k = o.base + max(rel, o.used)
+		}
 	}
 	return max(t, k<<occShift)
 }
 
-// setW rebuilds skip for searches of w slots.
-func (o *occupancy) setW(w uint32) {
-	o.w = w
-	o.skip.reset()
-	for k, c := range o.cnt {
-		if c >= w {
-			o.skip.full(uint64(k))
-		}
+// find returns the first leaf at or after k under node (covering lo..hi)
+// whose count, with acc from the node's ancestors, is below w.
+func (o *occupancy) find(node, lo, hi, k uint64, w, acc uint32) (uint64, bool) {
+	if hi < k || o.mn[node]+acc >= w {
+		return 0, false
 	}
+	if lo == hi {
+		return lo, true
+	}
+	mid := (lo + hi) / 2
+	acc += o.cov[node]
+	if f, ok := o.find(2*node, lo, mid, k, w, acc); ok {
+		return f, true
+	}
+	return o.find(2*node+1, mid+1, hi, k, w, acc)
 }
 
 // add holds a slot from cycle start until cycle end.
 func (o *occupancy) add(start, end uint64) {
 	lo := max(start>>occShift, o.base)
 	hi := (max(end, start+1) - 1) >> occShift
-	for k := lo; k <= hi; k++ {
-		for k-o.base >= uint64(len(o.cnt)) {
-			o.cnt = append(o.cnt, 0)
-		}
-		o.cnt[k-o.base]++
-		if o.cnt[k-o.base] == o.w {
-			o.skip.full(k - o.base)
+	if hi < lo {
+		return
+	}
+	l, r := lo-o.base, hi-o.base
+	if r >= o.n {
+		o.rebuild(0, r+1)
+	}
+	o.used = max(o.used, r+1)
+	o.rangeAdd(1, 0, o.n-1, l, r)
+}
+
+func (o *occupancy) rangeAdd(node, lo, hi, l, r uint64) {
+	if r < lo || hi < l {
+		return
+	}
+	if l <= lo && hi <= r {
+		o.cov[node]++
+		o.mn[node]++
+		return
+	}
+	mid := (lo + hi) / 2
+	o.rangeAdd(2*node, lo, mid, l, r)
+	o.rangeAdd(2*node+1, mid+1, hi, l, r)
+	o.mn[node] = o.cov[node] + min(o.mn[2*node], o.mn[2*node+1])
+}
+
+// rebuild drops the first drop leaves and makes room for at least need
+// leaves after them, keeping every count.
+func (o *occupancy) rebuild(drop, need uint64) {
+	// Push every node's adds down to the leaves: they then hold the counts.
+	for node := uint64(1); node < o.n; node++ {
+		if a := o.cov[node]; a != 0 {
+			o.cov[2*node] += a
+			o.cov[2*node+1] += a
+			o.cov[node] = 0
 		}
 	}
+	var leaves []uint32
+	if o.n > 0 {
+		leaves = o.cov[o.n:]
+	}
+	keep := uint64(0)
+	if drop < o.used {
+		keep = o.used - drop
+	}
+	n := max(o.n, 64)
+	for n < need || n < keep {
+		n *= 2
+	}
+	counts := make([]uint32, keep)
+	copy(counts, leaves[drop:drop+keep])
+	if n != o.n {
+		o.n = n
+		o.cov = make([]uint32, 2*n)
+		o.mn = make([]uint32, 2*n)
+	} else {
+		clear(o.cov)
+	}
+	copy(o.cov[n:], counts)
+	copy(o.mn[n:], o.cov[n:])
+	for node := n - 1; node >= 1; node-- {
+		o.mn[node] = min(o.mn[2*node], o.mn[2*node+1])
+	}
+	o.used = keep
 }
 
 func (o *occupancy) trim(at uint64) {
 	k := at >> occShift
-	if k <= o.base || k-o.base < uint64(len(o.cnt))/2 {
+	if k <= o.base || k-o.base < o.used/2 {
 		return
 	}
-	drop := min(k-o.base, uint64(len(o.cnt)))
-	o.cnt = append(o.cnt[:0], o.cnt[drop:]...)
-	o.skip.drop(drop)
+	drop := min(k-o.base, o.used)
+	o.rebuild(drop, 0)
 	o.base += drop
 }

@@ -28,8 +28,8 @@ func TestCalendarsMatchNaiveWalk(t *testing.T) {
 			rng := rand.New(rand.NewPCG(seed, 1))
 			fast, slow := newResource(c.gbps, 1000), newResource(c.gbps, 1000)
 			slow.skip.walk = true
-			var occ, nocc occupancy
-			nocc.skip.walk = true
+			var occ occupancy
+			var nocc naiveOccupancy
 			now := uint64(1000)
 			fast.reset(now)
 			slow.reset(now)
@@ -65,4 +65,42 @@ func TestCalendarsMatchNaiveWalk(t *testing.T) {
 			require.Equal(t, slow.bytes, fast.bytes)
 		})
 	}
+}
+
+// naiveOccupancy is the occupancy calendar as a plain count per bucket,
+// walked bucket by bucket: the reference the segment tree must match.
+type naiveOccupancy struct {
+	base uint64
+	cnt  []uint32
+}
+
+func (o *naiveOccupancy) reset(at uint64) { o.base, o.cnt = at>>occShift, o.cnt[:0] }
+
+func (o *naiveOccupancy) firstFree(t uint64, w int) uint64 {
+	k := max(t>>occShift, o.base)
+	for k-o.base < uint64(len(o.cnt)) && o.cnt[k-o.base] >= uint32(w) {
+		k++
+	}
+	return max(t, k<<occShift)
+}
+
+func (o *naiveOccupancy) add(start, end uint64) {
+	lo := max(start>>occShift, o.base)
+	hi := (max(end, start+1) - 1) >> occShift
+	for k := lo; k <= hi && hi >= lo; k++ {
+		for k-o.base >= uint64(len(o.cnt)) {
+			o.cnt = append(o.cnt, 0)
+		}
+		o.cnt[k-o.base]++
+	}
+}
+
+func (o *naiveOccupancy) trim(at uint64) {
+	k := at >> occShift
+	if k <= o.base || k-o.base < uint64(len(o.cnt))/2 {
+		return
+	}
+	drop := min(k-o.base, uint64(len(o.cnt)))
+	o.cnt = append(o.cnt[:0], o.cnt[drop:]...)
+	o.base += drop
 }

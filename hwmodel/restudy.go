@@ -356,7 +356,13 @@ func (b *Backend) restudyHostFlush() {
 // or a store); under the write-back models a dirty PM line it evicts is
 // written back. Other models never leave a dirty entry in the L2.
 func (b *Backend) l2Insert(line, t uint64) int {
-	way, _, ve, evicted := b.l2.insert(line)
+	way, victim, ve, evicted := b.l2.insert(line)
+	if m := b.l2Dirty[way]; m != 0 {
+		if evicted {
+			b.ms.writeBackDRAM(victim, b.dirtyBytes(m), t) // a dirty volatile line
+		}
+		b.l2Dirty[way] = 0
+	}
 	if evicted && ve >= 0 && b.rs != nil {
 		b.restudyEvict(ve, t)
 	}

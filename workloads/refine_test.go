@@ -31,8 +31,8 @@ import (
 // workloads, CPU runs, run once, under the COSPlay model, and their
 // SFences' and CFences' returns are checked too.
 func TestRefinement(t *testing.T) {
-	artifact := []string{"persist.buffer_window_only=true", "persist.ack_at_queue=true", "pcie.full_duplex=true", "persist.epoch_own_acks=true", "persist.epoch_write_through=true"}
-	plain := []string{"persist.buffer_window_only=false", "persist.ack_at_queue=false", "pcie.full_duplex=false", "persist.epoch_own_acks=false", "persist.epoch_write_through=false"}
+	artifact := []string{"persist.ack_at_queue=true", "pcie.full_duplex=true", "persist.epoch_own_acks=true", "persist.epoch_write_through=true"}
+	plain := []string{"persist.ack_at_queue=false", "pcie.full_duplex=false", "persist.epoch_own_acks=false", "persist.epoch_write_through=false"}
 	for _, nw := range workloads.Names() {
 		// The COSPlay workloads are CPU runs: every preset has the same
 		// core (COSPlay Table 2), and they refine the COSPlay model (their

@@ -1,0 +1,267 @@
+package hwmodel
+
+// memSystem is the memory hardware every model's traffic crosses: the
+// persistency models decide when a line is written and what a verb waits
+// for, and memSystem decides how long the write takes. Every limit on the
+// path is a finite resource with a source (keys.go):
+//
+//   - each SM's injection port into the interconnect
+//     (mem.inject_bytes_per_cycle) and its outstanding line writes
+//     (mem.sm_writes), held from the write's departure to its ack;
+//   - the L2: its hit latency (l2.latency_cycles) and, per bank, a data
+//     port (mem.l2_port_bytes_per_cycle);
+//   - the memory partitions (mem.channels channels of
+//     mem.banks_per_channel L2 banks each; lines interleave over the banks):
+//     each channel's device memory and NVM have a finite write queue
+//     (mem.write_queue_entries) that a write enters when it reaches the
+//     partition and leaves when the device has taken its bytes (the
+//     channel's share of the write bandwidth) and its write latency has
+//     passed, so latency and bandwidth both reach the writer through the
+//     queue's occupancy (Little's law);
+//   - PCIe for PM-far, each direction its own bandwidth when full duplex;
+//   - the persistence point: ADR (durable once the PM queue has taken the
+//     write, with persist.ack_at_queue, else once the NVM has written it) or
+//     eADR (durable once it reaches the last-level cache; the bytes still
+//     drain through the queues).
+//
+// Reads take the same ports and the channels' read bandwidth. A model's
+// own limits (SBRP's flush window, the NVW-FIFOs) are its policy's.
+type memSystem struct {
+	lineShift  uint
+	l2Lat      uint64
+	pcieLat    uint64
+	eadrLat    uint64
+	far, eadr  bool
+	ackAtQueue bool
+	writesMax  int // mem.sm_writes
+	queueMax   int // mem.write_queue_entries
+	banks      uint64
+	perChannel uint64
+
+	sms   []smPort
+	ports []resource // per L2 bank
+	nvm   []channel  // per channel
+	dram  []channel
+	up    resource // PCIe, GPU to host (writes to PM-far)
+	down  resource // PCIe, host to GPU (reads); the same as up when half duplex
+	half  bool
+
+	// drained is when every write issued so far has been taken by its
+	// queue (the kernel-end flush waits for it).
+	drained uint64
+}
+
+// smPort is an SM's side of the memory system.
+type smPort struct {
+	inject resource  // bytes into the interconnect
+	writes occupancy // outstanding line writes
+}
+
+// channel is one memory channel of a device: a write queue in front of its
+// write bandwidth, and its read bandwidth (shared with writes when the bus
+// is shared).
+type channel struct {
+	queue        occupancy
+	rd, wr       resource
+	shared       bool
+	rdLat, wrLat uint64
+}
+
+func newChannels(c MemConfig, n int, clockMHz float64) []channel {
+	chs := make([]channel, n)
+	for i := range chs {
+		chs[i] = channel{
+			rd: newResource(c.ReadGBps/float64(n), clockMHz), wr: newResource(c.WriteGBps/float64(n), clockMHz),
+			shared: c.SharedBus, rdLat: uint64(c.ReadLatencyCycles), wrLat: uint64(c.WriteLatencyCycles),
+		}
+	}
+	return chs
+}
+
+func newMemSystem(cfg Config, lineShift uint) *memSystem {
+	clk := cfg.GPU.ClockMHz
+	m := &memSystem{
+		lineShift: lineShift,
+		l2Lat:     uint64(cfg.L2.LatencyCycles), pcieLat: uint64(cfg.PCIe.LatencyCycles),
+		eadrLat: uint64(cfg.Persist.EADRLatencyCycles),
+		far:     cfg.PCIe.PMFar, eadr: cfg.Persist.Point == pointEADR, ackAtQueue: cfg.Persist.AckAtQueue,
+		writesMax: cfg.Mem.SMWrites, queueMax: cfg.Mem.WriteQueueEntries,
+		perChannel: uint64(cfg.Mem.BanksPerChannel),
+		half:       !cfg.PCIe.FullDuplex,
+	}
+	m.banks = uint64(cfg.Mem.Channels * cfg.Mem.BanksPerChannel)
+	m.sms = make([]smPort, cfg.GPU.SMs)
+	for i := range m.sms {
+		m.sms[i].inject = perCycleBytes(cfg.Mem.InjectBytesPerCycle)
+	}
+	m.ports = make([]resource, m.banks)
+	for i := range m.ports {
+		m.ports[i] = perCycleBytes(cfg.Mem.L2PortBytesPerCycle)
+	}
+	m.nvm = newChannels(cfg.NVM, cfg.Mem.Channels, clk)
+	m.dram = newChannels(cfg.DRAM, cfg.Mem.Channels, clk)
+	m.up = newResource(cfg.PCIe.GBps, clk)
+	m.down = newResource(cfg.PCIe.GBps, clk)
+	return m
+}
+
+// perCycleBytes returns a resource that moves n bytes per cycle.
+func perCycleBytes(n int) resource {
+	return resource{perByte: (1<<fracBits + uint64(n) - 1) / uint64(n)}
+}
+
+// bank returns the L2 bank (memory partition) of line, and its channel.
+func (m *memSystem) bank(line uint64) (bank, ch uint64) {
+	bank = line % m.banks
+	return bank, bank / m.perChannel
+}
+
+// link returns the PCIe direction writes (up) or reads take.
+func (m *memSystem) link(up bool) *resource {
+	if up || m.half {
+		return &m.up
+	}
+	return &m.down
+}
+
+// each calls f on every resource and occupancy calendar of the system.
+func (m *memSystem) each(res func(*resource), occ func(*occupancy)) {
+	for i := range m.sms {
+		res(&m.sms[i].inject)
+		occ(&m.sms[i].writes)
+	}
+	for i := range m.ports {
+		res(&m.ports[i])
+	}
+	for _, chs := range [2][]channel{m.nvm, m.dram} {
+		for i := range chs {
+			res(&chs[i].rd)
+			res(&chs[i].wr)
+			occ(&chs[i].queue)
+		}
+	}
+	res(&m.up)
+	res(&m.down)
+}
+
+func (m *memSystem) reset(at uint64) {
+	m.each(func(r *resource) { r.reset(at) }, func(o *occupancy) { o.reset(at) })
+}
+
+func (m *memSystem) trim(at uint64) {
+	m.each(func(r *resource) { r.trim(at) }, func(o *occupancy) { o.trim(at) })
+}
+
+// write puts n bytes into the channel's queue from cycle x and returns when
+// the queue took them and when the device has written them.
+func (c *channel) write(x, n uint64, queueMax int) (in, done uint64) {
+	in = c.queue.firstFree(x, queueMax)
+	bus := &c.wr
+	if c.shared {
+		bus = &c.rd
+	}
+	done = bus.transfer(in, n) + c.wrLat
+	c.queue.add(in, done)
+	return in, done
+}
+
+// read reads n bytes from the channel from cycle x and returns when they
+// are back at the partition.
+func (c *channel) read(x, n uint64) uint64 {
+	return c.rd.transfer(x, n) + c.rdLat
+}
+
+// pmWrite is one line write towards the persistence point, as timed.
+type pmWrite struct {
+	start  uint64 // it left the SM (its outstanding-write slot taken)
+	queued uint64 // its PM queue took it
+	ack    uint64 // it is durable
+}
+
+// writePM sends n bytes of PM line from SM sm, no earlier than cycle t,
+// to the persistence point, and returns its times. st counts its bytes.
+func (m *memSystem) writePM(sm int, line, n, t uint64, st *Stats) pmWrite {
+	p := &m.sms[sm]
+	var w pmWrite
+	w.start = p.writes.firstFree(t, m.writesMax)
+	x := p.inject.transfer(w.start, n) + m.l2Lat
+	bank, ch := m.bank(line)
+	x = m.ports[bank].transfer(x, n)
+	if m.far {
+		st.PCIeBytes += n
+		x = m.link(true).transfer(x, n) + m.pcieLat
+	}
+	st.NVMWriteBytes += n
+	in, done := m.nvm[ch].write(x, n, m.queueMax)
+	w.queued = in
+	switch {
+	case m.eadr:
+		w.ack = x + m.eadrLat
+	case m.ackAtQueue:
+		w.ack = in
+	default:
+		w.ack = done
+	}
+	p.writes.add(w.start, w.ack)
+	m.drained = max(m.drained, w.ack, in)
+	return w
+}
+
+// moreBytes sends n more bytes of a PM line write that left at start (a
+// persist-buffer entry a later store merged into): they take the write's
+// ports and bandwidth in the same burst; its ack stays.
+func (m *memSystem) moreBytes(sm int, line, n, start uint64, st *Stats) {
+	x := m.sms[sm].inject.transfer(start, n) + m.l2Lat
+	bank, ch := m.bank(line)
+	x = m.ports[bank].transfer(x, n)
+	if m.far {
+		st.PCIeBytes += n
+		x = m.link(true).transfer(x, n) + m.pcieLat
+	}
+	st.NVMWriteBytes += n
+	bus := &m.nvm[ch].wr
+	if m.nvm[ch].shared {
+		bus = &m.nvm[ch].rd
+	}
+	m.drained = max(m.drained, bus.transfer(x, n))
+}
+
+// toL2 sends n bytes of a volatile store from SM sm at cycle t into the L2
+// and returns when they are there.
+func (m *memSystem) toL2(sm int, line, n, t uint64) uint64 {
+	x := m.sms[sm].inject.transfer(t, n) + m.l2Lat
+	bank, _ := m.bank(line)
+	return m.ports[bank].transfer(x, n)
+}
+
+// writeBackDRAM writes n bytes of a dirty volatile line back from the L2
+// to device memory at cycle t and returns when the channel's queue took
+// them.
+func (m *memSystem) writeBackDRAM(line, n, t uint64) uint64 {
+	_, ch := m.bank(line)
+	in, _ := m.dram[ch].write(t, n, m.queueMax)
+	m.drained = max(m.drained, in)
+	return in
+}
+
+// readLine reads a line missing in the L2 from memory at cycle x (its
+// arrival at the L2) and returns when the data is back at the L2. st
+// counts the bytes.
+func (m *memSystem) readLine(line, n, x uint64, isPM bool, st *Stats) uint64 {
+	bank, ch := m.bank(line)
+	x = m.ports[bank].transfer(x, n)
+	if !isPM {
+		st.DRAMReadBytes += n
+		return m.dram[ch].read(x, n)
+	}
+	if m.far {
+		x += m.pcieLat // pcie.latency_cycles is the artifact's whole far round trip over device memory
+	}
+	st.NVMReadBytes += n
+	x = m.nvm[ch].read(x, n)
+	if m.far {
+		st.PCIeBytes += n
+		x = m.link(false).transfer(x, n)
+	}
+	return x
+}
