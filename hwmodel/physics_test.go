@@ -272,7 +272,6 @@ func TestSMWritesBoundEveryModel(t *testing.T) {
 		return maxOutstanding(be.entries)
 	}
 	require.Equal(t, 4, most(true, Epoch))
-	require.Equal(t, 4, most(true, Strict))
 	require.Equal(t, 4, most(true, SBRP))
 	require.Greater(t, most(false, Epoch), 6)
 	require.Equal(t, 6, most(false, SBRP))

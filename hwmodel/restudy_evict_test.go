@@ -137,7 +137,10 @@ func TestRestudyEvictionDoesNotStall(t *testing.T) {
 	evicts, rs := run(2 * lines)
 	require.Positive(t, rs.Evictions)
 	t.Logf("%d lines: %d cycles; %d lines: %d cycles, %d evictions", lines, fits.Cycles, 2*lines, evicts.Cycles, rs.Evictions)
-	require.Equal(t, fits.Cycles+uint64(lines), evicts.Cycles, "one issue cycle more per store, no write-back waited for")
+	// One issue cycle more per store; the launch ends once the evictions'
+	// write-backs are queued too, a transfer or two after the last store.
+	require.GreaterOrEqual(t, evicts.Cycles, fits.Cycles+uint64(lines), "one issue cycle more per store")
+	require.LessOrEqual(t, evicts.Cycles, fits.Cycles+uint64(lines)+8, "no write-back waited for")
 	require.Equal(t, fits.Stalls.DFence, evicts.Stalls.DFence, "the MemBar waits for the last store's ack only")
 }
 

@@ -285,8 +285,10 @@ func TestRestudyAckAtQueue(t *testing.T) {
 	adrLate, adrDurLate := durableAt(Restudy, false)
 	adrQueue, adrDurQueue := durableAt(Restudy, true)
 	t.Logf("ADR: MemBar %d -> %d, durable %d -> %d", adrLate, adrQueue, adrDurLate, adrDurQueue)
-	require.Equal(t, wr, adrDurLate-adrDurQueue, "durable when the WPQ accepts it")
-	require.Equal(t, wr, adrLate-adrQueue)
+	// Durable when the WPQ accepts it: before its transfer to the NVM (a
+	// cycle or two of the channel's bandwidth) and its write latency.
+	require.InDelta(t, wr+1, adrDurLate-adrDurQueue, 1, "durable when the WPQ accepts it")
+	require.InDelta(t, wr+1, adrLate-adrQueue, 1)
 	pctLate, pctDurLate := durableAt(RestudyPCT, false)
 	pctQueue, pctDurQueue := durableAt(RestudyPCT, true)
 	t.Logf("PCT: MemBar %d -> %d, durable %d -> %d", pctLate, pctQueue, pctDurLate, pctDurQueue)

@@ -1,0 +1,146 @@
+package hwmodel
+
+import (
+	"fmt"
+	"testing"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/scopedpm/scopedpm/pm"
+	"github.com/scopedpm/scopedpm/scope"
+)
+
+// rate is one limit on a stream of writes: its name and the bytes per
+// cycle it allows.
+type rate struct {
+	name string
+	bpc  float64
+}
+
+// streamLimits returns the limits the documented configuration puts on a
+// stream of independent line writes of n bytes each, spread evenly over
+// the SMs and the L2 banks, under model: bandwidth per link, and for each
+// queue on the path its entries x n over the least time an entry is held
+// (Little's law).
+func streamLimits(cfg Config, model Model, n float64) []rate {
+	clk := cfg.GPU.ClockMHz
+	perCycle := func(gbps float64) float64 { return gbps * 1e3 / clk }
+	m := cfg.Mem
+	sms, chans := float64(cfg.GPU.SMs), float64(m.Channels)
+	out := []rate{
+		{"mem.inject_bytes_per_cycle", sms * float64(m.InjectBytesPerCycle)},
+		{"mem.l2_port_bytes_per_cycle", float64(m.Channels*m.BanksPerChannel*m.L2PortBytesPerCycle)},
+	}
+	dev := cfg.NVM
+	if cfg.Persist.None {
+		dev = cfg.DRAM
+	}
+	bw := perCycle(dev.WriteGBps)
+	if dev.SharedBus {
+		bw = perCycle(dev.ReadGBps)
+	}
+	out = append(out, rate{"write bandwidth", bw})
+	hold := n/(bw/chans) + float64(dev.WriteLatencyCycles)
+	out = append(out, rate{"mem.write_queue_entries", float64(m.WriteQueueEntries) * chans * n / hold})
+	if cfg.Persist.None {
+		return out // volatile: no acks to wait for
+	}
+	// The least round trip of a write, from leaving the SM to its ack.
+	rtt := n/float64(m.InjectBytesPerCycle) + float64(cfg.L2.LatencyCycles) + n/float64(m.L2PortBytesPerCycle)
+	toQueue := rtt
+	if cfg.PCIe.PMFar {
+		out = append(out, rate{"pcie.gbps", perCycle(cfg.PCIe.GBps)})
+		rtt += n/perCycle(cfg.PCIe.GBps) + float64(cfg.PCIe.LatencyCycles)
+		toQueue = rtt
+	}
+	switch {
+	case cfg.Persist.Point == pointEADR:
+		rtt += float64(cfg.Persist.EADRLatencyCycles)
+	case !cfg.Persist.AckAtQueue:
+		rtt += n/(bw/chans) + float64(cfg.NVM.WriteLatencyCycles)
+	}
+	out = append(out, rate{"mem.sm_writes", sms * float64(m.SMWrites) * n / rtt})
+	switch model {
+	case SBRP:
+		out = append(out, rate{"persist.window", sms * float64(cfg.Persist.Window) * n / rtt})
+	case ScopedBarrier:
+		out = append(out, rate{"persist.nvw_fifo_l2", float64(cfg.Persist.NVWFIFOL2) * n / toQueue})
+	}
+	return out
+}
+
+// narrowest returns the tightest of limits.
+func narrowest(limits []rate) rate {
+	best := limits[0]
+	for _, r := range limits[1:] {
+		if r.bpc < best.bpc {
+			best = r
+		}
+	}
+	return best
+}
+
+// streamKernel stores one 8-byte word into each of per distinct lines per
+// thread (no two stores share a sector), then DFences, on 2 blocks of
+// blockThreads per SM.
+func streamKernel(t *testing.T, cfg Config, model Model, per int) (cycles uint64, bytes float64, blocks int) {
+	be, m := setupHW(t, cfg, model)
+	threads := min(1024, cfg.GPU.MaxThreadsPerSM/2)
+	blocks = 2 * cfg.GPU.SMs
+	n := blocks * threads
+	line := uint64(cfg.L1.LineBytes)
+	r := region(t, m, "p", uint64(n*per)*line)
+	_, err := scope.Launch(m, scope.Grid{Blocks: blocks, Threads: threads}, func(th *scope.Thread) {
+		for k := range per {
+			th.Store64(r.Base+pm.Addr(uint64(k*n+th.ID())*line), uint64(th.ID()+1))
+		}
+		th.DFence()
+	})
+	require.NoError(t, err)
+	st := be.LastLaunch()
+	return st.Cycles - uint64(cfg.GPU.LaunchLatencyCycles), float64(n * per), blocks
+}
+
+// knownGaps are the streams that miss their bound by more than 10%, with
+// the ratio they are held to until the mechanism is fixed (each named in
+// the issue note that left it).
+var knownGaps = map[string]float64{
+	// SBRP on PM-near: bandwidth-bound on paper (its window allows 35.6
+	// B/cycle, the NVM 30.8) but 1.35x over: its persist buffer fills and
+	// warps stall evicting buffered lines whose flushes start later
+	// (Stats.Stalls.Evict), so the window is not kept busy.
+	"pm-near/sbrp": 1.40,
+}
+
+// TestStreamingBound holds every model on every preset to the bound its
+// documented limits give a streaming kernel of independent stores: the
+// narrowest link or queue (streamLimits), within 10%, and never faster.
+func TestStreamingBound(t *testing.T) {
+	per := 4
+	if testing.Short() {
+		per = 1
+	}
+	for _, preset := range []string{"pm-near", "pm-far", "pm-far-eadr", "volta", "gope", "dram"} {
+		for _, model := range Models() {
+			t.Run(preset+"/"+model.String(), func(t *testing.T) {
+				cfg, err := Preset(preset)
+				require.NoError(t, err)
+				n := float64(cfg.L1.LineBytes)
+				if cfg.Persist.SectorBytes > 0 {
+					n = float64(cfg.Persist.SectorBytes)
+				}
+				cycles, writes, _ := streamKernel(t, cfg, model, per)
+				lim := narrowest(streamLimits(cfg, model, n))
+				bound := writes * n / lim.bpc
+				ratio := float64(cycles) / bound
+				t.Logf("%s %s: %d cycles, bound %.0f (%s, %.2f B/cycle), ratio %.3f", preset, model, cycles, bound, lim.name, lim.bpc, ratio)
+				require.GreaterOrEqual(t, ratio, 0.98, "faster than %s allows", lim.name)
+				most := 1.10
+				if g, ok := knownGaps[preset+"/"+model.String()]; ok {
+					most = g
+				}
+				require.LessOrEqual(t, ratio, most, "slower than its narrowest limit %s: %s", lim.name, fmt.Sprint(streamLimits(cfg, model, n)))
+			})
+		}
+	}
+}
