@@ -260,24 +260,24 @@ type Backend struct {
 	l1Lat, l2Lat, dramLat, nvmRd, nvmWr, pcie, eadr uint64
 	far, eadrOn, pmAsDRAM                           bool
 
-	ms                               *memSystem // the memory system every model's traffic crosses (memsys.go)
-	l2                               *cache
+	ms *memSystem // the memory system every model's traffic crosses (memsys.go)
+	l2 *cache
 	// l2Dirty holds, per L2 way, the written sectors of a dirty volatile
 	// line (bit 0 alone without sectors), 0 when clean.
-	l2Dirty []uint64
-	sms                              []smState
-	warps                            []warpState
-	now                              uint64    // issue cycle of the latest instruction
-	start, end                       uint64    // of the current or last launch
-	drained                          uint64    // when the last launch's persists are all durable
-	popTime                          uint64    // latest cycle the engine resumed a warp at
-	firstWave                        int       // warps of the blocks resident from the launch's start
-	globalAck                        uint64    // latest ack of any flush
-	l2Slots                          occupancy // ScopedBarrier: the L2 NVW-FIFO
-	sent                             uint64    // set by flush: when the write left the L2 for the persistence point
-	first                            uint64    // the launch's first issue cycle: its start plus gpu.launch_latency_cycles
-	steps                            uint64
-	syncStamp                        uint64
+	l2Dirty    []uint64
+	sms        []smState
+	warps      []warpState
+	now        uint64    // issue cycle of the latest instruction
+	start, end uint64    // of the current or last launch
+	drained    uint64    // when the last launch's persists are all durable
+	popTime    uint64    // latest cycle the engine resumed a warp at
+	firstWave  int       // warps of the blocks resident from the launch's start
+	globalAck  uint64    // latest ack of any flush
+	l2Slots    occupancy // ScopedBarrier: the L2 NVW-FIFO
+	sent       uint64    // set by flush: when the write left the L2 for the persistence point
+	first      uint64    // the launch's first issue cycle: its start plus gpu.launch_latency_cycles
+	steps      uint64
+	syncStamp  uint64
 
 	pending  []pendOp
 	spare    []pendOp
@@ -1393,7 +1393,6 @@ func (b *Backend) moreSectors(e int32, add uint64, sm int) {
 	n := uint64(bits.OnesCount64(add)) << b.secShift
 	b.ms.moreBytes(sm, ent.line, n, ent.start, &b.last)
 }
-
 
 // sbrpStore puts a PM line into the SM's persist buffer.
 func (b *Backend) sbrpStore(ws *warpState, s *smState, line, sectors uint64, t uint64) (int32, uint64, bool) {

@@ -29,7 +29,7 @@ func streamLimits(cfg Config, model Model, n float64) []rate {
 	sms, chans := float64(cfg.GPU.SMs), float64(m.Channels)
 	out := []rate{
 		{"mem.inject_bytes_per_cycle", sms * float64(m.InjectBytesPerCycle)},
-		{"mem.l2_port_bytes_per_cycle", float64(m.Channels*m.BanksPerChannel*m.L2PortBytesPerCycle)},
+		{"mem.l2_port_bytes_per_cycle", float64(m.Channels * m.BanksPerChannel * m.L2PortBytesPerCycle)},
 	}
 	dev := cfg.NVM
 	if cfg.Persist.None {

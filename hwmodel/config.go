@@ -248,7 +248,7 @@ func sbrpBase() Config {
 			NVWFIFOL1:         16,       // scoped persist barrier paper Table 2 (for ScopedBarrier on this machine)
 			NVWFIFOL2:         64,       // scoped persist barrier paper Table 2
 		},
-		Mem:  sbrpMem(),
+		Mem: sbrpMem(),
 		CPU: cosplayCPU(), // every machine's CPU runs are timed on COSPlay Table 2's core
 	}
 }
