@@ -144,3 +144,43 @@ func TestStreamingBound(t *testing.T) {
 		}
 	}
 }
+
+// TestWritePathKeysAreLive changes each key that claims a place on the
+// write path and requires the streaming kernel's cycles to move under the
+// model the key is for: no limit on the path is inert.
+func TestWritePathKeysAreLive(t *testing.T) {
+	cases := []struct {
+		key   string
+		value string
+		model Model
+		far   bool // only where PM is far
+	}{
+		{"nvm.write_latency_cycles", "6400", Epoch, false},
+		{"nvm.write_gbps", "5", Epoch, false},
+		{"mem.write_queue_entries", "4", Epoch, false},
+		{"mem.sm_writes", "2", Epoch, false},
+		{"mem.inject_bytes_per_cycle", "1", Strict, false},
+		{"mem.l2_port_bytes_per_cycle", "1", None, false},
+		{"mem.channels", "1", Epoch, false},
+		{"persist.window", "1", SBRP, false},
+		{"persist.nvw_fifo_l2", "16", ScopedBarrier, false},
+		{"pcie.gbps", "2", Epoch, true},
+	}
+	for _, preset := range []string{"pm-near", "pm-far", "volta", "gope"} {
+		for _, c := range cases {
+			base, err := Preset(preset)
+			require.NoError(t, err)
+			if c.far != base.PCIe.PMFar || c.key == "nvm.write_gbps" && base.NVM.SharedBus {
+				continue
+			}
+			t.Run(preset+"/"+c.key, func(t *testing.T) {
+				changed := base
+				require.NoError(t, changed.Set(c.key+"="+c.value))
+				before, _, _ := streamKernel(t, base, c.model, 1)
+				after, _, _ := streamKernel(t, changed, c.model, 1)
+				t.Logf("%s %s=%s under %s: %d -> %d cycles", preset, c.key, c.value, c.model, before, after)
+				require.Greater(t, after, before, "%s changes no streaming kernel under %s", c.key, c.model)
+			})
+		}
+	}
+}

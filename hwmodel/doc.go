@@ -7,10 +7,16 @@
 // execution engine into one step) is charged a latency taken from the
 // configuration: an L1 hit, an L2 access, device memory, NVM, and the PCIe
 // link when PM sits on the host (PM-far). Lane accesses of one instruction
-// are coalesced into cache lines. Bandwidth (device memory, NVM read and
-// write, PCIe) is a shared resource that a transfer occupies for
-// size/bandwidth cycles ("busy until"), so streaming never beats the
-// configured bandwidth.
+// are coalesced into cache lines.
+//
+// Every model's traffic crosses one memory system (memsys.go): each SM's
+// injection port and outstanding writes, the L2 banks' ports, the memory
+// channels' finite write queues in front of device memory and NVM, and
+// PCIe for PM-far. A bandwidth is a resource a transfer occupies for
+// size/bandwidth cycles, and a queue entry is held until the device has
+// written it, so a stream is bound by its narrowest link or, through
+// Little's law, by a queue's entries over their latency; the persistency
+// models differ only in when they write and what their verbs wait for.
 //
 // The SM holds what is local to it: its warp schedulers issue
 // gpu.schedulers instructions per cycle, and Work (compute the model
