@@ -101,17 +101,6 @@ func streamKernel(t *testing.T, cfg Config, model Model, per int) (cycles uint64
 	return st.Cycles - uint64(cfg.GPU.LaunchLatencyCycles), float64(n * per), blocks
 }
 
-// knownGaps are the streams that miss their bound by more than 10%, with
-// the ratio they are held to until the mechanism is fixed (each named in
-// the issue note that left it).
-var knownGaps = map[string]float64{
-	// SBRP on PM-near: bandwidth-bound on paper (its window allows 35.6
-	// B/cycle, the NVM 30.8) but 1.35x over: its persist buffer fills and
-	// warps stall evicting buffered lines whose flushes start later
-	// (Stats.Stalls.Evict), so the window is not kept busy.
-	"pm-near/sbrp": 1.40,
-}
-
 // TestStreamingBound holds every model on every preset to the bound its
 // documented limits give a streaming kernel of independent stores: the
 // narrowest link or queue (streamLimits), within 10%, and never faster.
@@ -135,11 +124,7 @@ func TestStreamingBound(t *testing.T) {
 				ratio := float64(cycles) / bound
 				t.Logf("%s %s: %d cycles, bound %.0f (%s, %.2f B/cycle), ratio %.3f", preset, model, cycles, bound, lim.name, lim.bpc, ratio)
 				require.GreaterOrEqual(t, ratio, 0.98, "faster than %s allows", lim.name)
-				most := 1.10
-				if g, ok := knownGaps[preset+"/"+model.String()]; ok {
-					most = g
-				}
-				require.LessOrEqual(t, ratio, most, "slower than its narrowest limit %s: %s", lim.name, fmt.Sprint(streamLimits(cfg, model, n)))
+				require.LessOrEqual(t, ratio, 1.10, "slower than its narrowest limit %s: %s", lim.name, fmt.Sprint(streamLimits(cfg, model, n)))
 			})
 		}
 	}
