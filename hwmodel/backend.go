@@ -1295,7 +1295,7 @@ func (b *Backend) persistLine(ws *warpState, line, sectors uint64, t uint64) (in
 		// like a volatile one (no persist window, no NVM write path); its
 		// record counts as durable at once, so images keep the data.
 		if b.l2.lookup(line) < 0 {
-			b.l2.insert(line)
+			b.l2Insert(line, t)
 		}
 		e := b.newEntry(line)
 		b.entries[e].start, b.entries[e].ack = t, t
