@@ -313,6 +313,7 @@ type Backend struct {
 	st, last Stats
 	trace    func(Event)
 	rs       *restudyHW // the re-study's write-back models (restudy.go), else nil
+	pol      policy     // the persistency model's policy (policy.go)
 }
 
 // New returns a backend for the machine cfg under model. It validates cfg.
@@ -349,6 +350,7 @@ func New(cfg Config, model Model) (*Backend, error) {
 	}
 	b.l2 = newCache(cfg.L2)
 	b.l2Dirty = make([]uint64, len(b.l2.tag))
+	b.pol = newPolicy(b)
 	b.sms = make([]smState, cfg.GPU.SMs)
 	for i := range b.sms {
 		b.sms[i] = smState{
@@ -1068,7 +1070,7 @@ func (b *Backend) read(ws *warpState, line uint64, isPM bool, t uint64) uint64 {
 func (b *Backend) l1Fill(ws *warpState, line uint64, t uint64) uint64 {
 	s := &b.sms[ws.sm]
 	var pinned func(int32) bool
-	if b.model == SBRP {
+	if b.pol.ordersEvictions() {
 		pinned = func(e int32) bool { return e >= 0 && b.entries[e].start > t }
 	}
 	_, _, ve, evicted := s.l1.insertAvoiding(line, pinned)
@@ -1081,9 +1083,9 @@ func (b *Backend) l1Fill(ws *warpState, line uint64, t uint64) uint64 {
 		b.flush(ve, t, ws.sm)
 		return t
 	}
-	if b.model == SBRP && e.start > t {
-		// SBRP: evicting a buffered line must respect the buffer's order:
-		// wait until its flush may start.
+	if b.pol.ordersEvictions() && e.start > t {
+		// Evicting a buffered line (SBRP) must respect the buffer's
+		// order: wait until its flush may start.
 		b.last.Stalls.Evict += e.start - t
 		return e.start
 	}
@@ -1289,7 +1291,6 @@ func (b *Backend) ackBy(t uint64) uint64 {
 // returns its entry, when the warp may go on, and whether the line joined a
 // pending entry.
 func (b *Backend) persistLine(ws *warpState, line, sectors uint64, t uint64) (int32, uint64, bool) {
-	s := &b.sms[ws.sm]
 	if b.pmAsDRAM {
 		// persist.none: PM is device memory. The store goes to the L2
 		// like a volatile one (no persist window, no NVM write path); its
@@ -1301,85 +1302,7 @@ func (b *Backend) persistLine(ws *warpState, line, sectors uint64, t uint64) (in
 		b.entries[e].start, b.entries[e].ack = t, t
 		return e, t + 1, false
 	}
-	switch b.model {
-	case Restudy, RestudyPCT:
-		return b.restudyStore(ws, line, t)
-	case Strict:
-		if s.l1.lookup(line) < 0 {
-			t = b.l1Fill(ws, line, t)
-		}
-		e := b.newEntry(line)
-		b.entries[e].sectors = sectors
-		ack := b.flush(e, t, ws.sm)
-		ws.lastAck = max(ws.lastAck, ack)
-		b.last.Stalls.Strict += ack - t
-		return e, ack, false
-	case ScopedBarrier:
-		if s.l1.lookup(line) < 0 {
-			t = b.l1Fill(ws, line, t)
-		}
-		start := t
-		for {
-			a := s.slots.firstFree(start, b.cfg.Persist.NVWFIFOL1)
-			g := b.l2Slots.firstFree(a, b.cfg.Persist.NVWFIFOL2)
-			if g == a {
-				start = a
-				break
-			}
-			start = g
-		}
-		e := b.newEntry(line)
-		b.entries[e].sectors = sectors
-		ack := b.flush(e, start, ws.sm)
-		// An NVW-FIFO tracks the NV writes its cache still holds (the
-		// scoped persist barrier paper, §6): the L1's entry is dequeued
-		// when the line's write-back to the L2 is issued, the L2's when
-		// the line's write-back towards NVRAM is accepted. Barriers still
-		// wait for the acks.
-		s.slots.add(start, min(start+1, ack))
-		b.l2Slots.add(start, min(b.sent, ack))
-		ws.lastAck = max(ws.lastAck, ack)
-		b.last.Stalls.NVWFull += start - t
-		return e, start + 1, false
-	case SBRP:
-		return b.sbrpStore(ws, s, line, sectors, t)
-	default: // Epoch, GPM, None: a dirty line in the L1
-		way := s.l1.lookup(line)
-		if way < 0 {
-			t = b.l1Fill(ws, line, t)
-			way = s.l1.lookup(line)
-		}
-		if b.cfg.Persist.EpochWriteThrough && b.model != None {
-			// Written through at once; the warp goes on and its next
-			// fence waits for the ack (persist.epoch_write_through).
-			if e := s.l1.entry[way]; e >= 0 && b.entries[e].ack == noAck {
-				// A line dirtied before the key took effect cannot
-				// exist: every store of this model writes through.
-				panic(fmt.Sprintf("hwmodel: a dirty L1 line under write-through Epoch at cycle %d", t))
-			}
-			e := b.newEntry(line)
-			b.entries[e].sectors = sectors
-			b.entries[e].dirty = t // stored at t (ackDirtyBy)
-			s.l1.entry[way] = e
-			ack := b.flush(e, t, ws.sm)
-			ws.lastAck = max(ws.lastAck, ack)
-			b.own(ws, e)
-			return e, t + 1, false
-		}
-		if e := s.l1.entry[way]; e >= 0 && b.entries[e].ack == noAck {
-			b.entries[e].dirty = min(b.entries[e].dirty, t)
-			b.entries[e].sectors |= sectors
-			b.own(ws, e)
-			return e, t + 1, true
-		}
-		e := b.newEntry(line)
-		b.entries[e].dirty = t
-		b.entries[e].sectors = sectors
-		s.l1.entry[way] = e
-		s.dirty = append(s.dirty, e)
-		b.own(ws, e)
-		return e, t + 1, false
-	}
+	return b.pol.store(ws, line, sectors, t)
 }
 
 // moreSectors adds sectors add to entry e, whose flush is already
@@ -1392,121 +1315,6 @@ func (b *Backend) moreSectors(e int32, add uint64, sm int) {
 	ent.sectors |= add
 	n := uint64(bits.OnesCount64(add)) << b.secShift
 	b.ms.moreBytes(sm, ent.line, n, ent.start, &b.last)
-}
-
-// sbrpStore puts a PM line into the SM's persist buffer.
-func (b *Backend) sbrpStore(ws *warpState, s *smState, line, sectors uint64, t uint64) (int32, uint64, bool) {
-	if e, ok := s.pbLine[line]; ok {
-		ent := &b.entries[e]
-		if ent.start > t && (ent.start >= ws.front || brokenMerge) {
-			// Not flushed yet and no order marker of this warp since: merge.
-			ws.lastAck = max(ws.lastAck, ent.ack)
-			if add := sectors &^ ent.sectors; add != 0 && ent.sectors != 0 {
-				b.moreSectors(e, add, ws.sm)
-			}
-			return e, t + 1, true
-		}
-		if ent.start > t {
-			// A marker of this warp lies between: wait for the flush to start.
-			b.last.Stalls.Evict += ent.start - t
-			t = ent.start
-		}
-	}
-	way := s.l1.lookup(line)
-	if way < 0 {
-		t = b.l1Fill(ws, line, t)
-		way = s.l1.lookup(line)
-	}
-	t = b.pbReserve(s, t)
-	start := s.slots.firstFree(max(t, ws.front), b.cfg.Persist.Window)
-	e := b.newEntry(line)
-	b.entries[e].sectors = sectors
-	ack := b.flush(e, start, ws.sm)
-	s.slots.add(start, ack)
-	b.pbPush(s, ack)
-	s.pbLine[line] = e
-	s.l1.entry[way] = e
-	ws.lastAck = max(ws.lastAck, ack)
-	return e, t + 1, false
-}
-
-// pbReserve waits, from cycle t, for a free persist buffer entry and
-// returns when one is free.
-func (b *Backend) pbReserve(s *smState, t uint64) uint64 {
-	for s.pbHead < len(s.pbRel) && s.pbRel[s.pbHead] <= t {
-		s.pbHead++
-	}
-	if len(s.pbRel)-s.pbHead >= b.cfg.Persist.BufferEntries {
-		free := s.pbRel[s.pbHead]
-		b.last.Stalls.BufferFull += free - t
-		t = free
-		s.pbHead++
-	}
-	if s.pbHead > 4096 && s.pbHead*2 > len(s.pbRel) {
-		s.pbRel = append(s.pbRel[:0], s.pbRel[s.pbHead:]...)
-		s.pbHead = 0
-	}
-	return t
-}
-
-// pbPush appends an entry that completes at done; entries leave the buffer
-// in order.
-func (b *Backend) pbPush(s *smState, done uint64) {
-	s.pbLast = max(s.pbLast, done)
-	s.pbRel = append(s.pbRel, s.pbLast)
-}
-
-// marker adds an order, acquire, release or durable marker of warp ws to
-// its SM's persist buffer (SBRP) at cycle t; it returns when it is in.
-func (b *Backend) marker(ws *warpState, t uint64) uint64 {
-	s := &b.sms[ws.sm]
-	t = b.pbReserve(s, t)
-	b.pbPush(s, ws.lastAck)
-	ws.front = max(ws.front, ws.lastAck)
-	return t
-}
-
-// own notes that warp ws stored into dirty entry e (for
-// persist.epoch_own_acks).
-func (b *Backend) own(ws *warpState, e int32) {
-	if !b.cfg.Persist.EpochOwnAcks || (b.model != Epoch && b.model != GPM) {
-		return // only Epoch's and GPM's fences read the list
-	}
-	if len(ws.owned) == 0 || ws.owned[len(ws.owned)-1] != e {
-		ws.owned = append(ws.owned, e)
-	}
-}
-
-// epochFlush writes back every dirty PM line of the SM's L1 from cycle t,
-// invalidates the L1 and returns when every ack of the SM is back, those of
-// the write-backs it issued included (with persist.epoch_own_acks: every
-// ack of the lines this warp dirtied).
-func (b *Backend) epochFlush(ws *warpState, t uint64) uint64 {
-	issued := b.writeBack(ws, t)
-	var ack uint64
-	if b.cfg.Persist.EpochOwnAcks {
-		for _, e := range ws.owned {
-			if b.entries[e].ack == noAck {
-				panic(fmt.Sprintf("hwmodel: a line warp-stored before cycle %d is still unflushed after the Epoch write-back", t))
-			}
-			ack = max(ack, b.entries[e].ack)
-		}
-		ws.owned = ws.owned[:0]
-	} else {
-		// Every flush of the SM started by t, and the write-backs this
-		// fence issued, which the window may start later than t, and
-		// those of lines dirtied by t that a warp ahead in time wrote
-		// back later than t.
-		ack = max(b.sms[ws.sm].ackBy(t), issued, b.sms[ws.sm].ackDirtyBy(t))
-		if b.cfg.Persist.EpochWriteThrough {
-			// And the warp's own write-throughs, which the window may
-			// also have started later than t.
-			ack = max(ack, ws.lastAck)
-		}
-	}
-	done := max(t+1, ack)
-	b.last.Stalls.Epoch += done - t - 1
-	return done
 }
 
 // writeBack flushes the SM's dirty PM lines without waiting and
@@ -1554,12 +1362,11 @@ func waitAcks(t, ack uint64, stall *uint64) uint64 {
 func (b *Backend) verb(ws *warpState, t uint64, kind pm.OpKind, sc pm.Scope, group []pendOp) uint64 {
 	defer b.markDone(group, kind, sc)
 	if b.rs != nil {
-		return b.restudyVerb(ws, t, kind, sc, group)
+		return b.pol.verb(ws, t, kind, sc, group) // the write-back models time every verb themselves
 	}
 	if kind == pm.OpMemBar {
 		kind = pm.OpDFence // the membar waits for every earlier access: the model's DFence
 	}
-	st := &b.last.Stalls
 	switch kind {
 	case pm.OpFence:
 		if sc >= pm.Device {
@@ -1572,82 +1379,7 @@ func (b *Backend) verb(ws *warpState, t uint64, kind pm.OpKind, sc pm.Scope, gro
 	case pm.OpSyncWarp:
 		return t + 1 // an execution barrier of the warp: no persist work
 	}
-	switch b.model {
-	case Epoch, GPM:
-		done := b.epochFlush(ws, t)
-		if earlyFence && kind == pm.OpDFence {
-			return t + 1
-		}
-		if kind == pm.OpPAcq {
-			done = max(done, b.loads(ws, done, kind, sc, group, false))
-		}
-		if kind == pm.OpPRel {
-			done = max(done, b.persistOps(ws, done, kind, sc, group))
-		}
-		if b.model == GPM && kind != pm.OpSyncThreads {
-			done += b.l2Lat // the extra device-scope fence
-		}
-		return done
-	case Strict:
-		switch kind {
-		case pm.OpPAcq:
-			return b.acquire(ws, t, sc, group)
-		case pm.OpPRel:
-			return b.persistOps(ws, t, kind, sc, group)
-		case pm.OpDFence, pm.OpEpochBarrier:
-			return waitAcks(t, ws.lastAck, &st.DFence)
-		}
-		return t + 1
-	case None:
-		switch kind {
-		case pm.OpPAcq:
-			return b.acquire(ws, t, sc, group)
-		case pm.OpPRel:
-			if sc >= pm.Device {
-				b.publish(ws, t)
-			}
-			return b.persistOps(ws, t, kind, sc, group)
-		case pm.OpPBarrier, pm.OpEpochBarrier:
-			if sc >= pm.Device {
-				b.publish(ws, t)
-				return t + b.l2Lat
-			}
-		}
-		return t + 1
-	case ScopedBarrier:
-		switch kind {
-		case pm.OpOFence, pm.OpDFence:
-			return waitAcks(t, ws.lastAck, &st.DFence)
-		case pm.OpEpochBarrier:
-			return waitAcks(t, b.ackBy(t), &st.DFence)
-		case pm.OpPBarrier:
-			if sc == pm.Thread {
-				return waitAcks(t, ws.lastAck, &st.PBarrier)
-			}
-			return t + 1 // the drain is timed when the scope has arrived (Sync)
-		case pm.OpPRel:
-			d := waitAcks(t, b.drainOf(ws, sc, t), &st.Release)
-			return max(d, b.persistOps(ws, d, kind, sc, group))
-		case pm.OpPAcq:
-			return b.acquire(ws, t, sc, group)
-		}
-		return t + 1
-	default: // SBRP
-		return b.sbrpVerb(ws, t, kind, sc, group)
-	}
-}
-
-// drainOf returns the cycle by which the NVW-FIFOs covering scope sc of the
-// warp have drained (ScopedBarrier): the warp's own writes for thread and
-// warp scope, its SM's L1 FIFO for block scope, every FIFO otherwise.
-func (b *Backend) drainOf(ws *warpState, sc pm.Scope, t uint64) uint64 {
-	switch sc {
-	case pm.Thread, pm.Warp:
-		return ws.lastAck
-	case pm.Block:
-		return b.sms[ws.sm].ackBy(t)
-	}
-	return b.ackBy(t)
+	return b.pol.verb(ws, t, kind, sc, group)
 }
 
 // acquire times a PAcq's flag read: block scope reads through the L1,
@@ -1657,57 +1389,8 @@ func (b *Backend) acquire(ws *warpState, t uint64, sc pm.Scope, group []pendOp) 
 		return b.loads(ws, t, pm.OpPAcq, sc, group, false)
 	}
 	done := b.loads(ws, t, pm.OpPAcq, sc, group, true)
-	if b.model == None || b.model == Epoch || b.model == GPM {
-		b.writeBack(ws, t)
-	} else {
-		b.sms[ws.sm].l1.invalidate()
-	}
+	b.pol.acquireL1(ws, t)
 	return done
-}
-
-func (b *Backend) sbrpVerb(ws *warpState, t uint64, kind pm.OpKind, sc pm.Scope, group []pendOp) uint64 {
-	st := &b.last.Stalls
-	switch kind {
-	case pm.OpOFence:
-		return b.marker(ws, t) + 1
-	case pm.OpDFence:
-		t = b.marker(ws, t)
-		return waitAcks(t, ws.lastAck, &st.DFence)
-	case pm.OpEpochBarrier:
-		t = b.marker(ws, t)
-		d := waitAcks(t, ws.lastAck, &st.DFence)
-		b.sms[ws.sm].l1.invalidate()
-		return d + b.l2Lat
-	case pm.OpPRel:
-		t = b.marker(ws, t)
-		rel := ws.lastAck
-		for i := range group {
-			if p := &group[i]; !p.done && p.kind == kind && p.scope == sc {
-				b.relFront[p.addr] = max(b.relFront[p.addr], rel)
-			}
-		}
-		d := t + 1
-		if sc >= pm.Device {
-			// Device scope: the warp waits until its persists are durable.
-			d = waitAcks(t, rel, &st.Release)
-		}
-		return max(d, b.persistOps(ws, d-1, kind, sc, group))
-	case pm.OpPAcq:
-		for i := range group {
-			if p := &group[i]; !p.done && p.kind == kind && p.scope == sc {
-				ws.front = max(ws.front, b.relFront[p.addr])
-			}
-		}
-		t = b.marker(ws, t)
-		return b.acquire(ws, t, sc, group)
-	case pm.OpPBarrier:
-		t = b.marker(ws, t)
-		if sc >= pm.Device {
-			return waitAcks(t, ws.lastAck, &st.PBarrier)
-		}
-		return t + 1
-	}
-	return t + 1 // SyncThreads: an execution barrier only
 }
 
 // Sync makes the warps of group wait for each other and applies the
@@ -1734,22 +1417,7 @@ func (b *Backend) Sync(group []*pm.Agent) {
 		kind, sc = ws.bar, ws.barS
 		front = max(front, ws.lastAck)
 	}
-	if b.model == ScopedBarrier && kind == pm.OpPBarrier {
-		// Conservative scoped barrier: once the scope has arrived, the
-		// NVW-FIFOs covering it drain and the scope waits for the acks.
-		if sc >= pm.Device {
-			acks = b.ackBy(at)
-		} else {
-			b.syncStamp++
-			for _, a := range group {
-				ws := b.warp(a.Warp)
-				if ws.stamp != b.syncStamp {
-					ws.stamp = b.syncStamp
-					acks = max(acks, b.drainOf(ws, pm.Block, at))
-				}
-			}
-		}
-	}
+	acks = b.pol.barrier(group, kind, sc, at)
 	if acks > at {
 		b.last.Stalls.PBarrier += acks - at
 		at = acks

@@ -1,0 +1,34 @@
+package hwmodel
+
+import "github.com/scopedpm/scopedpm/pm"
+
+// nonePolicy is no persistency (COSPlay's Unordered, and the DRAM-only
+// baseline with persist.none): PM lines are written back from the L1 on
+// eviction, at a device-scope release and at the kernel's end, through the
+// same memory system as every model's; no verb waits for a persist.
+type nonePolicy struct{ basePolicy }
+
+func (p nonePolicy) store(ws *warpState, line, sectors, t uint64) (int32, uint64, bool) {
+	return p.dirtyStore(ws, line, sectors, t, false)
+}
+
+func (p nonePolicy) verb(ws *warpState, t uint64, kind pm.OpKind, sc pm.Scope, group []pendOp) uint64 {
+	switch kind {
+	case pm.OpPAcq:
+		return p.acquire(ws, t, sc, group)
+	case pm.OpPRel:
+		if sc >= pm.Device {
+			p.publish(ws, t)
+		}
+		return p.persistOps(ws, t, kind, sc, group)
+	case pm.OpPBarrier, pm.OpEpochBarrier:
+		if sc >= pm.Device {
+			p.publish(ws, t)
+			return t + p.l2Lat
+		}
+	}
+	return t + 1
+}
+
+// acquireL1 writes the L1's dirty lines back and invalidates it.
+func (p nonePolicy) acquireL1(ws *warpState, t uint64) { p.writeBack(ws, t) }
