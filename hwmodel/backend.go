@@ -255,10 +255,10 @@ type Backend struct {
 	running  bool
 	crashed  bool
 
-	lineShift                                       uint
-	lineBytes                                       uint64
-	l1Lat, l2Lat, dramLat, nvmRd, nvmWr, pcie, eadr uint64
-	far, eadrOn, pmAsDRAM                           bool
+	lineShift           uint
+	lineBytes           uint64
+	l1Lat, l2Lat, nvmWr uint64
+	pmAsDRAM            bool
 
 	ms *memSystem // the memory system every model's traffic crosses (memsys.go)
 	l2 *cache
@@ -274,7 +274,7 @@ type Backend struct {
 	firstWave  int       // warps of the blocks resident from the launch's start
 	globalAck  uint64    // latest ack of any flush
 	l2Slots    occupancy // ScopedBarrier: the L2 NVW-FIFO
-	sent       uint64    // set by flush: when the write left the L2 for the persistence point
+	sent       uint64    // set by flush: when the write entered its PM queue
 	first      uint64    // the launch's first issue cycle: its start plus gpu.launch_latency_cycles
 	steps      uint64
 	syncStamp  uint64
@@ -336,13 +336,10 @@ func New(cfg Config, model Model) (*Backend, error) {
 		b.secShift = uint(bits.TrailingZeros(uint(sb)))
 	}
 	b.l1Lat, b.l2Lat = uint64(cfg.L1.LatencyCycles), uint64(cfg.L2.LatencyCycles)
-	b.dramLat = uint64(cfg.DRAM.ReadLatencyCycles)
-	b.nvmRd, b.nvmWr = uint64(cfg.NVM.ReadLatencyCycles), uint64(cfg.NVM.WriteLatencyCycles)
-	b.pcie, b.eadr = uint64(cfg.PCIe.LatencyCycles), uint64(cfg.Persist.EADRLatencyCycles)
-	b.far, b.eadrOn, b.pmAsDRAM = cfg.PCIe.PMFar, cfg.Persist.Point == pointEADR, cfg.Persist.None
+	b.nvmWr = uint64(cfg.NVM.WriteLatencyCycles)
+	b.pmAsDRAM = cfg.Persist.None
 	if b.pmAsDRAM {
 		b.model = None
-		b.far = false
 	}
 	b.ms = newMemSystem(cfg, b.lineShift)
 	if b.pmAsDRAM {
