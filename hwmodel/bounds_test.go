@@ -2,6 +2,7 @@ package hwmodel
 
 import (
 	"fmt"
+	"slices"
 	"testing"
 
 	"github.com/stretchr/testify/require"
@@ -167,5 +168,33 @@ func TestWritePathKeysAreLive(t *testing.T) {
 				require.Greater(t, after, before, "%s changes no streaming kernel under %s", c.key, c.model)
 			})
 		}
+	}
+}
+
+// TestModelKeysStayOffOtherPaths: a key on one model's path
+// (KeyInfo.Paths) changes nothing under another model.
+func TestModelKeysStayOffOtherPaths(t *testing.T) {
+	for _, c := range []struct {
+		key   string
+		value string
+		model Model
+	}{
+		{"persist.window", "1", Epoch},
+		{"persist.window", "1", Strict},
+		{"persist.buffer_entries", "8", None},
+		{"persist.nvw_fifo_l2", "16", SBRP},
+		{"persist.nvw_fifo_l1", "1", GPM},
+	} {
+		t.Run(c.key+"/"+c.model.String(), func(t *testing.T) {
+			base := PresetPMNear()
+			changed := base
+			require.NoError(t, changed.Set(c.key+"="+c.value))
+			before, _, _ := streamKernel(t, base, c.model, 1)
+			after, _, _ := streamKernel(t, changed, c.model, 1)
+			require.Equal(t, before, after, "%s reaches %s's path", c.key, c.model)
+			info := KeyInfos()
+			i := slices.IndexFunc(info, func(k KeyInfo) bool { return k.Key == c.key })
+			require.NotContains(t, info[i].Paths, c.model.String())
+		})
 	}
 }

@@ -17,6 +17,31 @@ type KeyInfo struct {
 	Unit   string // "cycles", "GB/s", "bytes", "count", "MHz", "bool", "name"
 	Doc    string // what the parameter is
 	Source string // where the SBRP machine's value comes from (and volta's, where it differs)
+	// Paths names the timing paths the key lies on: "every GPU model",
+	// one model's policy, the write-back models, CPU runs, or "none" for a
+	// label. A key on no path of a model changes nothing under it.
+	Paths string
+}
+
+// keyPaths returns the timing paths key lies on (KeyInfo.Paths).
+func keyPaths(key string) string {
+	switch {
+	case key == "name":
+		return "none (a label)"
+	case strings.HasPrefix(key, "cpu."):
+		return "CPU runs (every CPU configuration)"
+	case strings.HasPrefix(key, "restudy."):
+		return "restudy, restudy-pct"
+	case key == "persist.window" || key == "persist.buffer_entries":
+		return "sbrp"
+	case strings.HasPrefix(key, "persist.nvw_fifo"):
+		return "scoped-barrier"
+	case strings.HasPrefix(key, "persist.epoch_"):
+		return "epoch, gpm"
+	case strings.HasPrefix(key, "pcie.") && key != "pcie.pm_far":
+		return "every GPU model, with pcie.pm_far"
+	}
+	return "every GPU model"
 }
 
 // keyDocs holds Unit, Doc and Source per key.
@@ -90,7 +115,7 @@ func KeyInfos() []KeyInfo {
 		if !ok {
 			d = [3]string{"?", "(undocumented: add it to hwmodel/keys.go)", ""}
 		}
-		out = append(out, KeyInfo{Key: k, Unit: d[0], Doc: d[1], Source: d[2]})
+		out = append(out, KeyInfo{Key: k, Unit: d[0], Doc: d[1], Source: d[2], Paths: keyPaths(k)})
 	}
 	return out
 }

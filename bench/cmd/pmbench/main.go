@@ -260,7 +260,7 @@ func writeKeys(w io.Writer) error {
 		return err
 	}
 	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
-	fmt.Fprintln(tw, "key\tunit\tpm-near\tother presets\tmeaning (source of pm-near's value)")
+	fmt.Fprintln(tw, "key\tunit\tpm-near\tother presets\tpaths\tmeaning (source of pm-near's value)")
 	for _, k := range hwmodel.KeyInfos() {
 		def, err := base.Value(k.Key)
 		if err != nil {
@@ -276,7 +276,7 @@ func writeKeys(w io.Writer) error {
 				others = append(others, name+"="+v)
 			}
 		}
-		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s (%s)\n", k.Key, k.Unit, def, strings.Join(others, " "), k.Doc, k.Source)
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s (%s)\n", k.Key, k.Unit, def, strings.Join(others, " "), k.Paths, k.Doc, k.Source)
 	}
 	if err := tw.Flush(); err != nil {
 		return err
