@@ -24,8 +24,11 @@ package hwmodel
 //     eADR (durable once it reaches the last-level cache; the bytes still
 //     drain through the queues).
 //
-// Reads take the same ports and the channels' read bandwidth. A model's
-// own limits (SBRP's flush window, the NVW-FIFOs) are its policy's.
+// Reads that miss in the L2 take the L2 bank's port, the channel's read
+// bandwidth and latency, and PCIe when PM is far; a warp's own loads are
+// bounded by the warp waiting for them, so reads hold no queue entry. A
+// model's own limits (SBRP's flush window, its persist buffer, the
+// NVW-FIFOs) are its policy's.
 type memSystem struct {
 	lineShift  uint
 	l2Lat      uint64
