@@ -1106,8 +1106,8 @@ func (b *Backend) stores(ws *warpState, t uint64, kind pm.OpKind, sc pm.Scope, g
 	b.collect(group, kind, sc, false)
 	b.volatileSectors(group, kind, sc)
 	for i, l := range b.lines {
-		// A volatile line goes to the L2 (write-back) over the SM's port
-		// without stalling the warp, and is dirty there.
+		// A volatile line goes to the L2 (write-back) over the SM's port,
+		// which the warp waits for, and is dirty there.
 		tl := t + uint64(i)
 		way := b.l2.lookup(l)
 		if way < 0 {
@@ -1117,9 +1117,9 @@ func (b *Backend) stores(ws *warpState, t uint64, kind pm.OpKind, sc pm.Scope, g
 		if b.secShift != 0 {
 			n = uint64(bits.OnesCount64(b.lineMask[i])) << b.secShift
 		}
-		b.ms.toL2(ws.sm, l, n, tl)
+		left, _ := b.ms.toL2(ws.sm, l, n, tl)
 		b.l2Dirty[way] |= max(b.lineMask[i], 1)
-		done = max(done, tl+1)
+		done = max(done, tl+1, left)
 	}
 	done = max(done, b.persistOps(ws, t, kind, sc, group))
 	b.markDone(group, kind, sc)
@@ -1366,11 +1366,19 @@ func (b *Backend) verb(ws *warpState, t uint64, kind pm.OpKind, sc pm.Scope, gro
 	}
 	switch kind {
 	case pm.OpFence:
-		if sc >= pm.Device {
+		g := &b.cfg.GPU
+		switch {
+		case sc >= pm.System && g.FenceSystemCycles > 0:
 			b.publish(ws, t)
+			return max(t+uint64(g.FenceSystemCycles), ws.lastAck)
+		case sc >= pm.Device:
+			b.publish(ws, t)
+			if g.FenceDeviceCycles > 0 {
+				return t + uint64(g.FenceDeviceCycles)
+			}
 			return t + b.l2Lat
 		}
-		return t + 1
+		return t + uint64(max(g.FenceBlockCycles, 1))
 	case pm.OpCLWB, pm.OpSFence, pm.OpSetCtx, pm.OpCFence, pm.OpYield, pm.OpL2WB, pm.OpPCommit:
 		return t + 1 // CPU verbs and the re-study's write-backs: nothing to do without write-back caches
 	case pm.OpSyncWarp:

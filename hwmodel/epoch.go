@@ -33,7 +33,11 @@ func (p epochPolicy) verb(ws *warpState, t uint64, kind pm.OpKind, sc pm.Scope, 
 		done = max(done, p.persistOps(ws, done, kind, sc, group))
 	}
 	if p.gpm && kind != pm.OpSyncThreads {
-		done += p.l2Lat // the extra device-scope fence
+		if f := p.cfg.GPU.FenceSystemCycles; f > 0 {
+			done = max(done, t+uint64(f)) // the system fence, overlapping the acks it waits for
+		} else {
+			done += p.l2Lat // the extra device-scope fence
+		}
 	}
 	return done
 }

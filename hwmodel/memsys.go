@@ -239,11 +239,14 @@ func (m *memSystem) moreBytes(sm int, line, n, start uint64, st *Stats) {
 }
 
 // toL2 sends n bytes of a volatile store from SM sm at cycle t into the L2
-// and returns when they are there.
-func (m *memSystem) toL2(sm int, line, n, t uint64) uint64 {
-	x := m.sms[sm].inject.transfer(t, n) + m.l2Lat
+// and returns when they have left the SM (the store's warp goes on then)
+// and when they are in the L2 (the kernel's end waits for it).
+func (m *memSystem) toL2(sm int, line, n, t uint64) (left, in uint64) {
+	left = m.sms[sm].inject.transfer(t, n)
 	bank, _ := m.bank(line)
-	return m.ports[bank].transfer(x, n)
+	in = m.ports[bank].transfer(left+m.l2Lat, n)
+	m.drained = max(m.drained, in)
+	return left, in
 }
 
 // writeBackDRAM writes n bytes of a dirty volatile line back from the L2
