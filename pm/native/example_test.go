@@ -22,7 +22,7 @@ func Example() {
 	}
 	defer os.RemoveAll(dir)
 
-	be, err := native.Open(dir, native.Options{Mode: native.ModeMsync})
+	be, err := native.Open(dir, native.Options{Mode: native.ModeLog})
 	if err != nil {
 		panic(err)
 	}
@@ -30,7 +30,7 @@ func Example() {
 	r, _ := m.CreateRegion("slots", 8*64) // the file slots.pmr
 	_, err = scope.Launch(m, scope.Grid{Blocks: 2, Threads: 32}, func(t *scope.Thread) {
 		t.Store64(r.Base.Add(8*uint64(t.ID())), uint64(t.ID())*10)
-		t.DFence() // durable when the launch returns; one msync per epoch, shared by all threads
+		t.DFence() // durable when the launch returns; one sync of the log at the launch's end, shared by all threads
 	})
 	if err != nil {
 		panic(err)
@@ -38,7 +38,7 @@ func Example() {
 	fmt.Println(be.Name())
 	_ = be.Close()
 
-	be2, err := native.Open(dir, native.Options{Mode: native.ModeMsync})
+	be2, err := native.Open(dir, native.Options{Mode: native.ModeLog})
 	if err != nil {
 		panic(err)
 	}
@@ -49,6 +49,6 @@ func Example() {
 	_ = m2.CopyOut(r2.Base.Add(8*37), buf)
 	fmt.Println(r2.Base == r.Base, binary.LittleEndian.Uint64(buf))
 	// Output:
-	// native/msync
+	// native/log
 	// true 370
 }
