@@ -228,4 +228,3 @@ func (b *Backend) syncGroup() {
 	}
 	b.touched = b.touched[:0]
 }
-

@@ -19,8 +19,8 @@ import (
 // testConfigs are the backend configurations every metamorphic test runs:
 // msync, msync flushing mid-launch every few persists, and unsafe-nosync.
 var testConfigs = []native.Options{
-	{Mode: native.ModeMsync},
-	{Mode: native.ModeMsync, MaxPending: 5},
+	{Mode: native.ModeLog},
+	{Mode: native.ModeLog, MaxPending: 5},
 	{Mode: native.ModeUnsafeNoSync},
 }
 

@@ -3,7 +3,6 @@
 package native
 
 import (
-
 	"golang.org/x/sys/unix"
 )
 
