@@ -161,6 +161,7 @@ type Backend struct {
 	lastEnt int    // offset in buf of the last entry, or -1
 	npend   int    // persists in buf
 	hostErr error  // error of the last Host call, for HostErr
+	defers  int    // depth of Defer calls: durability points wait for the outermost's end
 
 	// dax mode
 	log       []entry
@@ -662,7 +663,9 @@ func (b *Backend) Host(ev pm.HostEvent) {
 		r.markDirty(off, ev.Size)
 	case ModeLog:
 		b.logBytes(r, ev.Addr, r.shadow[off:off+ev.Size])
-		b.hostErr = b.commit()
+		if b.defers == 0 {
+			b.hostErr = b.commit()
+		}
 	case ModeDAX:
 		b.flush()
 		copy(r.data[off:off+ev.Size], r.shadow[off:off+ev.Size])
@@ -748,7 +751,9 @@ func (b *Backend) End() (pm.Stats, error) {
 	}
 	switch b.mode {
 	case ModeLog:
-		b.commit()
+		if b.defers == 0 {
+			b.commit()
+		}
 	case ModeDAX:
 		b.flush()
 	}
@@ -774,6 +779,32 @@ func (b *Backend) Commit() error {
 		b.flush()
 	}
 	return nil
+}
+
+// Defer runs fn, which uses the machine on this backend, with its
+// durability points deferred to fn's end: inside fn, a host write or a
+// launch's end appends to the log without syncing it, and when fn returns
+// one sync makes all of it durable (log mode; other modes just run fn).
+// It is for a data structure whose commit takes several host writes and
+// launches and that needs only their order until it returns, which the
+// log keeps: a crash inside fn recovers a prefix of fn's persists in
+// issue order, as if each step had synced. Defer returns fn's error, or
+// else the sync's. Calls nest; the outermost one syncs.
+func (b *Backend) Defer(fn func() error) error {
+	if err := b.usable(); err != nil {
+		return err
+	}
+	b.defers++
+	err := func() error {
+		defer func() { b.defers-- }()
+		return fn()
+	}()
+	if b.defers == 0 {
+		if cerr := b.commit(); err == nil {
+			err = cerr
+		}
+	}
+	return err
 }
 
 // commit writes the pending entries as one log record and syncs it, then

@@ -1,0 +1,154 @@
+//go:build unix
+
+package native_test
+
+import (
+	"encoding/binary"
+	"runtime"
+	"testing"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/scopedpm/scopedpm/btree"
+	"github.com/scopedpm/scopedpm/pm"
+	"github.com/scopedpm/scopedpm/pm/native"
+	"github.com/scopedpm/scopedpm/scope"
+)
+
+// A durable B+tree Put or Delete: each of its host writes and its launch
+// is a durability point of its own (one sync each); inside Defer the whole
+// commit costs one sync, and the tree reopens with it.
+func TestBTreeSyncs(t *testing.T) {
+	var cnt native.Counter
+	dir := t.TempDir()
+	be, m := open(t, dir, native.Options{Mode: native.ModeLog, FS: native.InjectFS(native.OSFS, &cnt)})
+	tr, err := btree.Create(m, "tree", btree.Options{Capacity: 4096})
+	require.NoError(t, err)
+	for k := range uint64(200) {
+		require.NoError(t, tr.Put(k, k))
+	}
+	s0 := cnt.Count(native.FSSync)
+	require.NoError(t, tr.Put(1000, 1))
+	plain := cnt.Count(native.FSSync) - s0
+
+	s0 = cnt.Count(native.FSSync)
+	require.NoError(t, be.Defer(func() error { return tr.Put(1001, 2) }))
+	deferred := cnt.Count(native.FSSync) - s0
+
+	s0 = cnt.Count(native.FSSync)
+	require.NoError(t, be.Defer(func() error {
+		_, err := tr.Delete(5)
+		return err
+	}))
+	deleted := cnt.Count(native.FSSync) - s0
+	t.Logf("btree Put: %d syncs of the log; inside Defer: Put %d, Delete %d", plain, deferred, deleted)
+	require.Equal(t, uint64(1), deferred)
+	require.Equal(t, uint64(1), deleted)
+	require.NoError(t, be.Close())
+
+	be2, m2 := open(t, dir, native.Options{Mode: native.ModeLog})
+	defer be2.Close()
+	tr2, err := btree.Open(m2, "tree")
+	require.NoError(t, err)
+	require.NoError(t, tr2.Check())
+	v, ok, err := tr2.Get(1001)
+	require.NoError(t, err)
+	require.True(t, ok)
+	require.Equal(t, uint64(2), v)
+	_, ok, err = tr2.Get(5)
+	require.NoError(t, err)
+	require.False(t, ok)
+}
+
+// The Go heap holds one copy of each region (plus the log's buffers):
+// reopening a directory of 48 MiB of regions, with a log to replay, grows
+// the heap by at most 1.2 times the regions' size.
+func TestHeapPerRegionByte(t *testing.T) {
+	if testing.Short() {
+		t.Skip("allocates 48 MiB")
+	}
+	const size = 16 << 20
+	dir := t.TempDir()
+	be, m := open(t, dir, native.Options{Mode: native.ModeLog})
+	var rs []pm.Range
+	for _, name := range []string{"a", "b", "c"} {
+		r, err := m.CreateRegion(name, size)
+		require.NoError(t, err)
+		rs = append(rs, r)
+	}
+	_, err := scope.Launch(m, scope.Grid{Blocks: 64, Threads: 256}, func(t *scope.Thread) {
+		for _, r := range rs {
+			t.Store64(r.Base.Add(uint64(t.ID())*64), uint64(t.ID()))
+		}
+	})
+	require.NoError(t, err)
+	// Leave the log full: crash (no checkpoint), then reopen and replay.
+	_, err = m.Crash()
+	require.NoError(t, err)
+
+	var before, after runtime.MemStats
+	runtime.GC()
+	runtime.ReadMemStats(&before)
+	be2, m2 := open(t, dir, native.Options{Mode: native.ModeLog})
+	runtime.GC()
+	runtime.ReadMemStats(&after)
+	grown := float64(after.HeapAlloc) - float64(before.HeapAlloc)
+	ratio := grown / (3 * size)
+	t.Logf("heap grew %.1f MiB for %d MiB of regions: %.3fx", grown/(1<<20), 3*size>>20, ratio)
+	require.LessOrEqual(t, ratio, 1.2)
+	buf := make([]byte, 8)
+	require.NoError(t, m2.CopyOut(rs[2].Base.Add(64*777), buf))
+	require.Equal(t, uint64(777), binary.LittleEndian.Uint64(buf))
+	require.NoError(t, be2.Close())
+	_ = be
+}
+
+// BenchmarkStoreDFence: one thread stores a word and DFences, one launch
+// per op: each op is one durability point.
+func BenchmarkStoreDFence(b *testing.B) {
+	var cnt native.Counter
+	be, err := native.Open(b.TempDir(), native.Options{Mode: native.ModeLog, FS: native.InjectFS(native.OSFS, &cnt)})
+	require.NoError(b, err)
+	defer be.Close()
+	m, err := pm.NewMachine(be)
+	require.NoError(b, err)
+	r, err := m.CreateRegion("d", 1<<16)
+	require.NoError(b, err)
+	s0 := cnt.Count(native.FSSync)
+	b.ResetTimer()
+	for i := 0; b.Loop(); i++ {
+		_, err := scope.Launch(m, scope.Grid{Blocks: 1, Threads: 1}, func(t *scope.Thread) {
+			t.Store64(r.Base.Add(uint64(i%8192)*8), uint64(i))
+			t.DFence()
+		})
+		if err != nil {
+			b.Fatal(err)
+		}
+	}
+	b.ReportMetric(float64(b.N)/b.Elapsed().Seconds(), "ops/s")
+	b.ReportMetric(float64(cnt.Count(native.FSSync)-s0)/float64(b.N), "syncs/op")
+}
+
+// BenchmarkHostWrite: the host copies 64 bytes into PM, durable on
+// return.
+func BenchmarkHostWrite(b *testing.B) {
+	var cnt native.Counter
+	be, err := native.Open(b.TempDir(), native.Options{Mode: native.ModeLog, FS: native.InjectFS(native.OSFS, &cnt)})
+	require.NoError(b, err)
+	defer be.Close()
+	m, err := pm.NewMachine(be)
+	require.NoError(b, err)
+	r, err := m.CreateRegion("d", 1<<16)
+	require.NoError(b, err)
+	data := make([]byte, 64)
+	s0 := cnt.Count(native.FSSync)
+	b.ResetTimer()
+	for i := 0; b.Loop(); i++ {
+		binary.LittleEndian.PutUint64(data, uint64(i))
+		if err := m.CopyIn(r.Base.Add(uint64(i%1024)*64), data); err != nil {
+			b.Fatal(err)
+		}
+	}
+	b.ReportMetric(float64(b.N)/b.Elapsed().Seconds(), "ops/s")
+	b.ReportMetric(float64(cnt.Count(native.FSSync)-s0)/float64(b.N), "syncs/op")
+}
