@@ -4,6 +4,8 @@ package native_test
 
 import (
 	"encoding/binary"
+	"os"
+	"path/filepath"
 	"runtime"
 	"testing"
 
@@ -85,6 +87,9 @@ func TestHeapPerRegionByte(t *testing.T) {
 	// Leave the log full: crash (no checkpoint), then reopen and replay.
 	_, err = m.Crash()
 	require.NoError(t, err)
+	st, err := os.Stat(filepath.Join(dir, "LOG"))
+	require.NoError(t, err)
+	require.Greater(t, st.Size(), int64(3*64*256*24), "the log holds the launch's persists")
 
 	var before, after runtime.MemStats
 	runtime.GC()

@@ -887,15 +887,24 @@ func (b *Backend) checkpoint() error {
 }
 
 // Crash makes what is pending durable (as a launch's end would), returns
-// the durable image and closes the backend. The files stay; Open the
-// directory again to recover.
+// the durable image and closes the backend without a checkpoint, as a
+// crash would leave it. In log mode the image is read back from the files
+// and the log as Open would recover them. The files stay; Open the
+// directory again to recover. (In unsafe-nosync mode, whose crash loses
+// everything since Open, Crash writes the regions as Close does.)
 func (b *Backend) Crash() (*pm.Image, error) {
 	if b.closed {
 		return nil, ErrClosed
 	}
 	switch b.mode {
 	case ModeLog:
-		b.commit()
+		if err := b.commit(); err != nil {
+			b.release()
+			return nil, err
+		}
+		img, err := b.recovered()
+		b.release()
+		return img, err
 	case ModeDAX:
 		b.flush()
 	}
@@ -904,15 +913,36 @@ func (b *Backend) Crash() (*pm.Image, error) {
 	return img, err
 }
 
-// durable returns the image a reopen would recover: in dax mode the
-// mappings' bytes; in log mode memory, equal to the files plus the log
-// after a commit; in unsafe-nosync mode memory, which Close writes.
+// durable returns the regions' bytes: in dax mode the mappings'; in log
+// mode memory, equal to the files plus the log after a commit; in
+// unsafe-nosync mode memory, which Close writes.
 func (b *Backend) durable() *pm.Image {
 	img := &pm.Image{}
 	for _, r := range b.regs {
 		img.Regions = append(img.Regions, pm.RegionImage{Name: r.name, Base: r.base, Data: slices.Clone(r.data)})
 	}
 	return img
+}
+
+// recovered reads the region files and replays the log onto them: the
+// image Open would recover now.
+func (b *Backend) recovered() (*pm.Image, error) {
+	img := &pm.Image{}
+	for _, r := range b.regs {
+		d := make([]byte, r.size)
+		if n, err := r.f.ReadAt(d, HeaderSize); err != nil && !(errors.Is(err, io.EOF) && uint64(n) == r.size) {
+			return nil, fmt.Errorf("%w: read region %s: %w", ErrIO, r.name, err)
+		}
+		img.Regions = append(img.Regions, pm.RegionImage{Name: r.name, Base: r.base, Data: d})
+	}
+	raw, err := readAll(b.fs, b.plog.path)
+	if err != nil {
+		return nil, fmt.Errorf("%w: read log: %w", ErrIO, err)
+	}
+	if _, _, _, err := scanLog(raw, func(e logEntry) error { return img.Write(e.addr, e.data) }); err != nil {
+		return nil, err
+	}
+	return img, nil
 }
 
 // Close makes what is pending durable, writes the region files from memory
@@ -943,6 +973,12 @@ func (b *Backend) Close() error {
 	if err == nil && b.err != nil && errors.Is(b.err, ErrIO) {
 		err = b.err
 	}
+	b.release()
+	return err
+}
+
+// release closes every file and marks the backend closed.
+func (b *Backend) release() {
 	b.unmapAll()
 	if b.plog != nil {
 		b.plog.close()
@@ -951,7 +987,6 @@ func (b *Backend) Close() error {
 	if b.lock != nil {
 		b.lock.Close()
 	}
-	return err
 }
 
 func (b *Backend) unmapAll() {
