@@ -4,7 +4,9 @@ package native_test
 
 import (
 	"encoding/binary"
+	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"sync"
 	"syscall"
@@ -199,5 +201,142 @@ func TestUseAfterClose(t *testing.T) {
 			buf := make([]byte, 8)
 			require.NoError(t, m.CopyOut(r.Base, buf), "the visible image stays readable")
 		})
+	}
+}
+
+// nthFailer fails the n-th file operation (1-based) it sees, of any kind.
+type nthFailer struct {
+	mu   sync.Mutex
+	n    int
+	seen int
+	op   native.FSOp
+	path string
+}
+
+func (f *nthFailer) MaybeError(op native.FSOp, path string) error {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.seen++
+	if f.seen == f.n {
+		f.op, f.path = op, path
+		return syscall.EIO
+	}
+	return nil
+}
+
+// copyDir copies the plain files of src into a new temporary directory.
+func copyDir(t *testing.T, src string) string {
+	t.Helper()
+	dst := t.TempDir()
+	ents, err := os.ReadDir(src)
+	require.NoError(t, err)
+	for _, e := range ents {
+		b, err := os.ReadFile(filepath.Join(src, e.Name()))
+		require.NoError(t, err)
+		require.NoError(t, os.WriteFile(filepath.Join(dst, e.Name()), b, 0o644))
+	}
+	return dst
+}
+
+// Open of a directory with a log to replay, with its n-th file operation
+// failing, for every n: an error wrapping ErrIO (never a panic), and a
+// later Open recovers every acknowledged write.
+func TestOpenFaultSweep(t *testing.T) {
+	tmpl := t.TempDir()
+	_, m := open(t, tmpl, native.Options{Mode: native.ModeLog})
+	r, err := m.CreateRegion("d", 8*64)
+	require.NoError(t, err)
+	_, err = m.CreateRegion("e", 64)
+	require.NoError(t, err)
+	for i := range 8 {
+		require.NoError(t, m.CopyIn(r.Base.Add(8*uint64(i)), le(uint64(i+1))))
+	}
+	_, err = m.Crash() // leaves the log to replay
+	require.NoError(t, err)
+
+	failed := 0
+	for n := 1; ; n++ {
+		dir := copyDir(t, tmpl)
+		inj := &nthFailer{n: n}
+		be, err := native.Open(dir, native.Options{Mode: native.ModeLog, FS: native.InjectFS(native.OSFS, inj)})
+		if err == nil {
+			require.Less(t, inj.seen, n, "operation %d failed but Open succeeded", n)
+			inj.mu.Lock()
+			inj.n = 0
+			inj.mu.Unlock()
+			require.NoError(t, be.Close())
+			t.Logf("Open takes %d file operations; each one failing was reported", n-1)
+			break
+		}
+		failed++
+		require.ErrorIs(t, err, native.ErrIO, "failing operation %d (%s %s)", n, inj.op, filepath.Base(inj.path))
+		be2, m2 := open(t, dir, native.Options{Mode: native.ModeLog})
+		buf := make([]byte, 64)
+		require.NoError(t, m2.CopyOut(r.Base, buf))
+		for i := range 8 {
+			require.Equal(t, uint64(i+1), binary.LittleEndian.Uint64(buf[8*i:]), "after failing operation %d (%s %s), word %d", n, inj.op, filepath.Base(inj.path), i)
+		}
+		require.NoError(t, be2.Close())
+	}
+	require.Greater(t, failed, 5)
+}
+
+// A session (create a region, a host write, a launch, another host
+// write, Close) with its n-th file operation failing, for every n: the
+// failure reaches some call as an error wrapping ErrIO, every call after
+// it fails too, and a reopen recovers every write acknowledged before it.
+func TestSessionFaultSweep(t *testing.T) {
+	for n := 1; ; n++ {
+		dir := t.TempDir()
+		inj := &nthFailer{n: -1}
+		be, m := open(t, dir, native.Options{Mode: native.ModeLog, FS: native.InjectFS(native.OSFS, inj)})
+		inj.mu.Lock()
+		inj.n, inj.seen = n, 0 // count from the end of Open
+		inj.mu.Unlock()
+		var acked []int // steps that returned nil
+		var errs []error
+		step := func(i int, err error) {
+			if err == nil {
+				require.Empty(t, errs, "step %d succeeded after a failure", i)
+				acked = append(acked, i)
+				return
+			}
+			require.ErrorIs(t, err, native.ErrIO, "step %d", i)
+			errs = append(errs, err)
+		}
+		r, err := m.CreateRegion("d", 8*64)
+		step(0, err)
+		if err == nil {
+			step(1, m.CopyIn(r.Base, le(11)))
+			_, err = scope.Launch(m, scope.Grid{Blocks: 1, Threads: 4}, func(t *scope.Thread) {
+				t.Store64(r.Base.Add(8*uint64(1+t.ID())), 22)
+			})
+			step(2, err)
+			step(3, m.CopyIn(r.Base.Add(8*5), le(33)))
+		}
+		step(4, be.Close())
+		if inj.seen < n {
+			require.Empty(t, errs)
+			t.Logf("a session takes %d file operations; each one failing was reported", n-1)
+			return
+		}
+		require.NotEmpty(t, errs, "operation %d (%s %s) failed silently", n, inj.op, filepath.Base(inj.path))
+
+		be2, m2 := open(t, dir, native.Options{Mode: native.ModeLog})
+		if slices.Contains(acked, 0) {
+			buf := make([]byte, 64)
+			require.NoError(t, m2.CopyOut(r.Base, buf))
+			w := func(i int) uint64 { return binary.LittleEndian.Uint64(buf[8*i:]) }
+			if slices.Contains(acked, 1) {
+				require.Equal(t, uint64(11), w(0), "operation %d", n)
+			}
+			if slices.Contains(acked, 2) {
+				require.Equal(t, uint64(22), w(4), "operation %d", n)
+			}
+			if slices.Contains(acked, 3) {
+				require.Equal(t, uint64(33), w(5), "operation %d", n)
+			}
+		}
+		require.NoError(t, be2.Close())
 	}
 }

@@ -520,12 +520,12 @@ func (b *Backend) CreateStored(name string, base pm.Addr, size uint64) ([]byte, 
 	tmp := path + ".tmp"
 	f, err := b.fs.OpenFile(tmp, os.O_RDWR|os.O_CREATE|os.O_TRUNC, 0o644)
 	if err != nil {
-		return nil, fmt.Errorf("%w: %w", ErrIO, err)
+		return nil, b.fail(fmt.Errorf("%w: create %s: %w", ErrIO, tmp, err))
 	}
 	fail := func(err error) ([]byte, error) {
 		f.Close()
 		b.fs.Remove(tmp)
-		return nil, fmt.Errorf("%w: create %s: %w", ErrIO, path, err)
+		return nil, b.fail(fmt.Errorf("%w: create %s: %w", ErrIO, path, err))
 	}
 	if _, err := f.WriteAt(h.Encode(), 0); err != nil {
 		return fail(err)
@@ -552,7 +552,7 @@ func (b *Backend) CreateStored(name string, base pm.Addr, size uint64) ([]byte, 
 		m, err := unix.Mmap(int(f.Fd()), 0, int(HeaderSize+size), unix.PROT_READ|unix.PROT_WRITE, b.mapFlags())
 		if err != nil {
 			f.Close()
-			return nil, fmt.Errorf("%w: mmap: %w", ErrIO, err)
+			return nil, b.fail(fmt.Errorf("%w: mmap: %w", ErrIO, err))
 		}
 		r.mapping, r.data, r.shadow = m, m[HeaderSize:], make([]byte, size)
 	} else {
@@ -873,13 +873,16 @@ func (b *Backend) checkpoint() error {
 	if b.mode != ModeLog {
 		return nil
 	}
-	b.stats.Checkpoints++
 	b.plog.mu.Lock()
 	for b.plog.syncing {
 		b.plog.cond.Wait()
 	}
-	gen := b.plog.gen
+	gen, empty := b.plog.gen, b.plog.off == logHeaderSize
 	b.plog.mu.Unlock()
+	if empty {
+		return nil // nothing logged since the last checkpoint
+	}
+	b.stats.Checkpoints++
 	if err := b.plog.create(b.dir, gen+1); err != nil {
 		return b.fail(err)
 	}
