@@ -17,6 +17,7 @@ import (
 type journal struct {
 	base *pm.Image
 	recs [][]byte // one record per sync of the log, in order
+	offs []int64  // each record's offset in its log file
 }
 
 func (j *journal) addRegion(r *region) {
@@ -50,7 +51,10 @@ func (b *Backend) StartJournal() error {
 	j := &journal{base: b.durable()}
 	b.jrn = j
 	b.plog.mu.Lock()
-	b.plog.onSync = func(rec []byte) { j.recs = append(j.recs, slices.Clone(rec)) }
+	b.plog.onSync = func(off int64, rec []byte) {
+		j.recs = append(j.recs, slices.Clone(rec))
+		j.offs = append(j.offs, off)
+	}
 	b.plog.mu.Unlock()
 	return nil
 }
@@ -67,7 +71,7 @@ func (b *Backend) Syncs() int {
 // PowerCut returns the image a power failure during sync number n (0-based,
 // counted from StartJournal) would leave, as Open would recover it: every
 // record synced by syncs 0..n-1 replayed, then record n with each of its
-// 512-byte sectors kept with probability 1/2 and otherwise left as random
+// 512-byte sectors (aligned in the log file) kept with probability 1/2 and otherwise left as random
 // bytes (drawn from seed), put through the log's decoder, which keeps it
 // only if it survived whole. n == Syncs() gives the image after the last
 // sync.
@@ -100,9 +104,10 @@ func (b *Backend) PowerCut(n int, seed uint64) (*pm.Image, error) {
 		rng := rand.New(rand.NewPCG(seed, uint64(n)))
 		torn := slices.Clone(b.jrn.recs[n])
 		gen := binary.LittleEndian.Uint64(torn[8:]) // the log's generation, which recovery knows from the header
-		for s := 0; s < len(torn); s += sectorSize {
+		// Sectors are aligned in the file, not in the record.
+		for s := -int(b.jrn.offs[n] % sectorSize); s < len(torn); s += sectorSize {
 			if rng.IntN(2) == 0 {
-				for i := s; i < min(s+sectorSize, len(torn)); i++ {
+				for i := max(s, 0); i < min(s+sectorSize, len(torn)); i++ {
 					torn[i] = byte(rng.Uint32())
 				}
 			}

@@ -355,7 +355,7 @@ func (b *Backend) recover() error {
 		b.plog.f, b.plog.gen, b.plog.off = f, gen, int64(end)
 		return nil
 	}
-	if err := b.writeRegions(); err != nil {
+	if err := b.writeRegions(true); err != nil {
 		return err
 	}
 	return b.plog.create(b.dir, gen+1)
@@ -766,8 +766,10 @@ func (b *Backend) End() (pm.Stats, error) {
 
 // Commit makes every persist and host write so far durable: a durability
 // point of its own, for a data structure's commit between launches. It
-// costs one sync of the log, shared with every concurrent Commit (group
-// commit), or none when nothing is pending.
+// costs one sync of the log, or none when nothing is pending. Like every
+// method that the machine calls, it is called from the machine's
+// goroutine; the log below it is what shares a sync among concurrent
+// callers (group commit).
 func (b *Backend) Commit() error {
 	if err := b.usable(); err != nil {
 		return err
@@ -828,8 +830,8 @@ func (b *Backend) commit() error {
 }
 
 // writeRegions writes every dirty page of every region from memory to its
-// file and (except in unsafe-nosync mode) syncs the file.
-func (b *Backend) writeRegions() error {
+// file and, if sync, syncs the file.
+func (b *Backend) writeRegions(sync bool) error {
 	for _, r := range b.regs {
 		wrote := false
 		for i, w := range r.dirty {
@@ -851,7 +853,7 @@ func (b *Backend) writeRegions() error {
 				w = r.dirty[i]
 			}
 		}
-		if wrote && b.mode != ModeUnsafeNoSync {
+		if wrote && sync {
 			if err := r.f.Sync(); err != nil {
 				return b.fail(fmt.Errorf("%w: sync region %s: %w", ErrIO, r.name, err))
 			}
@@ -867,7 +869,7 @@ func (b *Backend) checkpoint() error {
 	if err := b.usable(); err != nil {
 		return err
 	}
-	if err := b.writeRegions(); err != nil {
+	if err := b.writeRegions(b.mode != ModeUnsafeNoSync); err != nil {
 		return err
 	}
 	if b.mode != ModeLog {
@@ -969,7 +971,7 @@ func (b *Backend) Close() error {
 		for _, r := range b.regs {
 			r.markDirty(0, r.size)
 		}
-		err = b.writeRegions()
+		err = b.writeRegions(false)
 	case ModeDAX:
 		b.flush()
 	}

@@ -141,10 +141,12 @@ func decodeRecord(b []byte, gen uint64) (n int, seq uint64, ents []logEntry, err
 		return 0, 0, nil, errBadRecord
 	}
 	n = int(l)
-	if binary.LittleEndian.Uint32(b) != crc32.Checksum(b[4:n], castagnoli) {
+	// The generation first: it is cheap, and scanLog tries every offset
+	// of a damaged tail.
+	if binary.LittleEndian.Uint64(b[8:]) != gen {
 		return 0, 0, nil, errBadRecord
 	}
-	if binary.LittleEndian.Uint64(b[8:]) != gen {
+	if binary.LittleEndian.Uint32(b) != crc32.Checksum(b[4:n], castagnoli) {
 		return 0, 0, nil, errBadRecord
 	}
 	seq = binary.LittleEndian.Uint64(b[16:])
@@ -229,7 +231,7 @@ type plog struct {
 	buf     []byte
 	syncs   uint64
 	bytes   uint64
-	onSync  func(rec []byte) // journal hook, called with mu held
+	onSync  func(off int64, rec []byte) // journal hook, called with mu held
 }
 
 func newPlog(fs FS, path string) *plog {
@@ -325,7 +327,7 @@ func (l *plog) commit(payload []byte) error {
 			l.syncs++
 			l.bytes += uint64(len(rec))
 			if l.onSync != nil {
-				l.onSync(rec)
+				l.onSync(off, rec)
 			}
 		}
 		l.cond.Broadcast()
