@@ -195,3 +195,32 @@ func TestCheckpointBySize(t *testing.T) {
 	require.NoError(t, m2.CopyOut(r.Base, got))
 	require.Equal(t, want, got)
 }
+
+// BenchmarkKernelPersists: a launch of 64 K threads, each storing two
+// words with an OFence between and a DFence after: the per-persist cost
+// of the backend plus one sync per launch.
+func BenchmarkKernelPersists(b *testing.B) {
+	be, err := native.Open(b.TempDir(), native.Options{Mode: native.ModeLog})
+	require.NoError(b, err)
+	defer be.Close()
+	m, err := pm.NewMachine(be)
+	require.NoError(b, err)
+	r, err := m.CreateRegion("d", 16<<20)
+	require.NoError(b, err)
+	s0 := be.Stats()
+	for b.Loop() {
+		_, err := scope.Launch(m, scope.Grid{Blocks: 256, Threads: 256}, func(t *scope.Thread) {
+			a := r.Base.Add(16 * uint64(t.ID()))
+			t.Store64(a, 1)
+			t.OFence()
+			t.Store64(a.Add(8), 2)
+			t.DFence()
+		})
+		if err != nil {
+			b.Fatal(err)
+		}
+	}
+	st := be.Stats()
+	b.ReportMetric(float64(st.Persists-s0.Persists)/b.Elapsed().Seconds(), "persists/s")
+	b.ReportMetric(float64(st.Syncs-s0.Syncs)/float64(b.N), "syncs/op")
+}

@@ -293,9 +293,14 @@ func (l *plog) commit(payload []byte) error {
 	if l.err != nil {
 		return l.err
 	}
-	l.pend = append(l.pend, payload...)
+	// direct: no sync under way and nothing pending, so this caller leads
+	// and its payload is the whole record (no copy into pend).
+	direct := !l.syncing && len(l.pend) == 0 && len(payload) > 0
+	if !direct {
+		l.pend = append(l.pend, payload...)
+	}
 	my := l.pendN
-	if len(l.pend) == 0 {
+	if len(l.pend) == 0 && !direct {
 		my-- // nothing new: wait for what is in flight
 	}
 	for l.done < my && l.err == nil {
@@ -307,8 +312,13 @@ func (l *plog) commit(payload []byte) error {
 		batch := l.pendN
 		l.pendN++
 		l.seq++
-		l.buf = encodeRecord(l.buf[:0], l.gen, l.seq, l.pend)
-		l.pend = l.pend[:0]
+		if direct {
+			l.buf = encodeRecord(l.buf[:0], l.gen, l.seq, payload)
+			direct = false
+		} else {
+			l.buf = encodeRecord(l.buf[:0], l.gen, l.seq, l.pend)
+			l.pend = l.pend[:0]
+		}
 		rec, f, off := l.buf, l.f, l.off
 		l.mu.Unlock()
 		_, err := f.WriteAt(rec, off)
