@@ -346,19 +346,28 @@ func (b *Backend) recover() error {
 	if err != nil {
 		return fmt.Errorf("log %s: %w", logPath, err)
 	}
-	if records == 0 && end == len(raw) {
+	if records == 0 && allZero(raw[end:]) {
 		// An empty log: append to it.
 		f, err := b.fs.OpenFile(logPath, os.O_RDWR, 0)
 		if err != nil {
 			return fmt.Errorf("%w: open log: %w", ErrIO, err)
 		}
-		b.plog.f, b.plog.gen, b.plog.off = f, gen, int64(end)
+		b.plog.f, b.plog.gen, b.plog.off, b.plog.zeroEnd = f, gen, int64(end), int64(len(raw))
 		return nil
 	}
 	if err := b.writeRegions(true); err != nil {
 		return err
 	}
 	return b.plog.create(b.dir, gen+1)
+}
+
+func allZero(b []byte) bool {
+	for _, c := range b {
+		if c != 0 {
+			return false
+		}
+	}
+	return true
 }
 
 func (b *Backend) mapFlags() int {

@@ -35,7 +35,10 @@ import (
 //	       padding to a multiple of 8
 //
 // A record is written and synced before the next one is written, so only
-// the last record can be torn by a power failure.
+// the last record can be torn by a power failure. The file grows by
+// zeroed chunks of logChunk bytes, written with the record that first
+// needs them; zeros after the last record are not a record (generation
+// 0 is never used).
 const (
 	logName        = "LOG"
 	logMagic       = "SCPMLOG\x00"
@@ -44,6 +47,8 @@ const (
 	recHeaderSize  = 24
 	entHeaderSize  = 16
 	maxRecordBytes = 1 << 30
+	// logChunk: the log file grows by zeroed chunks of this size.
+	logChunk = 256 << 10
 )
 
 // errBadRecord: the bytes at an offset are not a valid record (torn,
@@ -222,6 +227,7 @@ type plog struct {
 	f       File
 	gen     uint64
 	off     int64  // end of the records written
+	zeroEnd int64  // end of the file: zeros from off to here
 	seq     uint64 // sequence number of the last record written
 	pend    []byte // payload of the next record
 	pendN   uint64 // batch number of the pending payload
@@ -253,7 +259,8 @@ func (l *plog) create(dir string, gen uint64) error {
 		f.Close()
 		return fmt.Errorf("%w: %s %s: %w", ErrIO, what, tmp, err)
 	}
-	if _, err := f.WriteAt(encodeLogHeader(gen), 0); err != nil {
+	first := append(encodeLogHeader(gen), make([]byte, logChunk-logHeaderSize)...)
+	if _, err := f.WriteAt(first, 0); err != nil {
 		return fail("write", err)
 	}
 	if err := f.Sync(); err != nil {
@@ -269,7 +276,7 @@ func (l *plog) create(dir string, gen uint64) error {
 	if l.f != nil {
 		l.f.Close()
 	}
-	l.f, l.gen, l.off, l.seq = f, gen, logHeaderSize, 0
+	l.f, l.gen, l.off, l.zeroEnd, l.seq = f, gen, logHeaderSize, logChunk, 0
 	return nil
 }
 
@@ -320,8 +327,17 @@ func (l *plog) commit(payload []byte) error {
 			l.pend = l.pend[:0]
 		}
 		rec, f, off := l.buf, l.f, l.off
+		out, zeroEnd := rec, l.zeroEnd
+		if end := off + int64(len(rec)); end > zeroEnd {
+			// Extend the file by zeroed chunks in the same write: later
+			// records overwrite written blocks, whose sync need not
+			// change the file's size or extents.
+			zeroEnd = (end + logChunk - 1) / logChunk * logChunk
+			l.buf = append(l.buf, make([]byte, zeroEnd-end)...)
+			out, rec = l.buf, l.buf[:len(rec)]
+		}
 		l.mu.Unlock()
-		_, err := f.WriteAt(rec, off)
+		_, err := f.WriteAt(out, off)
 		if err != nil {
 			err = fmt.Errorf("%w: write log %s: %w", ErrIO, l.path, err)
 		} else if err = f.Sync(); err != nil {
@@ -333,6 +349,7 @@ func (l *plog) commit(payload []byte) error {
 			l.err = err
 		} else {
 			l.off += int64(len(rec))
+			l.zeroEnd = zeroEnd
 			l.done = batch
 			l.syncs++
 			l.bytes += uint64(len(rec))
