@@ -233,3 +233,38 @@ func logUsed(t *testing.T, dir string) int {
 	}
 	return n
 }
+
+// BenchmarkBTreePut: a durable B+tree Put, alone (each host write and the
+// launch a durability point) and inside Defer (one sync per Put).
+func BenchmarkBTreePut(b *testing.B) {
+	for _, deferred := range []bool{false, true} {
+		name := "plain"
+		if deferred {
+			name = "defer"
+		}
+		b.Run(name, func(b *testing.B) {
+			var cnt native.Counter
+			be, err := native.Open(b.TempDir(), native.Options{Mode: native.ModeLog, FS: native.InjectFS(native.OSFS, &cnt)})
+			require.NoError(b, err)
+			defer be.Close()
+			m, err := pm.NewMachine(be)
+			require.NoError(b, err)
+			tr, err := btree.Create(m, "tree", btree.Options{Capacity: 1 << 16})
+			require.NoError(b, err)
+			s0 := cnt.Count(native.FSSync)
+			for k := uint64(0); b.Loop(); k++ {
+				key := k * 0x9e3779b97f4a7c15 >> 40
+				if deferred {
+					err = be.Defer(func() error { return tr.Put(key, k) })
+				} else {
+					err = tr.Put(key, k)
+				}
+				if err != nil {
+					b.Fatal(err)
+				}
+			}
+			b.ReportMetric(float64(b.N)/b.Elapsed().Seconds(), "ops/s")
+			b.ReportMetric(float64(cnt.Count(native.FSSync)-s0)/float64(b.N), "syncs/op")
+		})
+	}
+}
