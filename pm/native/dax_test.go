@@ -42,6 +42,9 @@ func TestDAXPathOnPageCache(t *testing.T) {
 	require.Equal(t, uint64(2), st.Syncs-s0.Syncs)
 	require.Equal(t, uint64(2*8*1024-4), st.SyncBytes-s0.SyncBytes)
 	require.NoError(t, be.Close())
+	_, err = scope.Launch(m, scope.Grid{Blocks: 1, Threads: 1}, func(t *scope.Thread) { t.Store64(r.Base, 1) })
+	require.ErrorIs(t, err, ErrClosed)
+	require.ErrorIs(t, m.CopyIn(r.Base, []byte{1}), ErrClosed)
 
 	be2, err := Open(dir, Options{Mode: ModeLog})
 	require.NoError(t, err)

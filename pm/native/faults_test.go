@@ -14,6 +14,7 @@ import (
 
 	"github.com/stretchr/testify/require"
 
+	"github.com/scopedpm/scopedpm/btree"
 	"github.com/scopedpm/scopedpm/pm"
 	"github.com/scopedpm/scopedpm/pm/native"
 	"github.com/scopedpm/scopedpm/scope"
@@ -190,7 +191,16 @@ func TestUseAfterClose(t *testing.T) {
 			r, err := m.CreateRegion("d", 64)
 			require.NoError(t, err)
 			require.NoError(t, m.CopyIn(r.Base, le(1)))
+			tr, err := btree.Create(m, "tree", btree.Options{Capacity: 64})
+			require.NoError(t, err)
+			require.NoError(t, tr.Put(1, 10))
 			require.NoError(t, be.Close())
+			// A tree used after Close: an error, not a crash.
+			require.ErrorIs(t, tr.Put(2, 20), native.ErrClosed)
+			v, ok, err := tr.Get(1)
+			require.NoError(t, err)
+			require.True(t, ok)
+			require.Equal(t, uint64(10), v)
 			require.NoError(t, be.Close(), "a second Close is a no-op")
 			require.ErrorIs(t, m.CopyIn(r.Base, le(2)), native.ErrClosed)
 			_, err = scope.Launch(m, scope.Grid{Blocks: 1, Threads: 1}, func(t *scope.Thread) { t.Store64(r.Base, 3) })
