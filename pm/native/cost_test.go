@@ -268,3 +268,25 @@ func BenchmarkBTreePut(b *testing.B) {
 		})
 	}
 }
+
+// A host write larger than a log entry is split into entries and survives
+// a crash whole.
+func TestLargeHostWrite(t *testing.T) {
+	dir := t.TempDir()
+	be, m := open(t, dir, native.Options{Mode: native.ModeLog})
+	r, err := m.CreateRegion("d", 3<<20+100)
+	require.NoError(t, err)
+	data := make([]byte, r.Size-10)
+	for i := range data {
+		data[i] = byte(i * 7)
+	}
+	require.NoError(t, m.CopyIn(r.Base.Add(5), data))
+	require.Equal(t, uint64(1), be.Stats().Syncs)
+	_, err = m.Crash()
+	require.NoError(t, err)
+	be2, m2 := open(t, dir, native.Options{Mode: native.ModeLog})
+	defer be2.Close()
+	got := make([]byte, len(data))
+	require.NoError(t, m2.CopyOut(r.Base.Add(5), got))
+	require.Equal(t, data, got)
+}

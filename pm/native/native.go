@@ -703,11 +703,21 @@ func (b *Backend) Begin(pm.Launch) error {
 }
 
 // logBytes appends a persist of data at a in r to the pending entries.
+// Entries hold at most maxEntryBytes; a batch that reaches maxBatchBytes
+// is committed at once (a prefix of issue order, which recovery allows), so
+// that no record outgrows what the decoder accepts.
 func (b *Backend) logBytes(r *region, a pm.Addr, data []byte) {
-	b.buf, b.lastEnt = appendEntry(b.buf, b.lastEnt, a, data)
 	r.markDirty(uint64(a-r.base), uint64(len(data)))
 	b.npend++
 	b.stats.Persists++
+	for len(data) > 0 {
+		n := min(len(data), maxEntryBytes)
+		b.buf, b.lastEnt = appendEntry(b.buf, b.lastEnt, a, data[:n])
+		a, data = a.Add(uint64(n)), data[n:]
+		if len(b.buf) >= maxBatchBytes {
+			b.commit() // an error is sticky: the caller's durability point reports it
+		}
+	}
 }
 
 // Op logs persists. In log mode ordering verbs cost nothing: the log is in

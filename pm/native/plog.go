@@ -47,6 +47,8 @@ const (
 	recHeaderSize  = 24
 	entHeaderSize  = 16
 	maxRecordBytes = 1 << 30
+	maxEntryBytes  = 1 << 20  // an entry's bytes, at most
+	maxBatchBytes  = 64 << 20 // a record's payload is committed once it reaches this
 	// logChunk: the log file grows by zeroed chunks of this size.
 	logChunk = 256 << 10
 )
@@ -93,7 +95,7 @@ func appendEntry(p []byte, lastOff int, a pm.Addr, data []byte) ([]byte, int) {
 	if lastOff >= 0 {
 		la := pm.Addr(binary.LittleEndian.Uint64(p[lastOff:]))
 		ln := int(binary.LittleEndian.Uint32(p[lastOff+8:]))
-		if la.Add(uint64(ln)) == a && ln+len(data) <= 1<<20 {
+		if la.Add(uint64(ln)) == a && ln+len(data) <= maxEntryBytes {
 			p = p[:lastOff+entHeaderSize+ln] // drop the padding
 			p = append(p, data...)
 			binary.LittleEndian.PutUint32(p[lastOff+8:], uint32(ln+len(data)))
