@@ -224,12 +224,15 @@ func TestParseMode(t *testing.T) {
 		require.NoError(t, err)
 		require.Equal(t, m, got)
 	}
-	_, err := native.ParseMode("fsync")
+	got, err := native.ParseMode("msync") // the log mode's former name
+	require.NoError(t, err)
+	require.Equal(t, native.ModeLog, got)
+	_, err = native.ParseMode("fsync")
 	require.ErrorIs(t, err, native.ErrUnsupported)
 }
 
 // Without a DAX filesystem (this test's temporary directory), auto falls
-// back to msync and an explicit dax request is refused.
+// back to the log and an explicit dax request is refused.
 func TestDAXFallback(t *testing.T) {
 	dir := t.TempDir()
 	if native.DAXSupport(dir) == nil {

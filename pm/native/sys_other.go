@@ -7,7 +7,7 @@ import (
 )
 
 // mapSyncFlags is zero where the kernel has no MAP_SYNC: dax mode is never
-// available there and msync is used.
+// available there and the log is used.
 const mapSyncFlags = 0
 
 // preallocate does nothing here: the file stays sparse.
