@@ -76,10 +76,11 @@
 //   - Store, atomic, PRel's flag in PM: appended to the log; durable at
 //     the next durability point; never durable before a persist issued
 //     earlier.
-//   - OFence, PBarrier (any scope), PRel, PAcq, SyncThreads, L2WB, PCommit,
-//     MemBar, SFence, CFence, JoinStrand, CLWB, SetCtx: no cost; the log
-//     orders every persist before every later one, which is at least
-//     what each verb asks, under every model.
+//   - OFence, PBarrier (any scope), PRel, PAcq, Fence, SyncThreads,
+//     SyncWarp, L2WB, PCommit, MemBar, CLWB, SFence, SetCtx, CFence,
+//     NewStrand, PersistBarrier, JoinStrand: no cost; the log orders
+//     every persist before every later one, which is at least what each
+//     verb asks, under every model (a scope is never narrowed).
 //   - DFence, EpochBarrier (durability verbs): as OFence; their
 //     durability point is the end of the launch or CPU run, shared by
 //     every durability verb of the run: one sync. Nothing outside a
