@@ -500,6 +500,11 @@ func (b *Backend) usable() error {
 	if b.err != nil && errors.Is(b.err, ErrIO) {
 		return b.err
 	}
+	if b.plog != nil {
+		if err := b.plog.failed(); err != nil {
+			return b.fail(err)
+		}
+	}
 	return nil
 }
 
@@ -699,6 +704,9 @@ func (b *Backend) Begin(pm.Launch) error {
 	}
 	clear(b.gpu)
 	clear(b.cpu2)
+	if err := b.usable(); err != nil {
+		return err
+	}
 	return b.err
 }
 
@@ -805,27 +813,57 @@ func (b *Backend) Commit() error {
 // Defer runs fn, which uses the machine on this backend, with its
 // durability points deferred to fn's end: inside fn, a host write or a
 // launch's end appends to the log without syncing it, and when fn returns
-// one sync makes all of it durable (log mode; other modes just run fn).
-// It is for a data structure whose commit takes several host writes and
-// launches and that needs only their order until it returns, which the
-// log keeps: a crash inside fn recovers a prefix of fn's persists in
-// issue order, as if each step had synced. Defer returns fn's error, or
-// else the sync's. Calls nest; the outermost one syncs.
+// one sync makes all of it durable (log mode; dax mode flushes, and
+// unsafe-nosync just runs fn). It is for a data structure whose commit
+// takes several host writes and launches and that needs only their order
+// until it returns, which the log keeps: a crash inside fn recovers a
+// prefix of fn's persists in issue order, as if each step had synced.
+// Defer returns fn's error, or else the sync's. Calls nest; the outermost
+// one syncs.
 func (b *Backend) Defer(fn func() error) error {
-	if err := b.usable(); err != nil {
-		return err
-	}
-	b.defers++
-	err := func() error {
-		defer func() { b.defers-- }()
-		return fn()
-	}()
-	if b.defers == 0 {
-		if cerr := b.commit(); err == nil {
-			err = cerr
+	wait, err := b.DeferAsync(fn)
+	if wait != nil {
+		if werr := wait(); err == nil {
+			err = werr
 		}
 	}
 	return err
+}
+
+// DeferAsync is Defer without the wait: it runs fn, hands fn's persists
+// to the log and returns a function that waits until they are durable.
+// The caller may hand the machine to another goroutine (under its own
+// lock) before it waits; wait is safe to call from any goroutine, and
+// waits that overlap share syncs of the log (group commit, as a WAL's
+// committers do). Nested in another Defer, wait returns nil at once: the
+// outer call syncs. fn's persists are staged even when fn fails; the
+// error is returned with the waiter.
+func (b *Backend) DeferAsync(fn func() error) (wait func() error, err error) {
+	if err := b.usable(); err != nil {
+		return nil, err
+	}
+	b.defers++
+	err = func() error {
+		defer func() { b.defers-- }()
+		return fn()
+	}()
+	if b.defers > 0 || b.mode != ModeLog {
+		if b.mode == ModeDAX && b.defers == 0 {
+			b.flush()
+		}
+		return func() error { return nil }, err
+	}
+	if uerr := b.usable(); uerr != nil {
+		return nil, errors.Join(err, uerr)
+	}
+	my := b.plog.stage(b.buf)
+	b.buf, b.lastEnt, b.npend = b.buf[:0], -1, 0
+	if b.plog.size() > b.opts.CheckpointBytes {
+		if cerr := b.checkpoint(); cerr != nil {
+			return nil, errors.Join(err, cerr)
+		}
+	}
+	return func() error { return b.plog.wait(my) }, err
 }
 
 // commit writes the pending entries as one log record and syncs it, then
@@ -887,6 +925,13 @@ func (b *Backend) writeRegions(sync bool) error {
 func (b *Backend) checkpoint() error {
 	if err := b.usable(); err != nil {
 		return err
+	}
+	if b.mode == ModeLog {
+		// Sync what DeferAsync staged: waiters then find their batches
+		// done, and the new log starts empty.
+		if err := b.plog.commit(nil); err != nil {
+			return b.fail(err)
+		}
 	}
 	if err := b.writeRegions(b.mode != ModeUnsafeNoSync); err != nil {
 		return err

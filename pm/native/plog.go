@@ -275,10 +275,13 @@ func (l *plog) create(dir string, gen uint64) error {
 		f.Close()
 		return fmt.Errorf("%w: sync directory %s: %w", ErrIO, dir, err)
 	}
-	if l.f != nil {
-		l.f.Close()
-	}
+	l.mu.Lock()
+	old := l.f
 	l.f, l.gen, l.off, l.zeroEnd, l.seq = f, gen, logHeaderSize, logChunk, 0
+	l.mu.Unlock()
+	if old != nil {
+		old.Close()
+	}
 	return nil
 }
 
@@ -302,16 +305,43 @@ func (l *plog) commit(payload []byte) error {
 	if l.err != nil {
 		return l.err
 	}
-	// direct: no sync under way and nothing pending, so this caller leads
-	// and its payload is the whole record (no copy into pend).
-	direct := !l.syncing && len(l.pend) == 0 && len(payload) > 0
-	if !direct {
-		l.pend = append(l.pend, payload...)
+	if !l.syncing && len(l.pend) == 0 && len(payload) > 0 {
+		// No sync under way and nothing pending: this caller leads, and
+		// its payload is the whole record (no copy into pend).
+		return l.waitLocked(l.pendN, payload)
 	}
-	my := l.pendN
-	if len(l.pend) == 0 && !direct {
-		my-- // nothing new: wait for what is in flight
+	return l.waitLocked(l.stageLocked(payload), nil)
+}
+
+// stage appends payload to the pending batch without writing it and
+// returns the number of the batch that will hold it (when nothing is
+// pending, the last batch, which may be in flight): wait for it.
+func (l *plog) stage(payload []byte) uint64 {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.stageLocked(payload)
+}
+
+func (l *plog) stageLocked(payload []byte) uint64 {
+	l.pend = append(l.pend, payload...)
+	if len(l.pend) == 0 {
+		return l.pendN - 1
 	}
+	return l.pendN
+}
+
+// wait returns when batch my is durable, leading a sync when none is
+// under way; callers that wait together share syncs. It returns the
+// sticky error of the first failed write or sync.
+func (l *plog) wait(my uint64) error {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.waitLocked(my, nil)
+}
+
+// waitLocked is wait with l.mu held; direct, if not nil, is the payload
+// of the next record instead of pend (commit's lone caller).
+func (l *plog) waitLocked(my uint64, direct []byte) error {
 	for l.done < my && l.err == nil {
 		if l.syncing {
 			l.cond.Wait()
@@ -321,9 +351,9 @@ func (l *plog) commit(payload []byte) error {
 		batch := l.pendN
 		l.pendN++
 		l.seq++
-		if direct {
-			l.buf = encodeRecord(l.buf[:0], l.gen, l.seq, payload)
-			direct = false
+		if direct != nil {
+			l.buf = encodeRecord(l.buf[:0], l.gen, l.seq, direct)
+			direct = nil
 		} else {
 			l.buf = encodeRecord(l.buf[:0], l.gen, l.seq, l.pend)
 			l.pend = l.pend[:0]
@@ -361,6 +391,13 @@ func (l *plog) commit(payload []byte) error {
 		}
 		l.cond.Broadcast()
 	}
+	return l.err
+}
+
+// failed returns the sticky error.
+func (l *plog) failed() error {
+	l.mu.Lock()
+	defer l.mu.Unlock()
 	return l.err
 }
 
