@@ -11,6 +11,7 @@ import (
 	"sync"
 	"syscall"
 	"testing"
+	"time"
 
 	"github.com/stretchr/testify/require"
 
@@ -349,4 +350,69 @@ func TestSessionFaultSweep(t *testing.T) {
 		}
 		require.NoError(t, be2.Close())
 	}
+}
+
+// Goroutines that commit through DeferAsync, each under a lock for its
+// use of the machine and waiting outside it, share syncs of the log; every
+// acknowledged write survives a crash. The log's syncs are slowed down so
+// that commits overlap on any machine.
+func TestGroupCommitGoroutines(t *testing.T) {
+	var mu sync.Mutex // the machine's lock
+	var cmu sync.Mutex
+	syncs := 0
+	fs := native.InjectFS(native.OSFS, native.InjectorFunc(func(op native.FSOp, path string) error {
+		if op == native.FSSync && strings.HasPrefix(filepath.Base(path), "LOG") {
+			cmu.Lock()
+			syncs++
+			cmu.Unlock()
+			time.Sleep(2 * time.Millisecond)
+		}
+		return nil
+	}))
+	dir := t.TempDir()
+	be, m := open(t, dir, native.Options{Mode: native.ModeLog, FS: fs})
+	r, err := m.CreateRegion("d", 8*1024)
+	require.NoError(t, err)
+	cmu.Lock()
+	syncs = 0
+	cmu.Unlock()
+	const workers, each = 8, 25
+	var wg sync.WaitGroup
+	errs := make(chan error, workers*each)
+	for w := range workers {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for i := range each {
+				slot := uint64(w*each + i)
+				mu.Lock()
+				wait, err := be.DeferAsync(func() error { return m.CopyIn(r.Base.Add(8*slot), le(slot+1)) })
+				mu.Unlock()
+				if err == nil {
+					err = wait()
+				}
+				errs <- err
+			}
+		}()
+	}
+	wg.Wait()
+	close(errs)
+	for err := range errs {
+		require.NoError(t, err)
+	}
+	cmu.Lock()
+	n := syncs
+	cmu.Unlock()
+	t.Logf("%d commits from %d goroutines: %d syncs of the log", workers*each, workers, n)
+	require.Less(t, n, workers*each/2, "concurrent commits must share syncs")
+	_, err = m.Crash()
+	require.NoError(t, err)
+	be2, m2 := open(t, dir, native.Options{Mode: native.ModeLog})
+	defer be2.Close()
+	buf := make([]byte, 8*workers*each)
+	require.NoError(t, m2.CopyOut(r.Base, buf))
+	for i := range workers * each {
+		require.Equal(t, uint64(i+1), binary.LittleEndian.Uint64(buf[8*i:]), "commit %d", i)
+	}
+	_ = be
 }
