@@ -46,8 +46,10 @@
 // to the end of LOG as one record (CRC-32C, length, the log's generation,
 // a sequence number) and syncs the log with one fdatasync. Callers that
 // reach a durability point while a sync is under way share the next one
-// (group commit, safe across goroutines). A record is synced before the
-// next is written.
+// (group commit: the log is safe across goroutines, and DeferAsync lets
+// goroutines that share a machine wait for durability together). A
+// record is synced before the next is written; the file grows by zeroed
+// chunks, so most syncs overwrite allocated blocks.
 //
 // Region files are checkpoints: when the log passes
 // Options.CheckpointBytes (at the durability point that crosses it), at
@@ -100,6 +102,10 @@
 //   - Defer(fn): durability points inside fn only order; one sync at fn's
 //     end, for a data structure whose commit spans several host writes
 //     and launches (a B+tree Put: 9 syncs, 1 inside Defer).
+//   - DeferAsync(fn): as Defer, but returns a wait function instead of
+//     syncing: goroutines that take turns on the machine (under their own
+//     lock) and wait outside it share syncs (group commit; B+tree Puts
+//     from 4 goroutines: about 0.4 syncs per Put).
 //   - Close: a durability point, then a checkpoint.
 //
 // # Errors
