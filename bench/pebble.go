@@ -26,7 +26,7 @@ import (
 func init() {
 	Register(Experiment{
 		Name: "kvs-vs-pebble",
-		Description: "WALL-CLOCK time, not simulated: gpKVS on the native backend (msync and unsafe-nosync modes) against " +
+		Description: "WALL-CLOCK time, not simulated: gpKVS on the native backend (log and unsafe-nosync modes) against " +
 			"Pebble with pebble.Sync per batch, same batches, same directory, on disk and on tmpfs (emulated PM): " +
 			"keys/s, p50/p99 batch latency, bytes written per key; directory from $" + EnvBenchDir,
 		NoSet: true,
@@ -257,7 +257,7 @@ func (p *pebbleSide) extra(keys int) []metric {
 
 // procWriteBytes returns write_bytes of /proc/self/io: bytes this process
 // caused to be sent to a block device, counted when a page cache page is
-// dirtied (so a page re-dirtied after each msync counts again). tmpfs
+// dirtied (so a page re-dirtied after each sync counts again). tmpfs
 // pages are never counted.
 func procWriteBytes() (uint64, error) {
 	f, err := os.Open("/proc/self/io")
@@ -342,11 +342,11 @@ func runKVSVsPebble(ctx context.Context, o Options) ([]Row, error) {
 	buckets := sh.keySpace / 2
 	// systemsFor lists the sides on the filesystem of dir: gpKVS in the
 	// durable mode the native backend picks there (dax on a DAX
-	// filesystem with CLWB or CLFLUSHOPT, else msync), gpKVS with no
+	// filesystem with CLWB or CLFLUSHOPT, else log), gpKVS with no
 	// durability at all (the bound the syncs are measured against), and
 	// Pebble with a synced batch.
 	systemsFor := func(dir string) []sys {
-		durable := native.ModeMsync
+		durable := native.ModeLog
 		if native.DAXSupport(dir) == nil {
 			durable = native.ModeDAX
 		}

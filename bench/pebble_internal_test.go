@@ -16,8 +16,8 @@ import (
 func TestKVSVsPebbleSameBatches(t *testing.T) {
 	sh := kvsBenchShape{keySpace: 1 << 12}
 	sides := map[string]func(dir string, batch int, pre []uint32) (kvSide, error){
-		"native-msync": func(dir string, batch int, pre []uint32) (kvSide, error) {
-			return openNative(dir, native.ModeMsync, sh.keySpace/2, batch, pre)
+		"native-log": func(dir string, batch int, pre []uint32) (kvSide, error) {
+			return openNative(dir, native.ModeLog, sh.keySpace/2, batch, pre)
 		},
 		"native-unsafe-nosync": func(dir string, batch int, pre []uint32) (kvSide, error) {
 			return openNative(dir, native.ModeUnsafeNoSync, sh.keySpace/2, batch, pre)

@@ -143,6 +143,17 @@ func (Base) Step(int) uint64 { return 0 }
 // End returns zero statistics.
 func (Base) End() (Stats, error) { return Stats{}, nil }
 
+// HostErrer is implemented by backends whose host changes can fail, such as
+// the native backend, whose durability is file I/O. After every Host call
+// for a PM range (CreateRegion, RemoveRegion, CopyIn into PM) the machine
+// calls HostErr and returns its error, wrapped, from the call: nil means
+// the change is durable. A backend without it cannot fail a host change.
+type HostErrer interface {
+	// HostErr returns the error of the last Host call (nil if it is
+	// durable) and forgets it.
+	HostErr() error
+}
+
 // Storage is implemented by backends that keep the PM namespace and region
 // bytes themselves, such as the native backend, whose regions are
 // memory-mapped files. For such a backend the machine's PM regions are the

@@ -133,6 +133,9 @@ func (m *Machine) CreateRegion(name string, size uint64) (Range, error) {
 		return Range{}, fmt.Errorf("region %q: %w", name, err)
 	}
 	m.be.Host(HostEvent{Kind: HostCreate, Range: s.Range})
+	if err := m.hostErr(); err != nil {
+		return Range{}, fmt.Errorf("%w: %s: create region %q: %w", ErrBackend, m.be.Name(), name, err)
+	}
 	return s.Range, nil
 }
 
@@ -165,6 +168,9 @@ func (m *Machine) RemoveRegion(name string) error {
 	}
 	m.mem.remove(s)
 	m.be.Host(HostEvent{Kind: HostRemove, Range: s.Range})
+	if err := m.hostErr(); err != nil {
+		return fmt.Errorf("%w: %s: remove region %q: %w", ErrBackend, m.be.Name(), name, err)
+	}
 	return nil
 }
 
@@ -206,7 +212,10 @@ func (m *Machine) Free(a Addr) error {
 }
 
 // CopyIn copies data to address a, in one range. Bytes copied into PM are
-// durable when it returns, as after a host memcpy followed by a flush.
+// durable when it returns, as after a host memcpy followed by a flush; if
+// the backend cannot make them durable (an I/O error of the native
+// backend) CopyIn returns its error, wrapping ErrBackend, and the bytes are
+// in the visible image but their durability is unknown.
 func (m *Machine) CopyIn(a Addr, data []byte) error {
 	if m.crashed {
 		return ErrCrashed
@@ -217,6 +226,20 @@ func (m *Machine) CopyIn(a Addr, data []byte) error {
 	}
 	copy(s.data[off:], data)
 	m.be.Host(HostEvent{Kind: HostWrite, Range: s.Range, Addr: a, Size: uint64(len(data))})
+	if s.Kind == PMem {
+		if err := m.hostErr(); err != nil {
+			return fmt.Errorf("%w: %s: copy in %d bytes at %v: %w", ErrBackend, m.be.Name(), len(data), a, err)
+		}
+	}
+	return nil
+}
+
+// hostErr returns the backend's error for the last host change, if it can
+// fail one (HostErrer).
+func (m *Machine) hostErr() error {
+	if h, ok := As[HostErrer](m.be); ok {
+		return h.HostErr()
+	}
 	return nil
 }
 

@@ -3,7 +3,7 @@
 package native
 
 // detectCPU reports no line-flush instructions: dax mode is amd64-only
-// here, and other architectures fall back to msync.
+// here, and other architectures fall back to the log.
 func detectCPU() cpuFeatures { return cpuFeatures{} }
 
 // flushLines has no instruction to use off amd64.

@@ -22,13 +22,13 @@ func TestDAXPathOnPageCache(t *testing.T) {
 		t.Skip("CPU has neither CLWB nor CLFLUSHOPT")
 	}
 	dir := t.TempDir()
-	be, err := Open(dir, Options{Mode: ModeMsync})
+	be, err := Open(dir, Options{daxOnPageCache: true})
 	require.NoError(t, err)
+	require.Equal(t, ModeDAX, be.Mode())
 	m, err := pm.NewMachine(be)
 	require.NoError(t, err)
 	r, err := m.CreateRegion("d", 8*1024)
 	require.NoError(t, err)
-	be.mode = ModeDAX // the mapping stays MAP_SHARED; only the flush changes
 	s0 := be.Stats()
 	_, err = scope.Launch(m, scope.Grid{Blocks: 4, Threads: 256}, func(t *scope.Thread) {
 		i := uint64(t.ID())
@@ -42,8 +42,11 @@ func TestDAXPathOnPageCache(t *testing.T) {
 	require.Equal(t, uint64(2), st.Syncs-s0.Syncs)
 	require.Equal(t, uint64(2*8*1024-4), st.SyncBytes-s0.SyncBytes)
 	require.NoError(t, be.Close())
+	_, err = scope.Launch(m, scope.Grid{Blocks: 1, Threads: 1}, func(t *scope.Thread) { t.Store64(r.Base, 1) })
+	require.ErrorIs(t, err, ErrClosed)
+	require.ErrorIs(t, m.CopyIn(r.Base, []byte{1}), ErrClosed)
 
-	be2, err := Open(dir, Options{Mode: ModeMsync})
+	be2, err := Open(dir, Options{Mode: ModeLog})
 	require.NoError(t, err)
 	defer be2.Close()
 	data := be2.region("d").data

@@ -1,125 +1,151 @@
 // Package native is the real backend: the same programs that run on the
-// simulated backends run here on memory-mapped files with real durability.
+// simulated backends run here on files with real durability.
 //
-// # Regions
+// # Files
 //
-// Every PM region is one file, NAME.pmr, in the backend's directory: a
+// A backend owns a directory. Every PM region is one file, NAME.pmr: a
 // HeaderSize-byte header (magic, format version, size, base address, name,
-// CRC-32C; see DecodeHeader) followed by the region's bytes, mapped with
-// MAP_SHARED. Open maps every region file of the directory; pm.NewMachine
-// then sees them at their recorded base addresses, so addresses stored in
-// PM stay valid across a crash. A truncated, foreign or corrupt file, or a
-// file whose length disagrees with its header, is an error wrapping
-// pm.ErrCorrupt (and ErrForeign, ErrVersion or ErrSizeMismatch where it
-// applies), never a panic or an access out of the mapping; a missing
-// directory is an ErrIO; OpenRegion refuses a region reopened with another
-// size (ErrSizeMismatch). A LOCK file (flock) keeps a second backend out of
-// the directory. The backend is built on Unix systems only; dax mode needs
-// Linux and amd64.
+// CRC-32C; see DecodeHeader) followed by the region's bytes. The file LOG
+// is the persist log (below). Open reads every region file and replays the
+// log; pm.NewMachine then sees the regions at their recorded base
+// addresses, so addresses stored in PM stay valid across a crash. A
+// truncated, foreign or corrupt file, or a file whose length disagrees
+// with its header, is an error wrapping pm.ErrCorrupt (and ErrForeign,
+// ErrVersion or ErrSizeMismatch where it applies), never a panic or an
+// access out of bounds; a missing directory is an ErrIO; OpenRegion
+// refuses a region reopened with another size (ErrSizeMismatch). A LOCK
+// file (flock) keeps a second backend out of the directory. Every file
+// operation goes through Options.FS (the operating system's by default),
+// which tests wrap with InjectFS to inject faults or count syncs. The
+// backend is built on Unix systems only; dax mode needs Linux and amd64.
 //
 // # Durability modes
 //
 // Mode reports the mode in use (also part of Name):
 //
-//   - msync (any filesystem): ordering points are made durable with
-//     msync(MS_SYNC) of the dirty pages;
+//   - log (any filesystem; ModeMsync is its former name): a persist log
+//     with group commit, described below;
 //   - dax: where the region files map with MAP_SHARED_VALIDATE|MAP_SYNC (a
 //     DAX filesystem on real PM) and CPUID leaf 7 reports CLWB or
-//     CLFLUSHOPT, lines are written back with CLWB (or CLFLUSHOPT) and an
-//     SFENCE instead of msync; chosen at run time by ModeAuto, refused with
-//     ErrUnsupported elsewhere;
-//   - unsafe-nosync: stores go straight to the mapping and nothing is ever
-//     synced, so nothing is ordered and a power failure can lose or tear
-//     anything. For measuring the cost of durability only.
+//     CLFLUSHOPT, the regions are mapped and stores are written back with
+//     CLWB (or CLFLUSHOPT) and an SFENCE, epoch by epoch (see "Dax mode");
+//     chosen at run time by ModeAuto, refused with ErrUnsupported
+//     elsewhere;
+//   - unsafe-nosync: nothing is logged or synced; Close writes the region
+//     files. A crash or power failure can lose anything since Open. For
+//     measuring the cost of durability only.
 //
-// # How ordering holds against page writeback
+// # The persist log
 //
-// With a plain MAP_SHARED mapping a store lands in the page cache at once
-// and the kernel may write any dirty page back at any moment, in any order.
-// An executor applies a verb's visible effect before it reports the verb
-// (pm.Backend), so a store ordered after a persist would already be in the
-// page cache before the backend could sync the persist. Hence in msync and
-// dax modes the machine's visible image is a private copy of each region
-// (a shadow in ordinary memory), and the mapping receives stores only from
-// the backend:
+// In log mode the visible image of each region is one ordinary byte slice
+// (no mapping, no per-word bookkeeping: the Go heap holds about the
+// regions' size plus the pending log records). Every persist (a PM store,
+// a PM atomic that wrote, a PM release flag) and every host write into PM
+// is appended, in the order the engine issues them, to an in-memory
+// batch of entries (address, bytes). A durability point writes the batch
+// to the end of LOG as one record (CRC-32C, length, the log's generation,
+// a sequence number) and syncs the log with one fdatasync. Callers that
+// reach a durability point while a sync is under way share the next one
+// (group commit: the log is safe across goroutines, and DeferAsync lets
+// goroutines that share a machine wait for durability together). A
+// record is synced before the next is written; the file grows by zeroed
+// chunks, so most syncs overwrite allocated blocks.
 //
-//  1. every persist (a PM store, a PM atomic that wrote, a PM release flag)
-//     is logged with its 8-byte word, its bytes and an epoch number;
-//  2. ordering verbs raise the epochs of later persists (rules below);
-//  3. at a flush the log is applied to the mapping one epoch at a time, in
-//     increasing epoch order, and each epoch's dirty pages are synced
-//     (msync(MS_SYNC), or CLWB+SFENCE) before any byte of the next epoch is
-//     written to the mapping.
+// Region files are checkpoints: when the log passes
+// Options.CheckpointBytes (at the durability point that crosses it), at
+// RemoveRegion and at Close, the pages written since the last checkpoint
+// are written from memory to the region files and synced, and LOG is
+// replaced (a new file of the next generation, renamed over it, the
+// directory synced). No store reaches a region file except through a
+// checkpoint, so page writeback cannot make a later persist durable
+// before an earlier one.
 //
-// A persist in a later epoch therefore never reaches the file (by
-// writeback or otherwise) before every persist of an earlier epoch is
-// durable. Within an epoch persists are unordered, as the model allows, and
-// an aligned 8-byte word is never torn (it never crosses a page). The log
-// is flushed when a launch or CPU run ends (End), when the host writes PM
-// (CopyIn), and mid-launch when it holds MaxPending persists.
+// Open replays the log's valid prefix over the region files, writes the
+// result and starts a new log. A record that is torn or damaged with no
+// valid record after it (a power failure during its sync) is dropped: its
+// sync never returned. A damaged record followed by a valid one was
+// synced and then changed: Open fails with pm.ErrCorrupt.
 //
-// Group commit: epochs are counted per thread. A thread's persists before
-// its first ordering point take the lowest pending epoch, those after it the
-// next one, and so on (raised by acquires and barriers, below). So every
-// thread that reaches its k-th ordering point shares the same epoch
-// boundary, whatever the interleaving: a batch kernel of 64 K threads with
-// a log write, an OFence, an update and a DFence each costs a handful of
-// syncs, not 128 K. The sync count of a run is the number of distinct
-// non-empty epochs, not the number of ordering verbs (see Stats).
+// What survives a crash or power failure is therefore always a prefix of
+// the issue order, cut at a durability point or later: the order of every
+// persistency model of this project (a linear extension of each), and
+// every acknowledged durability point.
 //
-// # The guarantee of each verb
+// # The guarantee of each verb (log mode)
 //
-// "A before B" below means: A is durable before any byte of B reaches the
-// file. Persists of one 8-byte word also reach the file in the order the
-// program stored them (coherence).
+// "Durable" means: recovered by Open after a crash or power failure.
 //
-//   - OFence, PBarrier(Thread): the thread's earlier persists before its
-//     later ones.
-//   - DFence, EpochBarrier, SFence, CFence (durability verbs): as OFence,
-//     and the persists are durable at the latest when the launch or CPU run
-//     returns. The sync itself is deferred and group-committed: no later
-//     persist of the thread, nor of any thread that acquires from it
-//     (PAcq) or meets it at a persist barrier, reaches the file first, and
-//     the host learns of durability only when Launch or Run returns. As in
-//     every persistency model of this project (pm/crash), a DFence orders
-//     nothing for another thread that communicates with plain loads,
-//     stores or atomics instead of a release and an acquire.
-//   - PRel(flag, s): the thread's earlier persists before the flag's
-//     persist (if the flag is in PM) and before its later persists.
-//   - PAcq(flag, s) that reads a value a PRel wrote: that release's
-//     earlier persists (and its flag) before the acquirer's later persists,
-//     for any scope s (the scope is not narrowed: wider than SBRP asks).
-//   - PBarrier(Warp/Block/Device/System): every member's persists before the
-//     barrier before every member's persists after it.
-//   - L2WB and PCommit (the re-study's write-back of the whole L2 and drain
-//     of the memory controllers' queues): every persist of every thread
-//     logged before it, before the thread's later persists.
-//   - SyncThreads (any barrier the engine reports with Sync) passes epochs
-//     on: persists a member ordered with an ordering verb before the
-//     barrier are before every member's persists after it. A barrier with
-//     no ordering verb before it orders nothing (as under SBRP); nor do
-//     plain loads, stores and atomics. CLWB and SetCtx need nothing.
-//   - Host changes: CreateRegion, RemoveRegion and CopyIn are durable on
-//     return (fsync of the file and directory; msync of the copied range).
-//   - A launch or CPU run that returns has every persist durable, and every
-//     persist of a launch is before every persist of the next.
+//   - Store, atomic, PRel's flag in PM: appended to the log; durable at
+//     the next durability point; never durable before a persist issued
+//     earlier.
+//   - OFence, PBarrier (any scope), PRel, PAcq, Fence, SyncThreads,
+//     SyncWarp, L2WB, PCommit, MemBar, CLWB, SFence, SetCtx, CFence,
+//     NewStrand, PersistBarrier, JoinStrand: no cost; the log orders
+//     every persist before every later one, which is at least what each
+//     verb asks, under every model (a scope is never narrowed).
+//   - DFence, EpochBarrier (durability verbs): as OFence; their
+//     durability point is the end of the launch or CPU run, shared by
+//     every durability verb of the run: one sync. Nothing outside a
+//     launch can observe the difference, except a crash during it, after
+//     which Open recovers a prefix of the launch's persists that may end
+//     before a DFence that had returned (and then holds nothing issued
+//     after it either).
+//   - End of a launch or CPU run (Launch, Run return): a durability point.
+//     A launch that returns nil has every persist durable. A launch with
+//     more than Options.MaxPending persists also syncs mid-launch, each
+//     time that many are pending.
+//   - CopyIn into PM (a host write): a durability point; durable when it
+//     returns nil.
+//   - CreateRegion, RemoveRegion: durable on return (files synced,
+//     renamed, directory synced). RemoveRegion checkpoints first.
+//   - Commit: a durability point (none when nothing is pending).
+//   - Defer(fn): durability points inside fn only order; one sync at fn's
+//     end, for a data structure whose commit spans several host writes
+//     and launches (a B+tree Put: 9 syncs, 1 inside Defer).
+//   - DeferAsync(fn): as Defer, but returns a wait function instead of
+//     syncing: goroutines that take turns on the machine (under their own
+//     lock) and wait outside it share syncs (group commit; B+tree Puts
+//     from 4 goroutines: about 0.4 syncs per Put).
+//   - Close: a durability point, then a checkpoint.
 //
-// These rules are at least as strong as SBRP (Box 2 of the SBRP paper), the
-// scoped persist barrier model and the x86 and COSPlay models, so a program
-// whose persist order is correct under one of them (as pmcheck checks) is
-// correct here. The Epoch and GPM models also make every block barrier a
-// persist barrier; a program that relies on that needs a PBarrier(Block)
-// here.
+// # Errors
+//
+// A write or sync of the log or of a region file that fails reaches the
+// call whose durability it breaks: CopyIn, CreateRegion and RemoveRegion
+// (through pm.HostErrer), the launch or CPU run (Backend.End), Commit,
+// Defer or Close, as an error wrapping ErrIO and the cause (e.g.
+// syscall.EIO, syscall.ENOSPC). The failed call's persists are in the
+// visible image, and on file whole, in part or not at all: their outcome is
+// unknown until Open recovers a prefix of the issue order (never a later
+// persist without an earlier one). From then on the backend refuses every
+// write (Begin, CopyIn, Commit, Close return the same error; kernels log
+// nothing) until it is reopened. After Close every call returns ErrClosed,
+// in every mode; the visible image stays readable.
+//
+// # Dax mode
+//
+// The machine's visible image is a private copy of each region, and the
+// mapping receives stores only from the backend: persists are logged in
+// memory with an epoch number; ordering verbs raise the epochs of a
+// thread's later persists (an acquire, a barrier or an L2WB/PCommit those
+// of other threads); at the launch's end, a host write or after
+// MaxPending persists the mapping receives the log one epoch at a time,
+// each epoch's lines written back with CLWB+SFENCE before any byte of the
+// next epoch is stored. Persists of one 8-byte word stay in program order.
+// Epochs are counted per thread, so every thread that reaches its k-th
+// ordering point shares one epoch boundary (Stats.Epochs, Stats.Syncs).
 //
 // # Testing power failures
 //
 // SIGKILL leaves the page cache, so it cannot show a power failure. With
-// Options.Journal the backend records the durable image when StartJournal
-// is called and the words of every sync group after it; PowerCut then
-// returns the image of a power failure during any sync: everything synced
-// before it plus a seeded random subset of the group's words (Pebble's
-// CrashClone idea).
+// Options.Journal (log mode) the backend records the durable image when
+// StartJournal is called and the log record of every sync after it;
+// PowerCut then returns the image of a power failure during any sync:
+// every earlier record replayed, plus the record being synced with each
+// 512-byte sector kept or lost at random (seeded) and put through the
+// log's decoder (Pebble's CrashClone idea).
 //
-// A Backend is used by one machine at a time and is not safe for
-// concurrent use. Close it when done: it flushes and unmaps.
+// A Backend is used by one machine at a time; its log is safe for
+// concurrent commits. Close it when done: it checkpoints and closes the
+// files.
 package native

@@ -5,8 +5,8 @@ import "errors"
 // Sentinel errors; the package wraps them with %w and context. Errors about
 // a region file's contents also wrap pm.ErrCorrupt.
 var (
-	// ErrForeign: a file is not a region file (another magic).
-	ErrForeign = errors.New("native: not a region file")
+	// ErrForeign: a region or log file has another magic.
+	ErrForeign = errors.New("native: not a file of this package")
 	// ErrVersion: a region file of another format version.
 	ErrVersion = errors.New("native: unsupported region file version")
 	// ErrSizeMismatch: a region file's length disagrees with its header, or

@@ -3,6 +3,7 @@
 package native
 
 import (
+	"encoding/binary"
 	"fmt"
 	"math/rand/v2"
 	"slices"
@@ -12,19 +13,11 @@ import (
 )
 
 // journal keeps, for PowerCut, the durable image when it started and the
-// words each sync made durable after it.
+// log record each sync made durable after it.
 type journal struct {
-	base    *pm.Image
-	groups  [][]entry // one per sync, in order
-	pending []entry   // written to the mapping since the last sync
-}
-
-func (j *journal) commit() {
-	if len(j.pending) == 0 {
-		return
-	}
-	j.groups = append(j.groups, slices.Clone(j.pending))
-	j.pending = j.pending[:0]
+	base *pm.Image
+	recs [][]byte // one record per sync of the log, in order
+	offs []int64  // each record's offset in its log file
 }
 
 func (j *journal) addRegion(r *region) {
@@ -36,9 +29,12 @@ func (j *journal) removeRegion(name string) {
 	j.base.Regions = slices.DeleteFunc(j.base.Regions, func(x pm.RegionImage) bool { return x.Name == name })
 }
 
+// sectorSize is the unit a power failure keeps or loses in PowerCut.
+const sectorSize = 512
+
 // StartJournal starts recording for PowerCut: the durable image now, then
-// the words of every later sync. It needs Options.Journal and restarts the
-// journal if one is running.
+// the log record of every later sync. It needs Options.Journal and log
+// mode, and restarts the journal if one is running.
 func (b *Backend) StartJournal() error {
 	if !b.opts.Journal {
 		return fmt.Errorf("%w: the backend was opened without Options.Journal", ErrJournal)
@@ -46,52 +42,81 @@ func (b *Backend) StartJournal() error {
 	if b.closed {
 		return ErrClosed
 	}
-	if b.mode == ModeUnsafeNoSync {
-		return fmt.Errorf("%w: unsafe-nosync has no syncs to cut at", ErrJournal)
+	if b.mode != ModeLog {
+		return fmt.Errorf("%w: %s mode has no log to cut", ErrJournal, b.mode)
 	}
-	b.flush()
-	b.jrn = &journal{base: b.durable()}
+	if err := b.commit(); err != nil {
+		return err
+	}
+	j := &journal{base: b.durable()}
+	b.jrn = j
+	b.plog.mu.Lock()
+	b.plog.onSync = func(off int64, rec []byte) {
+		j.recs = append(j.recs, slices.Clone(rec))
+		j.offs = append(j.offs, off)
+	}
+	b.plog.mu.Unlock()
 	return nil
 }
 
-// Syncs returns the number of syncs recorded since StartJournal.
+// Syncs returns the number of syncs of the log recorded since
+// StartJournal.
 func (b *Backend) Syncs() int {
 	if b.jrn == nil {
 		return 0
 	}
-	return len(b.jrn.groups)
+	return len(b.jrn.recs)
 }
 
 // PowerCut returns the image a power failure during sync number n (0-based,
-// counted from StartJournal) would leave: every word synced by syncs 0..n-1,
-// plus each word written to the mapping for sync n (and not yet synced)
-// with probability 1/2, drawn from seed, applied in the order they were
-// written. n == Syncs() gives the image after the last sync.
+// counted from StartJournal) would leave, as Open would recover it: every
+// record synced by syncs 0..n-1 replayed, then record n with each of its
+// 512-byte sectors (aligned in the log file) kept with probability 1/2 and otherwise left as random
+// bytes (drawn from seed), put through the log's decoder, which keeps it
+// only if it survived whole. n == Syncs() gives the image after the last
+// sync.
 func (b *Backend) PowerCut(n int, seed uint64) (*pm.Image, error) {
 	if b.jrn == nil {
 		return nil, fmt.Errorf("%w: no journal (call StartJournal)", ErrJournal)
 	}
-	if n < 0 || n > len(b.jrn.groups) {
-		return nil, fmt.Errorf("%w: sync %d of %d", ErrJournal, n, len(b.jrn.groups))
+	if n < 0 || n > len(b.jrn.recs) {
+		return nil, fmt.Errorf("%w: sync %d of %d", ErrJournal, n, len(b.jrn.recs))
 	}
 	img := b.jrn.base.Clone()
-	apply := func(e *entry) error { return img.Write(e.addr, e.b[:e.size]) }
-	for _, g := range b.jrn.groups[:n] {
-		for i := range g {
-			if err := apply(&g[i]); err != nil {
-				return nil, err
+	apply := func(rec []byte) error {
+		_, _, ents, err := decodeRecord(rec, binary.LittleEndian.Uint64(rec[8:]))
+		if err != nil {
+			return err
+		}
+		for _, e := range ents {
+			if err := img.Write(e.addr, e.data); err != nil {
+				return err
 			}
 		}
+		return nil
 	}
-	if n < len(b.jrn.groups) {
+	for _, rec := range b.jrn.recs[:n] {
+		if err := apply(rec); err != nil {
+			return nil, fmt.Errorf("%w: synced record: %w", ErrJournal, err)
+		}
+	}
+	if n < len(b.jrn.recs) {
 		rng := rand.New(rand.NewPCG(seed, uint64(n)))
-		g := b.jrn.groups[n]
-		for i := range g {
+		torn := slices.Clone(b.jrn.recs[n])
+		gen := binary.LittleEndian.Uint64(torn[8:]) // the log's generation, which recovery knows from the header
+		// Sectors are aligned in the file, not in the record.
+		for s := -int(b.jrn.offs[n] % sectorSize); s < len(torn); s += sectorSize {
 			if rng.IntN(2) == 0 {
-				continue
+				for i := max(s, 0); i < min(s+sectorSize, len(torn)); i++ {
+					torn[i] = byte(rng.Uint32())
+				}
 			}
-			if err := apply(&g[i]); err != nil {
-				return nil, err
+		}
+		if _, _, ents, err := decodeRecord(torn, gen); err == nil {
+			for _, e := range ents {
+				if err := img.Write(e.addr, e.data); err != nil {
+					return nil, err
+				}
 			}
 		}
 	}

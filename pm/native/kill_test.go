@@ -57,7 +57,7 @@ const (
 )
 
 func child(what, dir string) error {
-	be, err := native.Open(dir, native.Options{Mode: native.ModeMsync})
+	be, err := native.Open(dir, native.Options{Mode: native.ModeLog})
 	if err != nil {
 		return err
 	}
@@ -145,7 +145,7 @@ func openKVS(m *pm.Machine) (*kvs.Store, uint64, error) {
 // and its invariant.
 func verifyKVS(t *testing.T, dir string, acked uint64, created *bool) uint64 {
 	t.Helper()
-	be, m := open(t, dir, native.Options{Mode: native.ModeMsync})
+	be, m := open(t, dir, native.Options{Mode: native.ModeLog})
 	defer be.Close()
 	if len(m.Regions()) == 0 {
 		require.False(t, *created, "the store was created, now it is gone")
@@ -280,7 +280,7 @@ func TestKillKVS(t *testing.T) {
 		}
 		acked = v
 	}
-	t.Logf("%d SIGKILLs (%d during open and recovery), %d acknowledged batches, %d kills found the in-flight batch committed, 0 losses (mode msync)", kills, duringOpen, acked, inflight)
+	t.Logf("%d SIGKILLs (%d during open and recovery), %d acknowledged batches, %d kills found the in-flight batch committed, 0 losses (mode log)", kills, duringOpen, acked, inflight)
 }
 
 // Every correct workload, in a child process, is SIGKILLed at a
@@ -313,7 +313,7 @@ func TestKillWorkloads(t *testing.T) {
 				}
 				w, err := workloads.New(name, workloads.Tiny)
 				require.NoError(t, err)
-				be, m := open(t, dir, native.Options{Mode: native.ModeMsync})
+				be, m := open(t, dir, native.Options{Mode: native.ModeLog})
 				require.NoError(t, w.Recover(m), "kill %d", k)
 				require.NoError(t, w.Check(m), "kill %d", k)
 				require.NoError(t, be.Close())
@@ -321,5 +321,5 @@ func TestKillWorkloads(t *testing.T) {
 			}
 		})
 	}
-	t.Logf("%d SIGKILLs checked (%d during the run, the rest after it finished), 0 losses (mode msync)", total, midRun)
+	t.Logf("%d SIGKILLs checked (%d during the run, the rest after it finished), 0 losses (mode log)", total, midRun)
 }

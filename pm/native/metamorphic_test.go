@@ -17,10 +17,10 @@ import (
 )
 
 // testConfigs are the backend configurations every metamorphic test runs:
-// msync, msync flushing mid-launch every few persists, and unsafe-nosync.
+// log, log with a sync mid-launch every few persists, and unsafe-nosync.
 var testConfigs = []native.Options{
-	{Mode: native.ModeMsync},
-	{Mode: native.ModeMsync, MaxPending: 5},
+	{Mode: native.ModeLog},
+	{Mode: native.ModeLog, MaxPending: 5},
 	{Mode: native.ModeUnsafeNoSync},
 }
 

@@ -3,10 +3,10 @@
 package native
 
 import (
-	"cmp"
 	"errors"
 	"fmt"
 	"io"
+	"math/bits"
 	"os"
 	"path/filepath"
 	"slices"
@@ -22,15 +22,21 @@ type Mode uint8
 
 // Durability modes.
 const (
-	ModeAuto         Mode = iota // dax where available, else msync
-	ModeMsync                    // msync(MS_SYNC) of dirty pages per ordering point
+	ModeAuto         Mode = iota // dax where available, else log
+	ModeLog                      // persist log with group commit; region files are checkpoints
 	ModeDAX                      // MAP_SYNC mapping, CLWB/CLFLUSHOPT + SFENCE
 	ModeUnsafeNoSync             // no syncs, no ordering: measurement only
+
+	// ModeMsync is the former name of ModeLog, kept for callers that
+	// name it; "msync" parses to ModeLog.
+	//
+	// Deprecated: use ModeLog.
+	ModeMsync = ModeLog
 )
 
-var modeNames = [...]string{"auto", "msync", "dax", "unsafe-nosync"}
+var modeNames = [...]string{"auto", "log", "dax", "unsafe-nosync"}
 
-// String returns "auto", "msync", "dax" or "unsafe-nosync".
+// String returns "auto", "log", "dax" or "unsafe-nosync".
 func (m Mode) String() string {
 	if int(m) < len(modeNames) {
 		return modeNames[m]
@@ -38,8 +44,12 @@ func (m Mode) String() string {
 	return fmt.Sprintf("mode(%d)", uint8(m))
 }
 
-// ParseMode returns the mode named s (as printed by String).
+// ParseMode returns the mode named s (as printed by String; "msync" is
+// accepted for ModeLog).
 func ParseMode(s string) (Mode, error) {
+	if s == "msync" {
+		return ModeLog, nil
+	}
 	for i, n := range modeNames {
 		if n == s {
 			return Mode(i), nil
@@ -51,115 +61,163 @@ func ParseMode(s string) (Mode, error) {
 // DefaultMaxPending is the default Options.MaxPending.
 const DefaultMaxPending = 1 << 20
 
+// DefaultCheckpointBytes is the default Options.CheckpointBytes.
+const DefaultCheckpointBytes = 64 << 20
+
 // Options configure Open.
 type Options struct {
 	// Mode is the durability mode; ModeAuto picks dax where it works and
-	// msync otherwise.
+	// log otherwise.
 	Mode Mode
 	// GPU is the GPU shape reported to the executors (pm.DefaultGPU if
 	// zero).
 	GPU pm.GPULimits
-	// MaxPending bounds the persists logged before a flush mid-launch
-	// (DefaultMaxPending if zero).
+	// MaxPending bounds the persists held in memory during a launch: when
+	// a launch has logged this many since the last durability point, they
+	// are written and synced mid-launch (DefaultMaxPending if zero).
 	MaxPending int
+	// CheckpointBytes: once the log file passes this size, the next
+	// durability point also writes the region files from memory and
+	// starts an empty log (DefaultCheckpointBytes if zero).
+	CheckpointBytes int64
 	// Journal keeps what PowerCut needs (test use: it grows with every
-	// sync).
+	// sync). Log mode only.
 	Journal bool
 	// Create makes the directory if it does not exist.
 	Create bool
+	// FS is the file system the backend uses (OSFS if nil); tests wrap
+	// it with InjectFS to inject faults or count syncs.
+	FS FS
+
+	daxOnPageCache bool // test: dax's write-back path on a MAP_SHARED mapping
 }
 
 // Stats are the backend's counts since Open.
 type Stats struct {
-	Persists  uint64 // persist records logged (8-byte words or parts of them)
-	Epochs    uint64 // non-empty epochs flushed
-	Syncs     uint64 // msync calls, or CLWB+SFENCE groups in dax mode
-	SyncBytes uint64 // bytes of the ranges synced (page-rounded for msync)
-	Flushes   uint64 // log flushes
+	Persists    uint64 // persist records logged (stores, atomics that wrote, PM release flags)
+	Syncs       uint64 // log mode: fdatasyncs of the log (durability points); dax: CLWB+SFENCE groups
+	SyncBytes   uint64 // log mode: bytes written to the log; dax: bytes written back
+	Checkpoints uint64 // log mode: region files written from memory and the log restarted
+	Epochs      uint64 // dax: non-empty epochs flushed
+	Flushes     uint64 // dax: log flushes
 }
 
 const fileExt = ".pmr"
+
+const pageSize = 4096
 
 type region struct {
 	name     string
 	base     pm.Addr
 	size     uint64
-	f        *os.File
-	mapping  []byte // the whole file
-	data     []byte // mapping[HeaderSize:]
-	shadow   []byte // the visible image; aliases data in unsafe-nosync mode
-	lo, hi   uint64 // dirty byte range of the current sync group (lo < hi)
-	inDirty  bool
+	f        File
 	fileName string
-	epochs   []uint32 // per 8-byte word: epoch of its last pending persist (see Backend.epochBase)
+	// data is the region's bytes: in log and unsafe-nosync modes an
+	// ordinary slice, which is also the visible image (shadow); in dax
+	// mode the mapping's bytes, and shadow is a private copy.
+	data    []byte
+	shadow  []byte
+	mapping []byte   // dax: the whole file
+	dirty   []uint64 // log, unsafe-nosync: one bit per page written since the last checkpoint
+
+	lo, hi  uint64   // dax: dirty byte range of the current sync group (lo < hi)
+	inDirty bool     // dax
+	epochs  []uint32 // dax: per 8-byte word, epoch of its last pending persist
 }
 
-// entry is one logged persist: part of one aligned 8-byte word.
-type entry struct {
-	epoch uint64
-	addr  pm.Addr
-	size  uint8
-	b     [8]byte
-}
-
-type agentState struct {
-	ep, lp uint64 // epoch of the next persist (lower bound); highest epoch persisted
+// markDirty records that bytes [off, off+n) changed since the checkpoint.
+func (r *region) markDirty(off, n uint64) {
+	if n == 0 {
+		return
+	}
+	if r.dirty == nil {
+		r.dirty = make([]uint64, (r.size/pageSize+64)/64)
+	}
+	for p := off / pageSize; p <= (off+n-1)/pageSize; p++ {
+		r.dirty[p/64] |= 1 << (p % 64)
+	}
 }
 
 // Backend is the native backend. Create it with Open.
+//
+// A Backend serves one machine, whose calls come from one goroutine at a
+// time. The log underneath is safe for concurrent use: commits that
+// arrive while a sync of the log is under way share the next sync (group
+// commit).
 type Backend struct {
 	dir   string
 	opts  Options
+	fs    FS
 	mode  Mode
 	cpu   cpuFeatures
-	lock  *os.File
+	lock  File
 	mem   *pm.Memory
 	regs  []*region // sorted by name
 	byIdx []*region // by range index (Addr >> pm.OffsetBits)
 
+	// log mode
+	plog    *plog
+	buf     []byte // entries of persists since the last durability point
+	lastEnt int    // offset in buf of the last entry, or -1
+	npend   int    // persists in buf
+	hostErr error  // error of the last Host call, for HostErr
+	defers  int    // depth of Defer calls: durability points wait for the outermost's end
+
+	// dax mode
 	log       []entry
 	epochBase uint64             // region.epochs hold epoch-epochBase; valid if > flushed-epochBase
 	rel       map[pm.Addr]uint64 // epoch of the last pending release of each flag
 	gpu, cpu2 []agentState
 	flushed   uint64 // every epoch <= flushed is durable
 	gmax      uint64 // highest epoch logged
+	touched   []*region
+	counts    []int
+	sorted    []entry
 
-	touched []*region
-	counts  []int
-	sorted  []entry
-	stats   Stats
-	jrn     *journal
-	err     error
-	closed  bool
+	stats  Stats
+	jrn    *journal
+	err    error // sticky: an I/O error (refuse writes) or ErrNotStored
+	closed bool
 }
 
-// Open opens the region files of dir with the given options.
+// Open opens the region files of dir with the given options and recovers
+// them: the persist log's valid prefix is replayed onto the regions (a torn
+// or damaged last record is dropped: it was never acknowledged), the
+// result written to the region files and the log restarted. A damaged
+// record followed by valid ones is an error wrapping pm.ErrCorrupt.
 func Open(dir string, opts Options) (*Backend, error) {
 	if opts.MaxPending <= 0 {
 		opts.MaxPending = DefaultMaxPending
 	}
+	if opts.CheckpointBytes <= 0 {
+		opts.CheckpointBytes = DefaultCheckpointBytes
+	}
 	if opts.GPU == (pm.GPULimits{}) {
 		opts.GPU = pm.DefaultGPU
 	}
+	if opts.FS == nil {
+		opts.FS = OSFS
+	}
+	fs := opts.FS
 	if opts.Create {
-		if err := os.MkdirAll(dir, 0o755); err != nil {
+		if err := fs.MkdirAll(dir, 0o755); err != nil {
 			return nil, fmt.Errorf("%w: %w", ErrIO, err)
 		}
 	}
-	st, err := os.Stat(dir)
+	st, err := fs.Stat(dir)
 	if err != nil {
 		return nil, fmt.Errorf("%w: %w", ErrIO, err)
 	}
 	if !st.IsDir() {
 		return nil, fmt.Errorf("%w: %s is not a directory", ErrIO, dir)
 	}
-	b := &Backend{dir: dir, opts: opts, cpu: detectCPU(), rel: map[pm.Addr]uint64{}}
+	b := &Backend{dir: dir, opts: opts, fs: fs, cpu: detectCPU(), rel: map[pm.Addr]uint64{}, lastEnt: -1}
 	mode, err := b.pickMode(opts.Mode)
 	if err != nil {
 		return nil, err
 	}
 	b.mode = mode
-	lock, err := os.OpenFile(filepath.Join(dir, "LOCK"), os.O_RDWR|os.O_CREATE, 0o644)
+	lock, err := fs.OpenFile(filepath.Join(dir, "LOCK"), os.O_RDWR|os.O_CREATE, 0o644)
 	if err != nil {
 		return nil, fmt.Errorf("%w: %w", ErrIO, err)
 	}
@@ -168,8 +226,10 @@ func Open(dir string, opts Options) (*Backend, error) {
 		return nil, fmt.Errorf("%w: %s: %w", ErrLocked, dir, err)
 	}
 	b.lock = lock
+	b.plog = newPlog(fs, filepath.Join(dir, logName))
 	if err := b.load(); err != nil {
 		b.unmapAll()
+		b.plog.close()
 		b.lock.Close()
 		return nil, err
 	}
@@ -208,35 +268,39 @@ func daxSupport(dir string, f cpuFeatures) error {
 }
 
 func (b *Backend) pickMode(m Mode) (Mode, error) {
+	if b.opts.daxOnPageCache {
+		return ModeDAX, nil
+	}
 	switch m {
 	case ModeAuto:
 		if daxSupport(b.dir, b.cpu) == nil {
 			return ModeDAX, nil
 		}
-		return ModeMsync, nil
+		return ModeLog, nil
 	case ModeDAX:
 		if err := daxSupport(b.dir, b.cpu); err != nil {
 			return 0, err
 		}
 		return ModeDAX, nil
-	case ModeMsync, ModeUnsafeNoSync:
+	case ModeLog, ModeUnsafeNoSync:
 		return m, nil
 	}
 	return 0, fmt.Errorf("%w: %v", ErrUnsupported, m)
 }
 
-// load maps every region file of the directory.
+// load opens every region file of the directory and recovers the log.
 func (b *Backend) load() error {
-	ents, err := os.ReadDir(b.dir)
+	ents, err := b.fs.ReadDir(b.dir)
 	if err != nil {
 		return fmt.Errorf("%w: %w", ErrIO, err)
 	}
 	for _, e := range ents {
 		n := e.Name()
 		switch {
-		case strings.HasSuffix(n, fileExt+".tmp"):
-			// A region whose creation did not finish: never acknowledged.
-			if err := os.Remove(filepath.Join(b.dir, n)); err != nil {
+		case strings.HasSuffix(n, fileExt+".tmp") || n == logName+".tmp":
+			// A region whose creation, or a log whose restart, did not
+			// finish: never acknowledged.
+			if err := b.fs.Remove(filepath.Join(b.dir, n)); err != nil {
 				return fmt.Errorf("%w: %w", ErrIO, err)
 			}
 		case strings.HasSuffix(n, fileExt) && !e.IsDir():
@@ -249,13 +313,65 @@ func (b *Backend) load() error {
 	}
 	slices.SortFunc(b.regs, func(x, y *region) int { return strings.Compare(x.name, y.name) })
 	for _, r := range b.regs {
+		if b.regionAt(r.base) != nil {
+			return fmt.Errorf("%w: regions %q and %q have the same base %v", pm.ErrCorrupt, b.regionAt(r.base).name, r.name, r.base)
+		}
 		b.setIdx(r)
 	}
-	return nil
+	return b.recover()
+}
+
+// recover replays the log onto the regions, then writes them and restarts
+// the log if the log held anything.
+func (b *Backend) recover() error {
+	logPath := filepath.Join(b.dir, logName)
+	raw, err := readAll(b.fs, logPath)
+	if errors.Is(err, os.ErrNotExist) {
+		return b.plog.create(b.dir, 1)
+	}
+	if err != nil {
+		return fmt.Errorf("%w: read log: %w", ErrIO, err)
+	}
+	gen, end, records, err := scanLog(raw, func(e logEntry) error {
+		r := b.regionAt(e.addr)
+		if r == nil || e.addr < r.base || uint64(e.addr-r.base)+uint64(len(e.data)) > r.size {
+			return fmt.Errorf("%w: log entry of %d bytes at %v outside every region", pm.ErrCorrupt, len(e.data), e.addr)
+		}
+		off := uint64(e.addr - r.base)
+		copy(r.data[off:], e.data)
+		copy(r.shadow[off:], e.data)
+		r.markDirty(off, uint64(len(e.data)))
+		return nil
+	})
+	if err != nil {
+		return fmt.Errorf("log %s: %w", logPath, err)
+	}
+	if records == 0 && allZero(raw[end:]) {
+		// An empty log: append to it.
+		f, err := b.fs.OpenFile(logPath, os.O_RDWR, 0)
+		if err != nil {
+			return fmt.Errorf("%w: open log: %w", ErrIO, err)
+		}
+		b.plog.f, b.plog.gen, b.plog.off, b.plog.zeroEnd = f, gen, int64(end), int64(len(raw))
+		return nil
+	}
+	if err := b.writeRegions(true); err != nil {
+		return err
+	}
+	return b.plog.create(b.dir, gen+1)
+}
+
+func allZero(b []byte) bool {
+	for _, c := range b {
+		if c != 0 {
+			return false
+		}
+	}
+	return true
 }
 
 func (b *Backend) mapFlags() int {
-	if b.mode == ModeDAX {
+	if b.mode == ModeDAX && !b.opts.daxOnPageCache {
 		return mapSyncFlags
 	}
 	return unix.MAP_SHARED
@@ -263,11 +379,11 @@ func (b *Backend) mapFlags() int {
 
 func (b *Backend) openRegion(fileName string) (*region, error) {
 	path := filepath.Join(b.dir, fileName)
-	f, err := os.OpenFile(path, os.O_RDWR, 0)
+	f, err := b.fs.OpenFile(path, os.O_RDWR, 0)
 	if err != nil {
 		return nil, fmt.Errorf("%w: %w", ErrIO, err)
 	}
-	r, err := b.mapRegion(f, fileName)
+	r, err := b.readRegion(f, fileName)
 	if err != nil {
 		f.Close()
 		return nil, fmt.Errorf("region file %s: %w", path, err)
@@ -275,7 +391,8 @@ func (b *Backend) openRegion(fileName string) (*region, error) {
 	return r, nil
 }
 
-func (b *Backend) mapRegion(f *os.File, fileName string) (*region, error) {
+// readRegion validates a region file and loads its bytes (dax: maps them).
+func (b *Backend) readRegion(f File, fileName string) (*region, error) {
 	hdr := make([]byte, HeaderSize)
 	n, err := f.ReadAt(hdr, 0)
 	if err != nil && n < HeaderSize {
@@ -302,17 +419,21 @@ func (b *Backend) mapRegion(f *os.File, fileName string) (*region, error) {
 	if HeaderSize+h.Size > uint64(int(^uint(0)>>1)) {
 		return nil, fmt.Errorf("%w: %w: region of %d bytes does not fit the address space", pm.ErrCorrupt, ErrSizeMismatch, h.Size)
 	}
-	m, err := unix.Mmap(int(f.Fd()), 0, int(HeaderSize+h.Size), unix.PROT_READ|unix.PROT_WRITE, b.mapFlags())
-	if err != nil {
-		return nil, fmt.Errorf("%w: mmap: %w", ErrIO, err)
+	r := &region{name: h.Name, base: h.Base, size: h.Size, f: f, fileName: fileName}
+	if b.mode == ModeDAX {
+		m, err := unix.Mmap(int(f.Fd()), 0, int(HeaderSize+h.Size), unix.PROT_READ|unix.PROT_WRITE, b.mapFlags())
+		if err != nil {
+			return nil, fmt.Errorf("%w: mmap: %w", ErrIO, err)
+		}
+		r.mapping, r.data = m, m[HeaderSize:]
+		r.shadow = slices.Clone(r.data)
+		return r, nil
 	}
-	r := &region{name: h.Name, base: h.Base, size: h.Size, f: f, mapping: m, data: m[HeaderSize:], fileName: fileName}
-	if b.mode == ModeUnsafeNoSync {
-		r.shadow = r.data
-	} else {
-		r.shadow = make([]byte, h.Size)
-		copy(r.shadow, r.data)
+	r.data = make([]byte, h.Size)
+	if n, err := f.ReadAt(r.data, HeaderSize); err != nil && !(errors.Is(err, io.EOF) && uint64(n) == h.Size) {
+		return nil, fmt.Errorf("%w: read: %w", ErrIO, err)
 	}
+	r.shadow = r.data
 	return r, nil
 }
 
@@ -322,7 +443,7 @@ func (b *Backend) Dir() string { return b.dir }
 // Mode returns the durability mode in use (never ModeAuto).
 func (b *Backend) Mode() Mode { return b.mode }
 
-// Name returns "native/" followed by the mode, e.g. "native/msync".
+// Name returns "native/" followed by the mode, e.g. "native/log".
 func (b *Backend) Name() string { return "native/" + b.mode.String() }
 
 // FlushInstruction names the line flush dax mode uses on this CPU ("clwb",
@@ -330,7 +451,15 @@ func (b *Backend) Name() string { return "native/" + b.mode.String() }
 func (b *Backend) FlushInstruction() string { return b.cpu.String() }
 
 // Stats returns the backend's counts since Open.
-func (b *Backend) Stats() Stats { return b.stats }
+func (b *Backend) Stats() Stats {
+	st := b.stats
+	if b.mode == ModeLog && b.plog != nil {
+		b.plog.mu.Lock()
+		st.Syncs, st.SyncBytes = b.plog.syncs, b.plog.bytes
+		b.plog.mu.Unlock()
+	}
+	return st
+}
 
 // Attach binds the backend to the machine's memory. It asks for every verb
 // (unsafe-nosync asks for none) and no batching: threads run as they do on
@@ -362,13 +491,39 @@ func (b *Backend) Stored() ([]pm.StoredRegion, error) {
 	return out, nil
 }
 
-// CreateStored creates the region file NAME.pmr, zero-filled, and maps it.
-// The file is written under a temporary name, fsynced, renamed and the
-// directory fsynced: durable on return, and a crash leaves either no
-// region or the whole empty one.
-func (b *Backend) CreateStored(name string, base pm.Addr, size uint64) ([]byte, error) {
+// usable returns the error that refuses a write: ErrClosed after Close, or
+// the sticky I/O error.
+func (b *Backend) usable() error {
 	if b.closed {
-		return nil, ErrClosed
+		return ErrClosed
+	}
+	if b.err != nil && errors.Is(b.err, ErrIO) {
+		return b.err
+	}
+	if b.plog != nil {
+		if err := b.plog.failed(); err != nil {
+			return b.fail(err)
+		}
+	}
+	return nil
+}
+
+// fail records err as the sticky error (the first one wins) and returns
+// it. After an I/O error the backend refuses further writes.
+func (b *Backend) fail(err error) error {
+	if b.err == nil || !errors.Is(b.err, ErrIO) {
+		b.err = err
+	}
+	return err
+}
+
+// CreateStored creates the region file NAME.pmr, zero-filled. The file is
+// written under a temporary name, synced, renamed and the directory
+// synced: durable on return, and a crash leaves either no region or the
+// whole empty one.
+func (b *Backend) CreateStored(name string, base pm.Addr, size uint64) ([]byte, error) {
+	if err := b.usable(); err != nil {
+		return nil, err
 	}
 	if b.region(name) != nil {
 		return nil, fmt.Errorf("%w: %q", pm.ErrRegionExists, name)
@@ -377,14 +532,14 @@ func (b *Backend) CreateStored(name string, base pm.Addr, size uint64) ([]byte, 
 	fileName := name + fileExt
 	path := filepath.Join(b.dir, fileName)
 	tmp := path + ".tmp"
-	f, err := os.OpenFile(tmp, os.O_RDWR|os.O_CREATE|os.O_TRUNC, 0o644)
+	f, err := b.fs.OpenFile(tmp, os.O_RDWR|os.O_CREATE|os.O_TRUNC, 0o644)
 	if err != nil {
-		return nil, fmt.Errorf("%w: %w", ErrIO, err)
+		return nil, b.fail(fmt.Errorf("%w: create %s: %w", ErrIO, tmp, err))
 	}
 	fail := func(err error) ([]byte, error) {
 		f.Close()
-		os.Remove(tmp)
-		return nil, fmt.Errorf("%w: create %s: %w", ErrIO, path, err)
+		b.fs.Remove(tmp)
+		return nil, b.fail(fmt.Errorf("%w: create %s: %w", ErrIO, path, err))
 	}
 	if _, err := f.WriteAt(h.Encode(), 0); err != nil {
 		return fail(err)
@@ -392,23 +547,31 @@ func (b *Backend) CreateStored(name string, base pm.Addr, size uint64) ([]byte, 
 	if err := f.Truncate(int64(HeaderSize + size)); err != nil {
 		return fail(err)
 	}
-	if err := preallocate(f, int64(HeaderSize+size)); err != nil {
+	if err := preallocate(f.Fd(), int64(HeaderSize+size)); err != nil {
 		return fail(err)
 	}
 	if err := f.Sync(); err != nil {
 		return fail(err)
 	}
-	if err := os.Rename(tmp, path); err != nil {
+	if err := b.fs.Rename(tmp, path); err != nil {
 		return fail(err)
 	}
-	if err := syncDir(b.dir); err != nil {
+	if err := b.fs.SyncDir(b.dir); err != nil {
 		f.Close()
-		return nil, err
+		// The region may or may not exist after a crash: unknown.
+		return nil, b.fail(fmt.Errorf("%w: sync directory %s: %w", ErrIO, b.dir, err))
 	}
-	r, err := b.mapRegion(f, fileName)
-	if err != nil {
-		f.Close()
-		return nil, err
+	r := &region{name: name, base: base, size: size, f: f, fileName: fileName}
+	if b.mode == ModeDAX {
+		m, err := unix.Mmap(int(f.Fd()), 0, int(HeaderSize+size), unix.PROT_READ|unix.PROT_WRITE, b.mapFlags())
+		if err != nil {
+			f.Close()
+			return nil, b.fail(fmt.Errorf("%w: mmap: %w", ErrIO, err))
+		}
+		r.mapping, r.data, r.shadow = m, m[HeaderSize:], make([]byte, size)
+	} else {
+		r.data = make([]byte, size)
+		r.shadow = r.data
 	}
 	b.regs = append(b.regs, r)
 	slices.SortFunc(b.regs, func(x, y *region) int { return strings.Compare(x.name, y.name) })
@@ -419,21 +582,33 @@ func (b *Backend) CreateStored(name string, base pm.Addr, size uint64) ([]byte, 
 	return r.shadow, nil
 }
 
-// RemoveStored deletes the region's file; durable on return.
+// RemoveStored deletes the region's file; durable on return. In log mode
+// it first makes everything durable and checkpoints, so that the log holds
+// no record of the region.
 func (b *Backend) RemoveStored(name string) error {
-	if b.closed {
-		return ErrClosed
+	if err := b.usable(); err != nil {
+		return err
 	}
 	r := b.region(name)
 	if r == nil {
 		return fmt.Errorf("%w: %q", pm.ErrNoRegion, name)
 	}
-	b.flush()
-	if err := os.Remove(filepath.Join(b.dir, r.fileName)); err != nil {
-		return fmt.Errorf("%w: %w", ErrIO, err)
+	switch b.mode {
+	case ModeLog, ModeUnsafeNoSync:
+		if err := b.commit(); err != nil {
+			return err
+		}
+		if err := b.checkpoint(); err != nil {
+			return err
+		}
+	case ModeDAX:
+		b.flush()
 	}
-	if err := syncDir(b.dir); err != nil {
-		return err
+	if err := b.fs.Remove(filepath.Join(b.dir, r.fileName)); err != nil {
+		return b.fail(fmt.Errorf("%w: %w", ErrIO, err))
+	}
+	if err := b.fs.SyncDir(b.dir); err != nil {
+		return b.fail(fmt.Errorf("%w: sync directory %s: %w", ErrIO, b.dir, err))
 	}
 	b.unmap(r)
 	b.regs = slices.DeleteFunc(b.regs, func(x *region) bool { return x == r })
@@ -469,313 +644,347 @@ func (b *Backend) region(name string) *region {
 	return nil
 }
 
-func syncDir(dir string) error {
-	d, err := os.Open(dir)
-	if err != nil {
-		return fmt.Errorf("%w: %w", ErrIO, err)
-	}
-	defer d.Close()
-	if err := d.Sync(); err != nil {
-		return fmt.Errorf("%w: fsync %s: %w", ErrIO, dir, err)
-	}
-	return nil
-}
-
-// Host makes host writes to PM durable on return: the copied range goes
-// from the visible image to the mapping and is synced.
+// Host makes host writes to PM durable on return. In log mode the copied
+// bytes are one log entry and the write is a durability point: one sync
+// of the log. An error (ErrClosed, or an I/O error wrapping ErrIO) is kept
+// for HostErr, which the machine reads.
 func (b *Backend) Host(ev pm.HostEvent) {
-	if b.closed || ev.Range.Kind != pm.PMem {
+	b.hostErr = nil
+	if ev.Range.Kind != pm.PMem {
+		return
+	}
+	if b.closed {
+		b.hostErr = ErrClosed
 		return
 	}
 	if ev.Kind == pm.HostCreate && b.regionAt(ev.Range.Base) == nil && b.err == nil {
 		b.err = fmt.Errorf("%w: %q (is the backend wrapped by one that hides it? a wrapper must implement pm.Wrapper)", ErrNotStored, ev.Range.Name)
 	}
-	if ev.Kind != pm.HostWrite || b.mode == ModeUnsafeNoSync {
+	if ev.Kind != pm.HostWrite {
+		return
+	}
+	if err := b.usable(); err != nil {
+		b.hostErr = err
 		return
 	}
 	r := b.regionAt(ev.Range.Base)
-	if r == nil || ev.Size == 0 {
+	if r == nil || ev.Size == 0 || ev.Addr < r.base || uint64(ev.Addr-r.base)+ev.Size > r.size {
 		return
 	}
-	b.flush()
 	off := uint64(ev.Addr - r.base)
-	copy(r.data[off:off+ev.Size], r.shadow[off:off+ev.Size])
-	b.dirty(r, off, off+ev.Size)
-	if b.jrn != nil {
-		for a, end := ev.Addr, ev.Addr.Add(ev.Size); a < end; {
-			n := min(pm.WordSize-uint64(a)%pm.WordSize, uint64(end-a))
-			var e entry
-			e.addr, e.size = a, uint8(n)
-			copy(e.b[:], r.shadow[uint64(a-r.base):uint64(a-r.base)+n])
-			b.jrn.pending = append(b.jrn.pending, e)
-			a = a.Add(n)
+	switch b.mode {
+	case ModeUnsafeNoSync:
+		r.markDirty(off, ev.Size)
+	case ModeLog:
+		b.logBytes(r, ev.Addr, r.shadow[off:off+ev.Size])
+		if b.defers == 0 {
+			b.hostErr = b.commit()
 		}
+	case ModeDAX:
+		b.flush()
+		copy(r.data[off:off+ev.Size], r.shadow[off:off+ev.Size])
+		b.daxDirty(r, off, off+ev.Size)
+		b.syncGroup()
 	}
-	b.syncGroup()
 }
 
-// Begin starts a launch or CPU run: every agent starts with no ordering
-// constraint beyond what is already durable.
+// HostErr returns the error of the last Host call (nil when it is durable)
+// and forgets it: pm.Machine returns it from CopyIn.
+func (b *Backend) HostErr() error {
+	err := b.hostErr
+	b.hostErr = nil
+	return err
+}
+
+// Begin starts a launch or CPU run. It refuses one after Close
+// (ErrClosed) or after an I/O error (the sticky error, wrapping ErrIO).
 func (b *Backend) Begin(pm.Launch) error {
 	if b.closed {
 		return ErrClosed
 	}
 	clear(b.gpu)
 	clear(b.cpu2)
+	if err := b.usable(); err != nil {
+		return err
+	}
 	return b.err
 }
 
-func (b *Backend) state(a *pm.Agent) *agentState {
-	s, i := &b.gpu, a.ID
-	if a.Kind == pm.CPUTask {
-		// The coroutine tasks of a core share its fences: an SFence (or
-		// CFence) orders every earlier persist of the core.
-		s, i = &b.cpu2, a.Unit
+// logBytes appends a persist of data at a in r to the pending entries.
+// Entries hold at most maxEntryBytes; a batch that reaches maxBatchBytes
+// is committed at once (a prefix of issue order, which recovery allows), so
+// that no record outgrows what the decoder accepts.
+func (b *Backend) logBytes(r *region, a pm.Addr, data []byte) {
+	r.markDirty(uint64(a-r.base), uint64(len(data)))
+	b.npend++
+	b.stats.Persists++
+	for len(data) > 0 {
+		n := min(len(data), maxEntryBytes)
+		b.buf, b.lastEnt = appendEntry(b.buf, b.lastEnt, a, data[:n])
+		a, data = a.Add(uint64(n)), data[n:]
+		if len(b.buf) >= maxBatchBytes {
+			b.commit() // an error is sticky: the caller's durability point reports it
+		}
 	}
-	if i >= len(*s) {
-		*s = append(*s, make([]agentState, i+1-len(*s))...)
-	}
-	return &(*s)[i]
 }
 
-// cur is the lowest epoch s's next persist may take.
-func (b *Backend) cur(s *agentState) uint64 { return max(s.ep, b.flushed+1) }
-
-// record logs the persists of op by s at epoch e or later (later for a
-// word with a pending persist at a later epoch, so that persists of one
-// word stay in program order) and returns the highest epoch used.
-func (b *Backend) record(s *agentState, e uint64, op *pm.Op) uint64 {
-	if op.Data == nil {
-		// A naturally aligned value of at most 8 bytes: one word.
+// Op logs persists. In log mode ordering verbs cost nothing: the log is in
+// issue order, which every model's persist order is contained in.
+func (b *Backend) Op(a *pm.Agent, op *pm.Op) {
+	if b.closed || b.err != nil {
+		return
+	}
+	if b.mode == ModeDAX {
+		b.daxOp(a, op)
+		return
+	}
+	if !op.Persists() {
+		return
+	}
+	r := b.regionAt(op.Addr)
+	if r == nil {
+		return
+	}
+	if op.Data != nil {
+		b.logBytes(r, op.Addr, op.Data)
+	} else {
 		var v [8]byte
 		pm.PutLE(v[:op.Size], op.Value)
-		return b.recordWord(s, e, op.Addr, v[:op.Size])
+		b.logBytes(r, op.Addr, v[:op.Size])
 	}
-	hi := e
-	data, a := op.Data, op.Addr
-	for len(data) > 0 {
-		n := min(pm.WordSize-int(a%pm.WordSize), len(data))
-		hi = max(hi, b.recordWord(s, e, a, data[:n]))
-		data, a = data[n:], a+pm.Addr(n)
-	}
-	return hi
-}
-
-func (b *Backend) recordWord(s *agentState, e uint64, a pm.Addr, data []byte) uint64 {
-	if r := b.regionAt(a); r != nil {
-		// Coherence: not before a pending persist of the same word.
-		if r.epochs == nil {
-			r.epochs = make([]uint32, (r.size+pm.WordSize-1)/pm.WordSize)
-		}
-		w := &r.epochs[uint64(a-r.base)/pm.WordSize]
-		if le := uint64(*w); le > b.flushed-b.epochBase && le+b.epochBase > e {
-			e = le + b.epochBase
-		}
-		*w = uint32(e - b.epochBase)
-	}
-	en := entry{epoch: e, addr: a, size: uint8(len(data))}
-	copy(en.b[:], data)
-	b.log = append(b.log, en)
-	s.lp = max(s.lp, e)
-	b.gmax = max(b.gmax, e)
-	b.stats.Persists++
-	return e
-}
-
-// Op logs persists and applies the ordering rules of the package doc.
-func (b *Backend) Op(a *pm.Agent, op *pm.Op) {
-	if b.closed {
-		return
-	}
-	switch op.Kind {
-	case pm.OpStore, pm.OpAtomic:
-		if op.Persists() {
-			s := b.state(a)
-			b.record(s, b.cur(s), op)
-		}
-	case pm.OpPRel:
-		s := b.state(a)
-		e := max(b.cur(s), s.lp+1)
-		s.ep = e
-		if op.Persists() {
-			e = b.record(s, e, op)
-			s.ep = e
-		}
-		b.rel[op.Addr] = e
-	case pm.OpPAcq:
-		if r, ok := b.rel[op.Addr]; ok {
-			s := b.state(a)
-			s.ep = max(b.cur(s), r+1)
-		}
-	case pm.OpOFence, pm.OpPBarrier, pm.OpDFence, pm.OpEpochBarrier, pm.OpSFence, pm.OpCFence, pm.OpMemBar, pm.OpPersistBarrier, pm.OpJoinStrand:
-		b.order(b.state(a))
-	case pm.OpL2WB, pm.OpPCommit:
-		// The re-study's write-back of the whole L2 (and drain of every
-		// write-pending queue) covers every thread's persists so far.
-		s := b.state(a)
-		s.ep = max(b.cur(s), b.gmax+1)
-	}
-	if len(b.log) >= b.opts.MaxPending {
-		b.flush()
+	if b.npend >= b.opts.MaxPending {
+		b.commit() // an error is sticky: Begin, End and Commit report it
 	}
 }
 
-// order puts s's later persists after its earlier ones.
-func (b *Backend) order(s *agentState) { s.ep = max(b.cur(s), s.lp+1) }
-
-// Sync gives every member of a barrier the highest epoch among them: what
-// any member ordered before the barrier is ordered before every member's
-// persists after it.
+// Sync passes barrier epochs on in dax mode; log mode needs nothing.
 func (b *Backend) Sync(group []*pm.Agent) {
-	if b.closed {
+	if b.closed || b.mode != ModeDAX {
 		return
 	}
-	var e uint64
-	for _, a := range group {
-		e = max(e, b.cur(b.state(a)))
-	}
-	for _, a := range group {
-		b.state(a).ep = e
-	}
+	b.daxSync(group)
 }
 
 // Step is not called: the backend asks for no batches.
 func (b *Backend) Step(int) uint64 { return 0 }
 
-// End flushes the log: every persist of the run is durable when it
-// returns. It reports the first I/O error since the last End.
+// End ends a launch or CPU run: a durability point. Every persist of the
+// run is durable when it returns nil. An error (wrapping ErrIO) means
+// the run's persists may or may not be durable: Open recovers a prefix of
+// them, in issue order.
 func (b *Backend) End() (pm.Stats, error) {
 	if b.closed {
 		return pm.Stats{}, ErrClosed
 	}
-	b.flush()
+	switch b.mode {
+	case ModeLog:
+		if b.defers == 0 {
+			b.commit()
+		}
+	case ModeDAX:
+		b.flush()
+	}
 	err := b.err
-	b.err = nil
+	if !errors.Is(err, ErrIO) {
+		b.err = nil // ErrNotStored is reported once per run
+	}
 	return pm.Stats{Persists: b.stats.Persists}, err
 }
 
-// flush applies the log to the mapping epoch by epoch, syncing each.
-func (b *Backend) flush() {
-	if len(b.log) == 0 {
-		return
+// Commit makes every persist and host write so far durable: a durability
+// point of its own, for a data structure's commit between launches. It
+// costs one sync of the log, or none when nothing is pending. Like every
+// method that the machine calls, it is called from the machine's
+// goroutine; the log below it is what shares a sync among concurrent
+// callers (group commit).
+func (b *Backend) Commit() error {
+	if err := b.usable(); err != nil {
+		return err
 	}
-	b.stats.Flushes++
-	b.sortLog()
-	for i := 0; i < len(b.log); {
-		j := i
-		for ; j < len(b.log) && b.log[j].epoch == b.log[i].epoch; j++ {
-			en := &b.log[j]
-			r := b.regionAt(en.addr)
-			if r == nil {
-				continue // the region was removed
+	switch b.mode {
+	case ModeLog:
+		return b.commit()
+	case ModeDAX:
+		b.flush()
+	}
+	return nil
+}
+
+// Defer runs fn, which uses the machine on this backend, with its
+// durability points deferred to fn's end: inside fn, a host write or a
+// launch's end appends to the log without syncing it, and when fn returns
+// one sync makes all of it durable (log mode; dax mode flushes, and
+// unsafe-nosync just runs fn). It is for a data structure whose commit
+// takes several host writes and launches and that needs only their order
+// until it returns, which the log keeps: a crash inside fn recovers a
+// prefix of fn's persists in issue order, as if each step had synced.
+// Defer returns fn's error, or else the sync's. Calls nest; the outermost
+// one syncs.
+func (b *Backend) Defer(fn func() error) error {
+	wait, err := b.DeferAsync(fn)
+	if wait != nil {
+		if werr := wait(); err == nil {
+			err = werr
+		}
+	}
+	return err
+}
+
+// DeferAsync is Defer without the wait: it runs fn, hands fn's persists
+// to the log and returns a function that waits until they are durable.
+// The caller may hand the machine to another goroutine (under its own
+// lock) before it waits; wait is safe to call from any goroutine, and
+// waits that overlap share syncs of the log (group commit, as a WAL's
+// committers do). Nested in another Defer, wait returns nil at once: the
+// outer call syncs. fn's persists are staged even when fn fails; the
+// error is returned with the waiter.
+func (b *Backend) DeferAsync(fn func() error) (wait func() error, err error) {
+	if err := b.usable(); err != nil {
+		return nil, err
+	}
+	b.defers++
+	err = func() error {
+		defer func() { b.defers-- }()
+		return fn()
+	}()
+	if b.defers > 0 || b.mode != ModeLog {
+		if b.mode == ModeDAX && b.defers == 0 {
+			b.flush()
+		}
+		return func() error { return nil }, err
+	}
+	if uerr := b.usable(); uerr != nil {
+		return nil, errors.Join(err, uerr)
+	}
+	my := b.plog.stage(b.buf)
+	b.buf, b.lastEnt, b.npend = b.buf[:0], -1, 0
+	if b.plog.size() > b.opts.CheckpointBytes {
+		if cerr := b.checkpoint(); cerr != nil {
+			return nil, errors.Join(err, cerr)
+		}
+	}
+	return func() error { return b.plog.wait(my) }, err
+}
+
+// commit writes the pending entries as one log record and syncs it, then
+// checkpoints if the log has grown past Options.CheckpointBytes.
+func (b *Backend) commit() error {
+	if b.mode != ModeLog {
+		return nil
+	}
+	if err := b.usable(); err != nil {
+		return err
+	}
+	err := b.plog.commit(b.buf)
+	b.buf, b.lastEnt, b.npend = b.buf[:0], -1, 0
+	if err != nil {
+		return b.fail(err)
+	}
+	if b.plog.size() > b.opts.CheckpointBytes {
+		return b.checkpoint()
+	}
+	return nil
+}
+
+// writeRegions writes every dirty page of every region from memory to its
+// file and, if sync, syncs the file.
+func (b *Backend) writeRegions(sync bool) error {
+	for _, r := range b.regs {
+		wrote := false
+		for i, w := range r.dirty {
+			for w != 0 {
+				p := uint64(i*64 + bits.TrailingZeros64(w))
+				// A run of dirty pages from p.
+				q := p
+				for q+1 < uint64(len(r.dirty))*64 && r.dirty[(q+1)/64]&(1<<((q+1)%64)) != 0 {
+					q++
+				}
+				lo, hi := p*pageSize, min((q+1)*pageSize, r.size)
+				if _, err := r.f.WriteAt(r.data[lo:hi], int64(HeaderSize+lo)); err != nil {
+					return b.fail(fmt.Errorf("%w: write region %s: %w", ErrIO, r.name, err))
+				}
+				wrote = true
+				for k := p; k <= q; k++ {
+					r.dirty[k/64] &^= 1 << (k % 64)
+				}
+				w = r.dirty[i]
 			}
-			off := uint64(en.addr - r.base)
-			copy(r.data[off:off+uint64(en.size)], en.b[:en.size])
-			b.dirty(r, off, off+uint64(en.size))
 		}
-		if b.jrn != nil {
-			b.jrn.pending = append(b.jrn.pending, b.log[i:j]...)
-		}
-		b.stats.Epochs++
-		b.syncGroup()
-		i = j
-	}
-	b.flushed = max(b.flushed, b.gmax)
-	b.log = b.log[:0]
-	if b.gmax-b.epochBase > 1<<31 {
-		// Keep region.epochs in 32 bits: forget every (now durable) epoch.
-		for _, r := range b.regs {
-			clear(r.epochs)
-		}
-		b.epochBase = b.gmax
-	}
-	clear(b.rel)
-}
-
-// sortLog orders the log by epoch, keeping the logged order within an
-// epoch: a counting sort over the pending epochs flushed+1..gmax.
-func (b *Backend) sortLog() {
-	lo := b.flushed + 1
-	n := b.gmax - lo + 1
-	if n > uint64(len(b.log)) {
-		slices.SortStableFunc(b.log, func(x, y entry) int { return cmp.Compare(x.epoch, y.epoch) })
-		return
-	}
-	if cap(b.counts) < int(n)+1 {
-		b.counts = make([]int, n+1)
-	}
-	counts := b.counts[:n+1]
-	clear(counts)
-	for i := range b.log {
-		counts[b.log[i].epoch-lo+1]++
-	}
-	for i := 1; i < len(counts); i++ {
-		counts[i] += counts[i-1]
-	}
-	if cap(b.sorted) < len(b.log) {
-		b.sorted = make([]entry, len(b.log))
-	}
-	out := b.sorted[:len(b.log)]
-	for i := range b.log {
-		k := b.log[i].epoch - lo
-		out[counts[k]] = b.log[i]
-		counts[k]++
-	}
-	b.log, b.sorted = out, b.log
-}
-
-func (b *Backend) dirty(r *region, lo, hi uint64) {
-	if !r.inDirty {
-		r.inDirty, r.lo, r.hi = true, lo, hi
-		b.touched = append(b.touched, r)
-		return
-	}
-	r.lo, r.hi = min(r.lo, lo), max(r.hi, hi)
-}
-
-// syncGroup makes the dirty ranges of the touched regions durable.
-func (b *Backend) syncGroup() {
-	page := uint64(os.Getpagesize())
-	for _, r := range b.touched {
-		r.inDirty = false
-		switch b.mode {
-		case ModeMsync:
-			lo := (HeaderSize + r.lo) &^ (page - 1)
-			hi := HeaderSize + r.hi
-			if err := unix.Msync(r.mapping[lo:hi], unix.MS_SYNC); err != nil && b.err == nil {
-				b.err = fmt.Errorf("%w: msync %s: %w", ErrIO, r.name, err)
+		if wrote && sync {
+			if err := r.f.Sync(); err != nil {
+				return b.fail(fmt.Errorf("%w: sync region %s: %w", ErrIO, r.name, err))
 			}
-			b.stats.SyncBytes += (hi - lo + page - 1) &^ (page - 1)
-		case ModeDAX:
-			flushLines(b.cpu, r.data[r.lo:r.hi])
-			b.stats.SyncBytes += r.hi - r.lo
 		}
 	}
-	if len(b.touched) > 0 {
-		if b.mode == ModeDAX {
-			fence()
-		}
-		b.stats.Syncs++
-	}
-	b.touched = b.touched[:0]
-	if b.jrn != nil {
-		b.jrn.commit()
-	}
+	return nil
 }
 
-// Crash returns the durable image, read back from the mappings, and closes
-// the backend. The files stay; Open the directory again to recover.
+// checkpoint writes the regions from memory and restarts the log: the
+// region files then hold everything the log held. A crash between the two
+// replays the old log over the new files, which gives the same bytes.
+func (b *Backend) checkpoint() error {
+	if err := b.usable(); err != nil {
+		return err
+	}
+	if b.mode == ModeLog {
+		// Sync what DeferAsync staged: waiters then find their batches
+		// done, and the new log starts empty.
+		if err := b.plog.commit(nil); err != nil {
+			return b.fail(err)
+		}
+	}
+	if err := b.writeRegions(b.mode != ModeUnsafeNoSync); err != nil {
+		return err
+	}
+	if b.mode != ModeLog {
+		return nil
+	}
+	b.plog.mu.Lock()
+	for b.plog.syncing {
+		b.plog.cond.Wait()
+	}
+	gen, empty := b.plog.gen, b.plog.off == logHeaderSize
+	b.plog.mu.Unlock()
+	if empty {
+		return nil // nothing logged since the last checkpoint
+	}
+	b.stats.Checkpoints++
+	if err := b.plog.create(b.dir, gen+1); err != nil {
+		return b.fail(err)
+	}
+	return nil
+}
+
+// Crash makes what is pending durable (as a launch's end would), returns
+// the durable image and closes the backend without a checkpoint, as a
+// crash would leave it. In log mode the image is read back from the files
+// and the log as Open would recover them. The files stay; Open the
+// directory again to recover. (In unsafe-nosync mode, whose crash loses
+// everything since Open, Crash writes the regions as Close does.)
 func (b *Backend) Crash() (*pm.Image, error) {
 	if b.closed {
 		return nil, ErrClosed
 	}
-	b.flush()
+	switch b.mode {
+	case ModeLog:
+		if err := b.commit(); err != nil {
+			b.release()
+			return nil, err
+		}
+		img, err := b.recovered()
+		b.release()
+		return img, err
+	case ModeDAX:
+		b.flush()
+	}
 	img := b.durable()
 	err := b.Close()
 	return img, err
 }
 
-// durable reads every region's bytes from its mapping.
+// durable returns the regions' bytes: in dax mode the mappings'; in log
+// mode memory, equal to the files plus the log after a commit; in
+// unsafe-nosync mode memory, which Close writes.
 func (b *Backend) durable() *pm.Image {
 	img := &pm.Image{}
 	for _, r := range b.regs {
@@ -784,21 +993,69 @@ func (b *Backend) durable() *pm.Image {
 	return img
 }
 
-// Close flushes what is pending, unmaps every region and releases the
-// directory. The machine on the backend must not be used afterwards (in
-// unsafe-nosync mode its memory is the unmapped mapping).
+// recovered reads the region files and replays the log onto them: the
+// image Open would recover now.
+func (b *Backend) recovered() (*pm.Image, error) {
+	img := &pm.Image{}
+	for _, r := range b.regs {
+		d := make([]byte, r.size)
+		if n, err := r.f.ReadAt(d, HeaderSize); err != nil && !(errors.Is(err, io.EOF) && uint64(n) == r.size) {
+			return nil, fmt.Errorf("%w: read region %s: %w", ErrIO, r.name, err)
+		}
+		img.Regions = append(img.Regions, pm.RegionImage{Name: r.name, Base: r.base, Data: d})
+	}
+	raw, err := readAll(b.fs, b.plog.path)
+	if err != nil {
+		return nil, fmt.Errorf("%w: read log: %w", ErrIO, err)
+	}
+	if _, _, _, err := scanLog(raw, func(e logEntry) error { return img.Write(e.addr, e.data) }); err != nil {
+		return nil, err
+	}
+	return img, nil
+}
+
+// Close makes what is pending durable, writes the region files from memory
+// (a checkpoint), closes every file and releases the directory. It returns
+// the sticky I/O error, if any, and then writes nothing: what the failed
+// call left is recovered by the next Open. Every later call on the backend,
+// or through a machine on it, returns ErrClosed (reads of the visible image
+// keep working).
 func (b *Backend) Close() error {
 	if b.closed {
 		return nil
 	}
-	b.flush()
-	err := b.err
+	var err error
+	switch b.mode {
+	case ModeLog:
+		if err = b.commit(); err == nil {
+			err = b.checkpoint()
+		}
+	case ModeUnsafeNoSync:
+		// Kernels' stores are not reported in this mode: write it all.
+		for _, r := range b.regs {
+			r.markDirty(0, r.size)
+		}
+		err = b.writeRegions(false)
+	case ModeDAX:
+		b.flush()
+	}
+	if err == nil && b.err != nil && errors.Is(b.err, ErrIO) {
+		err = b.err
+	}
+	b.release()
+	return err
+}
+
+// release closes every file and marks the backend closed.
+func (b *Backend) release() {
 	b.unmapAll()
+	if b.plog != nil {
+		b.plog.close()
+	}
 	b.closed = true
 	if b.lock != nil {
 		b.lock.Close()
 	}
-	return err
 }
 
 func (b *Backend) unmapAll() {

@@ -29,7 +29,7 @@ func open(t *testing.T, dir string, opts native.Options) (*native.Backend, *pm.M
 // A region survives closing and reopening: same base, same bytes, written
 // both by a kernel and by the host.
 func TestReopen(t *testing.T) {
-	for _, mode := range []native.Mode{native.ModeMsync, native.ModeUnsafeNoSync} {
+	for _, mode := range []native.Mode{native.ModeLog, native.ModeUnsafeNoSync} {
 		t.Run(mode.String(), func(t *testing.T) {
 			dir := t.TempDir()
 			be, m := open(t, dir, native.Options{Mode: mode})
@@ -90,7 +90,7 @@ func TestLocked(t *testing.T) {
 // returns its path.
 func makeRegion(t *testing.T, dir string, size uint64) string {
 	t.Helper()
-	be, m := open(t, dir, native.Options{Mode: native.ModeMsync})
+	be, m := open(t, dir, native.Options{Mode: native.ModeLog})
 	r, err := m.CreateRegion("r", size)
 	require.NoError(t, err)
 	require.NoError(t, m.CopyIn(r.Base, []byte{1, 2, 3, 4, 5, 6, 7, 8}))
@@ -141,7 +141,7 @@ func TestBadFiles(t *testing.T) {
 			dir := t.TempDir()
 			p := makeRegion(t, dir, 4096)
 			c.damage(t, p)
-			_, err := native.Open(dir, native.Options{Mode: native.ModeMsync})
+			_, err := native.Open(dir, native.Options{Mode: native.ModeLog})
 			require.Error(t, err)
 			for _, w := range c.want {
 				require.ErrorIs(t, err, w)
@@ -157,7 +157,7 @@ func TestBadFiles(t *testing.T) {
 	t.Run("reopened with another size", func(t *testing.T) {
 		dir := t.TempDir()
 		makeRegion(t, dir, 4096)
-		be, m := open(t, dir, native.Options{Mode: native.ModeMsync})
+		be, m := open(t, dir, native.Options{Mode: native.ModeLog})
 		defer be.Close()
 		_, err := native.OpenRegion(m, "r", 8192)
 		require.ErrorIs(t, err, native.ErrSizeMismatch)
@@ -171,7 +171,7 @@ func TestBadFiles(t *testing.T) {
 	t.Run("stale temporary file", func(t *testing.T) {
 		dir := t.TempDir()
 		require.NoError(t, os.WriteFile(filepath.Join(dir, "x.pmr.tmp"), []byte("half"), 0o644))
-		be, m := open(t, dir, native.Options{Mode: native.ModeMsync})
+		be, m := open(t, dir, native.Options{Mode: native.ModeLog})
 		defer be.Close()
 		require.Empty(t, m.Regions())
 		_, err := os.Stat(filepath.Join(dir, "x.pmr.tmp"))
@@ -219,17 +219,20 @@ func FuzzDecodeHeader(f *testing.F) {
 }
 
 func TestParseMode(t *testing.T) {
-	for _, m := range []native.Mode{native.ModeAuto, native.ModeMsync, native.ModeDAX, native.ModeUnsafeNoSync} {
+	for _, m := range []native.Mode{native.ModeAuto, native.ModeLog, native.ModeDAX, native.ModeUnsafeNoSync} {
 		got, err := native.ParseMode(m.String())
 		require.NoError(t, err)
 		require.Equal(t, m, got)
 	}
-	_, err := native.ParseMode("fsync")
+	got, err := native.ParseMode("msync") // the log mode's former name
+	require.NoError(t, err)
+	require.Equal(t, native.ModeLog, got)
+	_, err = native.ParseMode("fsync")
 	require.ErrorIs(t, err, native.ErrUnsupported)
 }
 
 // Without a DAX filesystem (this test's temporary directory), auto falls
-// back to msync and an explicit dax request is refused.
+// back to the log and an explicit dax request is refused.
 func TestDAXFallback(t *testing.T) {
 	dir := t.TempDir()
 	if native.DAXSupport(dir) == nil {
@@ -238,7 +241,7 @@ func TestDAXFallback(t *testing.T) {
 	t.Log("dax unavailable:", native.DAXSupport(dir))
 	be, err := native.Open(dir, native.Options{})
 	require.NoError(t, err)
-	require.Equal(t, native.ModeMsync, be.Mode())
+	require.Equal(t, native.ModeLog, be.Mode())
 	require.NoError(t, be.Close())
 	_, err = native.Open(dir, native.Options{Mode: native.ModeDAX})
 	require.ErrorIs(t, err, native.ErrUnsupported)
@@ -250,7 +253,7 @@ func TestDAXFallback(t *testing.T) {
 func TestWrappedWithoutStorage(t *testing.T) {
 	// A wrapper that exposes what it wraps (pm.Wrapper, as the recorder
 	// does) keeps the regions on file.
-	be, err := native.Open(t.TempDir(), native.Options{Mode: native.ModeMsync})
+	be, err := native.Open(t.TempDir(), native.Options{Mode: native.ModeLog})
 	require.NoError(t, err)
 	defer be.Close()
 	m, err := pm.NewMachine(record.New(be, false))
@@ -265,7 +268,7 @@ func TestWrappedWithoutStorage(t *testing.T) {
 	require.Equal(t, "d", stored[0].Name)
 
 	// One that hides it leaves the regions in memory only: refused.
-	be2, err := native.Open(t.TempDir(), native.Options{Mode: native.ModeMsync})
+	be2, err := native.Open(t.TempDir(), native.Options{Mode: native.ModeLog})
 	require.NoError(t, err)
 	defer be2.Close()
 	m, err = pm.NewMachine(opaque{be2})

@@ -4,7 +4,6 @@ package native
 
 import (
 	"errors"
-	"os"
 
 	"golang.org/x/sys/unix"
 )
@@ -17,10 +16,12 @@ const mapSyncFlags = unix.MAP_SHARED_VALIDATE | unix.MAP_SYNC
 // preallocate reserves the file's blocks, so that a store through the
 // mapping never meets a hole on a full filesystem (a SIGBUS) and a sync
 // need not allocate. Filesystems without fallocate are left sparse.
-func preallocate(f *os.File, size int64) error {
-	err := unix.Fallocate(int(f.Fd()), 0, 0, size)
+func preallocate(fd uintptr, size int64) error {
+	err := unix.Fallocate(int(fd), 0, 0, size)
 	if errors.Is(err, unix.EOPNOTSUPP) || errors.Is(err, unix.ENOSYS) {
 		return nil
 	}
 	return err
 }
+
+func fdatasyncFd(fd int) error { return unix.Fdatasync(fd) }

@@ -2,11 +2,15 @@
 
 package native
 
-import "os"
+import (
+	"golang.org/x/sys/unix"
+)
 
 // mapSyncFlags is zero where the kernel has no MAP_SYNC: dax mode is never
-// available there and msync is used.
+// available there and the log is used.
 const mapSyncFlags = 0
 
 // preallocate does nothing here: the file stays sparse.
-func preallocate(*os.File, int64) error { return nil }
+func preallocate(uintptr, int64) error { return nil }
+
+func fdatasyncFd(fd int) error { return unix.Fsync(fd) }

@@ -1,0 +1,442 @@
+//go:build unix
+
+package native
+
+import (
+	"encoding/binary"
+	"errors"
+	"fmt"
+	"hash/crc32"
+	"io"
+	"os"
+	"sync"
+
+	"github.com/scopedpm/scopedpm/pm"
+)
+
+// The persist log is the file LOG of the directory: a header, then records
+// appended one per sync. All integers are little-endian and every record
+// starts 8-byte aligned.
+//
+//	header (logHeaderSize bytes)
+//	0   8  magic "SCPMLOG\x00"
+//	8   4  format version (1)
+//	12  4  zero
+//	16  8  generation (bumped by every checkpoint)
+//	24  4  CRC-32C of bytes 0..23
+//	28  4  zero
+//
+//	record
+//	0   4  CRC-32C of bytes 4..length-1
+//	4   4  length in bytes, header included (a multiple of 8, >= 24)
+//	8   8  generation (the header's)
+//	16  8  sequence number (1, 2, ... within a generation)
+//	24  .. entries: address (8), byte count n (4), zero (4), n bytes, zero
+//	       padding to a multiple of 8
+//
+// A record is written and synced before the next one is written, so only
+// the last record can be torn by a power failure. The file grows by
+// zeroed chunks of logChunk bytes, written with the record that first
+// needs them; zeros after the last record are not a record (generation
+// 0 is never used).
+const (
+	logName        = "LOG"
+	logMagic       = "SCPMLOG\x00"
+	logVersion     = 1
+	logHeaderSize  = 32
+	recHeaderSize  = 24
+	entHeaderSize  = 16
+	maxRecordBytes = 1 << 30
+	maxEntryBytes  = 1 << 20  // an entry's bytes, at most
+	maxBatchBytes  = 64 << 20 // a record's payload is committed once it reaches this
+	// logChunk: the log file grows by zeroed chunks of this size.
+	logChunk = 256 << 10
+)
+
+// errBadRecord: the bytes at an offset are not a valid record (torn,
+// corrupt or absent); replay decides which.
+var errBadRecord = errors.New("native: bad log record")
+
+func encodeLogHeader(gen uint64) []byte {
+	b := make([]byte, logHeaderSize)
+	copy(b, logMagic)
+	binary.LittleEndian.PutUint32(b[8:], logVersion)
+	binary.LittleEndian.PutUint64(b[16:], gen)
+	binary.LittleEndian.PutUint32(b[24:], crc32.Checksum(b[:24], castagnoli))
+	return b
+}
+
+func decodeLogHeader(b []byte) (uint64, error) {
+	if len(b) < logHeaderSize {
+		return 0, fmt.Errorf("%w: log header truncated: %d bytes", pm.ErrCorrupt, len(b))
+	}
+	if string(b[:8]) != logMagic {
+		return 0, fmt.Errorf("%w: %w: log magic %q", pm.ErrCorrupt, ErrForeign, b[:8])
+	}
+	if got, want := binary.LittleEndian.Uint32(b[24:]), crc32.Checksum(b[:24], castagnoli); got != want {
+		return 0, fmt.Errorf("%w: log header checksum %#08x, computed %#08x", pm.ErrCorrupt, got, want)
+	}
+	if v := binary.LittleEndian.Uint32(b[8:]); v != logVersion {
+		return 0, fmt.Errorf("%w: %w: log version %d", pm.ErrCorrupt, ErrVersion, v)
+	}
+	return binary.LittleEndian.Uint64(b[16:]), nil
+}
+
+// logEntry is one decoded entry: n bytes at an address.
+type logEntry struct {
+	addr pm.Addr
+	data []byte // aliases the record
+}
+
+// appendEntry appends an entry of data at a to a record payload. When
+// the payload's last entry (at lastOff, or -1) ends at a, data extends it
+// instead; it returns the offset of the entry that holds data.
+func appendEntry(p []byte, lastOff int, a pm.Addr, data []byte) ([]byte, int) {
+	if lastOff >= 0 {
+		la := pm.Addr(binary.LittleEndian.Uint64(p[lastOff:]))
+		ln := int(binary.LittleEndian.Uint32(p[lastOff+8:]))
+		if la.Add(uint64(ln)) == a && ln+len(data) <= maxEntryBytes {
+			p = p[:lastOff+entHeaderSize+ln] // drop the padding
+			p = append(p, data...)
+			binary.LittleEndian.PutUint32(p[lastOff+8:], uint32(ln+len(data)))
+			return pad8(p), lastOff
+		}
+	}
+	off := len(p)
+	var h [entHeaderSize]byte
+	binary.LittleEndian.PutUint64(h[:], uint64(a))
+	binary.LittleEndian.PutUint32(h[8:], uint32(len(data)))
+	p = append(p, h[:]...)
+	p = append(p, data...)
+	return pad8(p), off
+}
+
+func pad8(p []byte) []byte {
+	for len(p)%8 != 0 {
+		p = append(p, 0)
+	}
+	return p
+}
+
+// encodeRecord returns the record of payload for generation gen and
+// sequence number seq.
+func encodeRecord(dst []byte, gen, seq uint64, payload []byte) []byte {
+	n := recHeaderSize + len(payload)
+	start := len(dst)
+	dst = append(dst, make([]byte, recHeaderSize)...)
+	dst = append(dst, payload...)
+	r := dst[start:]
+	binary.LittleEndian.PutUint32(r[4:], uint32(n))
+	binary.LittleEndian.PutUint64(r[8:], gen)
+	binary.LittleEndian.PutUint64(r[16:], seq)
+	binary.LittleEndian.PutUint32(r[0:], crc32.Checksum(r[4:n], castagnoli))
+	return dst
+}
+
+// decodeRecord decodes the record at the start of b for generation gen.
+// It returns the record's length, sequence number and entries. Bytes that
+// are not a whole record with a good checksum and generation give
+// errBadRecord; a record whose checksum holds but whose entries do not
+// parse is corrupt (pm.ErrCorrupt). It never panics and never returns an
+// entry outside b.
+func decodeRecord(b []byte, gen uint64) (n int, seq uint64, ents []logEntry, err error) {
+	if len(b) < recHeaderSize {
+		return 0, 0, nil, errBadRecord
+	}
+	l := binary.LittleEndian.Uint32(b[4:])
+	if l < recHeaderSize || l%8 != 0 || uint64(l) > uint64(len(b)) || l > maxRecordBytes {
+		return 0, 0, nil, errBadRecord
+	}
+	n = int(l)
+	// The generation first: it is cheap, and scanLog tries every offset
+	// of a damaged tail.
+	if binary.LittleEndian.Uint64(b[8:]) != gen {
+		return 0, 0, nil, errBadRecord
+	}
+	if binary.LittleEndian.Uint32(b) != crc32.Checksum(b[4:n], castagnoli) {
+		return 0, 0, nil, errBadRecord
+	}
+	seq = binary.LittleEndian.Uint64(b[16:])
+	p := b[recHeaderSize:n]
+	for len(p) > 0 {
+		if len(p) < entHeaderSize {
+			return 0, 0, nil, fmt.Errorf("%w: log record %d: truncated entry", pm.ErrCorrupt, seq)
+		}
+		a := pm.Addr(binary.LittleEndian.Uint64(p))
+		m := uint64(binary.LittleEndian.Uint32(p[8:]))
+		if binary.LittleEndian.Uint32(p[12:]) != 0 || m == 0 {
+			return 0, 0, nil, fmt.Errorf("%w: log record %d: bad entry header", pm.ErrCorrupt, seq)
+		}
+		padded := (m + 7) &^ 7
+		if padded > uint64(len(p)-entHeaderSize) {
+			return 0, 0, nil, fmt.Errorf("%w: log record %d: entry of %d bytes overruns the record", pm.ErrCorrupt, seq, m)
+		}
+		ents = append(ents, logEntry{addr: a, data: p[entHeaderSize : entHeaderSize+m]})
+		p = p[entHeaderSize+padded:]
+	}
+	return n, seq, ents, nil
+}
+
+// scanLog decodes the records of a log file's contents (header included)
+// and calls apply for each entry of each valid record, in order. A bad
+// record with no valid record of the generation after it is a torn or
+// corrupt tail, dropped: scanLog returns the offset where the valid prefix
+// ends. A bad record followed by a valid one means a record that was synced
+// has changed since: an error wrapping pm.ErrCorrupt.
+func scanLog(b []byte, apply func(e logEntry) error) (gen uint64, end int, records int, err error) {
+	gen, err = decodeLogHeader(b)
+	if err != nil {
+		return 0, 0, 0, err
+	}
+	off := logHeaderSize
+	want := uint64(1)
+	for off < len(b) {
+		n, seq, ents, err := decodeRecord(b[off:], gen)
+		if errors.Is(err, errBadRecord) {
+			for o := off + 8; o+recHeaderSize <= len(b); o += 8 {
+				if _, _, _, err := decodeRecord(b[o:], gen); err == nil {
+					return 0, 0, 0, fmt.Errorf("%w: log record at offset %d is damaged but a valid record follows at %d", pm.ErrCorrupt, off, o)
+				}
+			}
+			return gen, off, records, nil
+		}
+		if err != nil {
+			return 0, 0, 0, err
+		}
+		if seq != want {
+			return 0, 0, 0, fmt.Errorf("%w: log record at offset %d has sequence number %d, want %d", pm.ErrCorrupt, off, seq, want)
+		}
+		for _, e := range ents {
+			if err := apply(e); err != nil {
+				return 0, 0, 0, err
+			}
+		}
+		want++
+		records++
+		off += n
+	}
+	return gen, off, records, nil
+}
+
+// plog writes the persist log. Commit is safe for concurrent use: callers
+// that arrive while a sync is under way share the next one (group commit).
+type plog struct {
+	fs   FS
+	path string
+
+	mu      sync.Mutex
+	cond    sync.Cond
+	f       File
+	gen     uint64
+	off     int64  // end of the records written
+	zeroEnd int64  // end of the file: zeros from off to here
+	seq     uint64 // sequence number of the last record written
+	pend    []byte // payload of the next record
+	pendN   uint64 // batch number of the pending payload
+	done    uint64 // every batch <= done is durable
+	syncing bool
+	err     error // sticky: set by the first failed write or sync
+	buf     []byte
+	syncs   uint64
+	bytes   uint64
+	onSync  func(off int64, rec []byte) // journal hook, called with mu held
+}
+
+func newPlog(fs FS, path string) *plog {
+	l := &plog{fs: fs, path: path, pendN: 1}
+	l.cond.L = &l.mu
+	return l
+}
+
+// create writes a new, empty log of generation gen under the log's name:
+// a temporary file, synced, renamed over the old log, and the directory
+// synced. The old log stays in place until the rename.
+func (l *plog) create(dir string, gen uint64) error {
+	tmp := l.path + ".tmp"
+	f, err := l.fs.OpenFile(tmp, os.O_RDWR|os.O_CREATE|os.O_TRUNC, 0o644)
+	if err != nil {
+		return fmt.Errorf("%w: create log: %w", ErrIO, err)
+	}
+	fail := func(what string, err error) error {
+		f.Close()
+		return fmt.Errorf("%w: %s %s: %w", ErrIO, what, tmp, err)
+	}
+	first := append(encodeLogHeader(gen), make([]byte, logChunk-logHeaderSize)...)
+	if _, err := f.WriteAt(first, 0); err != nil {
+		return fail("write", err)
+	}
+	if err := f.Sync(); err != nil {
+		return fail("sync", err)
+	}
+	if err := l.fs.Rename(tmp, l.path); err != nil {
+		return fail("rename", err)
+	}
+	if err := l.fs.SyncDir(dir); err != nil {
+		f.Close()
+		return fmt.Errorf("%w: sync directory %s: %w", ErrIO, dir, err)
+	}
+	l.mu.Lock()
+	old := l.f
+	l.f, l.gen, l.off, l.zeroEnd, l.seq = f, gen, logHeaderSize, logChunk, 0
+	l.mu.Unlock()
+	if old != nil {
+		old.Close()
+	}
+	return nil
+}
+
+// add appends payload to the pending batch (no I/O).
+func (l *plog) add(payload []byte) {
+	if len(payload) == 0 {
+		return
+	}
+	l.mu.Lock()
+	l.pend = append(l.pend, payload...)
+	l.mu.Unlock()
+}
+
+// commit appends payload and returns when it and everything added before
+// it are durable: one write and one sync of the log, shared by every
+// caller that arrives while the previous sync runs. It returns the sticky
+// error of the first failed write or sync.
+func (l *plog) commit(payload []byte) error {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if l.err != nil {
+		return l.err
+	}
+	if !l.syncing && len(l.pend) == 0 && len(payload) > 0 {
+		// No sync under way and nothing pending: this caller leads, and
+		// its payload is the whole record (no copy into pend).
+		return l.waitLocked(l.pendN, payload)
+	}
+	return l.waitLocked(l.stageLocked(payload), nil)
+}
+
+// stage appends payload to the pending batch without writing it and
+// returns the number of the batch that will hold it (when nothing is
+// pending, the last batch, which may be in flight): wait for it.
+func (l *plog) stage(payload []byte) uint64 {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.stageLocked(payload)
+}
+
+func (l *plog) stageLocked(payload []byte) uint64 {
+	l.pend = append(l.pend, payload...)
+	if len(l.pend) == 0 {
+		return l.pendN - 1
+	}
+	return l.pendN
+}
+
+// wait returns when batch my is durable, leading a sync when none is
+// under way; callers that wait together share syncs. It returns the
+// sticky error of the first failed write or sync.
+func (l *plog) wait(my uint64) error {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.waitLocked(my, nil)
+}
+
+// waitLocked is wait with l.mu held; direct, if not nil, is the payload
+// of the next record instead of pend (commit's lone caller).
+func (l *plog) waitLocked(my uint64, direct []byte) error {
+	for l.done < my && l.err == nil {
+		if l.syncing {
+			l.cond.Wait()
+			continue
+		}
+		l.syncing = true
+		batch := l.pendN
+		l.pendN++
+		l.seq++
+		if direct != nil {
+			l.buf = encodeRecord(l.buf[:0], l.gen, l.seq, direct)
+			direct = nil
+		} else {
+			l.buf = encodeRecord(l.buf[:0], l.gen, l.seq, l.pend)
+			l.pend = l.pend[:0]
+		}
+		rec, f, off := l.buf, l.f, l.off
+		out, zeroEnd := rec, l.zeroEnd
+		if end := off + int64(len(rec)); end > zeroEnd {
+			// Extend the file by zeroed chunks in the same write: later
+			// records overwrite written blocks, whose sync need not
+			// change the file's size or extents.
+			zeroEnd = (end + logChunk - 1) / logChunk * logChunk
+			l.buf = append(l.buf, make([]byte, zeroEnd-end)...)
+			out, rec = l.buf, l.buf[:len(rec)]
+		}
+		l.mu.Unlock()
+		_, err := f.WriteAt(out, off)
+		if err != nil {
+			err = fmt.Errorf("%w: write log %s: %w", ErrIO, l.path, err)
+		} else if err = f.Sync(); err != nil {
+			err = fmt.Errorf("%w: sync log %s: %w", ErrIO, l.path, err)
+		}
+		l.mu.Lock()
+		l.syncing = false
+		if err != nil {
+			l.err = err
+		} else {
+			l.off += int64(len(rec))
+			l.zeroEnd = zeroEnd
+			l.done = batch
+			l.syncs++
+			l.bytes += uint64(len(rec))
+			if l.onSync != nil {
+				l.onSync(off, rec)
+			}
+		}
+		l.cond.Broadcast()
+	}
+	return l.err
+}
+
+// failed returns the sticky error.
+func (l *plog) failed() error {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.err
+}
+
+// size returns the bytes of the log file so far.
+func (l *plog) size() int64 {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.off
+}
+
+func (l *plog) close() error {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	for l.syncing {
+		l.cond.Wait()
+	}
+	if l.f == nil {
+		return nil
+	}
+	err := l.f.Close()
+	l.f = nil
+	return err
+}
+
+// readAll reads a whole file through fs.
+func readAll(fs FS, path string) ([]byte, error) {
+	f, err := fs.OpenFile(path, os.O_RDONLY, 0)
+	if err != nil {
+		return nil, err
+	}
+	defer f.Close()
+	st, err := f.Stat()
+	if err != nil {
+		return nil, err
+	}
+	b := make([]byte, st.Size())
+	n, err := f.ReadAt(b, 0)
+	if err != nil && !(errors.Is(err, io.EOF) && n == len(b)) {
+		return nil, err
+	}
+	return b, nil
+}
