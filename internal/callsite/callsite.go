@@ -4,7 +4,7 @@
 // scope's per-site overrides (scope.WithSiteScopes) are keyed by it.
 //
 // The library is the runtime a program is written against: the packages
-// pm and pm/... (the recorder, the checker, the backends), scope, hwmodel,
+// pm and pm/... (the recorder, the backends), scope, hwmodel, crash,
 // coro, txn and internal/..., plus the Go standard library. Everything
 // else is user code, including every _test.go file (a test's kernel is
 // the user's) and scopedpm's own data structures and
@@ -25,7 +25,7 @@ const Module = "github.com/scopedpm/scopedpm"
 
 // library lists the module's packages (and their subpackages) that are
 // the library, relative to Module.
-var library = []string{"pm", "scope", "hwmodel", "coro", "txn", "internal"}
+var library = []string{"pm", "scope", "hwmodel", "coro", "txn", "crash", "internal"}
 
 // IsLibrary reports whether package path pkg is part of the library: one
 // of the module's library packages or the Go standard library (a path
@@ -81,7 +81,7 @@ func Name(function, file string, line int) string {
 // caller of Site, skipping skip more frames (0: start at Site's caller's
 // caller). If every frame is in the library (a kernel the library itself
 // launches), it returns the innermost frame of the library's higher layers
-// (txn, coro, pm/crash), and "" if there is none.
+// (txn, coro, crash), and "" if there is none.
 func Site(skip int) string {
 	var pcs [48]uintptr
 	n := runtime.Callers(skip+2, pcs[:])
@@ -107,5 +107,5 @@ func Site(skip int) string {
 // machinery that carries them out.
 func isLayer(pkg string) bool {
 	rel, ok := strings.CutPrefix(pkg, Module+"/")
-	return ok && (rel == "txn" || rel == "coro" || strings.HasPrefix(rel, "pm/crash"))
+	return ok && (rel == "txn" || rel == "coro" || rel == "crash" || strings.HasPrefix(rel, "crash/"))
 }

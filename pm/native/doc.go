@@ -81,7 +81,7 @@
 //     persist of the thread, nor of any thread that acquires from it
 //     (PAcq) or meets it at a persist barrier, reaches the file first, and
 //     the host learns of durability only when Launch or Run returns. As in
-//     every persistency model of this project (pm/crash), a DFence orders
+//     every persistency model of this project (crash/), a DFence orders
 //     nothing for another thread that communicates with plain loads,
 //     stores or atomics instead of a release and an acquire.
 //   - PRel(flag, s): the thread's earlier persists before the flag's
