@@ -8,7 +8,7 @@ import (
 
 	"github.com/scopedpm/scopedpm/crash"
 	"github.com/scopedpm/scopedpm/hwmodel"
-	"github.com/scopedpm/scopedpm/internal/kerneltest"
+	"github.com/scopedpm/scopedpm/internal/testkit/kerneltest"
 	"github.com/scopedpm/scopedpm/pm"
 	"github.com/scopedpm/scopedpm/scope"
 )
