@@ -361,8 +361,7 @@ func TestSiteScopesAndDefaults(t *testing.T) {
 	require.NoError(t, err)
 	site := rec.Events()[0].Site
 	rec.Reset()
-	scope.SetDefaults(m, scope.WithSiteScopes(map[string]pm.Scope{site: pm.Block}))
-	defer scope.SetDefaults(m)
+	m.SetLaunchDefaults(pm.LaunchDefaults{SiteScopes: map[string]pm.Scope{site: pm.Block}})
 	_, err = scope.Launch(m, scope.Grid{Blocks: 1, Threads: 1}, k)
 	require.NoError(t, err)
 	ev := rec.Events()
