@@ -34,8 +34,11 @@ func TestKernels(t *testing.T) {
 		"log-loop":     25 * n,
 		"block-reduce": n / 256 * (3*255 + 8*256 + 2), // per block: 3 verbs of the 128+64+...+1 active lanes, 8 barriers each, thread 0's load and store
 		"loop-16":      18 * n,
+		// per block: 256 stores, warp 0's 32 OFences and one PRel, the other
+		// warps' 224 PAcqs (warp 0 runs first, so none spins)
+		"release-acquire": n / 256 * (256 + 32 + 1 + 224),
 	}
-	for _, k := range speed.Kernels {
+	for _, k := range speed.Kernels() {
 		t.Run(k.Name, func(t *testing.T) {
 			launch, err := prepare(k, n)(&speed.Probe{})
 			require.NoError(t, err)
