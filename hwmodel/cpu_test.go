@@ -325,7 +325,7 @@ func TestCPURefinesPMO(t *testing.T) {
 						c := max(cycles[i], start)
 						img, err := be.CrashAt(c)
 						require.NoError(t, err)
-						m2, err := pm.Reopen(img, functional.New(pm.DefaultGPU))
+						m2, err := pm.Reopen(img, functional.New(pm.DefaultGPU()))
 						require.NoError(t, err)
 						require.NoError(t, w.Recover(m2), "crash at %d", c)
 						require.NoError(t, w.Check(m2), "crash at %d", c)

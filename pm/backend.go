@@ -80,11 +80,13 @@ type GPULimits struct {
 	SharedPerSM int
 }
 
-// DefaultGPU is the shape the functional backend reports: 30 SMs (the SBRP
-// baseline GPU of the SBRP paper) with CUDA's per-SM limits of 2048 threads and 32
-// blocks and 1024 threads per block, and the SBRP artifact's 64 KB of shared
-// memory per SM.
-var DefaultGPU = GPULimits{SMs: 30, WarpSize: 32, MaxThreadsPerSM: 2048, MaxBlocksPerSM: 32, MaxThreadsPerBlock: 1024, SharedPerSM: 64 << 10}
+// DefaultGPU returns the shape the functional backend reports: 30 SMs (the
+// SBRP baseline GPU of the SBRP paper) with CUDA's per-SM limits of 2048
+// threads and 32 blocks and 1024 threads per block, and the SBRP artifact's
+// 64 KB of shared memory per SM.
+func DefaultGPU() GPULimits {
+	return GPULimits{SMs: 30, WarpSize: 32, MaxThreadsPerSM: 2048, MaxBlocksPerSM: 32, MaxThreadsPerBlock: 1024, SharedPerSM: 64 << 10}
+}
 
 // HostEventKind is the kind of a HostEvent.
 type HostEventKind uint8

@@ -104,7 +104,7 @@ func attach(mem *Memory, be Backend) (*Machine, error) {
 		return nil, fmt.Errorf("%w: attach %s: %w", ErrBackend, be.Name(), err)
 	}
 	if caps.GPU == (GPULimits{}) {
-		caps.GPU = DefaultGPU
+		caps.GPU = DefaultGPU()
 	}
 	return &Machine{mem: mem, be: be, caps: caps}, nil
 }

@@ -42,7 +42,7 @@ func BenchmarkEngine(b *testing.B) {
 		require.NoError(b, err)
 		b.Run(c.kernel, func(b *testing.B) {
 			prepare := func(p *speed.Probe) (func() (scope.Result, error), error) {
-				m, err := pm.NewMachine(functional.New(pm.DefaultGPU))
+				m, err := pm.NewMachine(functional.New(pm.DefaultGPU()))
 				if err != nil {
 					return nil, err
 				}

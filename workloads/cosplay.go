@@ -387,7 +387,7 @@ func MeasureCPURates(app string, sh CPUShape) (CPURates, error) {
 	if err != nil {
 		return CPURates{}, err
 	}
-	m, err := pm.NewMachine(functional.New(pm.DefaultGPU))
+	m, err := pm.NewMachine(functional.New(pm.DefaultGPU()))
 	if err != nil {
 		return CPURates{}, err
 	}

@@ -69,7 +69,7 @@ func TestHMRebuildFallback(t *testing.T) {
 	defer func() { hmFallbackHook = nil }()
 	w, err := NewHMRebuild(hmRebuildShape(Quick), true)
 	require.NoError(t, err)
-	m, err := pm.NewMachine(functional.New(pm.DefaultGPU))
+	m, err := pm.NewMachine(functional.New(pm.DefaultGPU()))
 	require.NoError(t, err)
 	require.NoError(t, w.Setup(m))
 	require.NoError(t, w.Run(m))

@@ -139,7 +139,7 @@ func Open(dir string, opts Options) (*Backend, error) {
 		opts.MaxPending = DefaultMaxPending
 	}
 	if opts.GPU == (pm.GPULimits{}) {
-		opts.GPU = pm.DefaultGPU
+		opts.GPU = pm.DefaultGPU()
 	}
 	if opts.Create {
 		if err := os.MkdirAll(dir, 0o755); err != nil {

@@ -15,7 +15,7 @@ import (
 // functional machine.
 func prepare(k speed.Kernel, n int) func(p *speed.Probe) (func() (scope.Result, error), error) {
 	return func(p *speed.Probe) (func() (scope.Result, error), error) {
-		m, err := pm.NewMachine(functional.New(pm.DefaultGPU))
+		m, err := pm.NewMachine(functional.New(pm.DefaultGPU()))
 		if err != nil {
 			return nil, err
 		}
