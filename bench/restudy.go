@@ -9,9 +9,9 @@ import (
 
 	"golang.org/x/sync/errgroup"
 
+	"github.com/scopedpm/scopedpm/crash"
 	"github.com/scopedpm/scopedpm/hwmodel"
 	"github.com/scopedpm/scopedpm/pm"
-	"github.com/scopedpm/scopedpm/pm/crash"
 	"github.com/scopedpm/scopedpm/pm/persistency"
 	"github.com/scopedpm/scopedpm/workloads"
 )
@@ -28,7 +28,7 @@ func init() {
 	for _, e := range []Experiment{
 		{Name: "lin-fig1", Paper: "re-study", Figure: "Fig. 1", Description: "persistency re-study Fig. 1: short-running (S) kernels under SP_wt, SP_clwb, SP_clwb_pct, EP_K, EP_K_pct, execution time normalised to the nvm baseline, volta preset", Run: linFig(1, "S", linFig1Schemes())},
 		{Name: "lin-fig2", Paper: "re-study", Figure: "Fig. 2", Description: "persistency re-study Fig. 2: long-running kernels with short CTAs (LS) under SP and EP_C (wt, clwb, l2wb), normalised to the nvm baseline, volta preset", Run: linFig(2, "LS", linFig2Schemes())},
-		{Name: "lin-fig3", Paper: "re-study", Figure: "Fig. 3", Description: "persistency re-study Fig. 3: long-running kernels with short CTAs (LS) under durable transactions (undo logging with CTA-level epochs, write-through or CLWB, with and without the idempotency analysis), normalised to the nvm baseline, volta preset", Run: linFig(3, "LS", persistency.UndoSchemes[2:6])},
+		{Name: "lin-fig3", Paper: "re-study", Figure: "Fig. 3", Description: "persistency re-study Fig. 3: long-running kernels with short CTAs (LS) under durable transactions (undo logging with CTA-level epochs, write-through or CLWB, with and without the idempotency analysis), normalised to the nvm baseline, volta preset", Run: linFig(3, "LS", persistency.UndoSchemes()[2:6])},
 		{Name: "lin-fig4", Paper: "re-study", Figure: "Fig. 4", Description: "persistency re-study Fig. 4: long-running kernels with long CTAs (LL) under SP and EP_L (wt, clwb, clwb_pct), normalised to the nvm baseline, volta preset", Run: linFig(4, "LL", linFig4Schemes())},
 		{Name: "lin-fig5", Paper: "re-study", Figure: "Fig. 5", Description: "persistency re-study Fig. 5: Mega-KV search, insert and delete kernels on a PM hash table under SP, EP_K and EP_K_pct, normalised to the nvm baseline, volta preset", Run: linFig(5, "KV", linFig1Schemes())},
 		{Name: "lin-table5", Paper: "re-study", Figure: "Table V", Description: "persistency re-study Table V by measurement: per kernel, the cheapest persistency scheme and the cheapest durable transaction (undo logging, +idem) of its category that the crash checker accepts (tiny size, 2000 states, seed 1), with their overheads over the nvm baseline", Run: runLinTable5},
@@ -39,15 +39,15 @@ func init() {
 }
 
 func linFig1Schemes() []persistency.Scheme {
-	return append(append([]persistency.Scheme(nil), persistency.StrictSchemes...), persistency.KernelSchemes...)
+	return append(append([]persistency.Scheme(nil), persistency.StrictSchemes()...), persistency.KernelSchemes()...)
 }
 
 func linFig2Schemes() []persistency.Scheme {
-	return append(append([]persistency.Scheme(nil), persistency.StrictSchemes...), persistency.CTASchemes...)
+	return append(append([]persistency.Scheme(nil), persistency.StrictSchemes()...), persistency.CTASchemes()...)
 }
 
 func linFig4Schemes() []persistency.Scheme {
-	return append(append([]persistency.Scheme(nil), persistency.StrictSchemes...), persistency.LoopSchemes...)
+	return append(append([]persistency.Scheme(nil), persistency.StrictSchemes()...), persistency.LoopSchemes()...)
 }
 
 // linRun runs re-study workload name under scheme s on a fresh volta
@@ -200,7 +200,7 @@ func linFig(fig int, cat string, schemes []persistency.Scheme) func(context.Cont
 // linCandidates returns the persistency schemes the re-study's figure of
 // category cat compares, then the durable transactions of its granularity.
 func linCandidates(cat string) []persistency.Scheme {
-	u := persistency.UndoSchemes
+	u := persistency.UndoSchemes()
 	switch cat {
 	case "S", "KV":
 		return append(linFig1Schemes(), u[0:2]...)

@@ -9,10 +9,9 @@ import (
 
 	"golang.org/x/sync/errgroup"
 
+	"github.com/scopedpm/scopedpm/crash"
 	"github.com/scopedpm/scopedpm/hwmodel"
 	"github.com/scopedpm/scopedpm/pm"
-	"github.com/scopedpm/scopedpm/pm/crash"
-	"github.com/scopedpm/scopedpm/scope"
 	"github.com/scopedpm/scopedpm/workloads"
 )
 
@@ -112,7 +111,7 @@ func runApp(workload string, c sysConfig, o Options, recover bool) (appRun, erro
 		return appRun{}, err
 	}
 	if c.promote {
-		scope.SetDefaults(m, scope.WithPromotion(pm.Block, pm.Device))
+		m.SetLaunchDefaults(pm.LaunchDefaults{Promote: []pm.ScopeChange{{From: pm.Block, To: pm.Device}}})
 	}
 	if err := w.Setup(m); err != nil {
 		return appRun{}, fmt.Errorf("%s setup: %w", workload, err)

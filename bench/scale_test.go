@@ -7,7 +7,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/scopedpm/scopedpm/hwmodel"
-	"github.com/scopedpm/scopedpm/internal/speed"
+	"github.com/scopedpm/scopedpm/internal/testkit/speed"
 	"github.com/scopedpm/scopedpm/pm"
 	"github.com/scopedpm/scopedpm/workloads"
 )

@@ -276,9 +276,9 @@ func TestDeleteRollsForward(t *testing.T) {
 	all := slices.Sorted(maps.Keys(want))
 	rng.Shuffle(len(all), func(i, j int) { all[i], all[j] = all[j], all[i] })
 	for _, k := range all[:80] {
-		crashBeforeCommit = errCrash
+		tr.setCrashBeforeCommit(errCrash)
 		_, err := tr.Delete(k)
-		crashBeforeCommit = nil
+		tr.setCrashBeforeCommit(nil)
 		require.ErrorIs(t, err, errCrash)
 		img, err := m.Crash()
 		require.NoError(t, err)

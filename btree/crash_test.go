@@ -7,9 +7,9 @@ import (
 
 	"github.com/stretchr/testify/require"
 
+	"github.com/scopedpm/scopedpm/crash"
 	"github.com/scopedpm/scopedpm/hwmodel"
 	"github.com/scopedpm/scopedpm/pm"
-	"github.com/scopedpm/scopedpm/pm/crash"
 	"github.com/scopedpm/scopedpm/pm/functional"
 )
 
@@ -126,7 +126,7 @@ func TestCrashExplore(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			w := newCrashWL(seed, 4, 8, 24, 12)
 			w.opts = tc.opts
-			rep, err := crash.Check(w, pm.DefaultGPU, crash.Config{Model: crash.ScopedBarrier, States: states, Seed: seed, Shrink: true})
+			rep, err := crash.Check(w, pm.DefaultGPU(), crash.Config{Model: crash.ScopedBarrier, States: states, Seed: seed, Shrink: true})
 			require.NoError(t, err)
 			t.Logf("%s: %d persists, %s", tc.name, rep.Persists, rep.Summary())
 			if !tc.broken {
@@ -157,7 +157,7 @@ func TestNarrowBarrierCaught(t *testing.T) {
 			for seed := uint64(1); seed <= 5 && !found; seed++ {
 				w := newCrashWL(seed, 4, 8, 24, 12)
 				w.opts = BatchOptions{Alg: Alg2, Scopes: &sc}
-				rep, err := crash.Check(w, pm.DefaultGPU, crash.Config{Model: crash.ScopedBarrier, States: 2000, Seed: seed, Shrink: true})
+				rep, err := crash.Check(w, pm.DefaultGPU(), crash.Config{Model: crash.ScopedBarrier, States: 2000, Seed: seed, Shrink: true})
 				require.NoError(t, err)
 				if len(rep.Violations) > 0 {
 					t.Logf("seed %d: %s\n%s", seed, rep.Summary(), rep.Violations[0].Explanation)
@@ -335,7 +335,7 @@ func TestCrashLosesOneMark(t *testing.T) {
 		t.Run(alg.String(), func(t *testing.T) {
 			w := newCrashWL(seed, 4, 8, 160, 48)
 			w.opts = BatchOptions{Alg: alg}
-			rec, err := crash.Record(w, pm.DefaultGPU)
+			rec, err := crash.Record(w, pm.DefaultGPU())
 			require.NoError(t, err)
 			p, ok, err := Progress(rec.Base, "bt")
 			require.NoError(t, err)
@@ -385,7 +385,7 @@ func TestCrashCheckerFindsOneLostMark(t *testing.T) {
 				innerBufs = bufs
 				w := newCrashWL(seed, 4, 8, 160, 48)
 				w.opts = BatchOptions{Alg: alg}
-				rep, err := crash.Check(w, pm.DefaultGPU, crash.Config{Model: crash.ScopedBarrier, States: 1000, Seed: seed, Shrink: true})
+				rep, err := crash.Check(w, pm.DefaultGPU(), crash.Config{Model: crash.ScopedBarrier, States: 1000, Seed: seed, Shrink: true})
 				require.NoError(t, err)
 				t.Logf("%d persists, %s", rep.Persists, rep.Summary())
 				if bufs == pieceBufs-1 {

@@ -89,7 +89,7 @@ func TestOldFormatRefused(t *testing.T) {
 	for _, v := range []uint32{0, 1, formatVersion + 1} {
 		b := tr.g.encode()
 		binary.LittleEndian.PutUint32(b[versionOff:], v)
-		binary.LittleEndian.PutUint32(b[headerCRC:], crc32.Checksum(b[:headerCRC], castagnoli))
+		binary.LittleEndian.PutUint32(b[headerCRC:], crc32.Checksum(b[:headerCRC], crc32.MakeTable(crc32.Castagnoli)))
 		require.NoError(t, m.CopyIn(tr.r.Base, b))
 		_, err = Open(m, "bt")
 		require.ErrorIs(t, err, ErrVersion, "version %d", v)

@@ -296,12 +296,9 @@ func (t *Tree) predLeaf(nodes []*node, idx []int, lo int) (uint32, error) {
 	return 0, nil
 }
 
-// crashBeforeCommit, set by tests, makes a delete stop before its commit.
-var crashBeforeCommit error
-
 func (t *Tree) finishDelete(mt meta, freed, made []uint32) error {
-	if crashBeforeCommit != nil {
-		return crashBeforeCommit
+	if t.knobs.crashBeforeCommit != nil {
+		return t.knobs.crashBeforeCommit
 	}
 	want := slices.Clone(t.bm[t.cur.seq&1])
 	for _, id := range freed {

@@ -4,8 +4,8 @@ import (
 	"encoding/binary"
 	"errors"
 	"fmt"
-	"hash/crc32"
 
+	"github.com/scopedpm/scopedpm/internal/seal"
 	"github.com/scopedpm/scopedpm/pm"
 )
 
@@ -67,8 +67,6 @@ const (
 	versionOff    = 8 + 8*5
 )
 
-var castagnoli = crc32.MakeTable(crc32.Castagnoli)
-
 // geometry is what the header records; every offset derives from it.
 type geometry struct {
 	order     int
@@ -118,35 +116,24 @@ func (g geometry) nodesOff() uint64 { return g.bitmapOff(2) }
 func (g geometry) size() uint64     { return g.nodesOff() + g.capacity*g.nodeBytes }
 
 func (g geometry) encode() []byte {
-	b := make([]byte, line)
-	copy(b, magic)
-	for i, f := range []uint64{uint64(g.order), g.nodeBytes, g.capacity, g.maxBatch, g.maxLanes} {
-		binary.LittleEndian.PutUint64(b[8+8*i:], f)
-	}
+	b := seal.New(magic, line)
+	seal.PutUint64s(b, 8, uint64(g.order), g.nodeBytes, g.capacity, g.maxBatch, g.maxLanes)
 	binary.LittleEndian.PutUint32(b[versionOff:], formatVersion)
-	binary.LittleEndian.PutUint32(b[headerCRC:], crc32.Checksum(b[:headerCRC], castagnoli))
+	seal.Seal(b)
 	return b
 }
 
 // decodeHeader decodes the header line; bytes that are not a valid header
 // give an error wrapping ErrCorrupt.
 func decodeHeader(b []byte) (geometry, error) {
-	if len(b) < line {
-		return geometry{}, fmt.Errorf("%w: header of %d bytes", ErrCorrupt, len(b))
-	}
-	if string(b[:8]) != magic {
-		return geometry{}, fmt.Errorf("%w: magic %q", ErrCorrupt, b[:8])
-	}
-	if got, want := binary.LittleEndian.Uint32(b[headerCRC:]), crc32.Checksum(b[:headerCRC], castagnoli); got != want {
-		return geometry{}, fmt.Errorf("%w: header checksum %08x, want %08x", ErrCorrupt, got, want)
+	b, err := seal.Open(b, line, magic)
+	if err != nil {
+		return geometry{}, fmt.Errorf("%w: header: %w", ErrCorrupt, err)
 	}
 	if v := binary.LittleEndian.Uint32(b[versionOff:]); v != formatVersion {
 		return geometry{}, fmt.Errorf("%w: version %d, this build reads %d", ErrVersion, max(v, 1), formatVersion)
 	}
-	var f [5]uint64
-	for i := range f {
-		f[i] = binary.LittleEndian.Uint64(b[8+8*i:])
-	}
+	f := seal.Uint64s(b, 8, 5)
 	if f[0] > MaxOrder {
 		return geometry{}, fmt.Errorf("%w: order %d", ErrCorrupt, f[0])
 	}
@@ -165,24 +152,20 @@ type meta struct {
 	count  uint64 // keys
 }
 
-const metaCRC = line - 4
-
 func (m meta) encode() []byte {
-	b := make([]byte, line)
+	b := seal.New("", line)
 	binary.LittleEndian.PutUint64(b[0:], m.seq)
 	binary.LittleEndian.PutUint32(b[8:], m.root)
 	binary.LittleEndian.PutUint32(b[12:], m.height)
 	binary.LittleEndian.PutUint64(b[16:], m.count)
-	binary.LittleEndian.PutUint32(b[metaCRC:], crc32.Checksum(b[:metaCRC], castagnoli))
+	seal.Seal(b)
 	return b
 }
 
 func decodeMeta(b []byte, g geometry) (meta, error) {
-	if len(b) < line {
-		return meta{}, fmt.Errorf("%w: meta of %d bytes", ErrCorrupt, len(b))
-	}
-	if got, want := binary.LittleEndian.Uint32(b[metaCRC:]), crc32.Checksum(b[:metaCRC], castagnoli); got != want {
-		return meta{}, fmt.Errorf("%w: meta checksum %08x, want %08x", ErrCorrupt, got, want)
+	b, err := seal.Open(b, line, "")
+	if err != nil {
+		return meta{}, fmt.Errorf("%w: meta: %w", ErrCorrupt, err)
 	}
 	m := meta{seq: binary.LittleEndian.Uint64(b[0:]), root: binary.LittleEndian.Uint32(b[8:]),
 		height: binary.LittleEndian.Uint32(b[12:]), count: binary.LittleEndian.Uint64(b[16:])}
@@ -209,28 +192,19 @@ type record struct {
 	block     uint32 // BlockThreads the batch was planned with
 }
 
-const recordCRC = line - 4
-
 func (r record) encode() []byte {
-	b := make([]byte, line)
-	for i, f := range []uint64{r.seq, r.n, r.lanes, uint64(r.d), uint64(r.oldRoot), uint64(r.oldHeight), uint64(r.alg), r.free, r.topStart, r.topEnd, uint64(r.del), uint64(r.block)} {
-		binary.LittleEndian.PutUint64(b[8*i:], f)
-	}
-	binary.LittleEndian.PutUint32(b[recordCRC:], crc32.Checksum(b[:recordCRC], castagnoli))
+	b := seal.New("", line)
+	seal.PutUint64s(b, 0, r.seq, r.n, r.lanes, uint64(r.d), uint64(r.oldRoot), uint64(r.oldHeight), uint64(r.alg), r.free, r.topStart, r.topEnd, uint64(r.del), uint64(r.block))
+	seal.Seal(b)
 	return b
 }
 
 func decodeRecord(b []byte, g geometry) (record, error) {
-	if len(b) < line {
-		return record{}, fmt.Errorf("%w: batch record of %d bytes", ErrCorrupt, len(b))
+	b, err := seal.Open(b, line, "")
+	if err != nil {
+		return record{}, fmt.Errorf("%w: batch record: %w", ErrCorrupt, err)
 	}
-	if got, want := binary.LittleEndian.Uint32(b[recordCRC:]), crc32.Checksum(b[:recordCRC], castagnoli); got != want {
-		return record{}, fmt.Errorf("%w: batch record checksum %08x, want %08x", ErrCorrupt, got, want)
-	}
-	var f [12]uint64
-	for i := range f {
-		f[i] = binary.LittleEndian.Uint64(b[8*i:])
-	}
+	f := seal.Uint64s(b, 0, 12)
 	r := record{seq: f[0], n: f[1], lanes: f[2], d: uint32(f[3]), oldRoot: uint32(f[4]), oldHeight: uint32(f[5]),
 		alg: uint32(f[6]), free: f[7], topStart: f[8], topEnd: f[9], del: uint32(f[10]), block: uint32(f[11])}
 	switch {

@@ -81,6 +81,15 @@ type Tree struct {
 	g    geometry
 	cur  meta
 	bm   [2][]uint64 // volatile copies of the two bitmaps
+
+	knobs testingKnobs // set by tests (export_test.go)
+}
+
+// testingKnobs are a tree's test hooks, per instance so that tests can run
+// in parallel.
+type testingKnobs struct {
+	// crashBeforeCommit makes a delete return it just before its commit.
+	crashBeforeCommit error
 }
 
 // Create creates a tree in a new PM region named region: an empty root

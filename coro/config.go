@@ -3,6 +3,8 @@ package coro
 import (
 	"fmt"
 	"strings"
+
+	"github.com/scopedpm/scopedpm/pm"
 )
 
 // Mode is how a run orders the persists of its tasks at their ordering
@@ -86,8 +88,8 @@ type Config struct {
 	// every task active at once. StrandWeaver allows at most 1.
 	Window int
 	// StrandWidth and StrandDepth are StrandWeaver's strand buffer shape,
-	// (w,d) = (4,4) by default; a timing backend reads them (see
-	// Configurable). They do not change what the tasks issue.
+	// (w,d) = (4,4) by default; a timing backend reads them from
+	// pm.Launch.CPU. They do not change what the tasks issue.
 	StrandWidth, StrandDepth int
 	// SwitchCycles is the cost of one coroutine switch and of the
 	// scheduler, in cycles; each switch reports it as the Value of an
@@ -149,9 +151,13 @@ func (c Config) Validate() error {
 // active at once).
 func WithConfig(cfg Config) Option { return func(c *config) { c.run = cfg } }
 
-// Configurable is implemented by a backend (or a wrapper's inner backend,
-// found with pm.As) that times CPU runs and wants to know their
-// configuration: Run calls CoroConfig before each run's Begin.
-type Configurable interface {
-	CoroConfig(cfg Config)
+// launch returns what a timing backend needs of c, for pm.Launch.CPU.
+func (c Config) launch() pm.CPURun {
+	return pm.CPURun{
+		SwitchCycles: c.SwitchCycles,
+		FreeSwitch:   c.Mode == FreeSwitch,
+		Strands:      c.Mode == StrandWeaver,
+		StrandWidth:  c.StrandWidth,
+		StrandDepth:  c.StrandDepth,
+	}
 }

@@ -167,10 +167,7 @@ func Run(m *pm.Machine, tasks []Task, opts ...Option) (Result, error) {
 	if c, ok := pm.As[clock](r.be); ok {
 		r.clock, r.res.Clock = c, "cycles"
 	}
-	if c, ok := pm.As[Configurable](r.be); ok {
-		c.CoroConfig(r.cfg.run)
-	}
-	if err := r.be.Begin(pm.Launch{Name: r.cfg.name, Threads: len(tasks)}); err != nil {
+	if err := r.be.Begin(pm.Launch{Name: r.cfg.name, Threads: len(tasks), CPU: r.cfg.run.launch()}); err != nil {
 		return Result{}, fmt.Errorf("%w: begin %s: %w", pm.ErrBackend, r.be.Name(), err)
 	}
 	w := r.cfg.run.Window

@@ -467,7 +467,7 @@ func (b *Backend) Begin(l pm.Launch) error {
 		if b.rs != nil {
 			b.restudyHostFlush()
 		}
-		b.cpuBegin()
+		b.cpuBegin(l.CPU)
 		return nil
 	case l.Blocks <= 0:
 		return fmt.Errorf("%w: a run of %d blocks", ErrGeometry, l.Blocks)

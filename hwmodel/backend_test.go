@@ -198,7 +198,7 @@ func runKernel(t testing.TB, be pm.Backend, kc kernelCase) (scope.Result, [][]by
 
 func TestMetamorphic(t *testing.T) {
 	for _, kc := range kernels {
-		_, wantOut, wantImg, wantVis := runKernel(t, functional.New(pm.DefaultGPU), kc)
+		_, wantOut, wantImg, wantVis := runKernel(t, functional.New(pm.DefaultGPU()), kc)
 		for _, preset := range Presets() {
 			cfg, err := Preset(preset)
 			require.NoError(t, err)

@@ -5,13 +5,13 @@ import (
 
 	"github.com/stretchr/testify/require"
 
-	"github.com/scopedpm/scopedpm/internal/speed"
+	"github.com/scopedpm/scopedpm/internal/testkit/speed"
 	"github.com/scopedpm/scopedpm/pm"
 	"github.com/scopedpm/scopedpm/scope"
 )
 
 // BenchmarkHWModel measures the backend with the engine (pm-near, epoch
-// and SBRP) over the kernels of internal/speed, the ones BenchmarkEngine
+// and SBRP) over the kernels of internal/testkit/speed, the ones BenchmarkEngine
 // runs on the functional backend, and reports:
 //
 //   - verbs/s: simulated thread-verbs per CPU-second of the process

@@ -7,7 +7,6 @@ import (
 	"math/bits"
 	"slices"
 
-	"github.com/scopedpm/scopedpm/coro"
 	"github.com/scopedpm/scopedpm/pm"
 )
 
@@ -221,15 +220,6 @@ func (b *Backend) LastCPU() CPUStats {
 	return b.cpu.last
 }
 
-// CoroConfig receives the configuration of the next CPU run
-// (coro.Configurable): its switch cost and StrandWeaver's strand buffer.
-func (b *Backend) CoroConfig(cfg coro.Config) {
-	if b.cpu == nil {
-		b.cpu = newCPUCore(b.cfg.CPU)
-	}
-	b.cpu.run = cfg
-}
-
 // robGroup is a run of n instructions from first on that retire one slot
 // (1/width cycle) after another from slot start.
 type robGroup struct{ first, n, start uint64 }
@@ -269,7 +259,6 @@ type cpuCore struct {
 	rdBW, wrBW                resource
 	sharedBus                 bool // cpu.pm.shared_bus: writes take rdBW
 
-	run      coro.Config // the next run's configuration (CoroConfig)
 	switchCy uint64
 	strands  bool // StrandWeaver: CLWBs go to the strand buffers
 	sbW, sbD uint64
@@ -338,7 +327,7 @@ func newCPUCore(c CPUConfig) *cpuCore {
 
 // cpuBegin starts a CPU run at the cycle the previous run or launch
 // drained.
-func (b *Backend) cpuBegin() {
+func (b *Backend) cpuBegin(run pm.CPURun) {
 	b.compact()
 	b.cpuRun = true
 	if b.cpu == nil {
@@ -361,17 +350,15 @@ func (b *Backend) cpuBegin() {
 	c.dirtyOrder = c.dirtyOrder[:0]
 	c.rdBW.reset(t)
 	c.wrBW.reset(t)
-	// The run's configuration (coro.Configurable), used once.
-	run := c.run
-	c.run = coro.Config{}
+	// The run's scheduling (pm.Launch.CPU).
 	c.switchCy = uint64(c.cfg.SwitchCycles)
 	switch {
-	case run.Mode == coro.FreeSwitch:
+	case run.FreeSwitch:
 		c.switchCy = 0
 	case run.SwitchCycles != 0:
 		c.switchCy = run.SwitchCycles
 	}
-	c.strands = run.Mode == coro.StrandWeaver
+	c.strands = run.Strands
 	c.sbW, c.sbD = 4, 4
 	if run.StrandWidth > 0 {
 		c.sbW = uint64(run.StrandWidth)

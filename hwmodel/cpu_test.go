@@ -8,9 +8,9 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/scopedpm/scopedpm/coro"
+	"github.com/scopedpm/scopedpm/crash"
 	"github.com/scopedpm/scopedpm/hwmodel"
 	"github.com/scopedpm/scopedpm/pm"
-	"github.com/scopedpm/scopedpm/pm/crash"
 	"github.com/scopedpm/scopedpm/pm/functional"
 	"github.com/scopedpm/scopedpm/workloads"
 )
@@ -325,7 +325,7 @@ func TestCPURefinesPMO(t *testing.T) {
 						c := max(cycles[i], start)
 						img, err := be.CrashAt(c)
 						require.NoError(t, err)
-						m2, err := pm.Reopen(img, functional.New(pm.DefaultGPU))
+						m2, err := pm.Reopen(img, functional.New(pm.DefaultGPU()))
 						require.NoError(t, err)
 						require.NoError(t, w.Recover(m2), "crash at %d", c)
 						require.NoError(t, w.Check(m2), "crash at %d", c)

@@ -6,7 +6,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/scopedpm/scopedpm/hwmodel"
-	"github.com/scopedpm/scopedpm/internal/kerneltest"
+	"github.com/scopedpm/scopedpm/internal/testkit/kerneltest"
 	"github.com/scopedpm/scopedpm/pm"
 	"github.com/scopedpm/scopedpm/pm/functional"
 )

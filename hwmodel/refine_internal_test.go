@@ -7,8 +7,8 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/scopedpm/scopedpm/coro"
+	"github.com/scopedpm/scopedpm/crash"
 	"github.com/scopedpm/scopedpm/pm"
-	"github.com/scopedpm/scopedpm/pm/crash"
 	"github.com/scopedpm/scopedpm/scope"
 )
 

@@ -3,8 +3,8 @@ package kvs
 import (
 	"encoding/binary"
 	"fmt"
-	"hash/crc32"
 
+	"github.com/scopedpm/scopedpm/internal/seal"
 	"github.com/scopedpm/scopedpm/pm"
 )
 
@@ -66,11 +66,8 @@ func ParseLogKind(s string) (LogKind, error) {
 // the bytes before it in the line's last 4 bytes. Written once, by Create.
 const (
 	magic      = "GPKVS\x00\x00\x01"
-	headerCRC  = BucketBytes - 4
 	nHeaderFld = 5
 )
-
-var castagnoli = crc32.MakeTable(crc32.Castagnoli)
 
 type header struct {
 	buckets, batch, block, convParts uint64
@@ -78,29 +75,18 @@ type header struct {
 }
 
 func (h header) encode() []byte {
-	b := make([]byte, BucketBytes)
-	copy(b, magic)
-	for i, f := range []uint64{h.buckets, h.batch, h.block, h.convParts, uint64(h.log)} {
-		binary.LittleEndian.PutUint64(b[8+8*i:], f)
-	}
-	binary.LittleEndian.PutUint32(b[headerCRC:], crc32.Checksum(b[:headerCRC], castagnoli))
+	b := seal.New(magic, BucketBytes)
+	seal.PutUint64s(b, 8, h.buckets, h.batch, h.block, h.convParts, uint64(h.log))
+	seal.Seal(b)
 	return b
 }
 
 func decodeHeader(b []byte) (header, error) {
-	if len(b) < BucketBytes {
-		return header{}, fmt.Errorf("%w: header of %d bytes", ErrCorrupt, len(b))
+	b, err := seal.Open(b, BucketBytes, magic)
+	if err != nil {
+		return header{}, fmt.Errorf("%w: header: %w", ErrCorrupt, err)
 	}
-	if string(b[:8]) != magic {
-		return header{}, fmt.Errorf("%w: magic %q", ErrCorrupt, b[:8])
-	}
-	if got, want := binary.LittleEndian.Uint32(b[headerCRC:]), crc32.Checksum(b[:headerCRC], castagnoli); got != want {
-		return header{}, fmt.Errorf("%w: header checksum %08x, want %08x", ErrCorrupt, got, want)
-	}
-	var f [nHeaderFld]uint64
-	for i := range f {
-		f[i] = binary.LittleEndian.Uint64(b[8+8*i:])
-	}
+	f := seal.Uint64s(b, 8, nHeaderFld)
 	h := header{buckets: f[0], batch: f[1], block: f[2], convParts: f[3], log: LogKind(f[4])}
 	cfg := Config{Buckets: int(min(h.buckets, 1<<40)), MaxBatch: int(min(h.batch, 1<<40)), BlockThreads: int(min(h.block, 1<<40)),
 		Log: h.log, ConvParts: int(min(h.convParts, 1<<40))}

@@ -80,11 +80,13 @@ type GPULimits struct {
 	SharedPerSM int
 }
 
-// DefaultGPU is the shape the functional backend reports: 30 SMs (the SBRP
-// baseline GPU of the SBRP paper) with CUDA's per-SM limits of 2048 threads and 32
-// blocks and 1024 threads per block, and the SBRP artifact's 64 KB of shared
-// memory per SM.
-var DefaultGPU = GPULimits{SMs: 30, WarpSize: 32, MaxThreadsPerSM: 2048, MaxBlocksPerSM: 32, MaxThreadsPerBlock: 1024, SharedPerSM: 64 << 10}
+// DefaultGPU returns the shape the functional backend reports: 30 SMs (the
+// SBRP baseline GPU of the SBRP paper) with CUDA's per-SM limits of 2048
+// threads and 32 blocks and 1024 threads per block, and the SBRP artifact's
+// 64 KB of shared memory per SM.
+func DefaultGPU() GPULimits {
+	return GPULimits{SMs: 30, WarpSize: 32, MaxThreadsPerSM: 2048, MaxBlocksPerSM: 32, MaxThreadsPerBlock: 1024, SharedPerSM: 64 << 10}
+}
 
 // HostEventKind is the kind of a HostEvent.
 type HostEventKind uint8
@@ -111,6 +113,23 @@ type Launch struct {
 	Name    string // kernel or run name, for statistics
 	Blocks  int    // GPU: blocks in the grid; 0 for a CPU run
 	Threads int    // GPU: threads per block; CPU: tasks
+	CPU     CPURun // a CPU run's scheduling; zero for a GPU launch
+}
+
+// CPURun is what a backend that times a CPU run needs to know of how the
+// run schedules its tasks; package coro fills it in from its configuration.
+// The zero value is a run at the backend's own switch cost, without strands.
+type CPURun struct {
+	// SwitchCycles, when not zero, is the cost of one coroutine switch and
+	// of the scheduler, in cycles, in place of the backend's own.
+	SwitchCycles uint64
+	// FreeSwitch makes switches cost nothing; it wins over SwitchCycles.
+	FreeSwitch bool
+	// Strands sends the run's persists through a strand buffer
+	// (StrandWeaver) of StrandWidth strands of StrandDepth entries each;
+	// 0 means 4.
+	Strands                  bool
+	StrandWidth, StrandDepth int
 }
 
 // Stats are a run's statistics as a backend counts them. Untimed backends

@@ -4,9 +4,10 @@ import (
 	"bytes"
 	"encoding/binary"
 	"fmt"
-	"hash/crc32"
 	"slices"
 	"strings"
+
+	"github.com/scopedpm/scopedpm/internal/seal"
 )
 
 // Image is a durable image: the PM namespace (each region's name and base
@@ -76,8 +77,6 @@ const (
 	maxNameLen   = 255
 )
 
-var castagnoli = crc32.MakeTable(crc32.Castagnoli)
-
 // MarshalBinary encodes the image with a checksum.
 func (img *Image) MarshalBinary() ([]byte, error) {
 	if err := img.validate(); err != nil {
@@ -100,7 +99,7 @@ func (img *Image) MarshalBinary() ([]byte, error) {
 		buf.Write(w[:])
 		buf.Write(r.Data)
 	}
-	binary.LittleEndian.PutUint32(w[:4], crc32.Checksum(buf.Bytes(), castagnoli))
+	binary.LittleEndian.PutUint32(w[:4], seal.Checksum(buf.Bytes()))
 	buf.Write(w[:4])
 	return buf.Bytes(), nil
 }
@@ -111,13 +110,13 @@ func (img *Image) MarshalBinary() ([]byte, error) {
 // wrapping ErrCorrupt; img is left unchanged.
 func (img *Image) UnmarshalBinary(data []byte) error {
 	const hdr = len(imageMagic) + 8
-	if len(data) < hdr+4 || string(data[:len(imageMagic)]) != imageMagic {
+	if len(data) < hdr+4 || !seal.HasMagic(data, imageMagic) {
 		return fmt.Errorf("%w: not an image (bad magic or too short)", ErrCorrupt)
 	}
-	body, sum := data[:len(data)-4], binary.LittleEndian.Uint32(data[len(data)-4:])
-	if crc32.Checksum(body, castagnoli) != sum {
-		return fmt.Errorf("%w: checksum mismatch", ErrCorrupt)
+	if _, err := seal.Open(data, len(data), imageMagic); err != nil {
+		return fmt.Errorf("%w: %w", ErrCorrupt, err)
 	}
+	body := data[:len(data)-4]
 	if v := binary.LittleEndian.Uint32(body[len(imageMagic):]); v != imageVersion {
 		return fmt.Errorf("%w: version %d, want %d", ErrCorrupt, v, imageVersion)
 	}

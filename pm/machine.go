@@ -16,7 +16,33 @@ type Machine struct {
 	be      Backend
 	caps    Caps
 	crashed bool
+	launch  LaunchDefaults // applied to every kernel launch (SetLaunchDefaults)
 }
+
+// ScopeChange makes the verbs it applies to that name scope From use scope
+// To instead.
+type ScopeChange struct{ From, To Scope }
+
+// LaunchDefaults are settings that the kernel executor (package scope)
+// applies to every launch on a machine before the launch's own options.
+// Harnesses set them to run a workload, which launches its own kernels, with
+// its scopes changed. They belong to the machine and go with it.
+type LaunchDefaults struct {
+	// Promote changes the scope of persist releases and acquires (PRel,
+	// PAcq), in order, before the launch's own promotions
+	// (scope.WithPromotion).
+	Promote []ScopeChange
+	// SiteScopes overrides the scope of the verbs issued from the given
+	// call sites (scope.WithSiteScopes; a launch's own option replaces it).
+	SiteScopes map[string]Scope
+}
+
+// SetLaunchDefaults makes every later kernel launch on m apply d before its
+// own options; the zero LaunchDefaults removes them.
+func (m *Machine) SetLaunchDefaults(d LaunchDefaults) { m.launch = d }
+
+// LaunchDefaults returns the settings of SetLaunchDefaults.
+func (m *Machine) LaunchDefaults() LaunchDefaults { return m.launch }
 
 // NewMachine returns a machine on backend be. Its PM regions are those the
 // backend stores, if it implements Storage; otherwise it starts empty.
@@ -78,7 +104,7 @@ func attach(mem *Memory, be Backend) (*Machine, error) {
 		return nil, fmt.Errorf("%w: attach %s: %w", ErrBackend, be.Name(), err)
 	}
 	if caps.GPU == (GPULimits{}) {
-		caps.GPU = DefaultGPU
+		caps.GPU = DefaultGPU()
 	}
 	return &Machine{mem: mem, be: be, caps: caps}, nil
 }

@@ -8,14 +8,14 @@ import (
 
 	"github.com/stretchr/testify/require"
 
-	"github.com/scopedpm/scopedpm/internal/speed"
+	"github.com/scopedpm/scopedpm/internal/testkit/speed"
 	"github.com/scopedpm/scopedpm/pm"
 	"github.com/scopedpm/scopedpm/pm/functional"
 	"github.com/scopedpm/scopedpm/scope"
 )
 
 // BenchmarkEngine measures the engine on the functional backend over the
-// kernels of internal/speed (BenchmarkHWModel runs the same ones under
+// kernels of internal/testkit/speed (BenchmarkHWModel runs the same ones under
 // hwmodel) and reports:
 //
 //   - verbs/s: simulated thread-verbs per CPU-second of the process
@@ -42,7 +42,7 @@ func BenchmarkEngine(b *testing.B) {
 		require.NoError(b, err)
 		b.Run(c.kernel, func(b *testing.B) {
 			prepare := func(p *speed.Probe) (func() (scope.Result, error), error) {
-				m, err := pm.NewMachine(functional.New(pm.DefaultGPU))
+				m, err := pm.NewMachine(functional.New(pm.DefaultGPU()))
 				if err != nil {
 					return nil, err
 				}

@@ -76,7 +76,7 @@ func TestDeterminism(t *testing.T) {
 }
 
 func TestCrashAndReopen(t *testing.T) {
-	m := newMachine(t, pm.DefaultGPU)
+	m := newMachine(t, pm.DefaultGPU())
 	r, err := m.CreateRegion("log", 4096)
 	require.NoError(t, err)
 	vol, err := m.Alloc(pm.DeviceMem, 4096)
@@ -141,7 +141,7 @@ func TestDeviceBarrierPreemption(t *testing.T) {
 }
 
 func TestWarpBarrier(t *testing.T) {
-	m := newMachine(t, pm.DefaultGPU)
+	m := newMachine(t, pm.DefaultGPU())
 	a, err := m.Alloc(pm.DeviceMem, 4*64)
 	require.NoError(t, err)
 	out, err := m.Alloc(pm.DeviceMem, 4*64)

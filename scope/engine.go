@@ -70,26 +70,15 @@ func WithSiteScopes(sites map[string]Scope) Option {
 	return func(c *config) { c.sites = sites }
 }
 
-// defaults holds options applied to every launch on a machine (SetDefaults).
-var defaults sync.Map // *pm.Machine -> []Option
-
-// SetDefaults makes every later Launch on m apply opts before its own
-// options; with no opts it removes m's defaults. Harnesses use it to run a
-// workload, which launches its own kernels, with an option such as
-// WithSiteScopes or WithPromotion.
-func SetDefaults(m *pm.Machine, opts ...Option) {
-	if len(opts) == 0 {
-		defaults.Delete(m)
-		return
+// applyDefaults applies the machine's launch defaults (pm.LaunchDefaults)
+// to c, as the options WithPromotion and WithSiteScopes would.
+func applyDefaults(c *config, d pm.LaunchDefaults) {
+	for _, p := range d.Promote {
+		WithPromotion(p.From, p.To)(c)
 	}
-	defaults.Store(m, opts)
-}
-
-func defaultsOf(m *pm.Machine) []Option {
-	if v, ok := defaults.Load(m); ok {
-		return v.([]Option)
+	if d.SiteScopes != nil {
+		WithSiteScopes(d.SiteScopes)(c)
 	}
-	return nil
 }
 
 // Result reports what a launch did.
@@ -284,9 +273,7 @@ func Launch(m *pm.Machine, g Grid, k Kernel, opts ...Option) (Result, error) {
 	caps := m.Caps()
 	e := &engine{mem: m.Memory(), be: m.Backend(), ops: caps.Ops, batch: caps.Batch, lim: caps.GPU, grid: g, kernel: k,
 		cfg: config{name: "kernel", spinProbe: 256}, parked: map[pm.Addr][]parkEntry{}}
-	for _, o := range defaultsOf(m) {
-		o(&e.cfg)
-	}
+	applyDefaults(&e.cfg, m.LaunchDefaults())
 	for _, o := range opts {
 		o(&e.cfg)
 	}

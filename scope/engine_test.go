@@ -48,8 +48,8 @@ func TestVectorAdd(t *testing.T) {
 		n, bs  int
 		limits pm.GPULimits
 	}{
-		{"one-block", 32, 32, pm.DefaultGPU},
-		{"ragged", 1000, 96, pm.DefaultGPU},
+		{"one-block", 32, 32, pm.DefaultGPU()},
+		{"ragged", 1000, 96, pm.DefaultGPU()},
 		{"few-resident", 4096, 64, pm.GPULimits{SMs: 2, WarpSize: 32, MaxThreadsPerSM: 128, MaxBlocksPerSM: 2, MaxThreadsPerBlock: 128}},
 		{"warp-size-8", 300, 40, pm.GPULimits{SMs: 1, WarpSize: 8, MaxThreadsPerSM: 80, MaxBlocksPerSM: 2, MaxThreadsPerBlock: 80}},
 	} {
@@ -90,7 +90,7 @@ func TestVectorAdd(t *testing.T) {
 
 func TestBlockReduction(t *testing.T) {
 	const blocks, bs = 7, 128
-	m := newMachine(t, pm.DefaultGPU)
+	m := newMachine(t, pm.DefaultGPU())
 	in, err := m.Alloc(pm.DeviceMem, 4*blocks*bs)
 	require.NoError(t, err)
 	scratch, err := m.Alloc(pm.DeviceMem, 4*blocks*bs)
@@ -126,7 +126,7 @@ func TestBlockReduction(t *testing.T) {
 func TestProducerConsumer(t *testing.T) {
 	for _, s := range []pm.Scope{pm.Device, pm.System} {
 		t.Run(s.String(), func(t *testing.T) {
-			m := newMachine(t, pm.DefaultGPU)
+			m := newMachine(t, pm.DefaultGPU())
 			data, err := m.CreateRegion("data", 4*64)
 			require.NoError(t, err)
 			flag, err := m.Alloc(pm.DeviceMem, 4)
@@ -158,7 +158,7 @@ func TestProducerConsumer(t *testing.T) {
 }
 
 func TestDeadlock(t *testing.T) {
-	m := newMachine(t, pm.DefaultGPU)
+	m := newMachine(t, pm.DefaultGPU())
 	flag, err := m.Alloc(pm.DeviceMem, 4)
 	require.NoError(t, err)
 	for _, tc := range []struct {
@@ -194,7 +194,7 @@ func TestDeadlock(t *testing.T) {
 
 func TestRereadIsNotDeadlock(t *testing.T) {
 	// Reading one word a few times in a row with nothing else running is not a spin.
-	m := newMachine(t, pm.DefaultGPU)
+	m := newMachine(t, pm.DefaultGPU())
 	a, err := m.Alloc(pm.DeviceMem, 8)
 	require.NoError(t, err)
 	_, err = scope.Launch(m, scope.Grid{Blocks: 1, Threads: 1}, func(t *scope.Thread) {
@@ -209,7 +209,7 @@ func TestRereadIsNotDeadlock(t *testing.T) {
 }
 
 func TestKernelErrors(t *testing.T) {
-	m := newMachine(t, pm.DefaultGPU)
+	m := newMachine(t, pm.DefaultGPU())
 	a, err := m.Alloc(pm.DeviceMem, 64)
 	require.NoError(t, err)
 	for _, tc := range []struct {
@@ -246,7 +246,7 @@ func TestKernelErrors(t *testing.T) {
 }
 
 func TestGeometry(t *testing.T) {
-	m := newMachine(t, pm.DefaultGPU)
+	m := newMachine(t, pm.DefaultGPU())
 	for _, g := range []scope.Grid{{0, 32}, {1, 0}, {-1, 32}, {1, 2048}, {1 << 30, 1024}} {
 		_, err := scope.Launch(m, g, func(*scope.Thread) {})
 		require.ErrorIs(t, err, scope.ErrGeometry, "%+v", g)
@@ -279,7 +279,7 @@ func TestSharedMemoryResidency(t *testing.T) {
 }
 
 func TestCancel(t *testing.T) {
-	m := newMachine(t, pm.DefaultGPU)
+	m := newMachine(t, pm.DefaultGPU())
 	ctx, cancel := context.WithCancel(context.Background())
 	a, err := m.Alloc(pm.DeviceMem, 8)
 	require.NoError(t, err)
@@ -326,7 +326,7 @@ func TestPromotion(t *testing.T) {
 // Failed launches stop their suspended threads; idle coroutines are kept
 // for reuse only up to a bound. Either way goroutines do not pile up.
 func TestNoGoroutineLeak(t *testing.T) {
-	m := newMachine(t, pm.DefaultGPU)
+	m := newMachine(t, pm.DefaultGPU())
 	flag, err := m.Alloc(pm.DeviceMem, 4)
 	require.NoError(t, err)
 	run := func() {
@@ -361,8 +361,7 @@ func TestSiteScopesAndDefaults(t *testing.T) {
 	require.NoError(t, err)
 	site := rec.Events()[0].Site
 	rec.Reset()
-	scope.SetDefaults(m, scope.WithSiteScopes(map[string]pm.Scope{site: pm.Block}))
-	defer scope.SetDefaults(m)
+	m.SetLaunchDefaults(pm.LaunchDefaults{SiteScopes: map[string]pm.Scope{site: pm.Block}})
 	_, err = scope.Launch(m, scope.Grid{Blocks: 1, Threads: 1}, k)
 	require.NoError(t, err)
 	ev := rec.Events()
@@ -428,7 +427,7 @@ func TestSharedMemoryReduction(t *testing.T) {
 
 // Gather32 and Gather64 read what Load32 and Load64 read.
 func TestGatherLoads(t *testing.T) {
-	m := newMachine(t, pm.DefaultGPU)
+	m := newMachine(t, pm.DefaultGPU())
 	a, err := m.Alloc(pm.DeviceMem, 256)
 	require.NoError(t, err)
 	_, err = scope.Launch(m, scope.Grid{Blocks: 1, Threads: 4}, func(t *scope.Thread) {

@@ -62,7 +62,7 @@ func (p *stackProbe) Step(w int) uint64 {
 // without losing their order or data: a kernel that reuses its buffer for
 // a second StoreBytes before its step ends still reports both contents.
 func TestOpsLeaveThreadStack(t *testing.T) {
-	p := &stackProbe{Backend: functional.New(pm.DefaultGPU)}
+	p := &stackProbe{Backend: functional.New(pm.DefaultGPU())}
 	m, err := pm.NewMachine(p)
 	require.NoError(t, err)
 	r, err := m.CreateRegion("r", 4096)

@@ -4,8 +4,8 @@ import (
 	"encoding/binary"
 	"errors"
 	"fmt"
-	"hash/crc32"
 
+	"github.com/scopedpm/scopedpm/internal/seal"
 	"github.com/scopedpm/scopedpm/pm"
 	"github.com/scopedpm/scopedpm/scope"
 )
@@ -241,7 +241,7 @@ func groupCRC(g int, seq uint64) uint32 {
 	var b [12]byte
 	binary.LittleEndian.PutUint32(b[:], uint32(g))
 	binary.LittleEndian.PutUint64(b[4:], seq)
-	return crc32.Checksum(b[:], castagnoli)
+	return seal.Checksum(b[:])
 }
 
 // commit writes the metadata of copy seq&1 of g, orders it and the copy
@@ -281,7 +281,7 @@ func (c *Checkpoint) Save(x Exec, g int) error {
 			k := min(s.n-done, checkpointCopy)
 			x.LoadBytes(s.a.Add(done), buf[:k])
 			x.StoreBytes(dst.Add(off+done), buf[:k])
-			sum = crc32.Update(sum, castagnoli, buf[:k])
+			sum = seal.Update(sum, buf[:k])
 			done += k
 		}
 		off += roundUp(s.n, Line)
@@ -346,7 +346,7 @@ func (c *Checkpoint) SaveKernel(m *pm.Machine, g int, grid scope.Grid) error {
 			for done := uint64(0); done < s.n; done += Line {
 				k := min(Line, s.n-done)
 				t.LoadBytes(dst.Add(off+done), buf[:k])
-				sum = crc32.Update(sum, castagnoli, buf[:k])
+				sum = seal.Update(sum, buf[:k])
 			}
 			off += roundUp(s.n, Line)
 		}
@@ -377,7 +377,7 @@ func (c *Checkpoint) load(x Exec, g int, sizes []uint64) ([][]byte, uint64, erro
 	for _, s := range sizes {
 		b := make([]byte, s)
 		x.LoadBytes(src.Add(off), b)
-		sum = crc32.Update(sum, castagnoli, b)
+		sum = seal.Update(sum, b)
 		out = append(out, b)
 		off += roundUp(s, Line)
 		n += s

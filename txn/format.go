@@ -3,14 +3,13 @@ package txn
 import (
 	"encoding/binary"
 	"fmt"
-	"hash/crc32"
+
+	"github.com/scopedpm/scopedpm/internal/seal"
 )
 
 // Line is the alignment of every persistent structure's parts: a GPU cache
 // line, the unit the hardware coalesces a warp's accesses into.
 const Line = 128
-
-var castagnoli = crc32.MakeTable(crc32.Castagnoli)
 
 // The header is the first line of every region txn creates: an 8-byte
 // magic, a 4-byte version, 4 reserved bytes, up to 13 little-endian 8-byte
@@ -19,7 +18,6 @@ var castagnoli = crc32.MakeTable(crc32.Castagnoli)
 const (
 	headerVersion = 1
 	headerFields  = 13
-	headerCRC     = Line - 4
 )
 
 // Region magics.
@@ -31,38 +29,29 @@ const (
 )
 
 func encodeHeader(magic string, fields ...uint64) []byte {
-	if len(magic) != 8 || len(fields) > headerFields {
+	if len(fields) > headerFields {
 		panic("txn: bad header layout") // internal invariant
 	}
-	b := make([]byte, Line)
-	copy(b, magic)
+	b := seal.New(magic, Line)
 	binary.LittleEndian.PutUint32(b[8:], headerVersion)
-	for i, f := range fields {
-		binary.LittleEndian.PutUint64(b[16+8*i:], f)
-	}
-	binary.LittleEndian.PutUint32(b[headerCRC:], crc32.Checksum(b[:headerCRC], castagnoli))
+	seal.PutUint64s(b, 16, fields...)
+	seal.Seal(b)
 	return b
 }
 
 // decodeHeader checks magic, version and checksum and returns n fields.
 func decodeHeader(b []byte, magic string, n int) ([]uint64, error) {
-	if len(b) < Line || n > headerFields {
-		return nil, fmt.Errorf("%w: header of %d bytes", ErrCorrupt, len(b))
+	if n > headerFields {
+		return nil, fmt.Errorf("%w: header of %d fields", ErrCorrupt, n)
 	}
-	if string(b[:8]) != magic {
-		return nil, fmt.Errorf("%w: magic %q, want %q", ErrCorrupt, b[:8], magic)
-	}
-	if got, want := binary.LittleEndian.Uint32(b[headerCRC:]), crc32.Checksum(b[:headerCRC], castagnoli); got != want {
-		return nil, fmt.Errorf("%w: header checksum %08x, want %08x", ErrCorrupt, got, want)
+	b, err := seal.Open(b, Line, magic)
+	if err != nil {
+		return nil, fmt.Errorf("%w: header: %w", ErrCorrupt, err)
 	}
 	if v := binary.LittleEndian.Uint32(b[8:]); v != headerVersion {
 		return nil, fmt.Errorf("%w: version %d, want %d", ErrCorrupt, v, headerVersion)
 	}
-	out := make([]uint64, n)
-	for i := range out {
-		out[i] = binary.LittleEndian.Uint64(b[16+8*i:])
-	}
-	return out, nil
+	return seal.Uint64s(b, 16, n), nil
 }
 
 func roundUp(n, to uint64) uint64 { return (n + to - 1) / to * to }
@@ -87,7 +76,7 @@ func entryCRC(kind byte, gen, part, pos uint32, payload []byte) uint32 {
 	binary.LittleEndian.PutUint32(pre[5:], part)
 	binary.LittleEndian.PutUint32(pre[9:], pos)
 	binary.LittleEndian.PutUint32(pre[13:], uint32(len(payload)))
-	return crc32.Update(crc32.Checksum(pre[:], castagnoli), castagnoli, payload)
+	return seal.Update(seal.Checksum(pre[:]), payload)
 }
 
 // entrySize is the stream bytes an entry of n payload bytes takes.
@@ -178,7 +167,7 @@ func tagOf(what byte, idx uint64, v uint64) uint16 {
 	b[0] = what
 	binary.LittleEndian.PutUint64(b[1:], idx)
 	binary.LittleEndian.PutUint64(b[9:], v)
-	return uint16(crc32.Checksum(b[:], castagnoli))
+	return uint16(seal.Checksum(b[:]))
 }
 
 func tagWord(what byte, idx, v uint64) uint64 {

@@ -10,9 +10,9 @@ import (
 
 	"github.com/stretchr/testify/require"
 
+	"github.com/scopedpm/scopedpm/crash"
 	"github.com/scopedpm/scopedpm/hwmodel"
 	"github.com/scopedpm/scopedpm/pm"
-	"github.com/scopedpm/scopedpm/pm/crash"
 	"github.com/scopedpm/scopedpm/pm/functional"
 	"github.com/scopedpm/scopedpm/scope"
 )
@@ -26,7 +26,7 @@ var sizeNames = map[Size]string{Tiny: "tiny", Quick: "quick", Paper: "paper"}
 // runFresh sets w up on a fresh functional machine and runs it.
 func runFresh(t *testing.T, w crash.Workload) *pm.Machine {
 	t.Helper()
-	m, err := pm.NewMachine(functional.New(pm.DefaultGPU))
+	m, err := pm.NewMachine(functional.New(pm.DefaultGPU()))
 	require.NoError(t, err)
 	require.NoError(t, w.Setup(m))
 	require.NoError(t, w.Run(m))
@@ -50,7 +50,7 @@ func TestAppsCorrect(t *testing.T) {
 				require.NoError(t, w.Check(m))
 				img, err := m.Crash()
 				require.NoError(t, err)
-				m2, err := pm.Reopen(img, functional.New(pm.DefaultGPU))
+				m2, err := pm.Reopen(img, functional.New(pm.DefaultGPU()))
 				require.NoError(t, err)
 				require.NoError(t, w.Recover(m2))
 				require.NoError(t, w.Check(m2))
@@ -110,7 +110,7 @@ func TestTimedCrashes(t *testing.T) {
 					require.NoError(t, w.Run(m))
 					img, err := be.CrashAt(at)
 					require.NoError(t, err)
-					m2, err := pm.Reopen(img, functional.New(pm.DefaultGPU))
+					m2, err := pm.Reopen(img, functional.New(pm.DefaultGPU()))
 					require.NoError(t, err)
 					require.NoError(t, w.Recover(m2), "crash at cycle %d", at)
 					require.NoError(t, w.Check(m2), "crash at cycle %d", at)
@@ -175,7 +175,7 @@ func TestCrashStatesRecover(t *testing.T) {
 					t.Logf("seed = %d, states = %d", seed, states)
 					w, err := crashWorkload(name, size)
 					require.NoError(t, err)
-					rep, err := crash.Check(w, pm.DefaultGPU, crash.Config{Model: model, States: states, Seed: seed})
+					rep, err := crash.Check(w, pm.DefaultGPU(), crash.Config{Model: model, States: states, Seed: seed})
 					require.NoError(t, err)
 					for _, v := range rep.Violations {
 						t.Logf("violation (seed %d): %v", v.Seed, v.Err)
@@ -246,7 +246,7 @@ func TestSeededBugsFound(t *testing.T) {
 				t.Logf("seed = %d", seed)
 				w, err := New(tc.workload, Tiny)
 				require.NoError(t, err)
-				rep, err := crash.Check(w, pm.DefaultGPU, crash.Config{Model: model, States: 10000, Seed: seed, Shrink: true})
+				rep, err := crash.Check(w, pm.DefaultGPU(), crash.Config{Model: model, States: 10000, Seed: seed, Shrink: true})
 				require.NoError(t, err)
 				require.Len(t, rep.Violations, 1, rep.Summary())
 				v := rep.Violations[0]
@@ -264,7 +264,7 @@ func TestSeededBugsFound(t *testing.T) {
 	for _, name := range []string{"multiqueue-narrow", "scan-narrow"} {
 		w, err := New(name, Tiny)
 		require.NoError(t, err)
-		rep, err := crash.Check(w, pm.DefaultGPU, crash.Config{Model: crash.Epoch, States: 10000, Seed: 3})
+		rep, err := crash.Check(w, pm.DefaultGPU(), crash.Config{Model: crash.Epoch, States: 10000, Seed: 3})
 		require.NoError(t, err)
 		require.Empty(t, rep.Violations, name)
 	}
@@ -283,7 +283,7 @@ func TestSeededBugsFoundAtQuick(t *testing.T) {
 			t.Logf("seed = %d", seed)
 			w, err := crashWorkload(name, Quick)
 			require.NoError(t, err)
-			rep, err := crash.Check(w, pm.DefaultGPU, crash.Config{Model: crash.SBRP, States: 10000, Seed: seed})
+			rep, err := crash.Check(w, pm.DefaultGPU(), crash.Config{Model: crash.SBRP, States: 10000, Seed: seed})
 			require.NoError(t, err)
 			require.NotEmpty(t, rep.Violations, rep.Summary())
 			t.Logf("%s after %d states: %v", name, rep.Checked, rep.Violations[0].Err)
@@ -305,7 +305,7 @@ func TestMutantsAndAdvice(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			w, err := New(tc.name, Tiny)
 			require.NoError(t, err)
-			rec, err := crash.Record(w, pm.DefaultGPU)
+			rec, err := crash.Record(w, pm.DefaultGPU())
 			require.NoError(t, err)
 			cfg := crash.Config{Model: crash.SBRP, States: 3000, Seed: 3}
 			res, err := rec.Mutate(w, cfg)
@@ -368,7 +368,7 @@ func TestBadConfigs(t *testing.T) {
 	_, _, err = h.insertKernel(m, h.Batches())
 	require.ErrorIs(t, err, ErrConfig)
 	// Kernels on a machine without the regions fail cleanly.
-	bare, err := pm.NewMachine(functional.New(pm.DefaultGPU))
+	bare, err := pm.NewMachine(functional.New(pm.DefaultGPU()))
 	require.NoError(t, err)
 	for _, name := range apps {
 		w, err := New(name, Tiny)
@@ -399,7 +399,7 @@ func TestRegistry(t *testing.T) {
 func TestHashmapEvicts(t *testing.T) {
 	w, err := New("hashmap", Tiny)
 	require.NoError(t, err)
-	rec, err := crash.Record(w, pm.DefaultGPU)
+	rec, err := crash.Record(w, pm.DefaultGPU())
 	require.NoError(t, err)
 	chains := 0
 	for _, e := range rec.Events {
@@ -416,7 +416,7 @@ func TestHashmapEvicts(t *testing.T) {
 func TestScanOutput(t *testing.T) {
 	for _, size := range []Size{Tiny, Quick} {
 		backends := map[string]func() pm.Backend{
-			"functional": func() pm.Backend { return functional.New(pm.DefaultGPU) },
+			"functional": func() pm.Backend { return functional.New(pm.DefaultGPU()) },
 		}
 		for _, model := range []hwmodel.Model{hwmodel.SBRP, hwmodel.Epoch} {
 			backends[model.String()] = func() pm.Backend {

@@ -5,8 +5,8 @@ import (
 	"math/rand/v2"
 
 	"github.com/scopedpm/scopedpm/btree"
+	"github.com/scopedpm/scopedpm/crash"
 	"github.com/scopedpm/scopedpm/pm"
-	"github.com/scopedpm/scopedpm/pm/crash"
 	"github.com/scopedpm/scopedpm/pm/functional"
 )
 
@@ -34,7 +34,7 @@ func init() {
 // tree that passes btree's Check and holds exactly the batches it says it
 // committed.
 //
-// Run holds one batch because the recorder of pm/crash does not see host
+// Run holds one batch because the recorder of crash does not see host
 // writes made during Run: a second staged batch would lose its record in
 // every crash image while keeping its kernel's writes.
 type BTree struct {

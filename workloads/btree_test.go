@@ -9,9 +9,9 @@ import (
 
 	"github.com/stretchr/testify/require"
 
+	"github.com/scopedpm/scopedpm/crash"
 	"github.com/scopedpm/scopedpm/hwmodel"
 	"github.com/scopedpm/scopedpm/pm"
-	"github.com/scopedpm/scopedpm/pm/crash"
 	"github.com/scopedpm/scopedpm/pm/functional"
 )
 
@@ -51,7 +51,7 @@ func TestBTreeCorrect(t *testing.T) {
 				require.NoError(t, w.Check(m)) // the batch is not committed yet: batch 2's content
 				img, err := m.Crash()
 				require.NoError(t, err)
-				m2, err := pm.Reopen(img, functional.New(pm.DefaultGPU))
+				m2, err := pm.Reopen(img, functional.New(pm.DefaultGPU()))
 				require.NoError(t, err)
 				require.NoError(t, w.Recover(m2))
 				require.NoError(t, w.Check(m2))
@@ -84,7 +84,7 @@ func TestBTreeCrashStates(t *testing.T) {
 			t.Logf("seed = %d, states = %d", seed, states)
 			w, err := New(name, Tiny)
 			require.NoError(t, err)
-			rep, err := crash.Check(w, pm.DefaultGPU, crash.Config{Model: crash.ScopedBarrier, States: states, Seed: seed})
+			rep, err := crash.Check(w, pm.DefaultGPU(), crash.Config{Model: crash.ScopedBarrier, States: states, Seed: seed})
 			require.NoError(t, err)
 			for _, v := range rep.Violations {
 				t.Logf("violation (seed %d): %v", v.Seed, v.Err)
@@ -112,7 +112,7 @@ func TestBTreeSeededBugs(t *testing.T) {
 			t.Logf("seed = %d", seed)
 			w, err := New(name, Tiny)
 			require.NoError(t, err)
-			rep, err := crash.Check(w, pm.DefaultGPU, crash.Config{Model: crash.ScopedBarrier, States: 10000, Seed: seed, Shrink: true})
+			rep, err := crash.Check(w, pm.DefaultGPU(), crash.Config{Model: crash.ScopedBarrier, States: 10000, Seed: seed, Shrink: true})
 			require.NoError(t, err)
 			require.NotEmpty(t, rep.Violations, rep.Summary())
 			v := rep.Violations[0]
@@ -126,7 +126,7 @@ func TestBTreeSeededBugs(t *testing.T) {
 	}
 	w, err := New("btree", Tiny)
 	require.NoError(t, err)
-	rec, err := crash.Record(w, pm.DefaultGPU)
+	rec, err := crash.Record(w, pm.DefaultGPU())
 	require.NoError(t, err)
 	cfg := crash.Config{Model: crash.ScopedBarrier, States: 2000, Seed: 1}
 	res, err := rec.Mutate(w, cfg)

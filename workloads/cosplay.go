@@ -6,8 +6,8 @@ import (
 	"math/rand/v2"
 
 	"github.com/scopedpm/scopedpm/coro"
+	"github.com/scopedpm/scopedpm/crash"
 	"github.com/scopedpm/scopedpm/pm"
-	"github.com/scopedpm/scopedpm/pm/crash"
 	"github.com/scopedpm/scopedpm/pm/functional"
 	"github.com/scopedpm/scopedpm/txn"
 )
@@ -387,7 +387,7 @@ func MeasureCPURates(app string, sh CPUShape) (CPURates, error) {
 	if err != nil {
 		return CPURates{}, err
 	}
-	m, err := pm.NewMachine(functional.New(pm.DefaultGPU))
+	m, err := pm.NewMachine(functional.New(pm.DefaultGPU()))
 	if err != nil {
 		return CPURates{}, err
 	}

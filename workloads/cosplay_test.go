@@ -12,9 +12,9 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/scopedpm/scopedpm/coro"
+	"github.com/scopedpm/scopedpm/crash"
 	"github.com/scopedpm/scopedpm/hwmodel"
 	"github.com/scopedpm/scopedpm/pm"
-	"github.com/scopedpm/scopedpm/pm/crash"
 	"github.com/scopedpm/scopedpm/pm/functional"
 )
 
@@ -52,7 +52,7 @@ func TestCPUWorkloadsRun(t *testing.T) {
 				sh.Tasks, sh.Config = 24, cfg
 				w, err := NewCPU(app.name, sh, NoBug)
 				require.NoError(t, err)
-				m := runCPU(t, w, functional.New(pm.DefaultGPU))
+				m := runCPU(t, w, functional.New(pm.DefaultGPU()))
 				require.NoError(t, w.Recover(m))
 				require.NoError(t, w.Check(m))
 				r := w.LastRun()
@@ -69,7 +69,7 @@ func TestCPUWorkloadsRun(t *testing.T) {
 // and on hwmodel (a cycle clock).
 func TestCPUDeterministic(t *testing.T) {
 	backends := map[string]func() pm.Backend{
-		"functional": func() pm.Backend { return functional.New(pm.DefaultGPU) },
+		"functional": func() pm.Backend { return functional.New(pm.DefaultGPU()) },
 		"hwmodel": func() pm.Backend {
 			be, err := hwmodel.New(hwmodel.PresetPMNear(), hwmodel.SBRP)
 			require.NoError(t, err)
@@ -167,7 +167,7 @@ func TestCPUConfigsCrashConsistent(t *testing.T) {
 	sh.Config = coro.Config{Mode: coro.Unordered, Window: 1}
 	w, err := NewCPU("sps", sh, NoBug)
 	require.NoError(t, err)
-	rep, err := crash.Check(w, pm.DefaultGPU, crash.Config{Model: crash.X86, States: 2000, Seed: 3})
+	rep, err := crash.Check(w, pm.DefaultGPU(), crash.Config{Model: crash.X86, States: 2000, Seed: 3})
 	require.NoError(t, err)
 	require.NotEmpty(t, rep.Violations, rep.Summary())
 }
@@ -271,7 +271,7 @@ func TestCPUBadShape(t *testing.T) {
 		require.ErrorIs(t, err, tc.is, "%+v", sh)
 	}
 	// On a machine without the regions every step fails cleanly.
-	bare, err := pm.NewMachine(functional.New(pm.DefaultGPU))
+	bare, err := pm.NewMachine(functional.New(pm.DefaultGPU()))
 	require.NoError(t, err)
 	w, err := NewCPU("sps", good, NoBug)
 	require.NoError(t, err)
@@ -288,7 +288,7 @@ func TestCPUMutants(t *testing.T) {
 		t.Run(model.String(), func(t *testing.T) {
 			w, err := New("cosplay-pc", Tiny)
 			require.NoError(t, err)
-			rec, err := crash.Record(w, pm.DefaultGPU)
+			rec, err := crash.Record(w, pm.DefaultGPU())
 			require.NoError(t, err)
 			res, err := rec.Mutate(w, crash.Config{Model: model, States: 2000, Seed: 4})
 			require.NoError(t, err)

@@ -6,8 +6,8 @@ import (
 	"maps"
 	"math/rand/v2"
 
+	"github.com/scopedpm/scopedpm/crash"
 	"github.com/scopedpm/scopedpm/pm"
-	"github.com/scopedpm/scopedpm/pm/crash"
 	"github.com/scopedpm/scopedpm/scope"
 )
 
@@ -43,10 +43,6 @@ func hmRebuildShape(s Size) HMRebuildShape {
 // hmRounds is the number of cuckoo rounds of the rebuild (the artifact's).
 const hmRounds = 25
 
-// hmFallbackHook, if set, is called for each key the cuckoo rounds did not
-// place (tests count them).
-var hmFallbackHook func()
-
 // HMRebuild is SBRP's HM (Table 2) in the shape of its artifact: a hash
 // map of Slots-slot buckets in PM, key k in bucket k mod buckets, whose
 // every batch of inserts rebuilds the table in four kernels:
@@ -77,6 +73,10 @@ type HMRebuild struct {
 	vals   []uint32
 	states []map[uint32]uint32 // after each whole number of batches
 	hash   [3][2]uint32
+
+	// onFallback, set by tests (export_test.go), is called for each key
+	// the cuckoo rounds did not place.
+	onFallback func()
 }
 
 // NewHMRebuild returns the workload: keys 1..Keys (as the artifact) with
@@ -302,8 +302,8 @@ func (w *HMRebuild) batch(m *pm.Machine, l hmrLayout, gen, lo, hi int) error {
 			// The rounds did not place the key: it takes the first
 			// cell no key holds (lookups then scan the bucket).
 			loc, table = -1, 0
-			if hmFallbackHook != nil {
-				hmFallbackHook()
+			if w.onFallback != nil {
+				w.onFallback()
 			}
 			for c := 0; c < S && loc < 0; c++ {
 				if t.AtomicCAS32(cell(0, c), 0, key, pm.Block) == 0 {

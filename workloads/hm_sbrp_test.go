@@ -65,11 +65,10 @@ func TestHMRebuildBadShape(t *testing.T) {
 // fallback at Quick size (a statistic for the notes: it must stay rare).
 func TestHMRebuildFallback(t *testing.T) {
 	n := 0
-	hmFallbackHook = func() { n++ }
-	defer func() { hmFallbackHook = nil }()
 	w, err := NewHMRebuild(hmRebuildShape(Quick), true)
 	require.NoError(t, err)
-	m, err := pm.NewMachine(functional.New(pm.DefaultGPU))
+	w.setOnFallback(func() { n++ })
+	m, err := pm.NewMachine(functional.New(pm.DefaultGPU()))
 	require.NoError(t, err)
 	require.NoError(t, w.Setup(m))
 	require.NoError(t, w.Run(m))

@@ -5,9 +5,9 @@ import (
 	"maps"
 	"math/rand/v2"
 
+	"github.com/scopedpm/scopedpm/crash"
 	"github.com/scopedpm/scopedpm/kvs"
 	"github.com/scopedpm/scopedpm/pm"
-	"github.com/scopedpm/scopedpm/pm/crash"
 )
 
 func init() {

@@ -5,9 +5,9 @@ import (
 
 	"github.com/stretchr/testify/require"
 
+	"github.com/scopedpm/scopedpm/crash"
 	"github.com/scopedpm/scopedpm/kvs"
 	"github.com/scopedpm/scopedpm/pm"
-	"github.com/scopedpm/scopedpm/pm/crash"
 	"github.com/scopedpm/scopedpm/workloads"
 )
 

@@ -6,8 +6,8 @@ import (
 	"slices"
 	"strings"
 
+	"github.com/scopedpm/scopedpm/crash"
 	"github.com/scopedpm/scopedpm/pm"
-	"github.com/scopedpm/scopedpm/pm/crash"
 	"github.com/scopedpm/scopedpm/pm/persistency"
 	"github.com/scopedpm/scopedpm/scope"
 )
@@ -557,38 +557,38 @@ func (k RestudyKernel) InPaper() bool { return slices.Contains(restudyPaperKerne
 
 var restudyWorkloads = []RestudyInfo{
 	{"histo", []RestudyKernel{{"histo1", "histo_prescan_kernel", "S"}, {"histo2", "histo_intermediates_kernel", "S"}, {"histo3", "histo_main_kernel", "S"}, {"histo4", "histo_final_kernel", "S"}},
-		persistency.KernelSchemes[0], func(s Size, sc persistency.Scheme) (RestudyWorkload, error) { return NewHisto(histoShape(s), sc, 1) }},
-	{"stencil", []RestudyKernel{{"stencil", "naive_kernel", "LS"}}, persistency.CTASchemes[2],
+		persistency.KernelSchemes()[0], func(s Size, sc persistency.Scheme) (RestudyWorkload, error) { return NewHisto(histoShape(s), sc, 1) }},
+	{"stencil", []RestudyKernel{{"stencil", "naive_kernel", "LS"}}, persistency.CTASchemes()[2],
 		func(s Size, sc persistency.Scheme) (RestudyWorkload, error) {
 			return NewStencil(stencilShape(s), sc, 1)
 		}},
-	{"bfs", []RestudyKernel{{"bfs", "BFS_in_GPU_kernel", "LL"}}, persistency.LoopSchemes[1],
+	{"bfs", []RestudyKernel{{"bfs", "BFS_in_GPU_kernel", "LL"}}, persistency.LoopSchemes()[1],
 		func(s Size, sc persistency.Scheme) (RestudyWorkload, error) { return NewBFS(bfsShape(s), sc, 1) }},
-	{"sgemm", []RestudyKernel{{"sgemm", "mysgemmNT", "LS"}}, persistency.CTASchemes[2],
+	{"sgemm", []RestudyKernel{{"sgemm", "mysgemmNT", "LS"}}, persistency.CTASchemes()[2],
 		func(s Size, sc persistency.Scheme) (RestudyWorkload, error) { return NewSGEMM(sgemmShape(s), sc, 1) }},
-	{"spmv", []RestudyKernel{{"spmv", "spmv_jds", "LS"}}, persistency.CTASchemes[0],
+	{"spmv", []RestudyKernel{{"spmv", "spmv_jds", "LS"}}, persistency.CTASchemes()[0],
 		func(s Size, sc persistency.Scheme) (RestudyWorkload, error) { return NewSpMV(spmvShape(s), sc, 1) }},
-	{"lbm", []RestudyKernel{{"lbm", "performStreamCollide_kernel", "LS"}}, persistency.CTASchemes[0],
+	{"lbm", []RestudyKernel{{"lbm", "performStreamCollide_kernel", "LS"}}, persistency.CTASchemes()[0],
 		func(s Size, sc persistency.Scheme) (RestudyWorkload, error) { return NewLBM(lbmShape(s), sc, 1) }},
-	{"sad", []RestudyKernel{{"sad1", "mb_sad_calc", "LS"}, {"sad2", "larger_sad_calc_8", "S"}}, persistency.CTASchemes[0],
+	{"sad", []RestudyKernel{{"sad1", "mb_sad_calc", "LS"}, {"sad2", "larger_sad_calc_8", "S"}}, persistency.CTASchemes()[0],
 		func(s Size, sc persistency.Scheme) (RestudyWorkload, error) { return NewSAD(sadShape(s), sc, 1) }},
-	{"accumulate", []RestudyKernel{{"accumulate", "accumulate", "LS"}}, persistency.UndoSchemes[4],
+	{"accumulate", []RestudyKernel{{"accumulate", "accumulate", "LS"}}, persistency.UndoSchemes()[4],
 		func(s Size, sc persistency.Scheme) (RestudyWorkload, error) {
 			return NewAccumulate(accumulateShape(s), sc, 1, false)
 		}},
-	{"mri-q", []RestudyKernel{{"mri-q1", "ComputePhiMag_GPU", "S"}}, persistency.KernelSchemes[0],
+	{"mri-q", []RestudyKernel{{"mri-q1", "ComputePhiMag_GPU", "S"}}, persistency.KernelSchemes()[0],
 		func(s Size, sc persistency.Scheme) (RestudyWorkload, error) { return NewMRIQ(mriqShape(s), sc, 1) }},
-	{"scan", []RestudyKernel{{"mri-gridding-scan1", "scan_L1_kernel", "S"}, {"mri-gridding-scan2", "scan_inter1_kernel", "S"}}, persistency.StrictSchemes[1],
+	{"scan", []RestudyKernel{{"mri-gridding-scan1", "scan_L1_kernel", "S"}, {"mri-gridding-scan2", "scan_inter1_kernel", "S"}}, persistency.StrictSchemes()[1],
 		func(s Size, sc persistency.Scheme) (RestudyWorkload, error) { return NewRSScan(rsScanShape(s), sc, 1) }},
-	{"kv-search", []RestudyKernel{{"search", "hash_search", "KV"}}, persistency.KernelSchemes[0],
+	{"kv-search", []RestudyKernel{{"search", "hash_search", "KV"}}, persistency.KernelSchemes()[0],
 		megaKVMaker(KVSearch)},
-	{"kv-insert", []RestudyKernel{{"insert", "hash_insert_cuckoo", "KV"}}, persistency.KernelSchemes[0],
+	{"kv-insert", []RestudyKernel{{"insert", "hash_insert_cuckoo", "KV"}}, persistency.KernelSchemes()[0],
 		megaKVMaker(KVInsert)},
-	{"kv-delete", []RestudyKernel{{"delete", "hash_delete", "KV"}}, persistency.KernelSchemes[0],
+	{"kv-delete", []RestudyKernel{{"delete", "hash_delete", "KV"}}, persistency.KernelSchemes()[0],
 		megaKVMaker(KVDelete)},
-	{"pow-dag", []RestudyKernel{{"ethash_calculate_dag_item", "ethash_calculate_dag_item", "PoW"}}, persistency.CTASchemes[0],
+	{"pow-dag", []RestudyKernel{{"ethash_calculate_dag_item", "ethash_calculate_dag_item", "PoW"}}, persistency.CTASchemes()[0],
 		progPoWMaker(true)},
-	{"pow-search", []RestudyKernel{{"progpow_search", "progpow_search", "PoW"}}, persistency.CTASchemes[0],
+	{"pow-search", []RestudyKernel{{"progpow_search", "progpow_search", "PoW"}}, persistency.CTASchemes()[0],
 		progPoWMaker(false)},
 }
 

@@ -3,9 +3,9 @@ package workloads_test
 import (
 	"fmt"
 
+	"github.com/scopedpm/scopedpm/crash"
 	"github.com/scopedpm/scopedpm/hwmodel"
 	"github.com/scopedpm/scopedpm/pm"
-	"github.com/scopedpm/scopedpm/pm/crash"
 	"github.com/scopedpm/scopedpm/pm/persistency"
 	"github.com/scopedpm/scopedpm/workloads"
 )

@@ -7,9 +7,9 @@ import (
 
 	"github.com/stretchr/testify/require"
 
+	"github.com/scopedpm/scopedpm/crash"
 	"github.com/scopedpm/scopedpm/hwmodel"
 	"github.com/scopedpm/scopedpm/pm"
-	"github.com/scopedpm/scopedpm/pm/crash"
 	"github.com/scopedpm/scopedpm/pm/functional"
 	"github.com/scopedpm/scopedpm/pm/persistency"
 	"github.com/scopedpm/scopedpm/scope"
@@ -103,12 +103,12 @@ func timedOrNot(s persistency.Scheme) []*crash.Model {
 // allSchemes is every scheme of the re-study and the baseline.
 func allSchemes() []persistency.Scheme {
 	out := []persistency.Scheme{persistency.NVM}
-	for _, g := range [][]persistency.Scheme{persistency.StrictSchemes, persistency.KernelSchemes, persistency.CTASchemes, persistency.LoopSchemes} {
+	for _, g := range [][]persistency.Scheme{persistency.StrictSchemes(), persistency.KernelSchemes(), persistency.CTASchemes(), persistency.LoopSchemes()} {
 		out = append(out, g...)
 	}
 	out = append(out, persistency.Scheme{Gran: persistency.PerCTA, Mech: persistency.CLWB, PCT: true},
 		persistency.Scheme{Gran: persistency.PerCTA, Mech: persistency.L2WB, PCT: true})
-	out = append(out, persistency.UndoSchemes...)
+	out = append(out, persistency.UndoSchemes()...)
 	return append(out, persistency.Scheme{Gran: persistency.PerLoop, Mech: persistency.CLWB, PCT: true, Undo: true})
 }
 
@@ -189,12 +189,12 @@ func TestRestudyIdempotencyDeclaration(t *testing.T) {
 		declareIdm bool
 		ok         bool
 	}{
-		{persistency.CTASchemes[1], false, false}, // EP_C_clwb: re-running a half-durable block adds twice
-		{persistency.UndoSchemes[4], false, true}, // undo_C+clwb
-		{persistency.UndoSchemes[5], false, true}, // undo_C+clwb+idem, declared not idempotent: logs
-		{persistency.UndoSchemes[5], true, false}, // declared idempotent: no log, caught
-		{persistency.UndoSchemes[2], false, true}, // undo_C+wt
-		{persistency.UndoSchemes[0], false, true}, // undo_K
+		{persistency.CTASchemes()[1], false, false}, // EP_C_clwb: re-running a half-durable block adds twice
+		{persistency.UndoSchemes()[4], false, true}, // undo_C+clwb
+		{persistency.UndoSchemes()[5], false, true}, // undo_C+clwb+idem, declared not idempotent: logs
+		{persistency.UndoSchemes()[5], true, false}, // declared idempotent: no log, caught
+		{persistency.UndoSchemes()[2], false, true}, // undo_C+wt
+		{persistency.UndoSchemes()[0], false, true}, // undo_K
 	} {
 		t.Run(fmt.Sprintf("%v/declared-idempotent=%v", tc.scheme, tc.declareIdm), func(t *testing.T) {
 			w, err := NewAccumulate(sh, tc.scheme, 2, tc.declareIdm)
@@ -218,12 +218,12 @@ func TestRestudyUndoCrashConsistency(t *testing.T) {
 	const seed = 13
 	t.Logf("seed = %d", seed)
 	for _, rc := range RestudyWorkloads() {
-		s := persistency.UndoSchemes[4] // undo_C+clwb
+		s := persistency.UndoSchemes()[4] // undo_C+clwb
 		switch rc.Categories()[0] {
 		case "S", "KV":
-			s = persistency.UndoSchemes[0] // undo_K
+			s = persistency.UndoSchemes()[0] // undo_K
 		case "LL":
-			s = persistency.UndoSchemes[6] // undo_L+clwb
+			s = persistency.UndoSchemes()[6] // undo_L+clwb
 		}
 		t.Run(rc.Name+"/"+s.String(), func(t *testing.T) {
 			w, err := restudyCheckShapes[rc.Name](s)
@@ -372,8 +372,8 @@ func TestRestudyKernelTimes(t *testing.T) {
 // full (kvCuckooShape), on the functional backend and on hwmodel, and ends
 // with every entry in one of its buckets (Check).
 func TestMegaKVInsertDisplaces(t *testing.T) {
-	for _, model := range timedOrNot(persistency.KernelSchemes[0]) {
-		w, err := NewMegaKV(KVInsert, kvCuckooShape, persistency.KernelSchemes[0], 2)
+	for _, model := range timedOrNot(persistency.KernelSchemes()[0]) {
+		w, err := NewMegaKV(KVInsert, kvCuckooShape, persistency.KernelSchemes()[0], 2)
 		require.NoError(t, err)
 		m, _ := restudyMachine(t, model)
 		require.NoError(t, w.Setup(m))
@@ -403,7 +403,7 @@ func TestMegaKVInsertDisplaces(t *testing.T) {
 func TestMegaKVDisplacementOrder(t *testing.T) {
 	const seed = 3
 	t.Logf("seed = %d", seed)
-	s := persistency.KernelSchemes[0] // EP_K
+	s := persistency.KernelSchemes()[0] // EP_K
 	for _, ordered := range []bool{true, false} {
 		w, err := newMegaKV(KVInsert, kvCuckooShape, s, 2, ordered)
 		require.NoError(t, err)
@@ -478,7 +478,7 @@ func TestBFSStopsAtTheBlockLimit(t *testing.T) {
 	whole := sh
 	whole.Threads = sh.W * sh.H
 	require.Less(t, reached(sh), reached(whole), "the check shape's search must stop at its block limit")
-	s := persistency.LoopSchemes[1]
+	s := persistency.LoopSchemes()[1]
 	for _, model := range timedOrNot(s) {
 		w, err := NewBFS(sh, s, 2)
 		require.NoError(t, err)

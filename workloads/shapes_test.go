@@ -5,9 +5,9 @@ import (
 
 	"github.com/stretchr/testify/require"
 
+	"github.com/scopedpm/scopedpm/crash"
 	"github.com/scopedpm/scopedpm/hwmodel"
 	"github.com/scopedpm/scopedpm/pm"
-	"github.com/scopedpm/scopedpm/pm/crash"
 	"github.com/scopedpm/scopedpm/pm/functional"
 )
 
@@ -19,7 +19,7 @@ var shapeBackends = []string{"functional", "sbrp", "epoch"}
 // hwmodel model on the pm-near machine.
 func newShapeMachine(t *testing.T, name string) *pm.Machine {
 	t.Helper()
-	var b pm.Backend = functional.New(pm.DefaultGPU)
+	var b pm.Backend = functional.New(pm.DefaultGPU())
 	if name != "functional" {
 		model, err := hwmodel.ParseModel(name)
 		require.NoError(t, err)
@@ -37,7 +37,7 @@ func newShapeMachine(t *testing.T, name string) *pm.Machine {
 func requireRecovers(t *testing.T, w crash.Workload, model crash.Model, states int, seed uint64) *crash.Report {
 	t.Helper()
 	t.Logf("seed = %d", seed)
-	rep, err := crash.Check(w, pm.DefaultGPU, crash.Config{Model: model, States: states, Seed: seed})
+	rep, err := crash.Check(w, pm.DefaultGPU(), crash.Config{Model: model, States: states, Seed: seed})
 	require.NoError(t, err)
 	for _, v := range rep.Violations {
 		t.Logf("violation: %v", v.Err)
@@ -52,7 +52,7 @@ func requireRecovers(t *testing.T, w crash.Workload, model crash.Model, states i
 func requireBugFound(t *testing.T, w crash.Workload, model crash.Model, seed uint64) crash.Violation {
 	t.Helper()
 	t.Logf("seed = %d", seed)
-	rep, err := crash.Check(w, pm.DefaultGPU, crash.Config{Model: model, States: 10000, Seed: seed, Shrink: true})
+	rep, err := crash.Check(w, pm.DefaultGPU(), crash.Config{Model: model, States: 10000, Seed: seed, Shrink: true})
 	require.NoError(t, err)
 	require.NotEmpty(t, rep.Violations, rep.Summary())
 	v := rep.Violations[0]

@@ -20,7 +20,7 @@ import (
 	"math"
 	"slices"
 
-	"github.com/scopedpm/scopedpm/pm/crash"
+	"github.com/scopedpm/scopedpm/crash"
 )
 
 // ErrUnknown is returned for a workload name that is not registered.

@@ -3,48 +3,66 @@
 // pmcheck's mutants and the scope advisor all use this one definition, and
 // scope's per-site overrides (scope.WithSiteScopes) are keyed by it.
 //
-// The library is the runtime a program is written against: the packages
-// pm and pm/... (the recorder, the checker, the backends), scope, hwmodel,
-// coro, txn and internal/..., plus the Go standard library. Everything
-// else is user code, including every _test.go file (a test's kernel is
-// the user's) and scopedpm's own data structures and
-// workloads (kvs, btree, workloads): they are programs written with the API,
-// so a verb a txn log issues on behalf of a kvs kernel is sited at the kvs
-// line that called txn, not at txn's wrapper, and mutating that site
-// changes one use of the log, not every log in the program.
+// Which of the module's packages are the library follows from the module's
+// floor plan (internal/layers), not from a list kept here: the machinery
+// (pm and pm/..., scope, hwmodel, internal/...) and the layers built on the
+// verbs (coro, txn, crash) are the library, and so is the Go standard
+// library. Everything else is user code: packages of other modules, every
+// _test.go file (a test's kernel is the user's), and scopedpm's own data
+// structures and workloads (btree, kvs, workloads, bench): they are
+// programs written with the API, so a verb a txn log issues on behalf of a
+// kvs kernel is sited at the kvs line that called txn, not at txn's
+// wrapper, and mutating that site changes one use of the log, not every log
+// in the program. A new subpackage takes its parent's place in the plan.
 package callsite
 
 import (
 	"runtime"
+	"runtime/debug"
 	"strconv"
 	"strings"
+	"sync"
+
+	"github.com/scopedpm/scopedpm/internal/layers"
 )
 
 // Module is scopedpm's module path.
-const Module = "github.com/scopedpm/scopedpm"
+const Module = layers.Module
 
-// library lists the module's packages (and their subpackages) that are
-// the library, relative to Module.
-var library = []string{"pm", "scope", "hwmodel", "coro", "txn", "internal"}
-
-// IsLibrary reports whether package path pkg is part of the library: one
-// of the module's library packages or the Go standard library (a path
-// whose first element has no dot).
+// IsLibrary reports whether package path pkg is part of the library: a
+// package of the module whose place in the floor plan is not a program, or
+// a package of the Go standard library (a path whose first element has no
+// dot).
 func IsLibrary(pkg string) bool {
-	if rel, ok := strings.CutPrefix(pkg, Module+"/"); ok {
-		for _, l := range library {
-			if rel == l || strings.HasPrefix(rel, l+"/") {
-				return true
-			}
-		}
-		return false
-	}
-	if pkg == Module {
-		return false
+	if rel, ok := layers.Rel(pkg); ok {
+		p, ok := layers.Of(rel)
+		return ok && p.Role != layers.Program
 	}
 	first, _, _ := strings.Cut(pkg, "/")
 	return !strings.Contains(first, ".") && pkg != "main"
 }
+
+// isLayer reports whether a library package is built on the verbs (and so
+// is a useful site when no user frame issued them), as opposed to the
+// machinery that carries them out.
+func isLayer(pkg string) bool {
+	rel, ok := layers.Rel(pkg)
+	if !ok {
+		return false
+	}
+	p, ok := layers.Of(rel)
+	return ok && p.Role == layers.Layer
+}
+
+// mainModule is the path of the main module of the running binary ("" if
+// the binary has no build information), and its main package's path.
+var mainModule = sync.OnceValues(func() (string, string) {
+	bi, ok := debug.ReadBuildInfo()
+	if !ok {
+		return "", ""
+	}
+	return bi.Main.Path, bi.Path
+})
 
 // Package returns the package path of a function name as runtime.Frame
 // reports it ("github.com/x/y.(*T).M.func1" is in "github.com/x/y").
@@ -57,19 +75,31 @@ func Package(function string) string {
 	return function[:slash+1+dot]
 }
 
-// Name returns the site of a frame: the file's path relative to the module
-// root for the module's own files ("workloads/reduction.go:57"), else the
-// package path and the file's base name ("example.com/app/kernel.go:12",
-// "main/kernel.go:12"). An external test package (pkg_test) is sited in its
+// Name returns the site of a frame: the file's path relative to its
+// module's root for the files of scopedpm and of the running binary's main
+// module ("workloads/reduction.go:57", "kern/k.go:12" for example.com/app/kern
+// when example.com/app is the main module), else the package path and the
+// file's base name ("example.com/lib/kernel.go:12"). Package main is sited
+// in its directory in the main module when the build says which it is, else
+// as "main/k.go:12". An external test package (pkg_test) is sited in its
 // package's directory.
 func Name(function, file string, line int) string {
+	mod, mainPkg := mainModule()
+	return name(function, file, line, mod, mainPkg)
+}
+
+// name is Name with the main module's path and its main package's path.
+func name(function, file string, line int, mod, mainPkg string) string {
 	pkg := strings.TrimSuffix(Package(function), "_test")
+	if pkg == "main" && mainPkg != "" && mainPkg != "command-line-arguments" && !strings.HasSuffix(mainPkg, ".test") {
+		pkg = mainPkg
+	}
 	base := file[strings.LastIndexByte(file, '/')+1:]
 	dir := pkg
-	if rel, ok := strings.CutPrefix(pkg, Module+"/"); ok {
+	if rel, ok := layers.Rel(pkg); ok {
 		dir = rel
-	} else if pkg == Module {
-		dir = ""
+	} else if mod != "" && mod != Module && (pkg == mod || strings.HasPrefix(pkg, mod+"/")) {
+		dir = strings.TrimPrefix(strings.TrimPrefix(pkg, mod), "/")
 	}
 	if dir != "" {
 		base = dir + "/" + base
@@ -81,7 +111,7 @@ func Name(function, file string, line int) string {
 // caller of Site, skipping skip more frames (0: start at Site's caller's
 // caller). If every frame is in the library (a kernel the library itself
 // launches), it returns the innermost frame of the library's higher layers
-// (txn, coro, pm/crash), and "" if there is none.
+// (txn, coro, crash), and "" if there is none.
 func Site(skip int) string {
 	var pcs [48]uintptr
 	n := runtime.Callers(skip+2, pcs[:])
@@ -100,12 +130,4 @@ func Site(skip int) string {
 			return fallback
 		}
 	}
-}
-
-// isLayer reports whether a library package is built on the verbs (and so
-// is a useful site when no user frame issued them), as opposed to the
-// machinery that carries them out.
-func isLayer(pkg string) bool {
-	rel, ok := strings.CutPrefix(pkg, Module+"/")
-	return ok && (rel == "txn" || rel == "coro" || strings.HasPrefix(rel, "pm/crash"))
 }

@@ -18,12 +18,15 @@ func TestIsLibrary(t *testing.T) {
 	}{
 		{"github.com/scopedpm/scopedpm/pm", true},
 		{"github.com/scopedpm/scopedpm/pm/record", true},
-		{"github.com/scopedpm/scopedpm/pm/crash", true},
+		{"github.com/scopedpm/scopedpm/crash", true},
 		{"github.com/scopedpm/scopedpm/scope", true},
 		{"github.com/scopedpm/scopedpm/hwmodel", true},
 		{"github.com/scopedpm/scopedpm/coro", true},
 		{"github.com/scopedpm/scopedpm/txn", true},
 		{"github.com/scopedpm/scopedpm/internal/callsite", true},
+		{"github.com/scopedpm/scopedpm/internal/seal", true},
+		{"github.com/scopedpm/scopedpm/crash/newpart", true},
+		{"github.com/scopedpm/scopedpm/pm/newbackend", true},
 		{"runtime", true},
 		{"iter", true},
 		{"internal/runtime/maps", true},
@@ -31,6 +34,7 @@ func TestIsLibrary(t *testing.T) {
 		{"github.com/scopedpm/scopedpm/btree", false},
 		{"github.com/scopedpm/scopedpm/workloads", false},
 		{"github.com/scopedpm/scopedpm/workloads_test", false},
+		{"github.com/scopedpm/scopedpm/bench/cmd/pmcheck", false},
 		{"github.com/scopedpm/scopedpm/pmx", false},
 		{"github.com/scopedpm/scopedpm/txnlog", false},
 		{"example.com/app", false},
@@ -44,7 +48,7 @@ func TestName(t *testing.T) {
 	for _, tc := range []struct{ fn, file, want string }{
 		{"github.com/scopedpm/scopedpm/workloads.(*reduction).Run.func1", "/src/workloads/reduction.go", "workloads/reduction.go:7"},
 		{"github.com/scopedpm/scopedpm/kvs.setKernel", "/x/kvs/kernel.go", "kvs/kernel.go:7"},
-		{"github.com/scopedpm/scopedpm/pm/crash_test.TestX.func2", "/x/pm/crash/crash_test.go", "pm/crash/crash_test.go:7"},
+		{"github.com/scopedpm/scopedpm/crash_test.TestX.func2", "/x/crash/crash_test.go", "crash/crash_test.go:7"},
 		{"example.com/app.kernel", "/home/u/app/k.go", "example.com/app/k.go:7"},
 		{"main.main.func1", "/home/u/cmd/k.go", "main/k.go:7"},
 	} {

@@ -15,7 +15,7 @@ import (
 
 // modelDirs are the packages that must be deterministic: no wall clock and
 // no unseeded randomness in the model.
-var modelDirs = []string{"pm", "scope", "coro", "hwmodel", "txn", "kvs", "btree"}
+var modelDirs = []string{"pm", "scope", "coro", "hwmodel", "crash", "txn", "kvs", "btree"}
 
 func TestHouseRules(t *testing.T) {
 	root := filepath.Join("..", "..")
@@ -47,6 +47,10 @@ func TestHouseRules(t *testing.T) {
 			if model {
 				require.NotEqual(t, "time", p, "%s: the model has no wall clock", rel)
 				require.NotEqual(t, "math/rand", p, "%s: use math/rand/v2 with an explicit seed", rel)
+			}
+			if p == "hash/crc32" {
+				require.True(t, strings.HasPrefix(filepath.ToSlash(rel), "internal/seal/"),
+					"%s: checksums and sealed headers go through internal/seal (one codec, one Castagnoli table)", rel)
 			}
 			if p == "github.com/pkg/profile" {
 				require.Equal(t, "main", f.Name.Name, "%s: pkg/profile only in main packages", rel)

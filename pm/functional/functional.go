@@ -21,7 +21,7 @@ type Backend struct {
 // pm.DefaultGPU if gpu is the zero value.
 func New(gpu pm.GPULimits) *Backend {
 	if gpu == (pm.GPULimits{}) {
-		gpu = pm.DefaultGPU
+		gpu = pm.DefaultGPU()
 	}
 	return &Backend{gpu: gpu}
 }

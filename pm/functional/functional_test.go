@@ -18,7 +18,7 @@ func TestShapeAndName(t *testing.T) {
 		gpu  pm.GPULimits
 		want pm.GPULimits
 	}{
-		{"zero value is the default GPU", pm.GPULimits{}, pm.DefaultGPU},
+		{"zero value is the default GPU", pm.GPULimits{}, pm.DefaultGPU()},
 		{"a given shape is reported", small, small},
 	} {
 		b := functional.New(tc.gpu)

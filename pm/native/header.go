@@ -3,9 +3,9 @@ package native
 import (
 	"encoding/binary"
 	"fmt"
-	"hash/crc32"
 	"strings"
 
+	"github.com/scopedpm/scopedpm/internal/seal"
 	"github.com/scopedpm/scopedpm/pm"
 )
 
@@ -36,8 +36,6 @@ const (
 	maxName   = 255
 )
 
-var castagnoli = crc32.MakeTable(crc32.Castagnoli)
-
 // Header is the decoded header of a region file.
 type Header struct {
 	Version uint32
@@ -48,14 +46,13 @@ type Header struct {
 
 // Encode returns the header's HeaderSize bytes, checksum included.
 func (h Header) Encode() []byte {
-	b := make([]byte, HeaderSize)
-	copy(b, fileMagic)
+	b := seal.New(fileMagic, HeaderSize)
 	binary.LittleEndian.PutUint32(b[8:], h.Version)
 	binary.LittleEndian.PutUint64(b[16:], h.Size)
 	binary.LittleEndian.PutUint64(b[24:], uint64(h.Base))
 	binary.LittleEndian.PutUint16(b[32:], uint16(len(h.Name)))
 	copy(b[nameOff:], h.Name)
-	binary.LittleEndian.PutUint32(b[crcOff:], crc32.Checksum(b[:crcOff], castagnoli))
+	seal.Seal(b)
 	return b
 }
 
@@ -65,18 +62,12 @@ func (h Header) Encode() []byte {
 // error wrapping pm.ErrCorrupt, and also ErrForeign for another file's
 // magic or ErrVersion for another format version; it never panics.
 func DecodeHeader(b []byte) (Header, error) {
-	if len(b) < HeaderSize {
-		if len(b) >= len(fileMagic) && string(b[:len(fileMagic)]) != fileMagic {
-			return Header{}, fmt.Errorf("%w: %w: bad magic %q", pm.ErrCorrupt, ErrForeign, b[:len(fileMagic)])
-		}
-		return Header{}, fmt.Errorf("%w: header truncated: %d bytes, want %d", pm.ErrCorrupt, len(b), HeaderSize)
-	}
-	b = b[:HeaderSize]
-	if string(b[:len(fileMagic)]) != fileMagic {
+	if len(b) >= len(fileMagic) && !seal.HasMagic(b, fileMagic) {
 		return Header{}, fmt.Errorf("%w: %w: bad magic %q", pm.ErrCorrupt, ErrForeign, b[:len(fileMagic)])
 	}
-	if got, want := binary.LittleEndian.Uint32(b[crcOff:]), crc32.Checksum(b[:crcOff], castagnoli); got != want {
-		return Header{}, fmt.Errorf("%w: header checksum %#08x, computed %#08x", pm.ErrCorrupt, got, want)
+	b, err := seal.Open(b, HeaderSize, fileMagic)
+	if err != nil {
+		return Header{}, fmt.Errorf("%w: header: %w", pm.ErrCorrupt, err)
 	}
 	h := Header{
 		Version: binary.LittleEndian.Uint32(b[8:]),

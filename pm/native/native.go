@@ -193,7 +193,7 @@ func Open(dir string, opts Options) (*Backend, error) {
 		opts.CheckpointBytes = DefaultCheckpointBytes
 	}
 	if opts.GPU == (pm.GPULimits{}) {
-		opts.GPU = pm.DefaultGPU
+		opts.GPU = pm.DefaultGPU()
 	}
 	if opts.FS == nil {
 		opts.FS = OSFS

@@ -6,11 +6,11 @@ import (
 	"encoding/binary"
 	"errors"
 	"fmt"
-	"hash/crc32"
 	"io"
 	"os"
 	"sync"
 
+	"github.com/scopedpm/scopedpm/internal/seal"
 	"github.com/scopedpm/scopedpm/pm"
 )
 
@@ -62,7 +62,7 @@ func encodeLogHeader(gen uint64) []byte {
 	copy(b, logMagic)
 	binary.LittleEndian.PutUint32(b[8:], logVersion)
 	binary.LittleEndian.PutUint64(b[16:], gen)
-	binary.LittleEndian.PutUint32(b[24:], crc32.Checksum(b[:24], castagnoli))
+	binary.LittleEndian.PutUint32(b[24:], seal.Checksum(b[:24]))
 	return b
 }
 
@@ -73,7 +73,7 @@ func decodeLogHeader(b []byte) (uint64, error) {
 	if string(b[:8]) != logMagic {
 		return 0, fmt.Errorf("%w: %w: log magic %q", pm.ErrCorrupt, ErrForeign, b[:8])
 	}
-	if got, want := binary.LittleEndian.Uint32(b[24:]), crc32.Checksum(b[:24], castagnoli); got != want {
+	if got, want := binary.LittleEndian.Uint32(b[24:]), seal.Checksum(b[:24]); got != want {
 		return 0, fmt.Errorf("%w: log header checksum %#08x, computed %#08x", pm.ErrCorrupt, got, want)
 	}
 	if v := binary.LittleEndian.Uint32(b[8:]); v != logVersion {
@@ -129,7 +129,7 @@ func encodeRecord(dst []byte, gen, seq uint64, payload []byte) []byte {
 	binary.LittleEndian.PutUint32(r[4:], uint32(n))
 	binary.LittleEndian.PutUint64(r[8:], gen)
 	binary.LittleEndian.PutUint64(r[16:], seq)
-	binary.LittleEndian.PutUint32(r[0:], crc32.Checksum(r[4:n], castagnoli))
+	binary.LittleEndian.PutUint32(r[0:], seal.Checksum(r[4:n]))
 	return dst
 }
 
@@ -153,7 +153,7 @@ func decodeRecord(b []byte, gen uint64) (n int, seq uint64, ents []logEntry, err
 	if binary.LittleEndian.Uint64(b[8:]) != gen {
 		return 0, 0, nil, errBadRecord
 	}
-	if binary.LittleEndian.Uint32(b) != crc32.Checksum(b[4:n], castagnoli) {
+	if binary.LittleEndian.Uint32(b) != seal.Checksum(b[4:n]) {
 		return 0, 0, nil, errBadRecord
 	}
 	seq = binary.LittleEndian.Uint64(b[16:])

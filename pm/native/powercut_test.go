@@ -64,7 +64,7 @@ var orderCases = []orderCase{
 	},
 	{
 		// No fence: the models allow the flag to persist first, but the
-		// log keeps issue order, so no cut breaks it here (pm/crash is
+		// log keeps issue order, so no cut breaks it here (crash/ is
 		// where such a bug is caught).
 		name: "no fence (ordered by the log)", grid: scope.Grid{Blocks: 2, Threads: 64},
 		kernel: func(d, _ pm.Addr) scope.Kernel {
@@ -396,7 +396,7 @@ func TestPowerCutWorkloads(t *testing.T) {
 // model persist an update before its log entry; the log never does (it
 // keeps issue order, and the update follows the entry in program order),
 // so every power cut of these workloads recovers here. They are bugs all
-// the same: pm/crash, which explores what the models allow, catches them.
+// the same: crash/, which explores what the models allow, catches them.
 // (The harness's ability to fail is TestPowerCutOrdering's control.)
 func TestPowerCutLogOrdersUnfencedWorkloads(t *testing.T) {
 	seed := testSeed(t)

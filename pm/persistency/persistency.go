@@ -1,7 +1,7 @@
 // Package persistency defines each persistency model once: which verb, at
 // which scope, orders a thread's persists, makes them durable, releases or
 // acquires them, or joins a barrier's members. The crash checker (package
-// pm/crash) builds its persist memory order (PMO) graph from these rules,
+// crash) builds its persist memory order (PMO) graph from these rules,
 // and the timing backend (package hwmodel) implements the same models; the
 // checker's refinement test (crash.Refines) verifies that every crash image
 // the timing model produces is one these rules allow.

@@ -249,24 +249,39 @@ func ParseScheme(name string) (Scheme, error) {
 	return Scheme{}, fmt.Errorf("%w: scheme %q (want nvm, SP_wt, SP_clwb, EP_K, EP_C_wt, EP_C_clwb, EP_C_l2wb, EP_L_wt, EP_L_clwb, optionally with _pct, or undo_K, undo_C+wt, undo_L+clwb, ... optionally with +idem)", ErrModel, name)
 }
 
-// The re-study's schemes as its figures group them.
-var (
-	// NVM is the baseline every figure normalises to.
-	NVM = Scheme{Gran: Baseline}
-	// StrictSchemes are the strict persistency schemes (Figures 1, 2, 4, 6).
-	StrictSchemes = []Scheme{{Gran: PerStore, Mech: WT}, {Gran: PerStore, Mech: CLWB}, {Gran: PerStore, Mech: CLWB, PCT: true}}
-	// KernelSchemes are the kernel-level epoch schemes (Figures 1 and 5).
-	KernelSchemes = []Scheme{{Gran: PerKernel, Mech: L2WB}, {Gran: PerKernel, Mech: L2WB, PCT: true}}
-	// CTASchemes are the CTA-level epoch schemes (Figures 2 and 6).
-	CTASchemes = []Scheme{{Gran: PerCTA, Mech: WT}, {Gran: PerCTA, Mech: CLWB}, {Gran: PerCTA, Mech: L2WB}}
-	// LoopSchemes are the loop-level epoch schemes (Figure 4).
-	LoopSchemes = []Scheme{{Gran: PerLoop, Mech: WT}, {Gran: PerLoop, Mech: CLWB}, {Gran: PerLoop, Mech: CLWB, PCT: true}}
-	// UndoSchemes are the durable-transaction schemes (Figure 3 and
-	// Table V), each without and with the idempotency analysis.
-	UndoSchemes = []Scheme{
+// NVM is the baseline every figure of the re-study normalises to.
+var NVM = Scheme{Gran: Baseline}
+
+// The re-study's schemes as its figures group them; each call returns a
+// fresh slice.
+
+// StrictSchemes returns the strict persistency schemes (Figures 1, 2, 4, 6).
+func StrictSchemes() []Scheme {
+	return []Scheme{{Gran: PerStore, Mech: WT}, {Gran: PerStore, Mech: CLWB}, {Gran: PerStore, Mech: CLWB, PCT: true}}
+}
+
+// KernelSchemes returns the kernel-level epoch schemes (Figures 1 and 5).
+func KernelSchemes() []Scheme {
+	return []Scheme{{Gran: PerKernel, Mech: L2WB}, {Gran: PerKernel, Mech: L2WB, PCT: true}}
+}
+
+// CTASchemes returns the CTA-level epoch schemes (Figures 2 and 6).
+func CTASchemes() []Scheme {
+	return []Scheme{{Gran: PerCTA, Mech: WT}, {Gran: PerCTA, Mech: CLWB}, {Gran: PerCTA, Mech: L2WB}}
+}
+
+// LoopSchemes returns the loop-level epoch schemes (Figure 4).
+func LoopSchemes() []Scheme {
+	return []Scheme{{Gran: PerLoop, Mech: WT}, {Gran: PerLoop, Mech: CLWB}, {Gran: PerLoop, Mech: CLWB, PCT: true}}
+}
+
+// UndoSchemes returns the durable-transaction schemes (Figure 3 and
+// Table V), each without and with the idempotency analysis.
+func UndoSchemes() []Scheme {
+	return []Scheme{
 		{Gran: PerKernel, Mech: L2WB, Undo: true}, {Gran: PerKernel, Mech: L2WB, Undo: true, Idem: true},
 		{Gran: PerCTA, Mech: WT, Undo: true}, {Gran: PerCTA, Mech: WT, Undo: true, Idem: true},
 		{Gran: PerCTA, Mech: CLWB, Undo: true}, {Gran: PerCTA, Mech: CLWB, Undo: true, Idem: true},
 		{Gran: PerLoop, Mech: CLWB, Undo: true}, {Gran: PerLoop, Mech: CLWB, Undo: true, Idem: true},
 	}
-)
+}

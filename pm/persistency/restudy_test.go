@@ -11,7 +11,7 @@ import (
 
 func TestSchemeNames(t *testing.T) {
 	var all []persistency.Scheme
-	for _, group := range [][]persistency.Scheme{persistency.StrictSchemes, persistency.KernelSchemes, persistency.CTASchemes, persistency.LoopSchemes} {
+	for _, group := range [][]persistency.Scheme{persistency.StrictSchemes(), persistency.KernelSchemes(), persistency.CTASchemes(), persistency.LoopSchemes()} {
 		all = append(all, group...)
 	}
 	var names []string
@@ -28,10 +28,10 @@ func TestSchemeNames(t *testing.T) {
 	require.NoError(t, err)
 	require.Equal(t, persistency.NVM, got)
 	require.False(t, persistency.Scheme{Gran: persistency.Baseline, PCT: true}.Valid())
-	require.Equal(t, persistency.RestudyPCT, persistency.KernelSchemes[1].Model())
-	require.Equal(t, persistency.Restudy, persistency.CTASchemes[0].Model())
+	require.Equal(t, persistency.RestudyPCT, persistency.KernelSchemes()[1].Model())
+	require.Equal(t, persistency.Restudy, persistency.CTASchemes()[0].Model())
 	var undo []string
-	for _, s := range persistency.UndoSchemes {
+	for _, s := range persistency.UndoSchemes() {
 		require.True(t, s.Valid(), "%+v", s)
 		got, err := persistency.ParseScheme(s.String())
 		require.NoError(t, err)

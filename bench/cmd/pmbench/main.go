@@ -28,7 +28,7 @@ import (
 
 	"github.com/scopedpm/scopedpm/bench"
 	"github.com/scopedpm/scopedpm/hwmodel"
-	"github.com/scopedpm/scopedpm/internal/speed"
+	"github.com/scopedpm/scopedpm/internal/testkit/speed"
 )
 
 func main() {

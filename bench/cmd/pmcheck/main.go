@@ -20,9 +20,9 @@ import (
 	"github.com/schollz/progressbar/v3"
 	"golang.org/x/term"
 
+	"github.com/scopedpm/scopedpm/crash"
 	"github.com/scopedpm/scopedpm/hwmodel"
 	"github.com/scopedpm/scopedpm/pm"
-	"github.com/scopedpm/scopedpm/pm/crash"
 	"github.com/scopedpm/scopedpm/workloads"
 )
 
@@ -146,7 +146,7 @@ Usage: pmcheck -workload NAME [flags]
 	if err != nil {
 		return err
 	}
-	gpu := pm.DefaultGPU
+	gpu := pm.DefaultGPU()
 	// Long runs say what they are doing: a line per phase on stderr, and a
 	// count of checked states when stderr is a terminal.
 	status := func(format string, args ...any) { fmt.Fprintf(stderr, "pmcheck: "+format+"\n", args...) }

@@ -5,7 +5,7 @@ import (
 
 	"github.com/stretchr/testify/require"
 
-	"github.com/scopedpm/scopedpm/internal/speed"
+	"github.com/scopedpm/scopedpm/internal/testkit/speed"
 	"github.com/scopedpm/scopedpm/pm"
 	"github.com/scopedpm/scopedpm/pm/functional"
 	"github.com/scopedpm/scopedpm/scope"
@@ -15,7 +15,7 @@ import (
 // functional machine.
 func prepare(k speed.Kernel, n int) func(p *speed.Probe) (func() (scope.Result, error), error) {
 	return func(p *speed.Probe) (func() (scope.Result, error), error) {
-		m, err := pm.NewMachine(functional.New(pm.DefaultGPU))
+		m, err := pm.NewMachine(functional.New(pm.DefaultGPU()))
 		if err != nil {
 			return nil, err
 		}
@@ -34,8 +34,11 @@ func TestKernels(t *testing.T) {
 		"log-loop":     25 * n,
 		"block-reduce": n / 256 * (3*255 + 8*256 + 2), // per block: 3 verbs of the 128+64+...+1 active lanes, 8 barriers each, thread 0's load and store
 		"loop-16":      18 * n,
+		// per block: 256 stores, warp 0's 32 OFences and one PRel, the other
+		// warps' 224 PAcqs (warp 0 runs first, so none spins)
+		"release-acquire": n / 256 * (256 + 32 + 1 + 224),
 	}
-	for _, k := range speed.Kernels {
+	for _, k := range speed.Kernels() {
 		t.Run(k.Name, func(t *testing.T) {
 			launch, err := prepare(k, n)(&speed.Probe{})
 			require.NoError(t, err)

@@ -5,7 +5,7 @@ import (
 
 	"github.com/stretchr/testify/require"
 
-	"github.com/scopedpm/scopedpm/internal/kerneltest"
+	"github.com/scopedpm/scopedpm/internal/testkit/kerneltest"
 	"github.com/scopedpm/scopedpm/pm"
 	"github.com/scopedpm/scopedpm/pm/functional"
 	"github.com/scopedpm/scopedpm/pm/record"

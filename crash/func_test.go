@@ -7,8 +7,8 @@ import (
 
 	"github.com/stretchr/testify/require"
 
+	"github.com/scopedpm/scopedpm/crash"
 	"github.com/scopedpm/scopedpm/pm"
-	"github.com/scopedpm/scopedpm/pm/crash"
 	"github.com/scopedpm/scopedpm/scope"
 )
 
@@ -86,7 +86,7 @@ func TestCheckFunc(t *testing.T) {
 			// Explained, and sited in this file, where the kernel is.
 			require.Contains(t, err.Error(), "is flagged but holds")
 			require.Contains(t, err.Error(), "lost:    persist")
-			require.Contains(t, err.Error(), "pm/crash/func_test.go:")
+			require.Contains(t, err.Error(), "crash/func_test.go:")
 		})
 	}
 }

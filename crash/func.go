@@ -67,7 +67,7 @@ func CheckFunc(f Func, cfg Config) (*Report, error) {
 		return nil, fmt.Errorf("%w: Run and Check are required", ErrFunc)
 	}
 	cfg.Shrink = true
-	return Check(f.Workload(), pm.DefaultGPU, cfg)
+	return Check(f.Workload(), pm.DefaultGPU(), cfg)
 }
 
 // Err returns nil if r found no violation, else an error wrapping

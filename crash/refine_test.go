@@ -7,9 +7,9 @@ import (
 
 	"github.com/stretchr/testify/require"
 
+	"github.com/scopedpm/scopedpm/crash"
 	"github.com/scopedpm/scopedpm/hwmodel"
 	"github.com/scopedpm/scopedpm/pm"
-	"github.com/scopedpm/scopedpm/pm/crash"
 	"github.com/scopedpm/scopedpm/pm/functional"
 	"github.com/scopedpm/scopedpm/pm/record"
 	"github.com/scopedpm/scopedpm/scope"
@@ -158,10 +158,10 @@ func (l *linked) Check(m *pm.Machine) error {
 // The explanation of a missing OFence names the thread's own missing
 // ordering, not an unrelated release of another thread.
 func TestExplainMissingOFence(t *testing.T) {
-	rep, err := crash.Check(&linked{fence: true}, pm.DefaultGPU, crash.Config{Model: crash.SBRP, States: 300, Seed: 3, Shrink: true})
+	rep, err := crash.Check(&linked{fence: true}, pm.DefaultGPU(), crash.Config{Model: crash.SBRP, States: 300, Seed: 3, Shrink: true})
 	require.NoError(t, err)
 	require.Empty(t, rep.Violations)
-	rep, err = crash.Check(&linked{}, pm.DefaultGPU, crash.Config{Model: crash.SBRP, States: 300, Seed: 3, Shrink: true})
+	rep, err = crash.Check(&linked{}, pm.DefaultGPU(), crash.Config{Model: crash.SBRP, States: 300, Seed: 3, Shrink: true})
 	require.NoError(t, err)
 	require.NotEmpty(t, rep.Violations)
 	ex := rep.Violations[0].Explanation

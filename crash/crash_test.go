@@ -6,9 +6,9 @@ import (
 
 	"github.com/stretchr/testify/require"
 
+	"github.com/scopedpm/scopedpm/crash"
 	"github.com/scopedpm/scopedpm/hwmodel"
 	"github.com/scopedpm/scopedpm/pm"
-	"github.com/scopedpm/scopedpm/pm/crash"
 	"github.com/scopedpm/scopedpm/scope"
 	"github.com/scopedpm/scopedpm/workloads"
 )

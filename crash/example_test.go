@@ -3,8 +3,8 @@ package crash_test
 import (
 	"fmt"
 
+	"github.com/scopedpm/scopedpm/crash"
 	"github.com/scopedpm/scopedpm/pm"
-	"github.com/scopedpm/scopedpm/pm/crash"
 	"github.com/scopedpm/scopedpm/scope"
 )
 

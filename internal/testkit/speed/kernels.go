@@ -9,8 +9,9 @@ import (
 )
 
 // Kernel is a benchmark kernel: the same code runs under the functional
-// engine (BenchmarkEngine) and under hwmodel (BenchmarkHWModel), so that
-// their figures compare.
+// engine (BenchmarkEngine), under hwmodel (BenchmarkHWModel) and in bench's
+// engine experiment, so that their figures compare. This is the module's one
+// table of them.
 type Kernel struct {
 	Name  string
 	Block int // threads per block
@@ -23,7 +24,7 @@ type Kernel struct {
 // Grid returns the kernel's grid for n threads.
 func (k Kernel) Grid(n int) scope.Grid { return scope.Grid{Blocks: n / k.Block, Threads: k.Block} }
 
-// Kernels are the benchmark kernels, by name:
+// kernels are the benchmark kernels, by name:
 //
 //   - vector-add: z = x + y, two 4-byte loads from device memory and a
 //     4-byte PM store per thread (3 verbs);
@@ -32,8 +33,10 @@ func (k Kernel) Grid(n int) scope.Grid { return scope.Grid{Blocks: n / k.Block, 
 //     a DFence (25 verbs): the persist-heavy case;
 //   - block-reduce: a tree reduction by halves in device memory with a
 //     SyncThreads per level, thread 0 storing its block's sum to PM;
-//   - loop-16: sixteen loads of the same word, a PM store and an OFence.
-var Kernels = []Kernel{
+//   - loop-16: sixteen loads of the same word, a PM store and an OFence;
+//   - release-acquire: each block's warp 0 persists and releases a flag at
+//     block scope; the other warps acquire it and persist after.
+var kernels = []Kernel{
 	{"vector-add", 256, func(m *pm.Machine, n int, p *Probe) (scope.Kernel, error) {
 		x, err1 := m.Alloc(pm.DeviceMem, uint64(4*n))
 		y, err2 := m.Alloc(pm.DeviceMem, uint64(4*n))
@@ -104,11 +107,38 @@ var Kernels = []Kernel{
 			p.Exit()
 		}, nil
 	}},
+	{"release-acquire", 256, func(m *pm.Machine, n int, p *Probe) (scope.Kernel, error) {
+		data, err1 := m.CreateRegion("data", uint64(8*n))
+		flags, err2 := m.Alloc(pm.DeviceMem, uint64(4*n/256))
+		if err := errors.Join(err1, err2); err != nil {
+			return nil, err
+		}
+		return func(t *scope.Thread) {
+			p.Enter()
+			defer p.Exit()
+			flag := flags.Add(uint64(4 * t.Block()))
+			me := data.Base.Add(uint64(8 * t.ID()))
+			if t.WarpInBlock() == 0 {
+				t.Store64(me, uint64(t.ID()))
+				t.OFence()
+				if t.Lane() == 0 {
+					t.PRel(flag, 1, pm.Block)
+				}
+				return
+			}
+			for t.PAcq(flag, pm.Block) == 0 {
+			}
+			t.Store64(me, uint64(t.ID()))
+		}, nil
+	}},
 }
+
+// Kernels returns the benchmark kernels, a copy of the table.
+func Kernels() []Kernel { return append([]Kernel(nil), kernels...) }
 
 // Lookup returns the kernel called name.
 func Lookup(name string) (Kernel, error) {
-	for _, k := range Kernels {
+	for _, k := range kernels {
 		if k.Name == name {
 			return k, nil
 		}

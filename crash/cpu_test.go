@@ -8,8 +8,8 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/scopedpm/scopedpm/coro"
+	"github.com/scopedpm/scopedpm/crash"
 	"github.com/scopedpm/scopedpm/pm"
-	"github.com/scopedpm/scopedpm/pm/crash"
 	"github.com/scopedpm/scopedpm/pm/record"
 )
 
@@ -103,7 +103,7 @@ func TestCPUModels(t *testing.T) {
 		{&cpuCommit{tasks: 2, skipFlush: true}, crash.Strict, false},
 	} {
 		t.Run(tc.w.Name()+"/"+tc.model.String(), func(t *testing.T) {
-			rep, err := crash.Check(tc.w, pm.DefaultGPU, crash.Config{Model: tc.model, States: 4000, Seed: 2, Shrink: true})
+			rep, err := crash.Check(tc.w, pm.DefaultGPU(), crash.Config{Model: tc.model, States: 4000, Seed: 2, Shrink: true})
 			require.NoError(t, err)
 			require.Equal(t, tc.bad, len(rep.Violations) > 0, "%s", rep.Summary())
 			if tc.bad && tc.model != crash.None {

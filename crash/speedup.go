@@ -4,7 +4,6 @@ import (
 	"fmt"
 
 	"github.com/scopedpm/scopedpm/pm"
-	"github.com/scopedpm/scopedpm/scope"
 )
 
 // cycleCounter wraps a backend and adds up the cycles of every run.
@@ -35,8 +34,7 @@ func Cycles(w Workload, newBackend func() (pm.Backend, error), sites map[string]
 		return 0, err
 	}
 	if len(sites) > 0 {
-		scope.SetDefaults(m, scope.WithSiteScopes(sites))
-		defer scope.SetDefaults(m)
+		m.SetLaunchDefaults(pm.LaunchDefaults{SiteScopes: sites})
 	}
 	if err := w.Setup(m); err != nil {
 		return 0, fmt.Errorf("%w: %s setup: %w", ErrWorkload, w.Name(), err)
