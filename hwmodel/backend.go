@@ -16,22 +16,20 @@ import (
 // paths), and the lane accesses of an instruction coalesce into lines.
 const Batch = 8
 
-// brokenMerge is a test hook that breaks SBRP's ordering on purpose: a
-// store merges into a buffered line even across an order marker of its
-// warp. The refinement tests set it to show that they can fail.
-var brokenMerge = false
-
-// earlyFence is a test hook that breaks a durable verb's promise on purpose:
-// under Epoch and GPM a DFence starts its write-backs but returns at once.
-// The refiner's return-time check sets it to show that it can fail.
-var earlyFence = false
-
-// earlyPCTMemBar is a test hook that breaks a MemBar's promise under a
-// volatile WPQ (RestudyPCT) on purpose: the MemBar waits for its warp's
-// write-backs to reach the WPQs but not for its PCommits to drain them, as
-// if the queues were durable. The refiner's return-time check sets it to
-// show that it can fail.
-var earlyPCTMemBar = false
+// faultHooks break a model's promise on purpose, per backend, so that the
+// refinement tests can show they fail (refine_internal_test.go sets them).
+type faultHooks struct {
+	// brokenMerge: under SBRP a store merges into a buffered line even
+	// across an order marker of its warp.
+	brokenMerge bool
+	// earlyFence: under Epoch and GPM a DFence starts its write-backs but
+	// returns at once.
+	earlyFence bool
+	// earlyPCTMemBar: under RestudyPCT a MemBar waits for its warp's
+	// write-backs to reach the WPQs but not for its PCommits to drain
+	// them, as if the queues were durable.
+	earlyPCTMemBar bool
+}
 
 // noAck marks a persist entry that has not been flushed yet.
 const noAck = math.MaxUint64
@@ -314,6 +312,7 @@ type Backend struct {
 	trace    func(Event)
 	rs       *restudyHW // the re-study's write-back models (restudy.go), else nil
 	pol      policy     // the persistency model's policy (policy.go)
+	hooks    faultHooks // tests only: broken promises
 }
 
 // New returns a backend for the machine cfg under model. It validates cfg.

@@ -23,7 +23,7 @@ func (p epochPolicy) store(ws *warpState, line, sectors, t uint64) (int32, uint6
 
 func (p epochPolicy) verb(ws *warpState, t uint64, kind pm.OpKind, sc pm.Scope, group []pendOp) uint64 {
 	done := p.epochFlush(ws, t)
-	if earlyFence && kind == pm.OpDFence {
+	if p.hooks.earlyFence && kind == pm.OpDFence {
 		return t + 1
 	}
 	if kind == pm.OpPAcq {

@@ -17,9 +17,10 @@ import (
 // stores a, c, OFence, b, a again yields an image with the second a durable
 // before c, stored before the OFence, which SBRP's PMO forbids.
 func TestRefinementCatchesBrokenMerge(t *testing.T) {
-	run := func() error {
+	run := func(broken bool) error {
 		be, err := New(PresetPMNear(), SBRP)
 		require.NoError(t, err)
+		be.hooks.brokenMerge = broken
 		ref := crash.NewRefiner(be, SBRP)
 		m, err := pm.NewMachine(ref)
 		require.NoError(t, err)
@@ -35,10 +36,8 @@ func TestRefinementCatchesBrokenMerge(t *testing.T) {
 		require.NoError(t, err)
 		return ref.Err()
 	}
-	require.NoError(t, run())
-	brokenMerge = true
-	defer func() { brokenMerge = false }()
-	require.ErrorIs(t, run(), crash.ErrRefinement)
+	require.NoError(t, run(false))
+	require.ErrorIs(t, run(true), crash.ErrRefinement)
 }
 
 // The refiner checks durable verbs' return cycles, which crash images alone
@@ -53,11 +52,12 @@ func TestRefinerCatchesEarlyDurableReturn(t *testing.T) {
 		model  Model
 	}{{"pm-near", Epoch}, {"pm-far", Epoch}, {"pm-near", GPM}} {
 		t.Run(c.preset+"/"+c.model.String(), func(t *testing.T) {
-			run := func() (*crash.Refiner, error) {
+			run := func(early bool) (*crash.Refiner, error) {
 				cfg, err := Preset(c.preset)
 				require.NoError(t, err)
 				be, err := New(cfg, c.model)
 				require.NoError(t, err)
+				be.hooks.earlyFence = early
 				ref := crash.NewRefiner(be, c.model)
 				m, err := pm.NewMachine(ref)
 				require.NoError(t, err)
@@ -70,12 +70,10 @@ func TestRefinerCatchesEarlyDurableReturn(t *testing.T) {
 				require.NoError(t, err)
 				return ref, ref.Err()
 			}
-			ref, err := run()
+			ref, err := run(false)
 			require.NoError(t, err)
 			require.Equal(t, 1, ref.ReturnsChecked())
-			earlyFence = true
-			defer func() { earlyFence = false }()
-			_, err = run()
+			_, err = run(true)
 			require.ErrorIs(t, err, crash.ErrRefinement)
 			require.ErrorContains(t, err, "DFence")
 			require.ErrorContains(t, err, "returned at cycle")
@@ -94,8 +92,8 @@ func TestRefinerCatchesEarlyDurableReturn(t *testing.T) {
 func TestRefinerCatchesEarlyPCTMemBar(t *testing.T) {
 	for _, wt := range []bool{false, true} {
 		t.Run(fmt.Sprintf("wt=%v", wt), func(t *testing.T) {
-			run := func() (*crash.Refiner, error) {
-				ref := refineVolta(t, RestudyPCT, scope.Grid{Blocks: 1, Threads: 32}, func(t *scope.Thread, a pm.Addr) {
+			run := func(early bool) (*crash.Refiner, error) {
+				ref := refineVoltaHooks(t, RestudyPCT, scope.Grid{Blocks: 1, Threads: 32}, func(t *scope.Thread, a pm.Addr) {
 					p := a.Add(uint64(128 * t.Lane()))
 					if wt {
 						t.StoreWT64(p, 1)
@@ -106,15 +104,13 @@ func TestRefinerCatchesEarlyPCTMemBar(t *testing.T) {
 					t.MemBar()
 					t.PCommit()
 					t.MemBar()
-				})
+				}, faultHooks{earlyPCTMemBar: early})
 				return ref, ref.Err()
 			}
-			ref, err := run()
+			ref, err := run(false)
 			require.NoError(t, err)
 			require.Equal(t, 1, ref.ReturnsChecked())
-			earlyPCTMemBar = true
-			defer func() { earlyPCTMemBar = false }()
-			_, err = run()
+			_, err = run(true)
 			require.ErrorIs(t, err, crash.ErrRefinement)
 			require.ErrorContains(t, err, "MemBar")
 			require.ErrorContains(t, err, "returned at cycle")

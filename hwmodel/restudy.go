@@ -804,7 +804,7 @@ func (b *Backend) restudyVerb(ws *warpState, t uint64, kind pm.OpKind, sc pm.Sco
 		return b.restudyL2WB(ws, t)
 	case pm.OpPCommit:
 		if b.rs.pct {
-			if ack := b.restudyPCommit(t); !earlyPCTMemBar {
+			if ack := b.restudyPCommit(t); !b.hooks.earlyPCTMemBar {
 				ws.lastAck = max(ws.lastAck, ack)
 			}
 		}

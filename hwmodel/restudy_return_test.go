@@ -15,8 +15,15 @@ import (
 // a refiner and returns the refiner, once the launch has ended.
 func refineVolta(t *testing.T, model Model, g scope.Grid, k func(t *scope.Thread, base pm.Addr)) *crash.Refiner {
 	t.Helper()
+	return refineVoltaHooks(t, model, g, k, faultHooks{})
+}
+
+// refineVoltaHooks is refineVolta on a backend with hooks h.
+func refineVoltaHooks(t *testing.T, model Model, g scope.Grid, k func(t *scope.Thread, base pm.Addr), h faultHooks) *crash.Refiner {
+	t.Helper()
 	be, err := New(PresetVolta(), model)
 	require.NoError(t, err)
+	be.hooks = h
 	ref := crash.NewRefiner(be, model)
 	m, err := pm.NewMachine(ref)
 	require.NoError(t, err)

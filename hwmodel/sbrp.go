@@ -24,7 +24,7 @@ func (sbrpPolicy) ordersEvictions() bool { return true }
 func (b *Backend) sbrpStore(ws *warpState, s *smState, line, sectors uint64, t uint64) (int32, uint64, bool) {
 	if e, ok := s.pbLine[line]; ok {
 		ent := &b.entries[e]
-		if ent.start > t && (ent.start >= ws.front || brokenMerge) {
+		if ent.start > t && (ent.start >= ws.front || b.hooks.brokenMerge) {
 			// Not flushed yet and no order marker of this warp since: merge.
 			ws.lastAck = max(ws.lastAck, ent.ack)
 			if add := sectors &^ ent.sectors; add != 0 && ent.sectors != 0 {
