@@ -158,21 +158,26 @@ func (m *memSystem) trim(at uint64) {
 // write puts n bytes into the channel's queue from cycle x and returns when
 // the queue took them and when the device has written them.
 //
-// The queue serves writes in arrival order, so one it took at cycle in has
-// at most queueMax-1 writes ahead of it and is on the bus within queueMax
-// transfer times. The bus's calendar may place its bytes later, when warps
-// the engine ran ahead booked the channel first: the write then takes the
-// place a FIFO gives it, and the bytes it leaves to the later-booked write
-// are the same, so the channel's throughput is unchanged.
+// The queue serves writes in arrival order: a write enters it when an entry
+// is free and it is at most queueMax transfers from the bus, and holds the
+// entry until the device has written it. The bus's calendar books transfers
+// out of time order (warps the engine ran ahead book first), so a write
+// that finds the bus booked far ahead waits outside the queue rather than
+// holding an entry all that time: the queue's entries stay bounded by its
+// own FIFO service, and no write is durable before the bus can take it
+// within queueMax transfers.
 func (c *channel) write(x, n uint64, queueMax int) (in, done uint64) {
-	in = c.queue.firstFree(x, queueMax)
 	bus := &c.wr
 	if c.shared {
 		bus = &c.rd
 	}
+	svc := (n*bus.perByte + (1<<fracBits - 1)) >> fracBits
+	in = c.queue.firstFree(x, queueMax)
 	end := bus.transfer(in, n)
-	fifo := in + uint64(queueMax)*((n*bus.perByte+(1<<fracBits-1))>>fracBits)
-	done = min(end, fifo) + c.wrLat
+	if ahead := uint64(queueMax) * svc; end > in+ahead {
+		in = c.queue.firstFree(end-ahead, queueMax)
+	}
+	done = end + c.wrLat
 	c.queue.add(in, done)
 	return in, done
 }
