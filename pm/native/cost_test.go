@@ -4,6 +4,7 @@ package native_test
 
 import (
 	"encoding/binary"
+	"fmt"
 	"math/rand/v2"
 	"os"
 	"path/filepath"
@@ -11,6 +12,7 @@ import (
 	"sync"
 	"testing"
 
+	"github.com/cockroachdb/pebble/v2"
 	"github.com/stretchr/testify/require"
 
 	"github.com/scopedpm/scopedpm/btree"
@@ -132,6 +134,38 @@ func BenchmarkStoreDFence(b *testing.B) {
 	}
 	b.ReportMetric(float64(b.N)/b.Elapsed().Seconds(), "ops/s")
 	b.ReportMetric(float64(cnt.Count(native.FSSync)-s0)/float64(b.N), "syncs/op")
+}
+
+// BenchmarkPebbleSyncSet is the yardstick for BenchmarkStoreDFence and
+// BenchmarkHostWrite: one 8-byte value Set in Pebble with pebble.Sync (its
+// WAL fsynced before Set returns), in a directory on the same disk
+// (b.TempDir), in the same run:
+//
+//	go test ./pm/native -run '^$' -bench 'StoreDFence|HostWrite|PebbleSyncSet' -benchtime 2s -count 3
+func BenchmarkPebbleSyncSet(b *testing.B) {
+	db, err := pebble.Open(b.TempDir(), &pebble.Options{Logger: quiet{}})
+	require.NoError(b, err)
+	defer db.Close()
+	key, val := make([]byte, 8), make([]byte, 8)
+	b.ResetTimer()
+	for i := 0; b.Loop(); i++ {
+		binary.BigEndian.PutUint64(key, uint64(i%8192))
+		binary.LittleEndian.PutUint64(val, uint64(i))
+		if err := db.Set(key, val, pebble.Sync); err != nil {
+			b.Fatal(err)
+		}
+	}
+	b.ReportMetric(float64(b.N)/b.Elapsed().Seconds(), "ops/s")
+	b.ReportMetric(1, "syncs/op")
+}
+
+// quiet is a Pebble logger that keeps benchmark output clean.
+type quiet struct{}
+
+func (quiet) Infof(string, ...any)  {}
+func (quiet) Errorf(string, ...any) {}
+func (quiet) Fatalf(format string, args ...any) {
+	panic(fmt.Sprintf(format, args...))
 }
 
 // BenchmarkHostWrite: the host copies 64 bytes into PM, durable on
