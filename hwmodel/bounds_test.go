@@ -120,10 +120,11 @@ var knownGaps = map[string]float64{
 // narrowest link or queue (streamLimits), within 10%, and never faster.
 func TestStreamingBound(t *testing.T) {
 	per := 4
+	presets := []string{"pm-near", "pm-far", "pm-far-eadr", "volta", "gope", "dram"}
 	if testing.Short() {
-		per = 1
+		per, presets = 1, presets[:1] // the race run: one preset, every model
 	}
-	for _, preset := range []string{"pm-near", "pm-far", "pm-far-eadr", "volta", "gope", "dram"} {
+	for _, preset := range presets {
 		for _, model := range Models() {
 			t.Run(preset+"/"+model.String(), func(t *testing.T) {
 				cfg, err := Preset(preset)
@@ -152,6 +153,9 @@ func TestStreamingBound(t *testing.T) {
 // write path and requires the streaming kernel's cycles to move under the
 // model the key is for: no limit on the path is inert.
 func TestWritePathKeysAreLive(t *testing.T) {
+	if testing.Short() {
+		t.Skip("dozens of streaming launches; runs without -short")
+	}
 	cases := []struct {
 		key   string
 		value string
@@ -191,6 +195,9 @@ func TestWritePathKeysAreLive(t *testing.T) {
 // TestModelKeysStayOffOtherPaths: a key on one model's path
 // (KeyInfo.Paths) changes nothing under another model.
 func TestModelKeysStayOffOtherPaths(t *testing.T) {
+	if testing.Short() {
+		t.Skip("streaming launches; runs without -short")
+	}
 	for _, c := range []struct {
 		key   string
 		value string

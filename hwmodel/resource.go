@@ -265,7 +265,9 @@ func (o *occupancy) rebuild(drop, need uint64) {
 	if drop < o.used {
 		keep = o.used - drop
 	}
-	n := max(o.n, 64)
+	// The tree fits what is kept: a trim after a far-future hold shrinks
+	// it again, so later rebuilds cost what the calendar holds.
+	n := uint64(64)
 	for n < need || n < keep {
 		n *= 2
 	}
