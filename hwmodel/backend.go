@@ -263,6 +263,7 @@ type Backend struct {
 	// l2Dirty holds, per L2 way, the written sectors of a dirty volatile
 	// line (bit 0 alone without sectors), 0 when clean.
 	l2Dirty    []uint64
+	dirtyWays  []int32 // the ways l2Dirty marked since the last flushL2 (some since cleaned)
 	sms        []smState
 	warps      []warpState
 	now        uint64    // issue cycle of the latest instruction
@@ -1117,6 +1118,19 @@ func (b *Backend) stores(ws *warpState, t uint64, kind pm.OpKind, sc pm.Scope, g
 			n = uint64(bits.OnesCount64(b.lineMask[i])) << b.secShift
 		}
 		left, _ := b.ms.toL2(ws.sm, l, n, tl)
+		if b.l2Dirty[way] == 0 {
+			if len(b.dirtyWays) >= len(b.l2Dirty) {
+				// Without a flush at every kernel's end (mem.l2_flush_at_end
+				// off) the list only grows: keep the ways still dirty.
+				b.dirtyWays = b.dirtyWays[:0]
+				for w, m := range b.l2Dirty {
+					if m != 0 {
+						b.dirtyWays = append(b.dirtyWays, int32(w))
+					}
+				}
+			}
+			b.dirtyWays = append(b.dirtyWays, int32(way))
+		}
 		b.l2Dirty[way] |= max(b.lineMask[i], 1)
 		done = max(done, tl+1, left)
 	}
@@ -1495,14 +1509,16 @@ func (b *Backend) End() (pm.Stats, error) {
 // flushL2 writes the L2's dirty volatile lines back to memory from cycle
 // t, in way order.
 func (b *Backend) flushL2(t uint64) {
-	for w, m := range b.l2Dirty {
-		if m != 0 {
-			if b.l2.valid(w) {
+	slices.Sort(b.dirtyWays)
+	for _, w := range b.dirtyWays {
+		if m := b.l2Dirty[w]; m != 0 {
+			if b.l2.valid(int(w)) {
 				b.ms.writeBackDRAM(b.l2.tag[w]-1, b.dirtyBytes(m), t)
 			}
 			b.l2Dirty[w] = 0
 		}
 	}
+	b.dirtyWays = b.dirtyWays[:0]
 }
 
 // compact applies the records that are durable (every one, between

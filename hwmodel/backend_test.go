@@ -200,6 +200,9 @@ func TestMetamorphic(t *testing.T) {
 	for _, kc := range kernels {
 		_, wantOut, wantImg, wantVis := runKernel(t, functional.New(pm.DefaultGPU()), kc)
 		for _, preset := range Presets() {
+			if preset == "h100" && testing.Short() {
+				continue // a 50 MB L2 per backend: minutes under the race detector; runs without -short
+			}
 			cfg, err := Preset(preset)
 			require.NoError(t, err)
 			for _, model := range Models() {

@@ -18,6 +18,9 @@ func TestFoundationKernelsMetamorphic(t *testing.T) {
 		want, _, err := kerneltest.Final(c, functional.New(pm.GPULimits{}))
 		require.NoError(t, err)
 		for _, preset := range hwmodel.Presets() {
+			if preset == "h100" && testing.Short() {
+				continue // a 50 MB L2 per backend: minutes under the race detector; runs without -short
+			}
 			cfg, err := hwmodel.Preset(preset)
 			require.NoError(t, err)
 			for _, model := range hwmodel.Models() {
