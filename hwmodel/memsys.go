@@ -167,10 +167,7 @@ func (m *memSystem) trim(at uint64) {
 // own FIFO service, and no write is durable before the bus can take it
 // within queueMax transfers.
 func (c *channel) write(x, n uint64, queueMax int) (in, done uint64) {
-	bus := &c.wr
-	if c.shared {
-		bus = &c.rd
-	}
+	bus := c.bus()
 	svc := (n*bus.perByte + (1<<fracBits - 1)) >> fracBits
 	in = c.queue.firstFree(x, queueMax)
 	end := bus.transfer(in, n)
@@ -180,6 +177,15 @@ func (c *channel) write(x, n uint64, queueMax int) (in, done uint64) {
 	done = end + c.wrLat
 	c.queue.add(in, done)
 	return in, done
+}
+
+// bus returns the resource writes take: the write bus, or the read bus
+// when reads and writes share one.
+func (c *channel) bus() *resource {
+	if c.shared {
+		return &c.rd
+	}
+	return &c.wr
 }
 
 // read reads n bytes from the channel from cycle x and returns when they
@@ -201,14 +207,7 @@ func (m *memSystem) writePM(sm int, line, n, t uint64, st *Stats) pmWrite {
 	p := &m.sms[sm]
 	var w pmWrite
 	w.start = p.writes.firstFree(t, m.writesMax)
-	x := p.inject.transfer(w.start, n) + m.l2Lat
-	bank, ch := m.bank(line)
-	x = m.ports[bank].transfer(x, n)
-	if m.far {
-		st.PCIeBytes += n
-		x = m.link(true).transfer(x, n) + m.pcieLat
-	}
-	st.NVMWriteBytes += n
+	x, ch := m.toPartition(sm, line, n, w.start, st)
 	in, done := m.nvm[ch].write(x, n, m.queueMax)
 	w.queued = in
 	switch {
@@ -228,7 +227,16 @@ func (m *memSystem) writePM(sm int, line, n, t uint64, st *Stats) pmWrite {
 // persist-buffer entry a later store merged into): they take the write's
 // ports and bandwidth in the same burst; its ack stays.
 func (m *memSystem) moreBytes(sm int, line, n, start uint64, st *Stats) {
-	x := m.sms[sm].inject.transfer(start, n) + m.l2Lat
+	x, ch := m.toPartition(sm, line, n, start, st)
+	m.drained = max(m.drained, m.nvm[ch].bus().transfer(x, n))
+}
+
+// toPartition sends n bytes of PM line from SM sm, leaving at cycle t,
+// over its injection port, the L2 and its bank's port, and PCIe when PM is
+// far, and returns when they reach the memory partition and its channel.
+// st counts the bytes.
+func (m *memSystem) toPartition(sm int, line, n, t uint64, st *Stats) (x, ch uint64) {
+	x = m.sms[sm].inject.transfer(t, n) + m.l2Lat
 	bank, ch := m.bank(line)
 	x = m.ports[bank].transfer(x, n)
 	if m.far {
@@ -236,11 +244,7 @@ func (m *memSystem) moreBytes(sm int, line, n, start uint64, st *Stats) {
 		x = m.link(true).transfer(x, n) + m.pcieLat
 	}
 	st.NVMWriteBytes += n
-	bus := &m.nvm[ch].wr
-	if m.nvm[ch].shared {
-		bus = &m.nvm[ch].rd
-	}
-	m.drained = max(m.drained, bus.transfer(x, n))
+	return x, ch
 }
 
 // toL2 sends n bytes of a volatile store from SM sm at cycle t into the L2
