@@ -136,6 +136,7 @@ type entry struct {
 	line  uint64
 	dirty uint64 // Epoch/GPM/None and the re-study's write-back models: cycle of the first store into the dirty line
 	start uint64 // cycle its flush started (noAck: not yet)
+	pbi   int64  // SBRP: its item in its SM's persist buffer
 	ack   uint64 // cycle it is durable (noAck: not yet)
 	// sectors are the line's written sectors (persist.sector_bytes), one
 	// bit each; 0 sends the whole line.
@@ -173,13 +174,23 @@ type pendOp struct {
 type warpState struct {
 	init    bool
 	retired bool // the engine said its last thread ended
+	id      int32
 	sm      int
 	clock   uint64 // the cycle the warp can issue again
 	lastAck uint64 // latest ack of this warp's flushed persists
 	front   uint64 // ordering frontier: the warp's later flushes start no earlier
-	stamp   uint64 // Sync de-duplication
-	bar     pm.OpKind
-	barS    pm.Scope
+	// SBRP (pbuffer.go): the warp's latest persist-buffer item (a persist
+	// of its or one it merged into, or an ordering point), its latest
+	// ordering point, and the frontier its drained ordering points set.
+	lastItem, orderItem int64
+	drainFront          uint64
+	// wait is a DFence or epoch barrier whose end the persist buffers'
+	// drain decides (pm.Waker): the warp is blocked until item waitItem
+	// of its SM's buffer has left it.
+	wait  *pbWait
+	stamp uint64 // Sync de-duplication
+	bar   pm.OpKind
+	barS  pm.Scope
 	// owned are the dirty PM entries the warp stored into since its last
 	// Epoch/GPM fence (persist.epoch_own_acks).
 	owned []int32
@@ -200,9 +211,7 @@ type smState struct {
 	log     []span    // recent flushes of the SM (those not known to be over)
 	slots   occupancy // the flush window (every model but ScopedBarrier); ScopedBarrier: the L1 NVW-FIFO
 	pruneAt int
-	pbRel   []uint64 // SBRP: release cycles of buffer entries in FIFO order
-	pbHead  int
-	pbLast  uint64
+	pb      pbState          // SBRP: the persist buffer's drain (pbuffer.go)
 	pbLine  map[uint64]int32 // SBRP: newest buffer entry per line
 	dirty   []int32          // Epoch/GPM/None: dirty PM entries in order
 }
@@ -266,12 +275,16 @@ type Backend struct {
 	dirtyWays  []int32 // the ways l2Dirty marked since the last flushL2 (some since cleaned)
 	sms        []smState
 	warps      []warpState
-	now        uint64    // issue cycle of the latest instruction
-	start, end uint64    // of the current or last launch
-	drained    uint64    // when the last launch's persists are all durable
-	popTime    uint64    // latest cycle the engine resumed a warp at
-	firstWave  int       // warps of the blocks resident from the launch's start
-	globalAck  uint64    // latest ack of any flush
+	now        uint64         // issue cycle of the latest instruction
+	start, end uint64         // of the current or last launch
+	drained    uint64         // when the last launch's persists are all durable
+	popTime    uint64         // latest cycle the engine resumed a warp at
+	firstWave  int            // warps of the blocks resident from the launch's start
+	globalAck  uint64         // latest ack of any flush
+	pbQueue    pbHeap         // SBRP: SMs by their persist buffer head's start (pbuffer.go)
+	waking     bool           // the executor handles pm.Blocked this launch (pm.Waker)
+	woken      []pm.WarpReady // warps the drain woke since the last Wake
+	wokenOut   []pm.WarpReady
 	l2Slots    occupancy // ScopedBarrier: the L2 NVW-FIFO
 	sent       uint64    // set by flush: when the write entered its PM queue
 	first      uint64    // the launch's first issue cycle: its start plus gpu.launch_latency_cycles
@@ -498,9 +511,11 @@ func (b *Backend) Begin(l pm.Launch) error {
 		s.l1.invalidate()
 		clear(s.pbLine)
 		s.dirty = s.dirty[:0]
-		s.pbRel, s.pbHead = s.pbRel[:0], 0
+		s.pb.reset()
 	}
 	clear(b.relFront)
+	b.pbQueue = pbHeap{keys: b.pbQueue.keys[:0], n: len(b.sms)}
+	b.waking, b.woken = false, b.woken[:0]
 	clear(b.released)
 	clear(b.atomics)
 	b.pending = b.pending[:0]
@@ -536,7 +551,7 @@ func (b *Backend) warp(w int) *warpState {
 		if w < b.firstWave {
 			at = b.first
 		}
-		*ws = warpState{init: true, clock: at, lastAck: b.start, front: b.start}
+		*ws = warpState{init: true, clock: at, lastAck: b.start, front: b.start, lastItem: -1, orderItem: -1, id: int32(w)}
 	}
 	return ws
 }
@@ -668,6 +683,11 @@ func (b *Backend) Step(w int) uint64 {
 	ws := b.warp(w)
 	b.timePending(w, ws)
 	b.inStep = false
+	if ws.wait != nil {
+		if !b.pbBlock(ws) {
+			return pm.Blocked
+		}
+	}
 	if b.steps++; b.steps%4096 == 0 {
 		b.trim()
 	}
@@ -732,6 +752,9 @@ func (b *Backend) timePending(w int, ws *warpState) {
 				}
 			}
 			b.instruction(w, ws, p.kind, p.scope, seg[i:], lanes)
+			if ws.wait != nil && b.opsLeft() {
+				b.endWait(ws) // more of the step to time after it: wait now
+			}
 		}
 		lo = hi
 	}
@@ -749,7 +772,7 @@ func (b *Backend) Admit(w, sm int, at uint64) {
 	}
 	b.warp(w) // grow the table
 	ws := &b.warps[w]
-	*ws = warpState{init: true, sm: sm % len(b.sms), clock: max(at, b.first), lastAck: b.start, front: b.start}
+	*ws = warpState{init: true, sm: sm % len(b.sms), clock: max(at, b.first), lastAck: b.start, front: b.start, lastItem: -1, orderItem: -1, id: int32(w)}
 }
 
 // Retire notes that warp w has finished (pm.Residency).
@@ -897,8 +920,23 @@ func (b *Backend) instruction(w int, ws *warpState, kind pm.OpKind, sc pm.Scope,
 	}
 	ws.clock = max(done, t+1)
 	if b.trace != nil {
-		b.trace(Event{Warp: w, SM: ws.sm, Kind: kind, Scope: sc, Lanes: lanes, Issue: t, Done: ws.clock})
+		ev := Event{Warp: w, SM: ws.sm, Kind: kind, Scope: sc, Lanes: lanes, Issue: t, Done: ws.clock}
+		if ws.wait != nil {
+			ws.wait.ev, ws.wait.traced = ev, true // traced when it ends
+		} else {
+			b.trace(ev)
+		}
 	}
+}
+
+// opsLeft reports whether the step has ops not yet timed.
+func (b *Backend) opsLeft() bool {
+	for i := range b.pending {
+		if !b.pending[i].done {
+			return true
+		}
+	}
+	return false
 }
 
 // noteReturn notes the verbs of the instruction about to be timed (the
@@ -915,6 +953,9 @@ func (b *Backend) noteReturn(ws *warpState, kind pm.OpKind, sc pm.Scope, group [
 	return func() {
 		for _, q := range b.retSeqs[first:] {
 			b.verbDone[q] = ws.clock
+		}
+		if ws.wait != nil {
+			ws.wait.seqs = append(ws.wait.seqs, b.retSeqs[first:]...) // set when it ends
 		}
 		b.retSeqs = b.retSeqs[:first]
 	}
@@ -1068,6 +1109,7 @@ func (b *Backend) l1Fill(ws *warpState, line uint64, t uint64) uint64 {
 	s := &b.sms[ws.sm]
 	var pinned func(int32) bool
 	if b.pol.ordersEvictions() {
+		b.pbCatchUp()
 		pinned = func(e int32) bool { return e >= 0 && b.entries[e].start > t }
 	}
 	_, _, ve, evicted := s.l1.insertAvoiding(line, pinned)
@@ -1075,16 +1117,19 @@ func (b *Backend) l1Fill(ws *warpState, line uint64, t uint64) uint64 {
 		return t
 	}
 	e := &b.entries[ve]
+	if b.pol.ordersEvictions() {
+		if e.start > t {
+			// Evicting a buffered line (SBRP) must respect the buffer's
+			// order: wait until its flush may start.
+			start := b.pbEvict(ws.sm, ve, t)
+			b.last.Stalls.Evict += start - t
+			return start
+		}
+		return t
+	}
 	if e.ack == noAck {
 		// A dirty PM line (Epoch, GPM, None): write it back in the background.
 		b.flush(ve, t, ws.sm)
-		return t
-	}
-	if b.pol.ordersEvictions() && e.start > t {
-		// Evicting a buffered line (SBRP) must respect the buffer's
-		// order: wait until its flush may start.
-		b.last.Stalls.Evict += e.start - t
-		return e.start
 	}
 	return t
 }
@@ -1433,7 +1478,7 @@ func (b *Backend) Sync(group []*pm.Agent) {
 		ws.stamp = b.syncStamp
 		at = max(at, ws.clock)
 		kind, sc = ws.bar, ws.barS
-		front = max(front, ws.lastAck)
+		front = max(front, b.warpAcks(ws))
 	}
 	acks = b.pol.barrier(group, kind, sc, at)
 	if acks > at {
@@ -1460,6 +1505,7 @@ func (b *Backend) Sync(group []*pm.Agent) {
 			// Persists of the scope before the barrier come before its
 			// persists after it.
 			ws.front = max(ws.front, front)
+			b.orderPoint(ws)
 		}
 	}
 }
@@ -1476,6 +1522,7 @@ func (b *Backend) End() (pm.Stats, error) {
 	if !b.running {
 		return pm.Stats{}, fmt.Errorf("%w: End without Begin", ErrState)
 	}
+	b.pbDrainAll() // SBRP: the persist buffers drain at kernel end
 	end := b.start
 	for i := range b.warps {
 		if b.warps[i].init {

@@ -303,11 +303,15 @@ func TestPCIeFullDuplex(t *testing.T) {
 		cfg := PresetPMFar()
 		cfg.PCIe.FullDuplex = duplex
 		be, m := setupHW(t, cfg, SBRP)
-		src := region(t, m, "src", 256*128)
-		dst := region(t, m, "dst", 256*128)
+		// Each thread copies 16 lines: later loads overlap the writes
+		// of earlier stores draining from the persist buffer.
+		src := region(t, m, "src", 16*256*128)
+		dst := region(t, m, "dst", 16*256*128)
 		_, err := scope.Launch(m, scope.Grid{Blocks: 8, Threads: 32}, func(t *scope.Thread) {
-			line := uint64(t.ID()) * 128
-			t.Store64(dst.Base.Add(line), t.Load64(src.Base.Add(line))+1)
+			for i := range uint64(16) {
+				line := (i*256 + uint64(t.ID())) * 128
+				t.Store64(dst.Base.Add(line), t.Load64(src.Base.Add(line))+1)
+			}
 			t.DFence()
 		})
 		require.NoError(t, err)
@@ -338,18 +342,36 @@ func TestNVWFIFOFreesOnWriteBack(t *testing.T) {
 	require.Less(t, be.LastLaunch().Cycles, held)
 }
 
+// TestBufferFull: a full persist buffer flushes every entry at its head
+// that its order lets go, whatever the window (the SBRP artifact's
+// beginFlush with ignoreLimit), so unordered stores never wait for room;
+// stores whose warp ordered them (OFence) wait for the head's order.
 func TestBufferFull(t *testing.T) {
-	cfg := PresetPMNear()
-	require.NoError(t, cfg.Set("persist.buffer_entries=8", "persist.window=2"))
-	be, m := setupHW(t, cfg, SBRP)
-	r := region(t, m, "b", 64*128)
-	_, err := scope.Launch(m, scope.Grid{Blocks: 1, Threads: 32}, func(t *scope.Thread) {
-		for i := range uint64(64) {
-			t.Store32(r.Base.Add(128*i+4*uint64(t.Lane())), uint32(i))
-		}
-	})
-	require.NoError(t, err)
-	require.NotZero(t, be.Stats().Stalls.BufferFull)
+	for _, c := range []struct {
+		name    string
+		ordered bool
+	}{{"unordered", false}, {"ordered", true}} {
+		t.Run(c.name, func(t *testing.T) {
+			cfg := PresetPMNear()
+			require.NoError(t, cfg.Set("persist.buffer_entries=8", "persist.window=2"))
+			be, m := setupHW(t, cfg, SBRP)
+			r := region(t, m, "b", 64*128)
+			_, err := scope.Launch(m, scope.Grid{Blocks: 1, Threads: 32}, func(t *scope.Thread) {
+				for i := range uint64(64) {
+					t.Store32(r.Base.Add(128*i+4*uint64(t.Lane())), uint32(i))
+					if c.ordered {
+						t.OFence()
+					}
+				}
+			})
+			require.NoError(t, err)
+			if c.ordered {
+				require.NotZero(t, be.Stats().Stalls.BufferFull)
+			} else {
+				require.Zero(t, be.Stats().Stalls.BufferFull)
+			}
+		})
+	}
 }
 
 func TestCrashAtAndState(t *testing.T) {

@@ -1,6 +1,10 @@
 package hwmodel
 
-import "github.com/scopedpm/scopedpm/pm"
+import (
+	"slices"
+
+	"github.com/scopedpm/scopedpm/pm"
+)
 
 // sbrpPolicy is SBRP: a per-SM persist buffer drained in order through a
 // window of outstanding flushes (persist.window, SBRP's own limit);
@@ -20,22 +24,24 @@ func (p sbrpPolicy) verb(ws *warpState, t uint64, kind pm.OpKind, sc pm.Scope, g
 
 func (sbrpPolicy) ordersEvictions() bool { return true }
 
-// sbrpStore puts a PM line into the SM's persist buffer.
+// sbrpStore puts a PM line into the SM's persist buffer. Its flush
+// starts when the buffer drains to it (pbuffer.go).
 func (b *Backend) sbrpStore(ws *warpState, s *smState, line, sectors uint64, t uint64) (int32, uint64, bool) {
+	b.pbCatchUp()
 	if e, ok := s.pbLine[line]; ok {
 		ent := &b.entries[e]
-		if ent.start > t && (ent.start >= ws.front || b.hooks.brokenMerge) {
-			// Not flushed yet and no order marker of this warp since: merge.
-			ws.lastAck = max(ws.lastAck, ent.ack)
-			if add := sectors &^ ent.sectors; add != 0 && ent.sectors != 0 {
-				b.moreSectors(e, add, ws.sm)
-			}
+		if ent.start > t && (ent.pbi > ws.orderItem || b.hooks.brokenMerge) {
+			// Not flushed yet and no ordering point of this warp since:
+			// merge (the warp's DFence now waits for it too).
+			b.pbMerge(ws, e, sectors)
 			return e, t + 1, true
 		}
 		if ent.start > t {
-			// A marker of this warp lies between: wait for the flush to start.
-			b.last.Stalls.Evict += ent.start - t
-			t = ent.start
+			// An ordering point of this warp lies between: wait for the
+			// flush to start.
+			start := b.pbStart(ws.sm, e)
+			b.last.Stalls.Evict += start - t
+			t = start
 		}
 	}
 	way := s.l1.lookup(line)
@@ -43,54 +49,57 @@ func (b *Backend) sbrpStore(ws *warpState, s *smState, line, sectors uint64, t u
 		t = b.l1Fill(ws, line, t)
 		way = s.l1.lookup(line)
 	}
-	t = b.pbReserve(s, t)
-	start := s.slots.firstFree(max(t, ws.front), b.cfg.Persist.Window)
+	t = b.pbReserve(ws.sm, t)
 	e := b.newEntry(line)
 	b.entries[e].sectors = sectors
-	ack := b.flush(e, start, ws.sm)
-	s.slots.add(start, ack)
-	b.pbPush(s, ack)
+	i := b.pbPut(ws, e, max(t, ws.front))
+	b.entries[e].pbi = i
+	ws.lastItem = i
 	s.pbLine[line] = e
 	s.l1.entry[way] = e
-	ws.lastAck = max(ws.lastAck, ack)
 	return e, t + 1, false
 }
 
-// pbReserve waits, from cycle t, for a free persist buffer entry and
-// returns when one is free.
-func (b *Backend) pbReserve(s *smState, t uint64) uint64 {
-	for s.pbHead < len(s.pbRel) && s.pbRel[s.pbHead] <= t {
-		s.pbHead++
+// pbMerge joins a store of warp ws to buffered persist e.
+func (b *Backend) pbMerge(ws *warpState, e int32, sectors uint64) {
+	ent := &b.entries[e]
+	if ent.ack != noAck {
+		// Flushing from a later cycle: the extra sectors go in its burst.
+		ws.lastAck = max(ws.lastAck, ent.ack)
+		if add := sectors &^ ent.sectors; add != 0 && ent.sectors != 0 {
+			b.moreSectors(e, add, ws.sm)
+		}
+		return
 	}
-	if len(s.pbRel)-s.pbHead >= b.cfg.Persist.BufferEntries {
-		free := s.pbRel[s.pbHead]
-		b.last.Stalls.BufferFull += free - t
-		t = free
-		s.pbHead++
+	if ent.sectors != 0 {
+		ent.sectors |= sectors
 	}
-	if s.pbHead > 4096 && s.pbHead*2 > len(s.pbRel) {
-		s.pbRel = append(s.pbRel[:0], s.pbRel[s.pbHead:]...)
-		s.pbHead = 0
+	p := &b.sms[ws.sm].pb
+	it := &p.items[ent.pbi-p.base]
+	if w := ws.id; w != it.w && !slices.Contains(it.more, w) {
+		it.more = append(it.more, w)
 	}
-	return t
+	it.after = max(it.after, ws.orderItem)
+	ws.lastItem = max(ws.lastItem, ent.pbi)
 }
 
-// pbPush appends an entry that completes at done; entries leave the buffer
-// in order.
-func (b *Backend) pbPush(s *smState, done uint64) {
-	s.pbLast = max(s.pbLast, done)
-	s.pbRel = append(s.pbRel, s.pbLast)
-}
-
-// marker adds an order, acquire, release or durable marker of warp ws to
+// marker adds an order, acquire, release or durable point of warp ws to
 // its SM's persist buffer (SBRP) at cycle t; it returns when it is in.
 func (b *Backend) marker(ws *warpState, t uint64) uint64 {
-	s := &b.sms[ws.sm]
-	t = b.pbReserve(s, t)
-	b.pbPush(s, ws.lastAck)
-	ws.front = max(ws.front, ws.lastAck)
+	t = b.pbReserve(ws.sm, t)
+	i := b.pbPut(ws, -1, t)
+	ws.lastItem, ws.orderItem = i, i
 	return t
 }
+
+// orderPoint makes every item of warp ws's SM so far precede the warp's
+// later persists (a persist barrier's order): its stores no longer merge
+// into them.
+func (b *Backend) orderPoint(ws *warpState) {
+	p := &b.sms[ws.sm].pb
+	ws.orderItem = max(ws.orderItem, p.base+int64(len(p.items))-1)
+}
+
 func (b *Backend) sbrpVerb(ws *warpState, t uint64, kind pm.OpKind, sc pm.Scope, group []pendOp) uint64 {
 	st := &b.last.Stalls
 	switch kind {
@@ -98,15 +107,21 @@ func (b *Backend) sbrpVerb(ws *warpState, t uint64, kind pm.OpKind, sc pm.Scope,
 		return b.marker(ws, t) + 1
 	case pm.OpDFence:
 		t = b.marker(ws, t)
-		return waitAcks(t, ws.lastAck, &st.DFence)
+		if b.deferWait(ws, t, 0) {
+			return t + 1 // the warp blocks until the drain passes it (pbuffer.go)
+		}
+		return waitAcks(t, b.warpAcks(ws), &st.DFence)
 	case pm.OpEpochBarrier:
 		t = b.marker(ws, t)
-		d := waitAcks(t, ws.lastAck, &st.DFence)
 		b.sms[ws.sm].l1.invalidate()
+		if b.deferWait(ws, t, b.l2Lat) {
+			return t + 1
+		}
+		d := waitAcks(t, b.warpAcks(ws), &st.DFence)
 		return d + b.l2Lat
 	case pm.OpPRel:
 		t = b.marker(ws, t)
-		rel := ws.lastAck
+		rel := b.warpAcks(ws)
 		for i := range group {
 			if p := &group[i]; !p.done && p.kind == kind && p.scope == sc {
 				b.relFront[p.addr] = max(b.relFront[p.addr], rel)
@@ -129,7 +144,7 @@ func (b *Backend) sbrpVerb(ws *warpState, t uint64, kind pm.OpKind, sc pm.Scope,
 	case pm.OpPBarrier:
 		t = b.marker(ws, t)
 		if sc >= pm.Device {
-			return waitAcks(t, ws.lastAck, &st.PBarrier)
+			return waitAcks(t, b.warpAcks(ws), &st.PBarrier)
 		}
 		return t + 1
 	}

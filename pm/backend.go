@@ -207,3 +207,31 @@ type Residency interface {
 	Admit(warp, sm int, at uint64)
 	Retire(warp int)
 }
+
+// Blocked is what a Waker's Step returns for a warp whose step ended at a
+// wait the backend has not timed yet.
+const Blocked = ^uint64(0)
+
+// WarpReady is a blocked warp whose wait has ended, and the cycle it is
+// ready at.
+type WarpReady struct {
+	Warp int
+	At   uint64
+}
+
+// Waker is implemented by timing backends that time some work lazily, in
+// time order across warps, because it depends on warps not yet run
+// (hwmodel's SBRP persist buffers drain so). A batching executor that
+// handles Blocked calls BeginWaking after each Begin; it returns the verbs
+// that end a lane's step, so such a verb is the last its warp's step
+// times. Step may then return Blocked for a warp whose step ended at such a
+// verb; the executor keeps that warp out of its ready queue and, before
+// resuming any warp at cycle c, calls Wake(c), which times the deferred
+// work up to c and returns the warps whose waits ended, with their ready
+// cycles (valid until the next call). Wake(Blocked) times all of it: no
+// warp is ready to run. A backend whose executor never calls BeginWaking
+// never returns Blocked.
+type Waker interface {
+	BeginWaking() (endsStep []OpKind)
+	Wake(at uint64) []WarpReady
+}

@@ -134,6 +134,7 @@ type warp struct {
 	ready    uint64
 	queued   bool
 	stepping bool
+	blocked  bool // the backend's Step returned pm.Blocked: out of the queue until woken
 	bar      barrier
 }
 
@@ -228,7 +229,10 @@ type engine struct {
 	gridBar barrier
 
 	residency   pm.Residency // the backend's, if it has one and is timed
-	smFree      [][]uint64   // per SM, cycles at which block slots became free
+	waker       pm.Waker     // the backend's, if it has one and is timed
+	endsStep    uint64       // bit k: a verb of kind k ends its lane's step (pm.Waker)
+	blocked     map[int]*warp
+	smFree      [][]uint64 // per SM, cycles at which block slots became free
 	probing     bool
 	probeGen    uint64
 	op          verbRec // the verb being reported; one thread runs at a time
@@ -304,6 +308,12 @@ func Launch(m *pm.Machine, g Grid, k Kernel, opts ...Option) (Result, error) {
 	if err := e.be.Begin(pm.Launch{Name: e.cfg.name, Blocks: g.Blocks, Threads: g.Threads}); err != nil {
 		return Result{}, fmt.Errorf("%w: begin %s: %w", pm.ErrBackend, e.be.Name(), err)
 	}
+	if wk, ok := pm.As[pm.Waker](e.be); ok && e.batch > 0 {
+		e.waker, e.blocked = wk, map[int]*warp{}
+		for _, k := range wk.BeginWaking() {
+			e.endsStep |= 1 << uint(k)
+		}
+	}
 	runErr := e.run()
 	e.flushOps()
 	e.res.Coroutines = len(e.workers)
@@ -343,8 +353,14 @@ func (e *engine) checkGeometry() error {
 func (e *engine) run() error {
 	e.admit()
 	for e.err == nil {
+		if len(e.blocked) > 0 {
+			e.wakeBlocked()
+		}
 		w := e.ready.pop()
 		if w == nil {
+			if len(e.blocked) > 0 {
+				continue // wakeBlocked wakes every one: no warp is ready
+			}
 			if e.live == 0 {
 				return nil
 			}
@@ -410,6 +426,10 @@ func (e *engine) step(w *warp) {
 	if e.batch > 0 {
 		e.flushOps()
 		w.ready = e.be.Step(w.id)
+		if w.ready == pm.Blocked && e.waker != nil {
+			w.blocked = true
+			e.blocked[w.id] = w
+		}
 	}
 	w.stepping = false
 	for _, t := range lanes {
@@ -753,8 +773,36 @@ func (e *engine) wake(t *Thread) {
 	}
 }
 
+// wakeBlocked asks the backend which blocked warps are ready by the cycle
+// of the next warp to run (every one, when none can run) and queues them.
+func (e *engine) wakeBlocked() {
+	at := pm.Blocked
+	if len(e.ready) > 0 {
+		at = e.ready[0].ready
+	}
+	woken := e.waker.Wake(at)
+	if at == pm.Blocked && len(woken) == 0 {
+		e.fail(fmt.Errorf("%w: backend %s leaves %d warps blocked with none to run", pm.ErrBackend, e.be.Name(), len(e.blocked)))
+		return
+	}
+	for _, r := range woken {
+		w, ok := e.blocked[r.Warp]
+		if !ok {
+			panic(fmt.Sprintf("scope: backend woke warp %d, which is not blocked", r.Warp))
+		}
+		delete(e.blocked, r.Warp)
+		w.blocked, w.ready = false, r.At
+		for _, t := range w.lanes {
+			if t.state == stRunnable {
+				e.push(w)
+				break
+			}
+		}
+	}
+}
+
 func (e *engine) push(w *warp) {
-	if !w.queued && !w.stepping {
+	if !w.queued && !w.stepping && !w.blocked {
 		w.queued = true
 		e.ready.push(w)
 	}

@@ -410,10 +410,17 @@ func (t *Thread) AtomicExch64(a pm.Addr, v uint64, s Scope) uint64 {
 
 // verb reports a verb with no visible effect.
 func (t *Thread) verb(k pm.OpKind, s Scope, v uint64) {
-	if e := t.e; e.ops {
+	e := t.e
+	if e.ops {
 		e.op = verbRec{Kind: k, Scope: s, Value: v}
 	}
 	t.report()
+	if e.endsStep&(1<<uint(k)) != 0 && t.budget < e.batch {
+		// The backend may block the warp here (pm.Waker): end the step.
+		t.budget = e.batch
+		t.state = stRunnable
+		t.suspend()
+	}
 }
 
 // Fence is a scoped memory fence: the thread's earlier loads and stores are
