@@ -8,6 +8,7 @@ import (
 
 	"github.com/scopedpm/scopedpm/pm"
 	"github.com/scopedpm/scopedpm/pm/functional"
+	"github.com/scopedpm/scopedpm/pm/persistency"
 	"github.com/scopedpm/scopedpm/pm/record"
 )
 
@@ -89,6 +90,8 @@ const (
 
 // Config tells Check what to explore.
 type Config struct {
+	// Model is the persistency model whose crash states are explored. It
+	// must be set: the zero Model is an error (ErrModel), not Strict.
 	Model    Model
 	States   int    // crash states to check at most (default 1000)
 	Seed     uint64 // for RandomStates and Mixed
@@ -131,8 +134,32 @@ func (r *Report) Summary() string {
 	return fmt.Sprintf("checked %d crash states, %d violations", r.Checked, len(r.Violations))
 }
 
-// Check records w and explores its crash states under cfg.Model.
+// validModel returns nil if m is a model, else an error wrapping ErrModel:
+// the zero Model means none was chosen, which is not taken for Strict.
+func validModel(m Model) error {
+	if m == persistency.Unset {
+		return fmt.Errorf("%w: Config.Model is not set; name one (%s)", ErrModel, modelNames())
+	}
+	if !m.Valid() {
+		return fmt.Errorf("%w: %v (have %s)", ErrModel, m, modelNames())
+	}
+	return nil
+}
+
+func modelNames() string {
+	var names []string
+	for _, m := range Models() {
+		names = append(names, m.String())
+	}
+	return strings.Join(names, ", ")
+}
+
+// Check records w and explores its crash states under cfg.Model, which
+// must be set: an unset or unknown model is an error wrapping ErrModel.
 func Check(w Workload, gpu pm.GPULimits, cfg Config) (*Report, error) {
+	if err := validModel(cfg.Model); err != nil {
+		return nil, err
+	}
 	rec, err := Record(w, gpu)
 	if err != nil {
 		return nil, err
@@ -141,8 +168,11 @@ func Check(w Workload, gpu pm.GPULimits, cfg Config) (*Report, error) {
 }
 
 // Explore checks crash states of graph g (built from r's events, perhaps
-// mutated) with w's oracle.
+// mutated) with w's oracle. g's model must be valid (ErrModel otherwise).
 func (r *Recording) Explore(w Workload, g *Graph, cfg Config) (*Report, error) {
+	if err := validModel(g.Model); err != nil {
+		return nil, err
+	}
 	if cfg.States <= 0 {
 		cfg.States = 1000
 	}
@@ -502,6 +532,9 @@ type MutationResult struct {
 // Mutate explores each mutant of r under cfg and reports which are killed
 // (a violation found).
 func (r *Recording) Mutate(w Workload, cfg Config) ([]MutationResult, error) {
+	if err := validModel(cfg.Model); err != nil {
+		return nil, err
+	}
 	var out []MutationResult
 	for _, m := range Mutants(r.Events) {
 		g := Build(m.Apply(r.Events), cfg.Model)
@@ -549,6 +582,9 @@ func (a Advice) Recommended() pm.Scope { return max(a.Narrowest, a.Floor) }
 // every explored crash state recovers, with the other sites unchanged, and
 // the narrowest that visibility allows (see Advice.Recommended).
 func (r *Recording) Advise(w Workload, cfg Config) ([]Advice, error) {
+	if err := validModel(cfg.Model); err != nil {
+		return nil, err
+	}
 	floors := syncFloors(r.Events)
 	var out []Advice
 	groups := map[string]int{} // site/kind -> index in out

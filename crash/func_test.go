@@ -109,3 +109,35 @@ func TestCheckFuncErrors(t *testing.T) {
 	}
 	require.Equal(t, "func", crash.Func{}.Workload().Name())
 }
+
+// A model must be named: the zero Model is not a silent Strict, and an
+// unknown one is not a model that orders nothing.
+func TestConfigModel(t *testing.T) {
+	recovered := 0
+	w := flaggedLog(false, &recovered)
+	rec, err := crash.Record(w.Workload(), pm.DefaultGPU())
+	require.NoError(t, err)
+	for _, tc := range []struct {
+		name  string
+		model crash.Model
+		want  string
+	}{
+		{"unset", 0, "not set"},
+		{"unknown", crash.Model(200), "model(200)"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			cfg := crash.Config{Model: tc.model, States: 100}
+			_, err := crash.CheckFunc(w, cfg)
+			require.ErrorIs(t, err, crash.ErrModel)
+			require.ErrorContains(t, err, tc.want)
+			_, err = crash.Check(w.Workload(), pm.DefaultGPU(), cfg)
+			require.ErrorIs(t, err, crash.ErrModel)
+			_, err = rec.Explore(w.Workload(), crash.Build(rec.Events, tc.model), cfg)
+			require.ErrorIs(t, err, crash.ErrModel)
+			_, err = rec.Advise(w.Workload(), cfg)
+			require.ErrorIs(t, err, crash.ErrModel)
+			_, err = rec.Mutate(w.Workload(), cfg)
+			require.ErrorIs(t, err, crash.ErrModel)
+		})
+	}
+}
