@@ -2,6 +2,7 @@ package crash
 
 import (
 	"fmt"
+	"maps"
 	"math/rand/v2"
 	"slices"
 	"strings"
@@ -565,27 +566,82 @@ type Advice struct {
 	// whatever persistence needs. The advisor never goes below it.
 	Floor pm.Scope
 	// Narrowest is the narrowest scope under which every explored crash
-	// state still recovers (Current if none narrower does): what
-	// persistence alone needs.
+	// state still recovers: when the current scopes pass, the narrowest at
+	// or below Current (Current if none narrower does), the other sites
+	// unchanged; when they fail (Fails), the narrowest at or above Floor,
+	// the other scoped sites at the scopes that made the program pass
+	// (possibly wider than Current: the advice then widens). If no scope
+	// makes it pass (the bug is not a scope, such as a missing OFence),
+	// Narrowest is Current.
 	Narrowest pm.Scope
-	Checked   int
+	// Fails reports that the program as recorded (every site at its
+	// current scope) has a crash state that does not recover.
+	Fails   bool
+	Checked int
 	// Speedup is the simulated speedup of adopting the recommended scope at
 	// this site (set by Speedups; 1 when nothing changes).
 	Speedup float64
 }
 
 // Recommended is the scope to use: what persistence needs, but never below
-// what visibility needs.
+// what visibility needs. It is wider than Current where Current fails.
 func (a Advice) Recommended() pm.Scope { return max(a.Narrowest, a.Floor) }
 
-// Advise finds, for each scoped call site, the narrowest scope under which
-// every explored crash state recovers, with the other sites unchanged, and
-// the narrowest that visibility allows (see Advice.Recommended).
+// siteKey names a verb's call site: "site/kind".
+func siteKey(site string, kind pm.OpKind) string { return site + "/" + kind.String() }
+
+// withScopes returns events with the scoped verbs at the sites in scopes
+// (keyed by siteKey) set to those scopes.
+func withScopes(events []record.Event, scopes map[string]pm.Scope) []record.Event {
+	out := slices.Clone(events)
+	for i := range out {
+		e := &out[i]
+		if e.Group != nil || e.Site == "" {
+			continue
+		}
+		if s, ok := scopes[siteKey(e.Site, e.Op.Kind)]; ok {
+			e.Op.Scope = s
+		}
+	}
+	return out
+}
+
+// persistScopes are the scopes the advisor tries, narrowest first: the
+// papers have no warp-scope persistency verbs.
+var persistScopes = []pm.Scope{pm.Thread, pm.Block, pm.Device, pm.System}
+
+// Advise finds, for each scoped call site (PRel, PAcq, PBarrier), the
+// narrowest scope under which every explored crash state recovers, and the
+// narrowest that visibility allows (see Advice.Recommended).
+//
+// If the program passes as recorded, each site with a narrower scope is
+// narrowed while it holds, the other sites unchanged. If it fails, every
+// scoped site (thread scope included) is first raised to its visibility
+// floor, then, while the program still fails, to device and to system
+// scope; from the first of these that passes, each site's scope is the
+// narrowest, from its floor up, that passes with the other sites at theirs:
+// a too-narrow site is advised wider, in agreement with the violation
+// report (Check), and a site both ends of a pair need is advised wide at
+// both ends.
 func (r *Recording) Advise(w Workload, cfg Config) ([]Advice, error) {
 	if err := validModel(cfg.Model); err != nil {
 		return nil, err
 	}
 	floors := syncFloors(r.Events)
+	explore := func(events []record.Event) (bool, int, error) {
+		rep, err := r.Explore(w, Build(events, cfg.Model), cfg)
+		if err != nil {
+			return false, 0, err
+		}
+		return len(rep.Violations) == 0, rep.Checked, nil
+	}
+	ok, checked, err := explore(r.Events)
+	if err != nil {
+		return nil, err
+	}
+	if !ok {
+		return r.adviseFailing(floors, checked, explore)
+	}
 	var out []Advice
 	groups := map[string]int{} // site/kind -> index in out
 	var muts [][]Mutant
@@ -593,7 +649,7 @@ func (r *Recording) Advise(w Workload, cfg Config) ([]Advice, error) {
 		if m.Drop {
 			continue
 		}
-		key := m.Site + "/" + m.Kind.String()
+		key := siteKey(m.Site, m.Kind)
 		i, ok := groups[key]
 		if !ok {
 			i = len(out)
@@ -607,12 +663,12 @@ func (r *Recording) Advise(w Workload, cfg Config) ([]Advice, error) {
 		// Mutants of a site come widest first: narrow while it holds.
 		passed := map[pm.Scope]bool{out[i].Current: true}
 		for _, m := range muts[i] {
-			rep, err := r.Explore(w, Build(m.Apply(r.Events), cfg.Model), cfg)
+			ok, n, err := explore(m.Apply(r.Events))
 			if err != nil {
 				return nil, err
 			}
-			out[i].Checked += rep.Checked
-			if len(rep.Violations) > 0 {
+			out[i].Checked += n
+			if !ok {
 				break
 			}
 			out[i].Narrowest = m.To
@@ -622,13 +678,88 @@ func (r *Recording) Advise(w Workload, cfg Config) ([]Advice, error) {
 		// to the visibility floor) is explored too if it was not.
 		if rec := out[i].Recommended(); !passed[rec] {
 			m := Mutant{Site: out[i].Site, Kind: out[i].Kind, From: out[i].Current, To: rec, Valid: true}
-			rep, err := r.Explore(w, Build(m.Apply(r.Events), cfg.Model), cfg)
+			ok, n, err := explore(m.Apply(r.Events))
 			if err != nil {
 				return nil, err
 			}
-			out[i].Checked += rep.Checked
-			if len(rep.Violations) > 0 {
+			out[i].Checked += n
+			if !ok {
 				out[i].Narrowest, out[i].Floor = out[i].Current, out[i].Current
+			}
+		}
+	}
+	return out, nil
+}
+
+// adviseFailing is Advise for a recording whose current scopes fail (see
+// Advise); checked counts the states that showed it.
+func (r *Recording) adviseFailing(floors map[string]pm.Scope, checked int, explore func([]record.Event) (bool, int, error)) ([]Advice, error) {
+	var out []Advice
+	seen := map[string]bool{}
+	for _, e := range r.Events {
+		if e.Group != nil || e.Site == "" {
+			continue
+		}
+		switch e.Op.Kind {
+		case pm.OpPRel, pm.OpPAcq, pm.OpPBarrier:
+		default:
+			continue
+		}
+		key := siteKey(e.Site, e.Op.Kind)
+		if seen[key] {
+			continue
+		}
+		seen[key] = true
+		out = append(out, Advice{Site: e.Site, Kind: e.Op.Kind, Current: e.Op.Scope, Narrowest: e.Op.Scope,
+			Floor: floors[key], Fails: true})
+	}
+	if len(out) == 0 {
+		return out, nil
+	}
+	out[0].Checked += checked
+	// Find scopes for every site under which the program passes: the
+	// floors, then everything at least device, then system scope.
+	var fixed map[string]pm.Scope
+	for _, least := range []pm.Scope{pm.Thread, pm.Device, pm.System} {
+		try := map[string]pm.Scope{}
+		for _, a := range out {
+			try[siteKey(a.Site, a.Kind)] = max(a.Current, a.Floor, least)
+		}
+		ok, n, err := explore(withScopes(r.Events, try))
+		if err != nil {
+			return nil, err
+		}
+		out[0].Checked += n
+		if ok {
+			fixed = try
+			break
+		}
+	}
+	if fixed == nil {
+		return out, nil // no scope fixes it: the report names what does
+	}
+	// Each site: the narrowest from its floor up that passes with the
+	// others at their fixed scopes (the fixed scope itself passes).
+	for i := range out {
+		key := siteKey(out[i].Site, out[i].Kind)
+		for _, s := range persistScopes {
+			if s < out[i].Floor || s > fixed[key] {
+				continue
+			}
+			if s == fixed[key] {
+				out[i].Narrowest = s
+				break
+			}
+			try := maps.Clone(fixed)
+			try[key] = s
+			ok, n, err := explore(withScopes(r.Events, try))
+			if err != nil {
+				return nil, err
+			}
+			out[i].Checked += n
+			if ok {
+				out[i].Narrowest = s
+				break
 			}
 		}
 	}
@@ -666,8 +797,8 @@ func syncFloors(events []record.Event) map[string]pm.Scope {
 				continue
 			}
 			s := narrowestCovering(&r.agent, &e.Agent)
-			raise(r.site+"/"+pm.OpPRel.String(), s)
-			raise(e.Site+"/"+pm.OpPAcq.String(), s)
+			raise(siteKey(r.site, pm.OpPRel), s)
+			raise(siteKey(e.Site, pm.OpPAcq), s)
 		}
 	}
 	return floors

@@ -1,0 +1,95 @@
+package crash_test
+
+import (
+	"fmt"
+	"testing"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/scopedpm/scopedpm/crash"
+	"github.com/scopedpm/scopedpm/pm"
+	"github.com/scopedpm/scopedpm/scope"
+)
+
+// handoff: thread 0 of block 0 persists a value and releases a flag;
+// thread 0 of block 1 acquires it and persists a result. After a crash, a
+// persisted result needs the value: the pair must be device scope. The
+// PRel and PAcq scopes are the test's.
+func handoff(rel, acq pm.Scope) crash.Func {
+	return crash.Func{
+		Name:  fmt.Sprintf("handoff(rel=%v,acq=%v)", rel, acq),
+		Setup: func(m *pm.Machine) error { _, err := m.CreateRegion("h", 64); return err },
+		Run: func(m *pm.Machine) error {
+			r, err := m.OpenRegion("h")
+			if err != nil {
+				return err
+			}
+			value, flag, result := r.Base, r.Base.Add(8), r.Base.Add(16)
+			_, err = scope.Launch(m, scope.Grid{Blocks: 2, Threads: 1}, func(t *scope.Thread) {
+				if t.Block() == 0 {
+					t.Store64(value, 42)
+					t.PRel(flag, 1, rel) // handoff: release
+					return
+				}
+				for t.PAcq(flag, acq) != 1 { // handoff: acquire
+				}
+				t.Store64(result, 1) // handoff: result
+			})
+			return err
+		},
+		Check: func(m *pm.Machine) error {
+			r, err := m.OpenRegion("h")
+			if err != nil {
+				return err
+			}
+			buf := make([]byte, 24)
+			if err := m.CopyOut(r.Base, buf); err != nil {
+				return err
+			}
+			if pm.GetLE(buf[16:24]) == 1 && pm.GetLE(buf[0:8]) != 42 {
+				return fmt.Errorf("result persisted without its value")
+			}
+			return nil
+		},
+	}
+}
+
+// When the current scope fails, the advisor recommends the narrowest scope
+// that passes, wider if need be, in agreement with the violation report.
+func TestAdviseWidensAFailingScope(t *testing.T) {
+	for _, tc := range []struct {
+		name     string
+		rel, acq pm.Scope
+		want     map[pm.OpKind]pm.Scope
+	}{
+		{"narrow release", pm.Block, pm.Device, map[pm.OpKind]pm.Scope{pm.OpPRel: pm.Device, pm.OpPAcq: pm.Device}},
+		{"narrow acquire", pm.Device, pm.Block, map[pm.OpKind]pm.Scope{pm.OpPRel: pm.Device, pm.OpPAcq: pm.Device}},
+		{"both narrow", pm.Block, pm.Block, map[pm.OpKind]pm.Scope{pm.OpPRel: pm.Device, pm.OpPAcq: pm.Device}},
+		{"both right", pm.Device, pm.Device, map[pm.OpKind]pm.Scope{pm.OpPRel: pm.Device, pm.OpPAcq: pm.Device}},
+		{"system", pm.System, pm.System, map[pm.OpKind]pm.Scope{pm.OpPRel: pm.Device, pm.OpPAcq: pm.Device}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			const seed = 5
+			t.Logf("seed = %d", seed)
+			f := handoff(tc.rel, tc.acq)
+			cfg := crash.Config{Model: crash.SBRP, States: 200, Seed: seed}
+			rep, err := crash.CheckFunc(f, cfg)
+			require.NoError(t, err)
+			broken := tc.rel < pm.Device || tc.acq < pm.Device
+			require.Equal(t, broken, len(rep.Violations) > 0, rep.Summary())
+			if broken {
+				require.Contains(t, rep.Violations[0].Explanation, "need device scope")
+			}
+			rec, err := crash.Record(f.Workload(), pm.DefaultGPU())
+			require.NoError(t, err)
+			adv, err := rec.Advise(f.Workload(), cfg)
+			require.NoError(t, err)
+			require.Len(t, adv, 2)
+			for _, a := range adv {
+				t.Logf("%s at %s: current %s, floor %s, narrowest %s, recommended %s", a.Kind, a.Site, a.Current, a.Floor, a.Narrowest, a.Recommended())
+				require.Equal(t, tc.want[a.Kind], a.Recommended(), "%s at %s", a.Kind, a.Site)
+				require.Equal(t, broken, a.Fails, "the current scopes fail together")
+			}
+		})
+	}
+}
