@@ -1,12 +1,15 @@
 package crash
 
 import (
+	"errors"
 	"fmt"
 	"maps"
 	"math/rand/v2"
+	"runtime"
 	"slices"
 	"strings"
 
+	"github.com/scopedpm/scopedpm/internal/callsite"
 	"github.com/scopedpm/scopedpm/pm"
 	"github.com/scopedpm/scopedpm/pm/functional"
 	"github.com/scopedpm/scopedpm/pm/persistency"
@@ -41,12 +44,12 @@ func Record(w Workload, gpu pm.GPULimits) (*Recording, error) {
 	if err != nil {
 		return nil, err
 	}
-	if err := w.Setup(m); err != nil {
+	if err := guard("Setup", func() error { return w.Setup(m) }); err != nil {
 		return nil, fmt.Errorf("%w: %s setup: %w", ErrWorkload, w.Name(), err)
 	}
 	base := m.Memory().Snapshot()
 	rec.Reset()
-	if err := w.Run(m); err != nil {
+	if err := guard("Run", func() error { return w.Run(m) }); err != nil {
 		return nil, fmt.Errorf("%w: %s run: %w", ErrWorkload, w.Name(), err)
 	}
 	// The uncrashed result must pass the check: otherwise every crash
@@ -62,16 +65,55 @@ func Record(w Workload, gpu pm.GPULimits) (*Recording, error) {
 	return r, nil
 }
 
-// oracle reopens img, recovers and checks.
+// oracle reopens img, recovers and checks. A panic in Recover or Check is
+// an error wrapping ErrPanic.
 func (r *Recording) oracle(w Workload, img *pm.Image) error {
 	m, err := pm.Reopen(img, functional.New(r.GPU))
 	if err != nil {
 		return err
 	}
-	if err := w.Recover(m); err != nil {
+	if err := guard("Recover", func() error { return w.Recover(m) }); err != nil {
 		return fmt.Errorf("recover: %w", err)
 	}
-	return w.Check(m)
+	return guard("Check", func() error { return w.Check(m) })
+}
+
+// located adds to a panic's error (ErrPanic) the crash state it happened
+// in and the seed that replays it: a panic has no message of the
+// workload's to say where it was.
+func (g *Graph) located(err error, s State, seed uint64) error {
+	if !errors.Is(err, ErrPanic) {
+		return err
+	}
+	return fmt.Errorf("%w (in %s; replay with seed %d)", err, g.describe(s), seed)
+}
+
+// guard calls fn, a workload's function named what, and turns a panic in
+// it into an error wrapping ErrPanic that names the panic's site.
+func guard(what string, fn func() error) (err error) {
+	defer func() {
+		if p := recover(); p != nil {
+			err = fmt.Errorf("%w: %s panicked%s: %v", ErrPanic, what, panicSite(), p)
+		}
+	}()
+	return fn()
+}
+
+// panicSite returns " at <site>" for the frame that panicked (called from
+// the deferred function of guard), or "".
+func panicSite() string {
+	var pcs [32]uintptr
+	n := runtime.Callers(3, pcs[:])
+	frames := runtime.CallersFrames(pcs[:n])
+	for {
+		f, more := frames.Next()
+		if f.Function != "" && !strings.HasPrefix(f.Function, "runtime.") {
+			return " at " + callsite.Name(f.Function, f.File, f.Line)
+		}
+		if !more {
+			return ""
+		}
+	}
 }
 
 // Strategy chooses which crash states to explore.
@@ -193,6 +235,7 @@ func (r *Recording) Explore(w Workload, g *Graph, cfg Config) (*Report, error) {
 			defer cfg.Progress()
 		}
 		if err := r.oracle(w, img); err != nil {
+			err = g.located(err, s, cfg.Seed)
 			v := Violation{State: s, Err: err, Seed: cfg.Seed}
 			for i, k := range s.Kept[:g.issued(s.Point)] {
 				if !k {
@@ -273,6 +316,9 @@ func (r *Recording) shrink(w Workload, g *Graph, v *Violation) {
 			return s, nil, false
 		}
 		oerr := r.oracle(w, img)
+		if oerr != nil {
+			oerr = g.located(oerr, s, v.Seed)
+		}
 		return s, oerr, oerr != nil
 	}
 	drop := slices.Clone(v.Dropped)

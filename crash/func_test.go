@@ -141,3 +141,50 @@ func TestConfigModel(t *testing.T) {
 		})
 	}
 }
+
+// A panic in the workload's own code is reported, never the end of the
+// process: in Check or Recover after a crash, as a violation naming the
+// state and the seed that replays it; without a crash, as an error.
+func TestWorkloadPanics(t *testing.T) {
+	const seed = 1
+	t.Logf("seed = %d", seed)
+	recovered := 0
+	panicky := flaggedLog(false, &recovered)
+	check := panicky.Check
+	panicky.Check = func(m *pm.Machine) error {
+		if err := check(m); err != nil {
+			panic("index out of range in my check") // the user's bug
+		}
+		return nil
+	}
+	rep, err := crash.CheckFunc(panicky, crash.Config{Model: crash.SBRP, States: 2000, Seed: seed})
+	require.NoError(t, err)
+	require.NotEmpty(t, rep.Violations, rep.Summary())
+	v := rep.Violations[0]
+	require.ErrorIs(t, v.Err, crash.ErrPanic)
+	t.Log(rep.Err())
+	for _, want := range []string{"Check panicked at crash/func_test.go:", "index out of range in my check", "the crash state before event", "seed 1"} {
+		require.ErrorContains(t, rep.Err(), want)
+	}
+
+	ok := func(*pm.Machine) error { return nil }
+	boom := func(*pm.Machine) error { panic("boom") }
+	for _, tc := range []struct {
+		name string
+		f    crash.Func
+		want string
+	}{
+		{"recover", crash.Func{Run: ok, Recover: boom, Check: ok}, "Recover panicked"},
+		{"check", crash.Func{Run: ok, Check: boom}, "Check panicked"},
+		{"setup", crash.Func{Setup: boom, Run: ok, Check: ok}, "Setup panicked"},
+		{"run", crash.Func{Run: boom, Check: ok}, "Run panicked"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			_, err := crash.CheckFunc(tc.f, crash.Config{Model: crash.SBRP, States: 10})
+			require.ErrorIs(t, err, crash.ErrWorkload)
+			require.ErrorIs(t, err, crash.ErrPanic)
+			require.ErrorContains(t, err, tc.want)
+			require.ErrorContains(t, err, "boom")
+		})
+	}
+}

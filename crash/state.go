@@ -16,6 +16,26 @@ type State struct {
 	Kept  []bool
 }
 
+// describe names state s: its crash point and the issued persists it
+// loses.
+func (g *Graph) describe(s State) string {
+	issued := g.issued(s.Point)
+	var lost []int
+	for i, k := range s.Kept[:issued] {
+		if !k {
+			lost = append(lost, i)
+		}
+	}
+	const most = 16
+	more, n := "", len(lost)
+	if n > most {
+		more = fmt.Sprintf(" and %d more", len(lost)-most)
+		lost = lost[:most]
+	}
+	return fmt.Sprintf("the crash state before event %d of %d: %d of %d issued persists lost %v%s",
+		s.Point, len(g.Events), n, issued, lost, more)
+}
+
 // issued returns how many persists were issued before point.
 func (g *Graph) issued(point int) int {
 	return sortSearch(len(g.Persists), func(i int) bool { return g.Nodes[g.Persists[i]].Event >= point })

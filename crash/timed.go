@@ -41,11 +41,11 @@ func CheckTimed(w Workload, newBackend func() (TimedBackend, error), gpu pm.GPUL
 	if err != nil {
 		return nil, err
 	}
-	if err := w.Setup(m); err != nil {
+	if err := guard("Setup", func() error { return w.Setup(m) }); err != nil {
 		return nil, fmt.Errorf("%w: %s setup: %w", ErrWorkload, w.Name(), err)
 	}
 	p.running = true
-	if err := w.Run(m); err != nil {
+	if err := guard("Run", func() error { return w.Run(m) }); err != nil {
 		return nil, fmt.Errorf("%w: %s run: %w", ErrWorkload, w.Name(), err)
 	}
 	if p.err != nil {
