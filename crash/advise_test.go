@@ -93,3 +93,82 @@ func TestAdviseWidensAFailingScope(t *testing.T) {
 		})
 	}
 }
+
+// twoFlags: thread 0 persists a value; after a block barrier (which orders
+// no persist under SBRP) threads 1 and 2 each persist a flag. Either flag
+// without the value breaks recovery, so no single later persist is to
+// blame: the explanation names both.
+func twoFlags() crash.Func {
+	return crash.Func{
+		Name:  "two-flags",
+		Setup: func(m *pm.Machine) error { _, err := m.CreateRegion("f", 64); return err },
+		Run: func(m *pm.Machine) error {
+			r, err := m.OpenRegion("f")
+			if err != nil {
+				return err
+			}
+			_, err = scope.Launch(m, scope.Grid{Blocks: 1, Threads: 3}, func(t *scope.Thread) {
+				if t.TID() == 0 {
+					t.Store64(r.Base, 42) // two-flags: value
+				}
+				t.SyncThreads() // two-flags: barrier
+				if t.TID() > 0 {
+					t.Store64(r.Base.Add(uint64(8*t.TID())), 1) // two-flags: flag
+				}
+			})
+			return err
+		},
+		Check: func(m *pm.Machine) error {
+			r, err := m.OpenRegion("f")
+			if err != nil {
+				return err
+			}
+			buf := make([]byte, 24)
+			if err := m.CopyOut(r.Base, buf); err != nil {
+				return err
+			}
+			if (pm.GetLE(buf[8:16]) == 1 || pm.GetLE(buf[16:24]) == 1) && pm.GetLE(buf[0:8]) != 42 {
+				return fmt.Errorf("a flag persisted without the value")
+			}
+			return nil
+		},
+	}
+}
+
+// The explanation names every verb to blame and every durable persist that
+// got ahead of the lost one.
+func TestExplanationNamesAll(t *testing.T) {
+	for _, tc := range []struct {
+		name    string
+		f       crash.Func
+		want    []string
+		notWant []string
+	}{
+		{"release too narrow", handoff(pm.Block, pm.Device), []string{"PRel.block at crash/advise_test.go:31 is too narrow", "need device scope"}, []string{"PAcq.device at crash/advise_test.go:34 is too narrow"}},
+		{"acquire too narrow", handoff(pm.Device, pm.Block), []string{"PAcq.block at crash/advise_test.go:34 is too narrow", "need device scope"}, []string{"PRel.device at crash/advise_test.go:31 is too narrow"}},
+		{"both too narrow", handoff(pm.Block, pm.Block), []string{"PRel.block at crash/advise_test.go:31 is too narrow, and so is PAcq.block at crash/advise_test.go:34", "need device scope"}, nil},
+		{"two later persists", twoFlags(), []string{
+			"lost:    persist 0x1:0 (8 bytes) by thread 0 (block 0, warp 0, lane 0) at crash/advise_test.go:112",
+			"durable: any of 2 persists, each issued after it but not ordered after it:",
+			"persist 0x1:8 by thread 1 (block 0, warp 0, lane 1) at crash/advise_test.go:116",
+			"persist 0x1:10 by thread 2 (block 0, warp 0, lane 2) at crash/advise_test.go:116",
+			"the SyncThreads at crash/advise_test.go:114 between them does not order them under sbrp",
+		}, []string{"no single later durable persist"}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			const seed = 3
+			t.Logf("seed = %d", seed)
+			rep, err := crash.CheckFunc(tc.f, crash.Config{Model: crash.SBRP, States: 500, Seed: seed})
+			require.NoError(t, err)
+			require.NotEmpty(t, rep.Violations, rep.Summary())
+			x := rep.Violations[0].Explanation
+			t.Log(x)
+			for _, w := range tc.want {
+				require.Contains(t, x, w)
+			}
+			for _, w := range tc.notWant {
+				require.NotContains(t, x, w)
+			}
+		})
+	}
+}

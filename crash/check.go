@@ -395,7 +395,35 @@ func (r *Recording) explain(w Workload, g *Graph, v *Violation, fails func([]int
 		sb.WriteString("  because: " + firstWhy + "\n")
 		return sb.String()
 	}
-	sb.WriteString("  no single later durable persist depends on it\n")
+	// No single one: find a smallest set of later durable persists whose
+	// loss too makes recovery pass (with the lost one gone, any of them
+	// durable breaks it), and name each.
+	if len(order) > 64 {
+		order = order[:64]
+	}
+	set := slices.Clone(order)
+	if len(set) > 0 {
+		if _, _, bad := fails(append(slices.Clone(v.Dropped), set...)); !bad {
+			for i := 0; i < len(set); {
+				cand := slices.Delete(slices.Clone(set), i, i+1)
+				if _, _, bad := fails(append(slices.Clone(v.Dropped), cand...)); !bad {
+					set = cand
+					continue
+				}
+				i++
+			}
+			slices.Sort(set)
+			fmt.Fprintf(&sb, "  durable: any of %d persists, each issued after it but not ordered after it:\n", len(set))
+			for _, i := range set {
+				xn := &g.Nodes[g.Persists[i]]
+				xev := &g.Events[xn.Event]
+				fmt.Fprintf(&sb, "    persist %v by %v at %s\n", xn.Persist.Addr, &xev.Agent, site(xev))
+				sb.WriteString("      because: " + g.why(dn.Event, xn.Event) + "\n")
+			}
+			return sb.String()
+		}
+	}
+	sb.WriteString("  no set of later durable persists depends on it: recovery fails with it lost whatever else persisted\n")
 	return sb.String()
 }
 
@@ -448,6 +476,9 @@ func (g *Graph) why(a, x int) string {
 		rel := &g.Events[from]
 		need := narrowestCovering(&ea.Agent, &ex.Agent)
 		switch {
+		case !rel.Op.Scope.Covers(&ea.Agent, &ex.Agent) && !e.Op.Scope.Covers(&ea.Agent, &ex.Agent):
+			return fmt.Sprintf("PRel.%s at %s is too narrow, and so is PAcq.%s at %s: %v and %v need %s scope",
+				rel.Op.Scope, site(rel), e.Op.Scope, site(e), &ea.Agent, &ex.Agent, need)
 		case !rel.Op.Scope.Covers(&ea.Agent, &ex.Agent):
 			return fmt.Sprintf("PRel.%s at %s is too narrow: %v and %v need %s scope (PAcq.%s at %s)",
 				rel.Op.Scope, site(rel), &ea.Agent, &ex.Agent, need, e.Op.Scope, site(e))
@@ -470,7 +501,16 @@ func (g *Graph) why(a, x int) string {
 		}
 		break
 	}
-	return fmt.Sprintf("no release by %v after its persist is acquired by %v before its persist", &ea.Agent, &ex.Agent)
+	why := fmt.Sprintf("no release by %v after its persist is acquired by %v before its persist", &ea.Agent, &ex.Agent)
+	// Name the verb between them that a reader may have taken for an
+	// ordering one (a block barrier, a fence of the wrong kind).
+	for i := a + 1; i < x; i++ {
+		e := &g.Events[i]
+		if e.Group == nil && e.Agent == ea.Agent && (isOrdering(e.Op.Kind) || e.Op.Kind == pm.OpSyncThreads || e.Op.Kind == pm.OpSyncWarp) {
+			return fmt.Sprintf("%s; the %s at %s between them does not order them under %s", why, e.Op.Kind, site(e), g.Model)
+		}
+	}
+	return why
 }
 
 func isOrdering(k pm.OpKind) bool {
