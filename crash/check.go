@@ -163,8 +163,12 @@ type Violation struct {
 
 // Report is the result of Check.
 type Report struct {
-	Workload   string
-	Model      Model
+	Workload string
+	// Model is the persistency model explored (Check), or the one the
+	// timed backend times (CheckTimed; Unset if it does not say).
+	Model Model
+	// Backend names the timed backend CheckTimed crashed ("" for Check).
+	Backend    string
 	Seed       uint64
 	Persists   int
 	Checked    int

@@ -77,8 +77,15 @@ func (r *Report) Err() error {
 		return nil
 	}
 	v := r.Violations[0]
-	if v.Explanation != "" {
-		return fmt.Errorf("%w: %s under %s, seed %d:\n%s", ErrViolation, r.Workload, r.Model, v.Seed, v.Explanation)
+	where := "under " + r.Model.String()
+	switch {
+	case r.Backend != "" && r.Model.Valid():
+		where += " on " + r.Backend
+	case r.Backend != "":
+		where = "on " + r.Backend
 	}
-	return fmt.Errorf("%w: %s under %s, seed %d: %w", ErrViolation, r.Workload, r.Model, v.Seed, v.Err)
+	if v.Explanation != "" {
+		return fmt.Errorf("%w: %s %s, seed %d:\n%s", ErrViolation, r.Workload, where, v.Seed, v.Explanation)
+	}
+	return fmt.Errorf("%w: %s %s, seed %d: %w", ErrViolation, r.Workload, where, v.Seed, v.Err)
 }
