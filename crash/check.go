@@ -458,13 +458,30 @@ func (g *Graph) why(a, x int) string {
 				}
 			}
 		}
+		cpu := ea.Agent.Kind == pm.CPUTask
 		for i := a + 1; i < x; i++ {
 			e := &g.Events[i]
-			if e.Agent == ea.Agent && e.Group == nil && isOrdering(e.Op.Kind) {
+			if e.Agent != ea.Agent || e.Group != nil || !isOrdering(e.Op.Kind) {
+				continue
+			}
+			if !cpu {
 				return fmt.Sprintf("the same thread's %s at %s does not order them under %s", e.Op.Kind, site(e), g.Model)
 			}
+			if e.Op.Kind == pm.OpCFence && g.Model.Contexts() {
+				if ctx := g.contextAt(a); ctx != e.Op.Value {
+					return fmt.Sprintf("the same task's CFence(%d) at %s fences context %d, not context %d of the lost persist (SetCtx before its store)",
+						e.Op.Value, site(e), e.Op.Value, ctx)
+				}
+			}
+			return fmt.Sprintf("the same task's %s at %s does not order them under %s", e.Op.Kind, site(e), g.Model)
+		}
+		if cpu {
+			return fmt.Sprintf("no ordering verb (SFence, CFence, ...) between them in %v", &ea.Agent)
 		}
 		return fmt.Sprintf("no ordering verb (OFence, DFence, ...) between them in %v", &ea.Agent)
+	}
+	if ea.Agent.Kind == pm.CPUTask && ex.Agent.Kind == pm.CPUTask {
+		return fmt.Sprintf("a task's fences order only its own persists: nothing orders %v's persist before %v's", &ea.Agent, &ex.Agent)
 	}
 	// Look for a release by a's agent after a that x's agent acquired
 	// before x.
@@ -515,6 +532,18 @@ func (g *Graph) why(a, x int) string {
 		}
 	}
 	return why
+}
+
+// contextAt returns the persist context (SetCtx) event a's agent was in
+// when it issued a: 0 before any SetCtx.
+func (g *Graph) contextAt(a int) uint64 {
+	for i := a - 1; i >= 0; i-- {
+		e := &g.Events[i]
+		if e.Agent == g.Events[a].Agent && e.Group == nil && e.Op.Kind == pm.OpSetCtx {
+			return e.Op.Value
+		}
+	}
+	return 0
 }
 
 func isOrdering(k pm.OpKind) bool {
