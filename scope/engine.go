@@ -2,6 +2,7 @@ package scope
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"iter"
 	"runtime/debug"
@@ -26,24 +27,44 @@ type config struct {
 	promote   []persistency.Promotion // applied to PRel and PAcq in order
 	sites     map[string]Scope        // per call site overrides
 	shared    int                     // bytes of shared memory per block
+	err       error                   // the first bad option (ErrBadArg)
+}
+
+// bad records the first bad option.
+func (c *config) bad(format string, args ...any) {
+	if c.err == nil {
+		c.err = fmt.Errorf("%w: "+format, append([]any{ErrBadArg}, args...)...)
+	}
 }
 
 // WithShared gives every block a zero-filled scratchpad of n bytes of
 // shared memory (pm.SharedMem, CUDA's __shared__): Thread.Shared returns its
 // address. It is mapped while the block is resident and gone after; its
-// accesses are timed by the backend as any volatile access.
-func WithShared(n int) Option { return func(c *config) { c.shared = max(n, 0) } }
+// accesses are timed by the backend as any volatile access. A negative n
+// makes Launch fail with ErrBadArg.
+func WithShared(n int) Option {
+	return func(c *config) {
+		if n < 0 {
+			c.bad("WithShared(%d): a negative size", n)
+			return
+		}
+		c.shared = n
+	}
+}
 
 // WithPromotion makes the launch's persist releases and acquires (PRel,
 // PAcq) that name scope from use scope to instead (persistency.Promotion):
 // WithPromotion(pm.Block, pm.Device) runs a kernel "without scopes" (SBRP
 // Figure 7). Barriers, fences and atomics keep their scopes. Options
-// apply in order; it is an error for to to be narrower than from.
+// apply in order; it is an error (ErrBadArg) for to to be narrower than
+// from, or for either not to be a scope.
 func WithPromotion(from, to Scope) Option {
 	return func(c *config) {
-		if from.Valid() && to.Valid() {
-			c.promote = append(c.promote, persistency.Promotion{From: from, To: to})
+		if !from.Valid() || !to.Valid() {
+			c.bad("WithPromotion(%v, %v): not a scope (have %v, %v, %v, %v, %v)", from, to, pm.Thread, pm.Warp, pm.Block, pm.Device, pm.System)
+			return
 		}
+		c.promote = append(c.promote, persistency.Promotion{From: from, To: to})
 	}
 }
 
@@ -99,7 +120,7 @@ type Result struct {
 // raised it.
 type KernelError struct {
 	Agent pm.Agent
-	Err   error  // wraps ErrPanic or ErrFault (and the pm error)
+	Err   error  // wraps ErrPanic, ErrFault (and the pm error), ErrBadArg or ErrStale
 	Stack string // the goroutine stack at a panic
 }
 
@@ -276,6 +297,9 @@ func Launch(m *pm.Machine, g Grid, k Kernel, opts ...Option) (Result, error) {
 	applyDefaults(&e.cfg, m.LaunchDefaults())
 	for _, o := range opts {
 		o(&e.cfg)
+	}
+	if e.cfg.err != nil {
+		return Result{}, e.cfg.err
 	}
 	for _, p := range e.cfg.promote {
 		if p.To < p.From {
@@ -540,8 +564,16 @@ func (e *engine) runThread(wk *worker, t *Thread) (ok bool) {
 				ok = false
 				return
 			case faultSignal:
+				if errors.Is(r.err, ErrBadArg) || errors.Is(r.err, ErrStale) {
+					e.fail(&KernelError{Agent: t.Agent, Err: r.err}) // a misuse, not a memory fault
+					break
+				}
 				e.fail(&KernelError{Agent: t.Agent, Err: fmt.Errorf("%w: %w", ErrFault, r.err)})
 			case error:
+				if errors.Is(r, ErrStale) {
+					e.fail(&KernelError{Agent: t.Agent, Err: r})
+					break
+				}
 				// Keep the chain: errors.Is(err, pkg.ErrX) holds for a
 				// kernel that panicked with (a wrap of) pkg.ErrX.
 				e.fail(&KernelError{Agent: t.Agent, Err: fmt.Errorf("%w: %w", ErrPanic, r), Stack: string(debug.Stack())})
