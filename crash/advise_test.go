@@ -2,6 +2,9 @@ package crash_test
 
 import (
 	"fmt"
+	"os"
+	"strconv"
+	"strings"
 	"testing"
 
 	"github.com/stretchr/testify/require"
@@ -9,6 +12,7 @@ import (
 	"github.com/scopedpm/scopedpm/crash"
 	"github.com/scopedpm/scopedpm/pm"
 	"github.com/scopedpm/scopedpm/scope"
+	"github.com/scopedpm/scopedpm/workloads"
 )
 
 // handoff: thread 0 of block 0 persists a value and releases a flag;
@@ -27,7 +31,7 @@ func handoff(rel, acq pm.Scope) crash.Func {
 			value, flag, result := r.Base, r.Base.Add(8), r.Base.Add(16)
 			_, err = scope.Launch(m, scope.Grid{Blocks: 2, Threads: 1}, func(t *scope.Thread) {
 				if t.Block() == 0 {
-					t.Store64(value, 42)
+					t.Store64(value, 42) // handoff: value
 					t.PRel(flag, 1, rel) // handoff: release
 					return
 				}
@@ -138,21 +142,22 @@ func twoFlags() crash.Func {
 // The explanation names every verb to blame and every durable persist that
 // got ahead of the lost one.
 func TestExplanationNamesAll(t *testing.T) {
+	rel, acq := siteIn(t, "// handoff: release"), siteIn(t, "// handoff: acquire")
 	for _, tc := range []struct {
 		name    string
 		f       crash.Func
 		want    []string
 		notWant []string
 	}{
-		{"release too narrow", handoff(pm.Block, pm.Device), []string{"PRel.block at crash/advise_test.go:31 is too narrow", "need device scope"}, []string{"PAcq.device at crash/advise_test.go:34 is too narrow"}},
-		{"acquire too narrow", handoff(pm.Device, pm.Block), []string{"PAcq.block at crash/advise_test.go:34 is too narrow", "need device scope"}, []string{"PRel.device at crash/advise_test.go:31 is too narrow"}},
-		{"both too narrow", handoff(pm.Block, pm.Block), []string{"PRel.block at crash/advise_test.go:31 is too narrow, and so is PAcq.block at crash/advise_test.go:34", "need device scope"}, nil},
+		{"release too narrow", handoff(pm.Block, pm.Device), []string{"PRel.block at " + rel + " is too narrow", "need device scope"}, []string{"PAcq.device at " + acq + " is too narrow"}},
+		{"acquire too narrow", handoff(pm.Device, pm.Block), []string{"PAcq.block at " + acq + " is too narrow", "need device scope"}, []string{"PRel.device at " + rel + " is too narrow"}},
+		{"both too narrow", handoff(pm.Block, pm.Block), []string{"PRel.block at " + rel + " is too narrow, and so is PAcq.block at " + acq, "need device scope"}, nil},
 		{"two later persists", twoFlags(), []string{
-			"lost:    persist 0x1:0 (8 bytes) by thread 0 (block 0, warp 0, lane 0) at crash/advise_test.go:112",
+			"lost:    persist 0x1:0 (8 bytes) by thread 0 (block 0, warp 0, lane 0) at " + siteIn(t, "// two-flags: value"),
 			"durable: any of 2 persists, each issued after it but not ordered after it:",
-			"persist 0x1:8 by thread 1 (block 0, warp 0, lane 1) at crash/advise_test.go:116",
-			"persist 0x1:10 by thread 2 (block 0, warp 0, lane 2) at crash/advise_test.go:116",
-			"the SyncThreads at crash/advise_test.go:114 between them does not order them under sbrp",
+			"persist 0x1:8 by thread 1 (block 0, warp 0, lane 1) at " + siteIn(t, "// two-flags: flag"),
+			"persist 0x1:10 by thread 2 (block 0, warp 0, lane 2) at " + siteIn(t, "// two-flags: flag"),
+			"the SyncThreads at " + siteIn(t, "// two-flags: barrier") + " between them does not order them under sbrp",
 		}, []string{"no single later durable persist"}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
@@ -171,4 +176,37 @@ func TestExplanationNamesAll(t *testing.T) {
 			}
 		})
 	}
+}
+
+// The default strategy finds a too-narrow release in a GPU-sized
+// aggregation (30 blocks of 256 threads, about 8,000 persists) within
+// 1,000 states: growing prefixes, which cannot lose a persist ahead of a
+// later one, get only a small share of the budget.
+func TestMixedFindsNarrowReleaseAtScale(t *testing.T) {
+	const seed = 1
+	t.Logf("seed = %d", seed)
+	w := workloads.NewReduction(scope.Grid{Blocks: 30, Threads: 256}, 2, pm.Block)
+	// A generous budget: the bug must be found early in it, not after a
+	// share of it spent on prefixes.
+	rep, err := crash.Check(w, pm.DefaultGPU(), crash.Config{Model: crash.SBRP, States: 20000, Seed: seed, Shrink: true})
+	require.NoError(t, err)
+	t.Log(rep.Summary(), "persists:", rep.Persists)
+	require.NotEmpty(t, rep.Violations, rep.Summary())
+	require.LessOrEqual(t, rep.Checked, 1000)
+	require.Contains(t, rep.Violations[0].Explanation, "PRel.block at workloads/reduction.go:")
+}
+
+// siteIn returns the call site of the line of this file that ends with
+// marker.
+func siteIn(t *testing.T, marker string) string {
+	t.Helper()
+	src, err := os.ReadFile("advise_test.go")
+	require.NoError(t, err)
+	for i, l := range strings.Split(string(src), "\n") {
+		if strings.HasSuffix(l, marker) {
+			return "crash/advise_test.go:" + strconv.Itoa(i+1)
+		}
+	}
+	t.Fatalf("no line ends with %q", marker)
+	return ""
 }

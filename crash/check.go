@@ -119,10 +119,12 @@ func panicSite() string {
 // Strategy chooses which crash states to explore.
 type Strategy uint8
 
-// Strategies. Mixed explores growing prefixes (all of them, or half the
-// budget spread evenly), then every allowed state if the whole space fits
-// the budget, else the single drops (Graph.SingleDrops) with three
-// quarters of what is left and random closed states for the rest.
+// Strategies. Mixed explores growing prefixes (all of them if they fit, a
+// tenth of the budget but at most 100, spread evenly), then every allowed
+// state if the whole space fits the budget, else single drops
+// (Graph.SingleDrops, taken coarse to fine over the run) with three
+// quarters of what is left, interleaved three to one with random closed
+// states, and random states for the rest.
 const (
 	Mixed Strategy = iota
 	Prefixes
@@ -263,13 +265,13 @@ func (r *Recording) Explore(w Workload, g *Graph, cfg Config) (*Report, error) {
 	case SingleDrops:
 		g.SingleDrops(cfg.States, try)
 	default:
-		if r.prefixesWithin(g, cfg.States/2, try) {
+		if r.prefixesWithin(g, mixedPrefixes(cfg.States), try) {
 			budget := cfg.States - rep.Checked
 			if budget > 0 && g.Enumerate(budget+1, func(State) bool { return true }) {
 				// The whole space fits: enumerate it for real.
 				rep.Complete = g.Enumerate(cfg.States, try)
-			} else if g.SingleDrops(max(budget*3/4, 1), try) {
-				r.random(g, cfg.Seed, try)
+			} else {
+				r.drops(g, cfg.Seed, max(budget*3/4, 1), try)
 			}
 		}
 	}
@@ -299,6 +301,40 @@ func (r *Recording) prefixes(g *Graph, try func(State) bool) bool {
 		}
 	}
 	return true
+}
+
+// mixedPrefixes is how many growing prefixes Mixed tries of a budget of
+// states: a tenth, at most 100. A prefix never loses a persist ahead of a
+// later one, so it finds only bugs that no ordering fixes; past a few
+// spread over the run, the budget is better spent on lost persists.
+func mixedPrefixes(states int) int { return min(max(states/10, 2), 100) }
+
+// drops is the rest of Mixed: n single drops (Graph.SingleDrops' states,
+// taken coarse to fine over the persists so that any part of the budget
+// covers the whole run), three for every random closed state, then random
+// states only, until try returns false.
+func (r *Recording) drops(g *Graph, seed uint64, n int, try func(State) bool) {
+	rng := rand.New(rand.NewPCG(seed, 0x5ca1ab1e))
+	total := len(g.Persists)
+	k := min(n, total)
+	order := coarseToFine(k)
+	fences := g.durableFences()
+	for i, j := 0, 0; ; i++ {
+		if i%4 != 3 && j < len(order) {
+			s, err := g.singleDrop(spread(order[j], k, total), fences)
+			j++
+			if err != nil {
+				continue // a fence at the persist's own event forces it
+			}
+			if !try(s) {
+				return
+			}
+			continue
+		}
+		if !try(g.Random(rng)) {
+			return
+		}
+	}
 }
 
 func (r *Recording) random(g *Graph, seed uint64, try func(State) bool) {

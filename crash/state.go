@@ -223,29 +223,14 @@ func (g *Graph) Dropped(point int, drop []int) (State, error) {
 // states rarely drop. It stops when f returns false and reports whether it
 // ran to the end.
 func (g *Graph) SingleDrops(n int, f func(State) bool) bool {
-	var fences []int
-	for i := range g.Nodes {
-		if g.Nodes[i].Durable {
-			fences = append(fences, g.Nodes[i].Event)
-		}
-	}
-	slices.Sort(fences)
 	total := len(g.Persists)
 	if n <= 0 || total == 0 {
 		return true
 	}
+	fences := g.durableFences()
 	k := min(n, total)
 	for j := range k {
-		p := j
-		if k < total {
-			p = j * (total - 1) / max(k-1, 1)
-		}
-		e := g.Nodes[g.Persists[p]].Event
-		point := len(g.Events)
-		if i, _ := slices.BinarySearch(fences, e+1); i < len(fences) {
-			point = fences[i]
-		}
-		s, err := g.Dropped(point, []int{p})
+		s, err := g.singleDrop(spread(j, k, total), fences)
 		if err != nil {
 			continue // a fence at p's own event forces it: no such state
 		}
@@ -254,6 +239,61 @@ func (g *Graph) SingleDrops(n int, f func(State) bool) bool {
 		}
 	}
 	return true
+}
+
+// spread returns the j-th of k indices spread evenly over 0..total-1 (j
+// itself when k == total).
+func spread(j, k, total int) int {
+	if k < total {
+		return j * (total - 1) / max(k-1, 1)
+	}
+	return j
+}
+
+// durableFences returns the events of the durability fences, in order.
+func (g *Graph) durableFences() []int {
+	var fences []int
+	for i := range g.Nodes {
+		if g.Nodes[i].Durable {
+			fences = append(fences, g.Nodes[i].Event)
+		}
+	}
+	slices.Sort(fences)
+	return fences
+}
+
+// singleDrop returns the state that loses persist p alone (with what is
+// PMO-ordered after it) as late as it can (see SingleDrops).
+func (g *Graph) singleDrop(p int, fences []int) (State, error) {
+	e := g.Nodes[g.Persists[p]].Event
+	point := len(g.Events)
+	if i, _ := slices.BinarySearch(fences, e+1); i < len(fences) {
+		point = fences[i]
+	}
+	return g.Dropped(point, []int{p})
+}
+
+// coarseToFine returns 0..k-1 in bit-reversed order (0, k/2, k/4, 3k/4,
+// ...): every prefix of it is spread over the whole range, so a budget
+// cut short still samples all of it.
+func coarseToFine(k int) []int {
+	bits := 0
+	for 1<<bits < k {
+		bits++
+	}
+	out := make([]int, 0, k)
+	for i := range 1 << bits {
+		r := 0
+		for b := range bits {
+			if i&(1<<b) != 0 {
+				r |= 1 << (bits - 1 - b)
+			}
+		}
+		if r < k {
+			out = append(out, r)
+		}
+	}
+	return out
 }
 
 // Enumerate calls f with every crash state the model allows, crash points
