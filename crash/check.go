@@ -8,6 +8,7 @@ import (
 	"runtime"
 	"slices"
 	"strings"
+	"time"
 
 	"github.com/scopedpm/scopedpm/internal/callsite"
 	"github.com/scopedpm/scopedpm/pm"
@@ -131,7 +132,38 @@ const (
 	RandomStates
 	Exhaustive
 	SingleDrops // each persist lost alone, as late as it can be
+	numStrategies
 )
+
+// ErrTimeLimit: Advise or Mutate reached Config.TimeLimit before an
+// exploration could conclude (a mutant that survived so far, a scope that
+// passed so far); what was concluded is returned with it.
+var ErrTimeLimit = errors.New("crash: time limit reached")
+
+// ErrStrategy: an unknown strategy name.
+var ErrStrategy = errors.New("crash: unknown strategy")
+
+var strategyNames = [...]string{"mixed", "prefix", "random", "exhaustive", "single"}
+
+// String returns the strategy's name as ParseStrategy accepts it (and as
+// pmcheck's -strategy flag takes it).
+func (s Strategy) String() string {
+	if s < numStrategies {
+		return strategyNames[s]
+	}
+	return fmt.Sprintf("strategy(%d)", uint8(s))
+}
+
+// ParseStrategy returns the strategy called name (see Strategy.String);
+// the error wraps ErrStrategy.
+func ParseStrategy(name string) (Strategy, error) {
+	for i, n := range strategyNames {
+		if n == name {
+			return Strategy(i), nil
+		}
+	}
+	return 0, fmt.Errorf("%w: %q (have %s)", ErrStrategy, name, strings.Join(strategyNames[:], ", "))
+}
 
 // Config tells Check what to explore.
 type Config struct {
@@ -149,6 +181,31 @@ type Config struct {
 	// Progress, if set, is called after each crash state is checked
 	// (Mutate and Advise explore once per mutant, and call it throughout).
 	Progress func()
+	// TimeLimit, if positive, stops the exploration of a call (Check,
+	// Explore, Advise, Mutate, CheckFunc, ...) once that much wall-clock
+	// time has passed, after the state in progress; Report.TimedOut says
+	// so. It bounds a run's time only: which states are explored, and in
+	// what order, depend on Seed alone, so a replay with a larger limit
+	// explores the same states first.
+	// Advise and Mutate, which need whole explorations to conclude,
+	// return ErrTimeLimit instead.
+	TimeLimit time.Duration
+	// deadline is TimeLimit from the start of the call (zero: none).
+	deadline time.Time
+}
+
+// withDeadline sets cfg's deadline from its TimeLimit unless a caller
+// already did.
+func (cfg Config) withDeadline() Config {
+	if cfg.TimeLimit > 0 && cfg.deadline.IsZero() {
+		cfg.deadline = time.Now().Add(cfg.TimeLimit)
+	}
+	return cfg
+}
+
+// expired reports whether cfg's deadline has passed.
+func (cfg Config) expired() bool {
+	return !cfg.deadline.IsZero() && !time.Now().Before(cfg.deadline)
 }
 
 // Violation is a crash state after which recovery failed.
@@ -170,17 +227,24 @@ type Report struct {
 	// timed backend times (CheckTimed; Unset if it does not say).
 	Model Model
 	// Backend names the timed backend CheckTimed crashed ("" for Check).
-	Backend    string
-	Seed       uint64
-	Persists   int
-	Checked    int
-	Complete   bool // Exhaustive or Mixed covered every allowed state
+	Backend  string
+	Seed     uint64
+	Persists int
+	Checked  int
+	Complete bool // Exhaustive or Mixed covered every allowed state
+	// TimedOut reports that Config.TimeLimit stopped the exploration.
+	TimedOut   bool
 	Violations []Violation
 }
 
-// Summary returns "checked N crash states, M violations".
+// Summary returns "checked N crash states, M violations", and says when
+// the time limit stopped the exploration.
 func (r *Report) Summary() string {
-	return fmt.Sprintf("checked %d crash states, %d violations", r.Checked, len(r.Violations))
+	s := fmt.Sprintf("checked %d crash states, %d violations", r.Checked, len(r.Violations))
+	if r.TimedOut {
+		s += " (stopped at the time limit)"
+	}
+	return s
 }
 
 // validModel returns nil if m is a model, else an error wrapping ErrModel:
@@ -209,6 +273,7 @@ func Check(w Workload, gpu pm.GPULimits, cfg Config) (*Report, error) {
 	if err := validModel(cfg.Model); err != nil {
 		return nil, err
 	}
+	cfg = cfg.withDeadline()
 	rec, err := Record(w, gpu)
 	if err != nil {
 		return nil, err
@@ -228,6 +293,7 @@ func (r *Recording) Explore(w Workload, g *Graph, cfg Config) (*Report, error) {
 	if cfg.MaxViolations <= 0 {
 		cfg.MaxViolations = 1
 	}
+	cfg = cfg.withDeadline()
 	rep := &Report{Workload: w.Name(), Model: g.Model, Seed: cfg.Seed, Persists: len(g.Persists)}
 	var oerr error
 	try := func(s State) bool {
@@ -252,6 +318,10 @@ func (r *Recording) Explore(w Workload, g *Graph, cfg Config) (*Report, error) {
 				r.shrink(w, g, &v)
 			}
 			rep.Violations = append(rep.Violations, v)
+		}
+		if cfg.expired() {
+			rep.TimedOut = true
+			return false
 		}
 		return len(rep.Violations) < cfg.MaxViolations && rep.Checked < cfg.States
 	}
@@ -691,6 +761,7 @@ func (r *Recording) Mutate(w Workload, cfg Config) ([]MutationResult, error) {
 	if err := validModel(cfg.Model); err != nil {
 		return nil, err
 	}
+	cfg = cfg.withDeadline()
 	var out []MutationResult
 	for _, m := range Mutants(r.Events) {
 		g := Build(m.Apply(r.Events), cfg.Model)
@@ -699,6 +770,9 @@ func (r *Recording) Mutate(w Workload, cfg Config) ([]MutationResult, error) {
 			return out, err
 		}
 		res := MutationResult{Mutant: m, Killed: len(rep.Violations) > 0, Checked: rep.Checked}
+		if rep.TimedOut && !res.Killed {
+			return out, fmt.Errorf("%w: %d of %d mutants explored", ErrTimeLimit, len(out), len(Mutants(r.Events)))
+		}
 		if res.Killed {
 			res.Example = rep.Violations[0].Explanation
 			if res.Example == "" {
@@ -782,11 +856,15 @@ func (r *Recording) Advise(w Workload, cfg Config) ([]Advice, error) {
 	if err := validModel(cfg.Model); err != nil {
 		return nil, err
 	}
+	cfg = cfg.withDeadline()
 	floors := syncFloors(r.Events)
 	explore := func(events []record.Event) (bool, int, error) {
 		rep, err := r.Explore(w, Build(events, cfg.Model), cfg)
 		if err != nil {
 			return false, 0, err
+		}
+		if rep.TimedOut && len(rep.Violations) == 0 {
+			return false, rep.Checked, fmt.Errorf("%w: advice unfinished", ErrTimeLimit)
 		}
 		return len(rep.Violations) == 0, rep.Checked, nil
 	}

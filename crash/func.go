@@ -70,6 +70,50 @@ func CheckFunc(f Func, cfg Config) (*Report, error) {
 	return Check(f.Workload(), pm.DefaultGPU(), cfg)
 }
 
+// AdviseFunc is the scope advisor for a Func, as CheckFunc is the checker:
+// it runs f once (on the functional backend, with pm.DefaultGPU) and
+// advises each scoped call site (Recording.Advise).
+func AdviseFunc(f Func, cfg Config) ([]Advice, error) {
+	rec, err := recordFunc(f, cfg)
+	if err != nil {
+		return nil, err
+	}
+	return rec.Advise(f.Workload(), cfg)
+}
+
+// MutateFunc is mutation analysis for a Func: it runs f once (on the
+// functional backend, with pm.DefaultGPU) and explores each mutant of its
+// persistency verbs (Recording.Mutate). The unmutated f must pass first
+// (else every mutant would count as killed): if it fails, the error wraps
+// ErrViolation.
+func MutateFunc(f Func, cfg Config) ([]MutationResult, error) {
+	rec, err := recordFunc(f, cfg)
+	if err != nil {
+		return nil, err
+	}
+	w := f.Workload()
+	cfg = cfg.withDeadline()
+	base, err := rec.Explore(w, Build(rec.Events, cfg.Model), cfg)
+	if err != nil {
+		return nil, err
+	}
+	if err := base.Err(); err != nil {
+		return nil, fmt.Errorf("before any mutation: %w", err)
+	}
+	return rec.Mutate(w, cfg)
+}
+
+// recordFunc validates f and cfg's model and records f.
+func recordFunc(f Func, cfg Config) (*Recording, error) {
+	if f.Run == nil || f.Check == nil {
+		return nil, fmt.Errorf("%w: Run and Check are required", ErrFunc)
+	}
+	if err := validModel(cfg.Model); err != nil {
+		return nil, err
+	}
+	return Record(f.Workload(), pm.DefaultGPU())
+}
+
 // Err returns nil if r found no violation, else an error wrapping
 // ErrViolation with the first violation's explanation.
 func (r *Report) Err() error {

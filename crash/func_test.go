@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"testing"
+	"time"
 
 	"github.com/stretchr/testify/require"
 
@@ -187,4 +188,84 @@ func TestWorkloadPanics(t *testing.T) {
 			require.ErrorContains(t, err, "boom")
 		})
 	}
+}
+
+// AdviseFunc and MutateFunc are Advise and Mutate for a Func, as CheckFunc
+// is Check.
+func TestAdviseFuncAndMutateFunc(t *testing.T) {
+	const seed = 4
+	t.Logf("seed = %d", seed)
+	cfg := crash.Config{Model: crash.SBRP, States: 200, Seed: seed}
+	adv, err := crash.AdviseFunc(handoff(pm.Block, pm.Device), cfg)
+	require.NoError(t, err)
+	require.Len(t, adv, 2)
+	for _, a := range adv {
+		require.Equal(t, pm.Device, a.Recommended(), "%s at %s", a.Kind, a.Site)
+	}
+	res, err := crash.MutateFunc(handoff(pm.Device, pm.Device), cfg)
+	require.NoError(t, err)
+	killed := 0
+	for _, r := range res {
+		t.Logf("%v killed=%v", r.Mutant, r.Killed)
+		if r.Mutant.To == pm.Block {
+			require.True(t, r.Killed, "%v", r.Mutant)
+			killed++
+		}
+	}
+	require.Equal(t, 2, killed, "the release and the acquire narrowed to block")
+	_, err = crash.MutateFunc(handoff(pm.Block, pm.Device), cfg)
+	require.ErrorIs(t, err, crash.ErrViolation, "a program that already fails is not mutated")
+	for _, f := range []crash.Func{{Check: ok}, {Run: ok}} {
+		_, err = crash.AdviseFunc(f, cfg)
+		require.ErrorIs(t, err, crash.ErrFunc)
+		_, err = crash.MutateFunc(f, cfg)
+		require.ErrorIs(t, err, crash.ErrFunc)
+	}
+}
+
+func ok(*pm.Machine) error { return nil }
+
+func TestStrategyString(t *testing.T) {
+	for _, tc := range []struct {
+		s    crash.Strategy
+		name string
+	}{
+		{crash.Mixed, "mixed"}, {crash.Prefixes, "prefix"}, {crash.RandomStates, "random"},
+		{crash.Exhaustive, "exhaustive"}, {crash.SingleDrops, "single"},
+	} {
+		require.Equal(t, tc.name, tc.s.String())
+		got, err := crash.ParseStrategy(tc.name)
+		require.NoError(t, err)
+		require.Equal(t, tc.s, got)
+	}
+	require.Equal(t, "strategy(9)", crash.Strategy(9).String())
+	_, err := crash.ParseStrategy("dfs")
+	require.ErrorIs(t, err, crash.ErrStrategy)
+}
+
+// Config.TimeLimit stops an exploration once the limit has passed (after
+// the state in progress), and the report says so.
+func TestTimeLimit(t *testing.T) {
+	recovered := 0
+	rep, err := crash.CheckFunc(flaggedLog(true, &recovered), crash.Config{Model: crash.SBRP, States: 2000, Seed: 1, TimeLimit: time.Nanosecond})
+	require.NoError(t, err)
+	require.Equal(t, 1, rep.Checked)
+	require.True(t, rep.TimedOut)
+	require.False(t, rep.Complete)
+	require.Contains(t, rep.Summary(), "time limit")
+	rep, err = crash.CheckFunc(flaggedLog(true, &recovered), crash.Config{Model: crash.SBRP, States: 20, Seed: 1, TimeLimit: time.Hour})
+	require.NoError(t, err)
+	require.Equal(t, 20, rep.Checked)
+	require.False(t, rep.TimedOut)
+	require.NotContains(t, rep.Summary(), "time limit")
+}
+
+// Advise and Mutate do not conclude from an exploration the time limit cut
+// short: they say so.
+func TestTimeLimitAdviseMutate(t *testing.T) {
+	cfg := crash.Config{Model: crash.SBRP, States: 200, Seed: 4, TimeLimit: time.Nanosecond}
+	_, err := crash.AdviseFunc(handoff(pm.Device, pm.Device), cfg)
+	require.ErrorIs(t, err, crash.ErrTimeLimit)
+	_, err = crash.MutateFunc(handoff(pm.Device, pm.Device), cfg)
+	require.ErrorIs(t, err, crash.ErrTimeLimit)
 }

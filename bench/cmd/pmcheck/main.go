@@ -131,9 +131,9 @@ Usage: pmcheck -workload NAME [flags]
 	if err != nil {
 		return err
 	}
-	strat, ok := map[string]crash.Strategy{"mixed": crash.Mixed, "prefix": crash.Prefixes, "random": crash.RandomStates, "exhaustive": crash.Exhaustive, "single": crash.SingleDrops}[*strategy]
-	if !ok {
-		return fmt.Errorf("unknown -strategy %q", *strategy)
+	strat, err := crash.ParseStrategy(*strategy)
+	if err != nil {
+		return fmt.Errorf("unknown -strategy %q: %w", *strategy, err)
 	}
 	sz, ok := map[string]workloads.Size{"tiny": workloads.Tiny, "quick": workloads.Quick, "paper": workloads.Paper}[*size]
 	if !ok {
