@@ -381,7 +381,7 @@ func (e *engine) run() error {
 		e.retire()
 		if e.cfg.ctx != nil && e.res.Steps%256 == 0 {
 			if err := e.cfg.ctx.Err(); err != nil {
-				return fmt.Errorf("scope: launch %s cancelled: %w", e.cfg.name, err)
+				return e.cancelled(err)
 			}
 		}
 	}
@@ -898,21 +898,72 @@ func (e *engine) deadlock() error {
 	if e.nextBlock < e.grid.Blocks {
 		fmt.Fprintf(&sb, ", %d blocks never started", e.grid.Blocks-e.nextBlock)
 	}
-	for i, t := range blocked {
-		if i == 8 {
-			fmt.Fprintf(&sb, "; and %d more", len(blocked)-i)
-			break
-		}
-		fmt.Fprintf(&sb, "; %v %s", &t.Agent, t.waitDesc())
-	}
+	listThreads(&sb, blocked)
 	return fmt.Errorf("%w: %s", ErrDeadlock, sb.String())
 }
 
-func (t *Thread) waitDesc() string {
-	if t.state == stParked {
-		return fmt.Sprintf("spins on %s at %v (read %d)", t.waitOp, t.parkAt, t.lastVal)
+// listedThreads is how many threads an error describes one by one.
+const listedThreads = 8
+
+// listThreads appends to sb where each of the first listedThreads of ts
+// is, and how many it left out.
+func listThreads(sb *strings.Builder, ts []*Thread) {
+	for i, t := range ts {
+		if i == listedThreads {
+			fmt.Fprintf(sb, "; and %d more not listed", len(ts)-i)
+			break
+		}
+		fmt.Fprintf(sb, "; %v %s", &t.Agent, t.waitDesc())
 	}
-	return "waits at " + t.waitOp
+}
+
+// cancelled returns the error of a launch its context stopped (cause is
+// the context's error), saying where the live threads were: a spin that
+// also writes is no deadlock, and this is where a user finds it.
+func (e *engine) cancelled(cause error) error {
+	var live []*Thread
+	fresh := 0
+	for _, b := range e.alive {
+		for i := range b.threads {
+			switch t := &b.threads[i]; t.state {
+			case stDone:
+			case stNew:
+				fresh++
+			default:
+				live = append(live, t)
+			}
+		}
+	}
+	slices.SortFunc(live, func(a, b *Thread) int { return a.Agent.ID - b.Agent.ID })
+	var sb strings.Builder
+	fmt.Fprintf(&sb, "%d threads live", len(live)+fresh)
+	if fresh > 0 {
+		fmt.Fprintf(&sb, ", %d of them not started", fresh)
+	}
+	if e.nextBlock < e.grid.Blocks {
+		fmt.Fprintf(&sb, ", %d blocks not started", e.grid.Blocks-e.nextBlock)
+	}
+	listThreads(&sb, live)
+	return fmt.Errorf("scope: launch %s cancelled (%s): %w", e.cfg.name, sb.String(), cause)
+}
+
+func (t *Thread) waitDesc() string {
+	switch t.state {
+	case stParked:
+		return fmt.Sprintf("spins on %s at %v (read %d)", t.waitOp, t.parkAt, t.lastVal)
+	case stBarrier:
+		return "waits at " + t.waitOp
+	}
+	// Running or runnable: what it read last between writes anywhere
+	// (the flags a spin that also writes polls).
+	if t.rn > 0 {
+		var read []string
+		for _, a := range t.rset[:t.rn] {
+			read = append(read, a.String())
+		}
+		return fmt.Sprintf("runs, reading %s (read %d last)", strings.Join(read, ", "), t.lastVal)
+	}
+	return "runs"
 }
 
 // admit makes blocks resident while some SM has room: swapped-out blocks

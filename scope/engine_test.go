@@ -518,3 +518,42 @@ func TestStaleThread(t *testing.T) {
 	require.True(t, ok)
 	require.Zero(t, pm.GetLE(reg.Data[:8]), "nothing durable")
 }
+
+// A launch stopped by its context says where its threads were: a spin
+// that also writes is no deadlock, and only the context ends it.
+func TestCancelSaysWhere(t *testing.T) {
+	m := newMachine(t, pm.DefaultGPU())
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	a, err := m.Alloc(pm.DeviceMem, 64)
+	require.NoError(t, err)
+	flag, scratch := a, a.Add(8)
+	spins := 0
+	_, err = scope.Launch(m, scope.Grid{Blocks: 2, Threads: 64}, func(t *scope.Thread) {
+		for t.PAcq(flag, pm.Device) == 0 { // never released
+			t.Store32(scratch, uint32(t.ID())) // a write: not a deadlock
+			if spins++; spins == 100000 {
+				cancel()
+			}
+		}
+	}, scope.WithContext(ctx))
+	require.ErrorIs(t, err, context.Canceled)
+	t.Log(err)
+	for _, want := range []string{"cancelled", "128 threads live, 127 of them not started", "thread 0 (block 0, warp 0, lane 0) runs, reading 0x1:0 (read 0 last)"} {
+		require.ErrorContains(t, err, want)
+	}
+}
+
+// A deadlock of many threads names some and says how many it left out.
+func TestDeadlockCountsTheRest(t *testing.T) {
+	m := newMachine(t, pm.DefaultGPU())
+	flag, err := m.Alloc(pm.DeviceMem, 4)
+	require.NoError(t, err)
+	_, err = scope.Launch(m, scope.Grid{Blocks: 4, Threads: 64}, func(t *scope.Thread) {
+		for t.PAcq(flag, pm.Device) == 0 {
+		}
+	})
+	require.ErrorIs(t, err, scope.ErrDeadlock)
+	require.ErrorContains(t, err, "256 threads blocked")
+	require.ErrorContains(t, err, "and 248 more not listed")
+}

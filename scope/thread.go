@@ -137,7 +137,7 @@ func (t *Thread) report() {
 		// A thread that never waits would otherwise never return to the
 		// scheduler, where the context is also checked.
 		if err := e.cfg.ctx.Err(); err != nil {
-			e.fail(fmt.Errorf("scope: launch %s cancelled: %w", e.cfg.name, err))
+			e.fail(e.cancelled(err))
 			t.fault(err)
 		}
 	}
