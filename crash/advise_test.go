@@ -210,3 +210,80 @@ func siteIn(t *testing.T, marker string) string {
 	t.Fatalf("no line ends with %q", marker)
 	return ""
 }
+
+// README's kernel pattern, with the consumers persisting what they read:
+// one PRel by thread 0 after a block barrier orders only thread 0's
+// persists under SBRP (the barrier orders none), so a consumer's persist
+// may outlive another producer's data; a release per producer, acquired by
+// its consumer, orders each pair.
+func TestReadmeLaunchPattern(t *testing.T) {
+	for _, tc := range []struct {
+		name       string
+		perThread  bool
+		violations bool
+	}{
+		{"one release after a barrier", false, true},
+		{"a release per producer", true, false},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			const seed = 2
+			t.Logf("seed = %d", seed)
+			f := crash.Func{
+				Name: "readme-launch",
+				Setup: func(m *pm.Machine) error {
+					if _, err := m.CreateRegion("data", 8*32); err != nil {
+						return err
+					}
+					_, err := m.CreateRegion("copy", 8*32)
+					return err
+				},
+				Run: func(m *pm.Machine) error {
+					data, _ := m.OpenRegion("data")
+					out, _ := m.OpenRegion("copy")
+					flags, err := m.Alloc(pm.DeviceMem, 4*32)
+					if err != nil {
+						return err
+					}
+					_, err = scope.Launch(m, scope.Grid{Blocks: 2, Threads: 32}, func(t *scope.Thread) {
+						slot := data.Base.Add(uint64(8 * t.TID()))
+						flag := flags.Add(uint64(4 * t.TID()))
+						if !tc.perThread {
+							flag = flags
+						}
+						if t.Block() == 0 {
+							t.Store64(slot, uint64(t.TID()+1))
+							if tc.perThread {
+								t.PRel(flag, 1, pm.Device)
+								return
+							}
+							t.SyncThreads()
+							if t.TID() == 0 {
+								t.PRel(flag, 1, pm.Device)
+							}
+							return
+						}
+						for t.PAcq(flag, pm.Device) == 0 {
+						}
+						t.Store64(out.Base.Add(uint64(8*t.TID())), t.Load64(slot)) // the consumer persists what it read
+					})
+					return err
+				},
+				Check: func(m *pm.Machine) error {
+					data, _ := m.OpenRegion("data")
+					out, _ := m.OpenRegion("copy")
+					for i := range 32 {
+						c, _ := m.Memory().Load(out.Base.Add(uint64(8*i)), 8)
+						d, _ := m.Memory().Load(data.Base.Add(uint64(8*i)), 8)
+						if c != 0 && d != c {
+							return fmt.Errorf("copy %d persisted, its data not", i)
+						}
+					}
+					return nil
+				},
+			}
+			rep, err := crash.CheckFunc(f, crash.Config{Model: crash.SBRP, States: 2000, Seed: seed})
+			require.NoError(t, err)
+			require.Equal(t, tc.violations, len(rep.Violations) > 0, rep.Summary())
+		})
+	}
+}

@@ -1,6 +1,7 @@
 package crash
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"maps"
@@ -8,7 +9,6 @@ import (
 	"runtime"
 	"slices"
 	"strings"
-	"time"
 
 	"github.com/scopedpm/scopedpm/internal/callsite"
 	"github.com/scopedpm/scopedpm/pm"
@@ -135,10 +135,10 @@ const (
 	numStrategies
 )
 
-// ErrTimeLimit: Advise or Mutate reached Config.TimeLimit before an
-// exploration could conclude (a mutant that survived so far, a scope that
-// passed so far); what was concluded is returned with it.
-var ErrTimeLimit = errors.New("crash: time limit reached")
+// ErrStopped: Config.Context ended Advise or Mutate before an exploration
+// could conclude (a mutant that survived so far, a scope that passed so
+// far); what was concluded is returned with it.
+var ErrStopped = errors.New("crash: stopped by its context")
 
 // ErrStrategy: an unknown strategy name.
 var ErrStrategy = errors.New("crash: unknown strategy")
@@ -181,32 +181,18 @@ type Config struct {
 	// Progress, if set, is called after each crash state is checked
 	// (Mutate and Advise explore once per mutant, and call it throughout).
 	Progress func()
-	// TimeLimit, if positive, stops the exploration of a call (Check,
-	// Explore, Advise, Mutate, CheckFunc, ...) once that much wall-clock
-	// time has passed, after the state in progress; Report.TimedOut says
-	// so. It bounds a run's time only: which states are explored, and in
-	// what order, depend on Seed alone, so a replay with a larger limit
-	// explores the same states first.
-	// Advise and Mutate, which need whole explorations to conclude,
-	// return ErrTimeLimit instead.
-	TimeLimit time.Duration
-	// deadline is TimeLimit from the start of the call (zero: none).
-	deadline time.Time
+	// Context, if set, bounds the exploration's time: once it is done
+	// (context.WithTimeout gives a time limit), Check, Explore and the
+	// Func calls stop after the state in progress and Report.Stopped says
+	// so; Advise and Mutate, which need whole explorations to conclude,
+	// return an error wrapping ErrStopped. Which states are explored, and
+	// in what order, depend on Seed alone (the checker reads no clock), so
+	// a replay with more time explores the same states first.
+	Context context.Context
 }
 
-// withDeadline sets cfg's deadline from its TimeLimit unless a caller
-// already did.
-func (cfg Config) withDeadline() Config {
-	if cfg.TimeLimit > 0 && cfg.deadline.IsZero() {
-		cfg.deadline = time.Now().Add(cfg.TimeLimit)
-	}
-	return cfg
-}
-
-// expired reports whether cfg's deadline has passed.
-func (cfg Config) expired() bool {
-	return !cfg.deadline.IsZero() && !time.Now().Before(cfg.deadline)
-}
+// stopped reports whether cfg's context is done.
+func (cfg Config) stopped() bool { return cfg.Context != nil && cfg.Context.Err() != nil }
 
 // Violation is a crash state after which recovery failed.
 type Violation struct {
@@ -232,8 +218,8 @@ type Report struct {
 	Persists int
 	Checked  int
 	Complete bool // Exhaustive or Mixed covered every allowed state
-	// TimedOut reports that Config.TimeLimit stopped the exploration.
-	TimedOut   bool
+	// Stopped reports that Config.Context ended the exploration early.
+	Stopped    bool
 	Violations []Violation
 }
 
@@ -241,8 +227,8 @@ type Report struct {
 // the time limit stopped the exploration.
 func (r *Report) Summary() string {
 	s := fmt.Sprintf("checked %d crash states, %d violations", r.Checked, len(r.Violations))
-	if r.TimedOut {
-		s += " (stopped at the time limit)"
+	if r.Stopped {
+		s += " (stopped by its context: time limit or cancel)"
 	}
 	return s
 }
@@ -273,7 +259,6 @@ func Check(w Workload, gpu pm.GPULimits, cfg Config) (*Report, error) {
 	if err := validModel(cfg.Model); err != nil {
 		return nil, err
 	}
-	cfg = cfg.withDeadline()
 	rec, err := Record(w, gpu)
 	if err != nil {
 		return nil, err
@@ -293,7 +278,6 @@ func (r *Recording) Explore(w Workload, g *Graph, cfg Config) (*Report, error) {
 	if cfg.MaxViolations <= 0 {
 		cfg.MaxViolations = 1
 	}
-	cfg = cfg.withDeadline()
 	rep := &Report{Workload: w.Name(), Model: g.Model, Seed: cfg.Seed, Persists: len(g.Persists)}
 	var oerr error
 	try := func(s State) bool {
@@ -319,8 +303,8 @@ func (r *Recording) Explore(w Workload, g *Graph, cfg Config) (*Report, error) {
 			}
 			rep.Violations = append(rep.Violations, v)
 		}
-		if cfg.expired() {
-			rep.TimedOut = true
+		if cfg.stopped() {
+			rep.Stopped = true
 			return false
 		}
 		return len(rep.Violations) < cfg.MaxViolations && rep.Checked < cfg.States
@@ -761,7 +745,6 @@ func (r *Recording) Mutate(w Workload, cfg Config) ([]MutationResult, error) {
 	if err := validModel(cfg.Model); err != nil {
 		return nil, err
 	}
-	cfg = cfg.withDeadline()
 	var out []MutationResult
 	for _, m := range Mutants(r.Events) {
 		g := Build(m.Apply(r.Events), cfg.Model)
@@ -770,8 +753,8 @@ func (r *Recording) Mutate(w Workload, cfg Config) ([]MutationResult, error) {
 			return out, err
 		}
 		res := MutationResult{Mutant: m, Killed: len(rep.Violations) > 0, Checked: rep.Checked}
-		if rep.TimedOut && !res.Killed {
-			return out, fmt.Errorf("%w: %d of %d mutants explored", ErrTimeLimit, len(out), len(Mutants(r.Events)))
+		if rep.Stopped && !res.Killed {
+			return out, fmt.Errorf("%w: %d of %d mutants explored: %w", ErrStopped, len(out), len(Mutants(r.Events)), cfg.Context.Err())
 		}
 		if res.Killed {
 			res.Example = rep.Violations[0].Explanation
@@ -856,15 +839,14 @@ func (r *Recording) Advise(w Workload, cfg Config) ([]Advice, error) {
 	if err := validModel(cfg.Model); err != nil {
 		return nil, err
 	}
-	cfg = cfg.withDeadline()
 	floors := syncFloors(r.Events)
 	explore := func(events []record.Event) (bool, int, error) {
 		rep, err := r.Explore(w, Build(events, cfg.Model), cfg)
 		if err != nil {
 			return false, 0, err
 		}
-		if rep.TimedOut && len(rep.Violations) == 0 {
-			return false, rep.Checked, fmt.Errorf("%w: advice unfinished", ErrTimeLimit)
+		if rep.Stopped && len(rep.Violations) == 0 {
+			return false, rep.Checked, fmt.Errorf("%w: advice unfinished: %w", ErrStopped, cfg.Context.Err())
 		}
 		return len(rep.Violations) == 0, rep.Checked, nil
 	}

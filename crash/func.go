@@ -92,7 +92,6 @@ func MutateFunc(f Func, cfg Config) ([]MutationResult, error) {
 		return nil, err
 	}
 	w := f.Workload()
-	cfg = cfg.withDeadline()
 	base, err := rec.Explore(w, Build(rec.Events, cfg.Model), cfg)
 	if err != nil {
 		return nil, err

@@ -1,6 +1,7 @@
 package crash_test
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"testing"
@@ -243,29 +244,37 @@ func TestStrategyString(t *testing.T) {
 	require.ErrorIs(t, err, crash.ErrStrategy)
 }
 
-// Config.TimeLimit stops an exploration once the limit has passed (after
-// the state in progress), and the report says so.
-func TestTimeLimit(t *testing.T) {
+// Config.Context stops an exploration once it is done (after the state in
+// progress), and the report says so: a time limit is a context with a
+// deadline.
+func TestContextStops(t *testing.T) {
 	recovered := 0
-	rep, err := crash.CheckFunc(flaggedLog(true, &recovered), crash.Config{Model: crash.SBRP, States: 2000, Seed: 1, TimeLimit: time.Nanosecond})
+	ctx, cancel := context.WithCancel(context.Background())
+	cancel()
+	rep, err := crash.CheckFunc(flaggedLog(true, &recovered), crash.Config{Model: crash.SBRP, States: 2000, Seed: 1, Context: ctx})
 	require.NoError(t, err)
 	require.Equal(t, 1, rep.Checked)
-	require.True(t, rep.TimedOut)
+	require.True(t, rep.Stopped)
 	require.False(t, rep.Complete)
-	require.Contains(t, rep.Summary(), "time limit")
-	rep, err = crash.CheckFunc(flaggedLog(true, &recovered), crash.Config{Model: crash.SBRP, States: 20, Seed: 1, TimeLimit: time.Hour})
+	require.Contains(t, rep.Summary(), "stopped by its context")
+	ctx, cancel = context.WithTimeout(context.Background(), time.Hour)
+	defer cancel()
+	rep, err = crash.CheckFunc(flaggedLog(true, &recovered), crash.Config{Model: crash.SBRP, States: 20, Seed: 1, Context: ctx})
 	require.NoError(t, err)
 	require.Equal(t, 20, rep.Checked)
-	require.False(t, rep.TimedOut)
-	require.NotContains(t, rep.Summary(), "time limit")
+	require.False(t, rep.Stopped)
+	require.NotContains(t, rep.Summary(), "stopped")
 }
 
-// Advise and Mutate do not conclude from an exploration the time limit cut
+// Advise and Mutate do not conclude from an exploration the context cut
 // short: they say so.
-func TestTimeLimitAdviseMutate(t *testing.T) {
-	cfg := crash.Config{Model: crash.SBRP, States: 200, Seed: 4, TimeLimit: time.Nanosecond}
+func TestContextStopsAdviseMutate(t *testing.T) {
+	ctx, cancel := context.WithCancel(context.Background())
+	cancel()
+	cfg := crash.Config{Model: crash.SBRP, States: 200, Seed: 4, Context: ctx}
 	_, err := crash.AdviseFunc(handoff(pm.Device, pm.Device), cfg)
-	require.ErrorIs(t, err, crash.ErrTimeLimit)
+	require.ErrorIs(t, err, crash.ErrStopped)
+	require.ErrorIs(t, err, context.Canceled)
 	_, err = crash.MutateFunc(handoff(pm.Device, pm.Device), cfg)
-	require.ErrorIs(t, err, crash.ErrTimeLimit)
+	require.ErrorIs(t, err, crash.ErrStopped)
 }
