@@ -183,6 +183,9 @@ func TestExplanationNamesAll(t *testing.T) {
 // 1,000 states: growing prefixes, which cannot lose a persist ahead of a
 // later one, get only a small share of the budget.
 func TestMixedFindsNarrowReleaseAtScale(t *testing.T) {
+	if testing.Short() && raceEnabled {
+		t.Skip("-short -race: 30 s under the race detector; the small tests cover the same code")
+	}
 	const seed = 1
 	t.Logf("seed = %d", seed)
 	w := workloads.NewReduction(scope.Grid{Blocks: 30, Threads: 256}, 2, pm.Block)
