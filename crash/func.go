@@ -60,8 +60,10 @@ func (w funcWorkload) Check(m *pm.Machine) error   { return call(w.f.Check, m) }
 // cfg.Seed), and shrinks and explains every violation found: the lost
 // persist, the durable one that got ahead of it, and the verb (or missing
 // verb) at the call site in f's code that should have ordered them.
-// Report.Err turns the report into an error. A Func that fails without a
-// crash is an error wrapping ErrWorkload.
+// Report.Err turns the report into an error. cfg.Model must be set (an
+// unset or unknown model is an error wrapping ErrModel). A Func that fails
+// without a crash is an error wrapping ErrWorkload (and ErrPanic if it
+// panicked).
 func CheckFunc(f Func, cfg Config) (*Report, error) {
 	if f.Run == nil || f.Check == nil {
 		return nil, fmt.Errorf("%w: Run and Check are required", ErrFunc)
