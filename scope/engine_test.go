@@ -557,3 +557,18 @@ func TestDeadlockCountsTheRest(t *testing.T) {
 	require.ErrorContains(t, err, "256 threads blocked")
 	require.ErrorContains(t, err, "and 248 more not listed")
 }
+
+// A verb in a deferred call of a kernel torn down by a deadlock is no
+// stale use: the launch reports the deadlock.
+func TestDeferredVerbAtTeardown(t *testing.T) {
+	m := newMachine(t, pm.DefaultGPU())
+	flag, err := m.Alloc(pm.DeviceMem, 4)
+	require.NoError(t, err)
+	_, err = scope.Launch(m, scope.Grid{Blocks: 1, Threads: 4}, func(t *scope.Thread) {
+		defer t.Load32(flag)
+		for t.PAcq(flag, pm.Device) == 0 {
+		}
+	})
+	require.ErrorIs(t, err, scope.ErrDeadlock)
+	require.NotErrorIs(t, err, scope.ErrStale)
+}

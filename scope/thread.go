@@ -93,6 +93,9 @@ func (t *Thread) SM() int { return t.Agent.Unit }
 // suspend yields the thread's coroutine to the engine.
 func (t *Thread) suspend() {
 	if !t.wk.yield(t) {
+		// The launch is torn down: unwind the kernel. A verb in a deferred
+		// call aborts the same way (it is still this thread's, not stale).
+		t.state = stRunning
 		panic(abortSignal{})
 	}
 	t.state = stRunning
