@@ -35,16 +35,25 @@ type Recording struct {
 	Base   *pm.Image      // PM as Setup left it
 	Events []record.Event // what Run did
 	GPU    pm.GPULimits
+	// ctx cancels the launches of recoveries (Check's Config.Context).
+	ctx context.Context
 }
 
 // Record runs w once on the functional backend under a recorder with call
 // sites.
 func Record(w Workload, gpu pm.GPULimits) (*Recording, error) {
+	return recordCtx(w, gpu, nil)
+}
+
+// recordCtx is Record with every launch cancelled once ctx (if not nil) is
+// done, as are those of recoveries on the recording (Recording.ctx).
+func recordCtx(w Workload, gpu pm.GPULimits, ctx context.Context) (*Recording, error) {
 	rec := record.New(functional.New(gpu), true)
 	m, err := pm.NewMachine(rec)
 	if err != nil {
 		return nil, err
 	}
+	m.SetLaunchDefaults(pm.LaunchDefaults{Context: ctx})
 	if err := guard("Setup", func() error { return w.Setup(m) }); err != nil {
 		return nil, fmt.Errorf("%w: %s setup: %w", ErrWorkload, w.Name(), err)
 	}
@@ -59,7 +68,7 @@ func Record(w Workload, gpu pm.GPULimits) (*Recording, error) {
 	if err != nil {
 		return nil, err
 	}
-	r := &Recording{Base: base, Events: rec.Events(), GPU: gpu}
+	r := &Recording{Base: base, Events: rec.Events(), GPU: gpu, ctx: ctx}
 	if err := r.oracle(w, img); err != nil {
 		return nil, fmt.Errorf("%w: %s fails its check without a crash: %w", ErrWorkload, w.Name(), err)
 	}
@@ -73,6 +82,7 @@ func (r *Recording) oracle(w Workload, img *pm.Image) error {
 	if err != nil {
 		return err
 	}
+	m.SetLaunchDefaults(pm.LaunchDefaults{Context: r.ctx})
 	if err := guard("Recover", func() error { return w.Recover(m) }); err != nil {
 		return fmt.Errorf("recover: %w", err)
 	}
@@ -185,7 +195,10 @@ type Config struct {
 	// (context.WithTimeout gives a time limit), Check, Explore and the
 	// Func calls stop after the state in progress and Report.Stopped says
 	// so; Advise and Mutate, which need whole explorations to conclude,
-	// return an error wrapping ErrStopped. Which states are explored, and
+	// return an error wrapping ErrStopped. Check and the Func calls also
+	// cancel the kernels of the recorded run and of its recoveries with
+	// it (pm.LaunchDefaults.Context): a kernel that spins and writes, which
+	// is no deadlock, fails with an error saying where its threads were. Which states are explored, and
 	// in what order, depend on Seed alone (the checker reads no clock), so
 	// a replay with more time explores the same states first.
 	Context context.Context
@@ -259,7 +272,7 @@ func Check(w Workload, gpu pm.GPULimits, cfg Config) (*Report, error) {
 	if err := validModel(cfg.Model); err != nil {
 		return nil, err
 	}
-	rec, err := Record(w, gpu)
+	rec, err := recordCtx(w, gpu, cfg.Context)
 	if err != nil {
 		return nil, err
 	}

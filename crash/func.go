@@ -112,7 +112,7 @@ func recordFunc(f Func, cfg Config) (*Recording, error) {
 	if err := validModel(cfg.Model); err != nil {
 		return nil, err
 	}
-	return Record(f.Workload(), pm.DefaultGPU())
+	return recordCtx(f.Workload(), pm.DefaultGPU(), cfg.Context)
 }
 
 // Err returns nil if r found no violation, else an error wrapping

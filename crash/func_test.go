@@ -278,3 +278,34 @@ func TestContextStopsAdviseMutate(t *testing.T) {
 	_, err = crash.MutateFunc(handoff(pm.Device, pm.Device), cfg)
 	require.ErrorIs(t, err, crash.ErrStopped)
 }
+
+// A kernel that spins and writes is no deadlock: Config.Context cancels it
+// too, and the error says where its threads were.
+func TestContextCancelsTheRun(t *testing.T) {
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	spins := 0
+	f := crash.Func{
+		Setup: func(m *pm.Machine) error { _, err := m.CreateRegion("s", 64); return err },
+		Run: func(m *pm.Machine) error {
+			r, err := m.OpenRegion("s")
+			if err != nil {
+				return err
+			}
+			_, err = scope.Launch(m, scope.Grid{Blocks: 1, Threads: 2}, func(t *scope.Thread) {
+				for t.PAcq(r.Base, pm.Device) == 0 { // never released
+					t.Store64(r.Base.Add(8), uint64(t.ID()))
+					if spins++; spins == 50000 {
+						cancel() // as a timeout would
+					}
+				}
+			})
+			return err
+		},
+		Check: ok,
+	}
+	_, err := crash.CheckFunc(f, crash.Config{Model: crash.SBRP, States: 10, Context: ctx})
+	require.ErrorIs(t, err, crash.ErrWorkload)
+	require.ErrorIs(t, err, context.Canceled)
+	require.ErrorContains(t, err, "thread 0 (block 0, warp 0, lane 0) runs, reading")
+}

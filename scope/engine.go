@@ -92,13 +92,16 @@ func WithSiteScopes(sites map[string]Scope) Option {
 }
 
 // applyDefaults applies the machine's launch defaults (pm.LaunchDefaults)
-// to c, as the options WithPromotion and WithSiteScopes would.
+// to c, as the options WithPromotion, WithSiteScopes and WithContext would.
 func applyDefaults(c *config, d pm.LaunchDefaults) {
 	for _, p := range d.Promote {
 		WithPromotion(p.From, p.To)(c)
 	}
 	if d.SiteScopes != nil {
 		WithSiteScopes(d.SiteScopes)(c)
+	}
+	if d.Context != nil {
+		WithContext(d.Context)(c)
 	}
 }
 
