@@ -204,6 +204,13 @@ type Config struct {
 	Context context.Context
 }
 
+// cancelled reports whether err comes from a context that ended (a
+// recovery's kernels cancelled with Config.Context), not from the
+// workload's recovery or check.
+func cancelled(err error) bool {
+	return errors.Is(err, context.Canceled) || errors.Is(err, context.DeadlineExceeded)
+}
+
 // stopped reports whether cfg's context is done.
 func (cfg Config) stopped() bool { return cfg.Context != nil && cfg.Context.Err() != nil }
 
@@ -304,6 +311,12 @@ func (r *Recording) Explore(w Workload, g *Graph, cfg Config) (*Report, error) {
 			defer cfg.Progress()
 		}
 		if err := r.oracle(w, img); err != nil {
+			if cancelled(err) {
+				// The context stopped the recovery: no verdict on s.
+				rep.Checked--
+				rep.Stopped = true
+				return false
+			}
 			err = g.located(err, s, cfg.Seed)
 			v := Violation{State: s, Err: err, Seed: cfg.Seed}
 			for i, k := range s.Kept[:g.issued(s.Point)] {
@@ -423,6 +436,9 @@ func (r *Recording) shrink(w Workload, g *Graph, v *Violation) {
 			return s, nil, false
 		}
 		oerr := r.oracle(w, img)
+		if cancelled(oerr) {
+			return s, nil, false // no verdict: keep what was shown
+		}
 		if oerr != nil {
 			oerr = g.located(oerr, s, v.Seed)
 		}

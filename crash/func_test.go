@@ -309,3 +309,28 @@ func TestContextCancelsTheRun(t *testing.T) {
 	require.ErrorIs(t, err, context.Canceled)
 	require.ErrorContains(t, err, "thread 0 (block 0, warp 0, lane 0) runs, reading")
 }
+
+// A recovery the context cancels is no violation: the exploration stops.
+func TestContextCancelsARecovery(t *testing.T) {
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	recovered := 0
+	f := flaggedLog(true, &recovered)
+	f.Recover = func(m *pm.Machine) error {
+		if recovered++; recovered == 5 {
+			cancel() // as a timeout during this recovery's kernel would
+			_, err := scope.Launch(m, scope.Grid{Blocks: 1, Threads: 1}, func(t *scope.Thread) {
+				for range 2048 {
+					t.Work(1)
+				}
+			})
+			return err
+		}
+		return nil
+	}
+	rep, err := crash.CheckFunc(f, crash.Config{Model: crash.SBRP, States: 100, Seed: 1, Context: ctx})
+	require.NoError(t, err)
+	require.Empty(t, rep.Violations, "a cancelled recovery is not a violation")
+	require.True(t, rep.Stopped)
+	require.Equal(t, 3, rep.Checked, "the uncrashed check, states 1 to 3; the 4th was cut")
+}
