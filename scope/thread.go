@@ -110,8 +110,15 @@ func (t *Thread) fault(err error) { panic(faultSignal{err}) }
 // panic, as a send on a closed channel is.
 func (t *Thread) live() {
 	if t.state != stRunning {
-		panic(fmt.Errorf("%w: %v, used at %s after its kernel returned or from another thread's kernel", ErrStale, &t.Agent, callsite.Site(1)))
+		t.stale() // out of line: live is inlined into every verb
 	}
+}
+
+// stale panics with the error of live.
+//
+//go:noinline
+func (t *Thread) stale() {
+	panic(fmt.Errorf("%w: %v, used at %s after its kernel returned or from another thread's kernel", ErrStale, &t.Agent, callsite.Site(2)))
 }
 
 // stepBefore ends the lane's step before a verb that reads what other
