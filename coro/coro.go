@@ -266,14 +266,23 @@ func (r *runner) schedule(slots []*slot) error {
 	return r.err
 }
 
+// deadlock names the first tasks that were live, what each did last, and
+// how many it left out.
 func (r *runner) deadlock(slots []*slot) error {
-	msg := ""
+	const listed = 8
+	msg, live := "", 0
 	for _, s := range slots {
 		if !s.done && s.cur != nil {
-			msg += fmt.Sprintf("; %v yields after %s", &s.cur.Agent, s.cur.lastOp)
+			if live < listed {
+				msg += fmt.Sprintf("; %v yields after %s", &s.cur.Agent, s.cur.lastOp)
+			}
+			live++
 		}
 	}
-	return fmt.Errorf("%w: %d rounds with nothing written%s", ErrDeadlock, r.cfg.idleRounds, msg)
+	if live > listed {
+		msg += fmt.Sprintf("; and %d more not listed", live-listed)
+	}
+	return fmt.Errorf("%w: %d rounds with nothing written, %d tasks live%s", ErrDeadlock, r.cfg.idleRounds, live, msg)
 }
 
 // runTask runs task in c and reports whether the context may go on.

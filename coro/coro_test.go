@@ -3,6 +3,7 @@ package coro_test
 import (
 	"fmt"
 	"iter"
+	"slices"
 	"strings"
 	"testing"
 
@@ -106,6 +107,11 @@ func TestErrors(t *testing.T) {
 		{"panic", []coro.Task{func(*coro.Ctx) {}, func(*coro.Ctx) { panic("oops") }}, coro.ErrPanic, "task 1"},
 		{"fault", []coro.Task{func(c *coro.Ctx) { c.Store32(a.Add(2), 1) }}, pm.ErrMisaligned, "task 0"},
 		{"unmapped-clwb", []coro.Task{func(c *coro.Ctx) { c.CLWB(0) }}, pm.ErrUnmapped, "task 0"},
+		{"many-yield-spins", slices.Repeat([]coro.Task{func(c *coro.Ctx) {
+			for c.Load64(a) == 0 {
+				c.Yield()
+			}
+		}}, 20), coro.ErrDeadlock, "and 12 more not listed"},
 		{"none", nil, coro.ErrBadArg, "no tasks"},
 		{"nil", []coro.Task{nil}, coro.ErrBadArg, "nil"},
 	} {

@@ -21,10 +21,12 @@ type cpuCommit struct {
 	tasks     int
 	skipFlush bool
 	contexts  bool
+	noFence   bool // no fence between the record and the flag
+	wrongCtx  bool // with contexts: fence another context than the record's
 }
 
 func (w *cpuCommit) Name() string {
-	return fmt.Sprintf("cpu-commit(skip=%v,ctx=%v)", w.skipFlush, w.contexts)
+	return fmt.Sprintf("cpu-commit(skip=%v,ctx=%v,nofence=%v,wrongctx=%v)", w.skipFlush, w.contexts, w.noFence, w.wrongCtx)
 }
 
 func (w *cpuCommit) Setup(m *pm.Machine) error {
@@ -54,9 +56,13 @@ func (w *cpuCommit) Run(m *pm.Machine) error {
 			if !w.skipFlush {
 				c.CLWB(rec)
 			}
-			if w.contexts {
+			switch {
+			case w.noFence:
+			case w.contexts && w.wrongCtx:
+				c.CFence(uint64(c.ID() + 100))
+			case w.contexts:
 				c.CFence(uint64(c.ID()))
-			} else {
+			default:
 				c.SFence()
 			}
 			flag := flags.Base.Add(uint64(64 * c.ID()))
@@ -178,6 +184,36 @@ func TestCPUCLWBContext(t *testing.T) {
 			} else {
 				require.NoError(t, g.Valid(lostA))
 				require.NoError(t, err)
+			}
+		})
+	}
+}
+
+// A CPU task program's report speaks of tasks, their fences (SFence,
+// CFence) and persist contexts, not of GPU threads and their fences.
+func TestCPUReportWords(t *testing.T) {
+	for _, tc := range []struct {
+		w     *cpuCommit
+		model crash.Model
+		want  []string
+	}{
+		{&cpuCommit{tasks: 2, contexts: true, noFence: true}, crash.COSPlay, []string{"by task 0 (core 0)", "no ordering verb (SFence, CFence, ...) between them in task 0"}},
+		{&cpuCommit{tasks: 2, noFence: true}, crash.X86, []string{"by task 0 (core 0)", "no ordering verb (SFence, CFence, ...) between them in task 0"}},
+		{&cpuCommit{tasks: 2, contexts: true, wrongCtx: true}, crash.COSPlay, []string{"the same task's CFence(100) at crash/cpu_test.go:", "fences context 100, not context 0 of the lost persist"}},
+	} {
+		t.Run(tc.w.Name()+"/"+tc.model.String(), func(t *testing.T) {
+			const seed = 2
+			t.Logf("seed = %d", seed)
+			rep, err := crash.Check(tc.w, pm.DefaultGPU(), crash.Config{Model: tc.model, States: 4000, Seed: seed, Shrink: true})
+			require.NoError(t, err)
+			require.NotEmpty(t, rep.Violations, rep.Summary())
+			x := rep.Violations[0].Explanation
+			t.Log(x)
+			for _, w := range tc.want {
+				require.Contains(t, x, w)
+			}
+			for _, w := range []string{"thread", "OFence", "DFence"} {
+				require.NotContains(t, x, w)
 			}
 		})
 	}

@@ -60,14 +60,59 @@ func (w funcWorkload) Check(m *pm.Machine) error   { return call(w.f.Check, m) }
 // cfg.Seed), and shrinks and explains every violation found: the lost
 // persist, the durable one that got ahead of it, and the verb (or missing
 // verb) at the call site in f's code that should have ordered them.
-// Report.Err turns the report into an error. A Func that fails without a
-// crash is an error wrapping ErrWorkload.
+// Report.Err turns the report into an error. cfg.Model must be set (an
+// unset or unknown model is an error wrapping ErrModel). A Func that fails
+// without a crash is an error wrapping ErrWorkload (and ErrPanic if it
+// panicked).
 func CheckFunc(f Func, cfg Config) (*Report, error) {
 	if f.Run == nil || f.Check == nil {
 		return nil, fmt.Errorf("%w: Run and Check are required", ErrFunc)
 	}
 	cfg.Shrink = true
 	return Check(f.Workload(), pm.DefaultGPU(), cfg)
+}
+
+// AdviseFunc is the scope advisor for a Func, as CheckFunc is the checker:
+// it runs f once (on the functional backend, with pm.DefaultGPU) and
+// advises each scoped call site (Recording.Advise).
+func AdviseFunc(f Func, cfg Config) ([]Advice, error) {
+	rec, err := recordFunc(f, cfg)
+	if err != nil {
+		return nil, err
+	}
+	return rec.Advise(f.Workload(), cfg)
+}
+
+// MutateFunc is mutation analysis for a Func: it runs f once (on the
+// functional backend, with pm.DefaultGPU) and explores each mutant of its
+// persistency verbs (Recording.Mutate). The unmutated f must pass first
+// (else every mutant would count as killed): if it fails, the error wraps
+// ErrViolation.
+func MutateFunc(f Func, cfg Config) ([]MutationResult, error) {
+	rec, err := recordFunc(f, cfg)
+	if err != nil {
+		return nil, err
+	}
+	w := f.Workload()
+	base, err := rec.Explore(w, Build(rec.Events, cfg.Model), cfg)
+	if err != nil {
+		return nil, err
+	}
+	if err := base.Err(); err != nil {
+		return nil, fmt.Errorf("before any mutation: %w", err)
+	}
+	return rec.Mutate(w, cfg)
+}
+
+// recordFunc validates f and cfg's model and records f.
+func recordFunc(f Func, cfg Config) (*Recording, error) {
+	if f.Run == nil || f.Check == nil {
+		return nil, fmt.Errorf("%w: Run and Check are required", ErrFunc)
+	}
+	if err := validModel(cfg.Model); err != nil {
+		return nil, err
+	}
+	return recordCtx(f.Workload(), pm.DefaultGPU(), cfg.Context)
 }
 
 // Err returns nil if r found no violation, else an error wrapping
@@ -77,8 +122,15 @@ func (r *Report) Err() error {
 		return nil
 	}
 	v := r.Violations[0]
-	if v.Explanation != "" {
-		return fmt.Errorf("%w: %s under %s, seed %d:\n%s", ErrViolation, r.Workload, r.Model, v.Seed, v.Explanation)
+	where := "under " + r.Model.String()
+	switch {
+	case r.Backend != "" && r.Model.Valid():
+		where += " on " + r.Backend
+	case r.Backend != "":
+		where = "on " + r.Backend
 	}
-	return fmt.Errorf("%w: %s under %s, seed %d: %w", ErrViolation, r.Workload, r.Model, v.Seed, v.Err)
+	if v.Explanation != "" {
+		return fmt.Errorf("%w: %s %s, seed %d:\n%s", ErrViolation, r.Workload, where, v.Seed, v.Explanation)
+	}
+	return fmt.Errorf("%w: %s %s, seed %d: %w", ErrViolation, r.Workload, where, v.Seed, v.Err)
 }

@@ -33,6 +33,10 @@ var (
 	// ErrWorkload: the workload failed outside a crash (setup or the
 	// recorded run itself).
 	ErrWorkload = errors.New("crash: workload failed")
+	// ErrPanic: a workload's function (Setup, Run, Recover, Check)
+	// panicked; the checker reports it as a failure of the state it ran
+	// on instead of letting it end the process.
+	ErrPanic = errors.New("crash: workload panicked")
 )
 
 // Model is a persistency model; the rules of each are defined once in

@@ -16,6 +16,26 @@ type State struct {
 	Kept  []bool
 }
 
+// describe names state s: its crash point and the issued persists it
+// loses.
+func (g *Graph) describe(s State) string {
+	issued := g.issued(s.Point)
+	var lost []int
+	for i, k := range s.Kept[:issued] {
+		if !k {
+			lost = append(lost, i)
+		}
+	}
+	const most = 16
+	more, n := "", len(lost)
+	if n > most {
+		more = fmt.Sprintf(" and %d more", len(lost)-most)
+		lost = lost[:most]
+	}
+	return fmt.Sprintf("the crash state before event %d of %d: %d of %d issued persists lost %v%s",
+		s.Point, len(g.Events), n, issued, lost, more)
+}
+
 // issued returns how many persists were issued before point.
 func (g *Graph) issued(point int) int {
 	return sortSearch(len(g.Persists), func(i int) bool { return g.Nodes[g.Persists[i]].Event >= point })
@@ -203,29 +223,14 @@ func (g *Graph) Dropped(point int, drop []int) (State, error) {
 // states rarely drop. It stops when f returns false and reports whether it
 // ran to the end.
 func (g *Graph) SingleDrops(n int, f func(State) bool) bool {
-	var fences []int
-	for i := range g.Nodes {
-		if g.Nodes[i].Durable {
-			fences = append(fences, g.Nodes[i].Event)
-		}
-	}
-	slices.Sort(fences)
 	total := len(g.Persists)
 	if n <= 0 || total == 0 {
 		return true
 	}
+	fences := g.durableFences()
 	k := min(n, total)
 	for j := range k {
-		p := j
-		if k < total {
-			p = j * (total - 1) / max(k-1, 1)
-		}
-		e := g.Nodes[g.Persists[p]].Event
-		point := len(g.Events)
-		if i, _ := slices.BinarySearch(fences, e+1); i < len(fences) {
-			point = fences[i]
-		}
-		s, err := g.Dropped(point, []int{p})
+		s, err := g.singleDrop(spread(j, k, total), fences)
 		if err != nil {
 			continue // a fence at p's own event forces it: no such state
 		}
@@ -234,6 +239,61 @@ func (g *Graph) SingleDrops(n int, f func(State) bool) bool {
 		}
 	}
 	return true
+}
+
+// spread returns the j-th of k indices spread evenly over 0..total-1 (j
+// itself when k == total).
+func spread(j, k, total int) int {
+	if k < total {
+		return j * (total - 1) / max(k-1, 1)
+	}
+	return j
+}
+
+// durableFences returns the events of the durability fences, in order.
+func (g *Graph) durableFences() []int {
+	var fences []int
+	for i := range g.Nodes {
+		if g.Nodes[i].Durable {
+			fences = append(fences, g.Nodes[i].Event)
+		}
+	}
+	slices.Sort(fences)
+	return fences
+}
+
+// singleDrop returns the state that loses persist p alone (with what is
+// PMO-ordered after it) as late as it can (see SingleDrops).
+func (g *Graph) singleDrop(p int, fences []int) (State, error) {
+	e := g.Nodes[g.Persists[p]].Event
+	point := len(g.Events)
+	if i, _ := slices.BinarySearch(fences, e+1); i < len(fences) {
+		point = fences[i]
+	}
+	return g.Dropped(point, []int{p})
+}
+
+// coarseToFine returns 0..k-1 in bit-reversed order (0, k/2, k/4, 3k/4,
+// ...): every prefix of it is spread over the whole range, so a budget
+// cut short still samples all of it.
+func coarseToFine(k int) []int {
+	bits := 0
+	for 1<<bits < k {
+		bits++
+	}
+	out := make([]int, 0, k)
+	for i := range 1 << bits {
+		r := 0
+		for b := range bits {
+			if i&(1<<b) != 0 {
+				r |= 1 << (bits - 1 - b)
+			}
+		}
+		if r < k {
+			out = append(out, r)
+		}
+	}
+	return out
 }
 
 // Enumerate calls f with every crash state the model allows, crash points

@@ -24,7 +24,8 @@ type TimedBackend interface {
 // (DurabilityBackend), at every cycle where the durable image changes. The
 // recovery of each durable image is checked on the functional backend.
 // Unlike Check it explores what one timing model does, not everything a
-// persistency model allows.
+// persistency model allows. The report names the backend, and the model it
+// times if it says (a Model() method, as hwmodel's backend has).
 func CheckTimed(w Workload, newBackend func() (TimedBackend, error), gpu pm.GPULimits, states int, seed uint64) (*Report, error) {
 	be, err := newBackend()
 	if err != nil {
@@ -35,17 +36,20 @@ func CheckTimed(w Workload, newBackend func() (TimedBackend, error), gpu pm.GPUL
 			return nil, fmt.Errorf("%w: %s cannot list the cycles its image changes at; give a number of states", ErrState, be.Name())
 		}
 	}
-	rep := &Report{Workload: w.Name(), Seed: seed}
+	rep := &Report{Workload: w.Name(), Seed: seed, Backend: be.Name()}
+	if mb, ok := be.(interface{ Model() Model }); ok {
+		rep.Model = mb.Model()
+	}
 	p := &timedProbe{TimedBackend: be, w: w, rec: &Recording{GPU: gpu}, rep: rep, states: states, rng: rand.New(rand.NewPCG(seed, 0x7153))}
 	m, err := pm.NewMachine(p)
 	if err != nil {
 		return nil, err
 	}
-	if err := w.Setup(m); err != nil {
+	if err := guard("Setup", func() error { return w.Setup(m) }); err != nil {
 		return nil, fmt.Errorf("%w: %s setup: %w", ErrWorkload, w.Name(), err)
 	}
 	p.running = true
-	if err := w.Run(m); err != nil {
+	if err := guard("Run", func() error { return w.Run(m) }); err != nil {
 		return nil, fmt.Errorf("%w: %s run: %w", ErrWorkload, w.Name(), err)
 	}
 	if p.err != nil {

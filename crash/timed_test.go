@@ -1,6 +1,7 @@
 package crash_test
 
 import (
+	"fmt"
 	"testing"
 
 	"github.com/stretchr/testify/require"
@@ -8,6 +9,7 @@ import (
 	"github.com/scopedpm/scopedpm/crash"
 	"github.com/scopedpm/scopedpm/hwmodel"
 	"github.com/scopedpm/scopedpm/pm"
+	"github.com/scopedpm/scopedpm/scope"
 )
 
 func TestTimedCrashes(t *testing.T) {
@@ -55,4 +57,48 @@ func TestTimedCrashesSpanTheRun(t *testing.T) {
 	rep, err := crash.CheckTimed(newReduction(3, 4, pm.Block), newBE, gpu, 400, 5)
 	require.NoError(t, err)
 	t.Logf("narrowed release, timed crashes on SBRP pm-near: %s", rep.Summary())
+}
+
+// A timed report names the model the backend timed (and the backend), not
+// the zero model.
+func TestTimedReportNamesModel(t *testing.T) {
+	const seed = 5
+	t.Logf("seed = %d", seed)
+	// The check wants the value persisted: a crash before it is a failure.
+	f := crash.Func{
+		Name:  "value",
+		Setup: func(m *pm.Machine) error { _, err := m.CreateRegion("v", 64); return err },
+		Run: func(m *pm.Machine) error {
+			r, err := m.OpenRegion("v")
+			if err != nil {
+				return err
+			}
+			_, err = scope.Launch(m, scope.Grid{Blocks: 1, Threads: 1}, func(t *scope.Thread) { t.Store64(r.Base, 42) })
+			return err
+		},
+		Check: func(m *pm.Machine) error {
+			r, err := m.OpenRegion("v")
+			if err != nil {
+				return err
+			}
+			buf := make([]byte, 8)
+			if err := m.CopyOut(r.Base, buf); err != nil {
+				return err
+			}
+			if pm.GetLE(buf) != 42 {
+				return fmt.Errorf("no value")
+			}
+			return nil
+		},
+	}
+	for _, model := range []hwmodel.Model{hwmodel.SBRP, hwmodel.Epoch} {
+		t.Run(model.String(), func(t *testing.T) {
+			newBE := func() (crash.TimedBackend, error) { return hwmodel.New(hwmodel.PresetPMNear(), model) }
+			rep, err := crash.CheckTimed(f.Workload(), newBE, gpu, 20, seed)
+			require.NoError(t, err)
+			require.Equal(t, model, rep.Model)
+			require.NotEmpty(t, rep.Violations, rep.Summary())
+			require.ErrorContains(t, rep.Err(), "value under "+model.String()+" on hwmodel/"+model.String()+"/pm-near, seed 5")
+		})
+	}
 }

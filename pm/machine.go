@@ -2,6 +2,7 @@ package pm
 
 import (
 	"bytes"
+	"context"
 	"fmt"
 )
 
@@ -35,6 +36,10 @@ type LaunchDefaults struct {
 	// SiteScopes overrides the scope of the verbs issued from the given
 	// call sites (scope.WithSiteScopes; a launch's own option replaces it).
 	SiteScopes map[string]Scope
+	// Context, if set, cancels every launch once it is done
+	// (scope.WithContext; a launch's own option replaces it): a harness
+	// bounds the time of a workload that launches its own kernels.
+	Context context.Context
 }
 
 // SetLaunchDefaults makes every later kernel launch on m apply d before its

@@ -2,6 +2,7 @@ package scope
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"iter"
 	"runtime/debug"
@@ -26,24 +27,44 @@ type config struct {
 	promote   []persistency.Promotion // applied to PRel and PAcq in order
 	sites     map[string]Scope        // per call site overrides
 	shared    int                     // bytes of shared memory per block
+	err       error                   // the first bad option (ErrBadArg)
+}
+
+// bad records the first bad option.
+func (c *config) bad(format string, args ...any) {
+	if c.err == nil {
+		c.err = fmt.Errorf("%w: "+format, append([]any{ErrBadArg}, args...)...)
+	}
 }
 
 // WithShared gives every block a zero-filled scratchpad of n bytes of
 // shared memory (pm.SharedMem, CUDA's __shared__): Thread.Shared returns its
 // address. It is mapped while the block is resident and gone after; its
-// accesses are timed by the backend as any volatile access.
-func WithShared(n int) Option { return func(c *config) { c.shared = max(n, 0) } }
+// accesses are timed by the backend as any volatile access. A negative n
+// makes Launch fail with ErrBadArg.
+func WithShared(n int) Option {
+	return func(c *config) {
+		if n < 0 {
+			c.bad("WithShared(%d): a negative size", n)
+			return
+		}
+		c.shared = n
+	}
+}
 
 // WithPromotion makes the launch's persist releases and acquires (PRel,
 // PAcq) that name scope from use scope to instead (persistency.Promotion):
 // WithPromotion(pm.Block, pm.Device) runs a kernel "without scopes" (SBRP
 // Figure 7). Barriers, fences and atomics keep their scopes. Options
-// apply in order; it is an error for to to be narrower than from.
+// apply in order; it is an error (ErrBadArg) for to to be narrower than
+// from, or for either not to be a scope.
 func WithPromotion(from, to Scope) Option {
 	return func(c *config) {
-		if from.Valid() && to.Valid() {
-			c.promote = append(c.promote, persistency.Promotion{From: from, To: to})
+		if !from.Valid() || !to.Valid() {
+			c.bad("WithPromotion(%v, %v): not a scope (have %v, %v, %v, %v, %v)", from, to, pm.Thread, pm.Warp, pm.Block, pm.Device, pm.System)
+			return
 		}
+		c.promote = append(c.promote, persistency.Promotion{From: from, To: to})
 	}
 }
 
@@ -71,13 +92,16 @@ func WithSiteScopes(sites map[string]Scope) Option {
 }
 
 // applyDefaults applies the machine's launch defaults (pm.LaunchDefaults)
-// to c, as the options WithPromotion and WithSiteScopes would.
+// to c, as the options WithPromotion, WithSiteScopes and WithContext would.
 func applyDefaults(c *config, d pm.LaunchDefaults) {
 	for _, p := range d.Promote {
 		WithPromotion(p.From, p.To)(c)
 	}
 	if d.SiteScopes != nil {
 		WithSiteScopes(d.SiteScopes)(c)
+	}
+	if d.Context != nil {
+		WithContext(d.Context)(c)
 	}
 }
 
@@ -99,7 +123,7 @@ type Result struct {
 // raised it.
 type KernelError struct {
 	Agent pm.Agent
-	Err   error  // wraps ErrPanic or ErrFault (and the pm error)
+	Err   error  // wraps ErrPanic, ErrFault (and the pm error), ErrBadArg or ErrStale
 	Stack string // the goroutine stack at a panic
 }
 
@@ -281,6 +305,9 @@ func Launch(m *pm.Machine, g Grid, k Kernel, opts ...Option) (Result, error) {
 	for _, o := range opts {
 		o(&e.cfg)
 	}
+	if e.cfg.err != nil {
+		return Result{}, e.cfg.err
+	}
 	for _, p := range e.cfg.promote {
 		if p.To < p.From {
 			return Result{}, fmt.Errorf("%w: promotion of %v to narrower %v", ErrBadArg, p.From, p.To)
@@ -373,7 +400,7 @@ func (e *engine) run() error {
 		e.retire()
 		if e.cfg.ctx != nil && e.res.Steps%256 == 0 {
 			if err := e.cfg.ctx.Err(); err != nil {
-				return fmt.Errorf("scope: launch %s cancelled: %w", e.cfg.name, err)
+				return e.cancelled(err)
 			}
 		}
 	}
@@ -560,8 +587,16 @@ func (e *engine) runThread(wk *worker, t *Thread) (ok bool) {
 				ok = false
 				return
 			case faultSignal:
+				if errors.Is(r.err, ErrBadArg) || errors.Is(r.err, ErrStale) {
+					e.fail(&KernelError{Agent: t.Agent, Err: r.err}) // a misuse, not a memory fault
+					break
+				}
 				e.fail(&KernelError{Agent: t.Agent, Err: fmt.Errorf("%w: %w", ErrFault, r.err)})
 			case error:
+				if errors.Is(r, ErrStale) {
+					e.fail(&KernelError{Agent: t.Agent, Err: r})
+					break
+				}
 				// Keep the chain: errors.Is(err, pkg.ErrX) holds for a
 				// kernel that panicked with (a wrap of) pkg.ErrX.
 				e.fail(&KernelError{Agent: t.Agent, Err: fmt.Errorf("%w: %w", ErrPanic, r), Stack: string(debug.Stack())})
@@ -914,21 +949,72 @@ func (e *engine) deadlock() error {
 	if e.nextBlock < e.grid.Blocks {
 		fmt.Fprintf(&sb, ", %d blocks never started", e.grid.Blocks-e.nextBlock)
 	}
-	for i, t := range blocked {
-		if i == 8 {
-			fmt.Fprintf(&sb, "; and %d more", len(blocked)-i)
-			break
-		}
-		fmt.Fprintf(&sb, "; %v %s", &t.Agent, t.waitDesc())
-	}
+	listThreads(&sb, blocked)
 	return fmt.Errorf("%w: %s", ErrDeadlock, sb.String())
 }
 
-func (t *Thread) waitDesc() string {
-	if t.state == stParked {
-		return fmt.Sprintf("spins on %s at %v (read %d)", t.waitOp, t.parkAt, t.lastVal)
+// listedThreads is how many threads an error describes one by one.
+const listedThreads = 8
+
+// listThreads appends to sb where each of the first listedThreads of ts
+// is, and how many it left out.
+func listThreads(sb *strings.Builder, ts []*Thread) {
+	for i, t := range ts {
+		if i == listedThreads {
+			fmt.Fprintf(sb, "; and %d more not listed", len(ts)-i)
+			break
+		}
+		fmt.Fprintf(sb, "; %v %s", &t.Agent, t.waitDesc())
 	}
-	return "waits at " + t.waitOp
+}
+
+// cancelled returns the error of a launch its context stopped (cause is
+// the context's error), saying where the live threads were: a spin that
+// also writes is no deadlock, and this is where a user finds it.
+func (e *engine) cancelled(cause error) error {
+	var live []*Thread
+	fresh := 0
+	for _, b := range e.alive {
+		for i := range b.threads {
+			switch t := &b.threads[i]; t.state {
+			case stDone:
+			case stNew:
+				fresh++
+			default:
+				live = append(live, t)
+			}
+		}
+	}
+	slices.SortFunc(live, func(a, b *Thread) int { return a.Agent.ID - b.Agent.ID })
+	var sb strings.Builder
+	fmt.Fprintf(&sb, "%d threads live", len(live)+fresh)
+	if fresh > 0 {
+		fmt.Fprintf(&sb, ", %d of them not started", fresh)
+	}
+	if e.nextBlock < e.grid.Blocks {
+		fmt.Fprintf(&sb, ", %d blocks not started", e.grid.Blocks-e.nextBlock)
+	}
+	listThreads(&sb, live)
+	return fmt.Errorf("scope: launch %s cancelled (%s): %w", e.cfg.name, sb.String(), cause)
+}
+
+func (t *Thread) waitDesc() string {
+	switch t.state {
+	case stParked:
+		return fmt.Sprintf("spins on %s at %v (read %d)", t.waitOp, t.parkAt, t.lastVal)
+	case stBarrier:
+		return "waits at " + t.waitOp
+	}
+	// Running or runnable: what it read last between writes anywhere
+	// (the flags a spin that also writes polls).
+	if t.rn > 0 {
+		var read []string
+		for _, a := range t.rset[:t.rn] {
+			read = append(read, a.String())
+		}
+		return fmt.Sprintf("runs, reading %s (read %d last)", strings.Join(read, ", "), t.lastVal)
+	}
+	return "runs"
 }
 
 // admit makes blocks resident while some SM has room: swapped-out blocks

@@ -225,14 +225,21 @@ func TestKernelErrors(t *testing.T) {
 		{"out-of-range", func(t *scope.Thread) { t.Store32(a.Add(64), 1) }, []error{scope.ErrFault, pm.ErrOutOfRange}},
 		{"misaligned", func(t *scope.Thread) { t.Load64(a.Add(4)) }, []error{scope.ErrFault, pm.ErrMisaligned}},
 		{"unmapped", func(t *scope.Thread) { t.Load8(0) }, []error{scope.ErrFault, pm.ErrUnmapped}},
-		{"bad-scope", func(t *scope.Thread) { t.Fence(pm.Scope(9)) }, []error{scope.ErrFault, scope.ErrBadArg}},
-		{"gather-lengths", func(t *scope.Thread) { t.Gather32(make([]uint32, 1), a, a.Add(4)) }, []error{scope.ErrFault, scope.ErrBadArg}},
+		{"bad-scope", func(t *scope.Thread) { t.Fence(pm.Scope(9)) }, []error{scope.ErrBadArg}},
+		{"bad-prel-scope", func(t *scope.Thread) { t.PRel(a, 1, pm.Scope(99)) }, []error{scope.ErrBadArg}},
+		{"bad-pacq-scope", func(t *scope.Thread) { t.PAcq(a, pm.Scope(99)) }, []error{scope.ErrBadArg}},
+		{"gather-lengths", func(t *scope.Thread) { t.Gather32(make([]uint32, 1), a, a.Add(4)) }, []error{scope.ErrBadArg}},
 		{"gather-misaligned", func(t *scope.Thread) { t.Gather64(make([]uint64, 1), a.Add(4)) }, []error{scope.ErrFault, pm.ErrMisaligned}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			_, err := scope.Launch(m, scope.Grid{Blocks: 2, Threads: 32}, tc.k)
 			for _, want := range tc.is {
 				require.ErrorIs(t, err, want)
+			}
+			if errors.Is(err, scope.ErrBadArg) {
+				// A bad argument is not a memory fault, and says which.
+				require.NotErrorIs(t, err, scope.ErrFault)
+				require.ErrorContains(t, err, "engine_test.go:")
 			}
 			var ke *scope.KernelError
 			require.True(t, errors.As(err, &ke))
@@ -447,4 +454,121 @@ func TestGatherLoads(t *testing.T) {
 	for i := range 4 {
 		require.Equal(t, want, uint64(got[2*i])|uint64(got[2*i+1])<<32, "thread %d", i)
 	}
+}
+
+// Bad launch options are errors before anything runs.
+func TestBadOptions(t *testing.T) {
+	m := newMachine(t, pm.DefaultGPU())
+	for _, tc := range []struct {
+		name string
+		opt  scope.Option
+	}{
+		{"negative shared", scope.WithShared(-1)},
+		{"bad promotion scope", scope.WithPromotion(pm.Block, pm.Scope(99))},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			ran := false
+			_, err := scope.Launch(m, scope.Grid{Blocks: 1, Threads: 1}, func(*scope.Thread) { ran = true }, tc.opt)
+			require.ErrorIs(t, err, scope.ErrBadArg)
+			require.False(t, ran)
+		})
+	}
+}
+
+// A *Thread kept after its kernel returned is dead: using it, from the
+// host or from another launch's kernel, is a clear error (ErrStale) and
+// stores nothing.
+func TestStaleThread(t *testing.T) {
+	m := newMachine(t, pm.DefaultGPU())
+	r, err := m.CreateRegion("stale", 64)
+	require.NoError(t, err)
+	var kept *scope.Thread
+	_, err = scope.Launch(m, scope.Grid{Blocks: 1, Threads: 2}, func(t *scope.Thread) {
+		if t.ID() == 0 {
+			kept = t
+		}
+	})
+	require.NoError(t, err)
+
+	// From the host.
+	func() {
+		defer func() {
+			p := recover()
+			require.NotNil(t, p, "a stale Thread's store must not succeed")
+			perr, ok := p.(error)
+			require.True(t, ok, "%v", p)
+			require.ErrorIs(t, perr, scope.ErrStale)
+			require.ErrorContains(t, perr, "thread 0")
+		}()
+		kept.Store64(r.Base, 7)
+	}()
+	// From another launch's kernel: that launch fails.
+	_, err = scope.Launch(m, scope.Grid{Blocks: 1, Threads: 2}, func(t *scope.Thread) {
+		if t.ID() == 1 {
+			kept.Store64(r.Base, 8)
+		}
+	})
+	require.ErrorIs(t, err, scope.ErrStale)
+	buf := make([]byte, 8)
+	require.NoError(t, m.CopyOut(r.Base, buf))
+	require.Zero(t, pm.GetLE(buf), "nothing stored")
+	img, err := m.Crash()
+	require.NoError(t, err)
+	reg, ok := img.Region("stale")
+	require.True(t, ok)
+	require.Zero(t, pm.GetLE(reg.Data[:8]), "nothing durable")
+}
+
+// A launch stopped by its context says where its threads were: a spin
+// that also writes is no deadlock, and only the context ends it.
+func TestCancelSaysWhere(t *testing.T) {
+	m := newMachine(t, pm.DefaultGPU())
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	a, err := m.Alloc(pm.DeviceMem, 64)
+	require.NoError(t, err)
+	flag, scratch := a, a.Add(8)
+	spins := 0
+	_, err = scope.Launch(m, scope.Grid{Blocks: 2, Threads: 64}, func(t *scope.Thread) {
+		for t.PAcq(flag, pm.Device) == 0 { // never released
+			t.Store32(scratch, uint32(t.ID())) // a write: not a deadlock
+			if spins++; spins == 100000 {
+				cancel()
+			}
+		}
+	}, scope.WithContext(ctx))
+	require.ErrorIs(t, err, context.Canceled)
+	t.Log(err)
+	for _, want := range []string{"cancelled", "128 threads live, 127 of them not started", "thread 0 (block 0, warp 0, lane 0) runs, reading 0x1:0 (read 0 last)"} {
+		require.ErrorContains(t, err, want)
+	}
+}
+
+// A deadlock of many threads names some and says how many it left out.
+func TestDeadlockCountsTheRest(t *testing.T) {
+	m := newMachine(t, pm.DefaultGPU())
+	flag, err := m.Alloc(pm.DeviceMem, 4)
+	require.NoError(t, err)
+	_, err = scope.Launch(m, scope.Grid{Blocks: 4, Threads: 64}, func(t *scope.Thread) {
+		for t.PAcq(flag, pm.Device) == 0 {
+		}
+	})
+	require.ErrorIs(t, err, scope.ErrDeadlock)
+	require.ErrorContains(t, err, "256 threads blocked")
+	require.ErrorContains(t, err, "and 248 more not listed")
+}
+
+// A verb in a deferred call of a kernel torn down by a deadlock is no
+// stale use: the launch reports the deadlock.
+func TestDeferredVerbAtTeardown(t *testing.T) {
+	m := newMachine(t, pm.DefaultGPU())
+	flag, err := m.Alloc(pm.DeviceMem, 4)
+	require.NoError(t, err)
+	_, err = scope.Launch(m, scope.Grid{Blocks: 1, Threads: 4}, func(t *scope.Thread) {
+		defer t.Load32(flag)
+		for t.PAcq(flag, pm.Device) == 0 {
+		}
+	})
+	require.ErrorIs(t, err, scope.ErrDeadlock)
+	require.NotErrorIs(t, err, scope.ErrStale)
 }

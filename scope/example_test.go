@@ -8,25 +8,25 @@ import (
 	"github.com/scopedpm/scopedpm/scope"
 )
 
-// A block of producers persists values and releases a flag at device scope;
-// another block acquires the flag and reads them.
+// A block of producers persists values, each releasing its own flag at
+// device scope; each thread of another block acquires its producer's flag
+// and reads the value. (Under SBRP a block barrier orders no persist: one
+// release by thread 0 after a SyncThreads would order only thread 0's.)
 func ExampleLaunch() {
 	m, _ := pm.NewMachine(functional.New(pm.GPULimits{}))
 	data, _ := m.CreateRegion("data", 8*32)
-	flag, _ := m.Alloc(pm.DeviceMem, 4)
+	flags, _ := m.Alloc(pm.DeviceMem, 4*32)
 	sum, _ := m.Alloc(pm.DeviceMem, 8)
 
 	res, err := scope.Launch(m, scope.Grid{Blocks: 2, Threads: 32}, func(t *scope.Thread) {
 		slot := data.Base.Add(uint64(8 * t.TID()))
-		if t.Block() == 0 { // producers
+		flag := flags.Add(uint64(4 * t.TID())) // one per producer
+		if t.Block() == 0 {                    // producers
 			t.Store64(slot, uint64(t.TID()))
-			t.SyncThreads()
-			if t.TID() == 0 {
-				t.PRel(flag, 1, pm.Device) // persists before it are ordered first
-			}
+			t.PRel(flag, 1, pm.Device) // orders this thread's persists first
 			return
 		}
-		for t.PAcq(flag, pm.Device) == 0 { // consumers spin
+		for t.PAcq(flag, pm.Device) == 0 { // each consumer waits for its producer
 		}
 		t.AtomicAdd64(sum, t.Load64(slot), pm.Device)
 	})

@@ -45,8 +45,12 @@ var (
 	ErrPanic = errors.New("scope: kernel panicked")
 	// ErrFault: a kernel made a bad access (see the wrapped pm error).
 	ErrFault = errors.New("scope: memory fault")
-	// ErrBadArg: a verb was given an invalid argument (an unknown scope).
+	// ErrBadArg: a verb or a launch option was given an invalid argument
+	// (an unknown scope, a negative size).
 	ErrBadArg = errors.New("scope: bad argument")
+	// ErrStale: a *Thread was used outside its kernel call (kept after the
+	// kernel returned, or passed to another thread's kernel).
+	ErrStale = errors.New("scope: Thread used outside its kernel")
 )
 
 // Grid is a launch shape: Blocks blocks of Threads threads each.

@@ -13,7 +13,9 @@ import (
 //
 // A verb given a bad address (unmapped, out of range, misaligned) faults: the
 // thread stops and Launch returns a *KernelError wrapping ErrFault and the pm
-// error.
+// error; one given a bad argument (not a scope) stops it with ErrBadArg. A
+// Thread used after its kernel returned panics with ErrStale (inside
+// another launch, that launch fails with it).
 type Thread struct {
 	pm.Agent
 	e   *engine
@@ -91,12 +93,33 @@ func (t *Thread) SM() int { return t.Agent.Unit }
 // suspend yields the thread's coroutine to the engine.
 func (t *Thread) suspend() {
 	if !t.wk.yield(t) {
+		// The launch is torn down: unwind the kernel. A verb in a deferred
+		// call aborts the same way (it is still this thread's, not stale).
+		t.state = stRunning
 		panic(abortSignal{})
 	}
 	t.state = stRunning
 }
 
 func (t *Thread) fault(err error) { panic(faultSignal{err}) }
+
+// live panics with an error wrapping ErrStale unless t is the thread
+// running now: a *Thread kept after its kernel returned (or handed to
+// another thread's kernel) must not touch memory. Inside a launch the
+// panic fails that launch with a *KernelError; from the host it is a
+// panic, as a send on a closed channel is.
+func (t *Thread) live() {
+	if t.state != stRunning {
+		t.stale() // out of line: live is inlined into every verb
+	}
+}
+
+// stale panics with the error of live.
+//
+//go:noinline
+func (t *Thread) stale() {
+	panic(fmt.Errorf("%w: %v, used at %s after its kernel returned or from another thread's kernel", ErrStale, &t.Agent, callsite.Site(2)))
+}
 
 // stepBefore ends the lane's step before a verb that reads what other
 // warps write (an atomic), unless it is the first verb of the step. Under a
@@ -124,7 +147,7 @@ func (t *Thread) report() {
 		// A thread that never waits would otherwise never return to the
 		// scheduler, where the context is also checked.
 		if err := e.cfg.ctx.Err(); err != nil {
-			e.fail(fmt.Errorf("scope: launch %s cancelled: %w", e.cfg.name, err))
+			e.fail(e.cancelled(err))
 			t.fault(err)
 		}
 	}
@@ -152,6 +175,7 @@ func (t *Thread) report() {
 // if it is spinning (see loadSpin): it then waits for a write to any word
 // it has been polling.
 func (t *Thread) observe(a pm.Addr, what string, sync bool) {
+	t.live()
 	e := t.e
 	w := a // exact address: neighbouring flags share a word but are not rereads
 	if e.wgen != t.rgen {
@@ -196,6 +220,7 @@ func (t *Thread) noteRead(v uint64) { t.lastVal = v }
 
 // access returns the bytes of a verb's operand or faults the thread.
 func (t *Thread) access(a pm.Addr, size, align uint64) ([]byte, space) {
+	t.live()
 	b, k, err := t.e.mem.Access(a, size, align)
 	if err != nil {
 		t.fault(err)
@@ -233,7 +258,7 @@ func (t *Thread) loadAs(a pm.Addr, size uint64, gather bool) uint64 {
 // and must be plain Load32 calls. Functionally it is len(addrs) Load32s.
 func (t *Thread) Gather32(dst []uint32, addrs ...pm.Addr) {
 	if len(dst) != len(addrs) {
-		t.fault(fmt.Errorf("%w: Gather32 of %d addresses into %d values", ErrBadArg, len(addrs), len(dst)))
+		t.fault(fmt.Errorf("%w: Gather32 at %s of %d addresses into %d values", ErrBadArg, callerSite(), len(addrs), len(dst)))
 	}
 	for i, a := range addrs {
 		dst[i] = uint32(t.loadAs(a, 4, true))
@@ -243,7 +268,7 @@ func (t *Thread) Gather32(dst []uint32, addrs ...pm.Addr) {
 // Gather64 is Gather32 for 8-byte values.
 func (t *Thread) Gather64(dst []uint64, addrs ...pm.Addr) {
 	if len(dst) != len(addrs) {
-		t.fault(fmt.Errorf("%w: Gather64 of %d addresses into %d values", ErrBadArg, len(addrs), len(dst)))
+		t.fault(fmt.Errorf("%w: Gather64 at %s of %d addresses into %d values", ErrBadArg, callerSite(), len(addrs), len(dst)))
 	}
 	for i, a := range addrs {
 		dst[i] = t.loadAs(a, 8, true)
@@ -313,10 +338,11 @@ func (t *Thread) StoreBytes(a pm.Addr, data []byte) {
 
 var pacqNames = [...]string{"PAcq.thread", "PAcq.warp", "PAcq.block", "PAcq.device", "PAcq.system"}
 
-// scopeOf validates a verb's scope and applies the launch's promotions.
-func (t *Thread) scopeOf(s Scope) Scope {
+// scopeOf validates the scope of verb k and applies the launch's site
+// overrides.
+func (t *Thread) scopeOf(k pm.OpKind, s Scope) Scope {
 	if !s.Valid() {
-		t.fault(fmt.Errorf("%w: scope %v", ErrBadArg, s))
+		t.badScope(k, s)
 	}
 	if t.e.cfg.sites != nil {
 		if o, ok := t.e.cfg.sites[callerSite()]; ok && o.Valid() {
@@ -330,7 +356,7 @@ func (t *Thread) scopeOf(s Scope) Scope {
 // override wins, else the launch's promotions apply.
 func (t *Thread) persistScopeOf(k pm.OpKind, s Scope) Scope {
 	if !s.Valid() {
-		t.fault(fmt.Errorf("%w: scope %v", ErrBadArg, s))
+		t.badScope(k, s)
 	}
 	if t.e.cfg.sites != nil {
 		if o, ok := t.e.cfg.sites[callerSite()]; ok && o.Valid() {
@@ -343,6 +369,13 @@ func (t *Thread) persistScopeOf(k pm.OpKind, s Scope) Scope {
 	return s
 }
 
+// badScope stops the thread: verb k was given s, which is not a scope.
+func (t *Thread) badScope(k pm.OpKind, s Scope) {
+	t.live()
+	t.fault(fmt.Errorf("%w: %v at %s: %v is not a scope (use %v, %v, %v, %v or %v)",
+		ErrBadArg, k, callerSite(), s, pm.Thread, pm.Warp, pm.Block, pm.Device, pm.System))
+}
+
 // callerSite returns the site of the verb being issued: the first frame
 // outside scopedpm's library (internal/callsite), the same name pm/record
 // gives the verb.
@@ -351,7 +384,7 @@ func callerSite() string { return callsite.Site(1) }
 // atomic applies f to the value at a as one indivisible step and returns the
 // old value. f returns the new value and whether to write it.
 func (t *Thread) atomic(a pm.Addr, size uint64, s Scope, f func(old uint64) (uint64, bool)) uint64 {
-	s = t.scopeOf(s)
+	s = t.scopeOf(pm.OpAtomic, s)
 	t.stepBefore()
 	b, sp := t.access(a, size, size)
 	old := pm.GetLE(b)
@@ -410,6 +443,7 @@ func (t *Thread) AtomicExch64(a pm.Addr, v uint64, s Scope) uint64 {
 
 // verb reports a verb with no visible effect.
 func (t *Thread) verb(k pm.OpKind, s Scope, v uint64) {
+	t.live()
 	e := t.e
 	if e.ops {
 		e.op = verbRec{Kind: k, Scope: s, Value: v}
@@ -427,7 +461,7 @@ func (t *Thread) verb(k pm.OpKind, s Scope, v uint64) {
 // visible to scope s before its later ones. It orders visibility, not
 // persists.
 func (t *Thread) Fence(s Scope) {
-	s = t.scopeOf(s)
+	s = t.scopeOf(pm.OpFence, s)
 	t.verb(pm.OpFence, s, 0)
 }
 
@@ -515,7 +549,7 @@ var pbarNames = [...]string{"PBarrier.thread", "PBarrier.warp", "PBarrier.block"
 // holds at once, blocks that wait at a device barrier are swapped out so the
 // remaining blocks can start and reach it (emulated preemption).
 func (t *Thread) PBarrier(s Scope) {
-	s = t.scopeOf(s)
+	s = t.scopeOf(pm.OpPBarrier, s)
 	t.waitOp = pbarNames[s]
 	t.verb(pm.OpPBarrier, s, 0)
 	e := t.e

@@ -17,6 +17,8 @@
 package callsite
 
 import (
+	"os"
+	"path/filepath"
 	"runtime"
 	"runtime/debug"
 	"strconv"
@@ -80,19 +82,96 @@ func Package(function string) string {
 // module ("workloads/reduction.go:57", "kern/k.go:12" for example.com/app/kern
 // when example.com/app is the main module), else the package path and the
 // file's base name ("example.com/lib/kernel.go:12"). Package main is sited
-// in its directory in the main module when the build says which it is, else
-// as "main/k.go:12". An external test package (pkg_test) is sited in its
-// package's directory.
+// in its directory in its module, whether the build names it (go build,
+// go run ./cmd/x, go test) or not (go run k.go: the file's go.mod says);
+// only when nothing does is it "main/k.go:12". An external test package
+// (pkg_test) is sited in its package's directory.
 func Name(function, file string, line int) string {
 	mod, mainPkg := mainModule()
 	return name(function, file, line, mod, mainPkg)
 }
 
+// moduleRoot returns the directory of the go.mod that holds dir and the
+// module path it declares (a variable for tests).
+var moduleRoot = findModuleRoot
+
+// roots caches findModuleRoot per directory.
+var roots sync.Map // dir -> modRoot
+
+type modRoot struct {
+	root, mod string
+	ok        bool
+}
+
+// findModuleRoot walks up from dir to the first go.mod and reads its
+// module line. It runs once per directory of a package main built from
+// files ("go run k.go"), on the machine that built it.
+func findModuleRoot(dir string) (string, string, bool) {
+	if r, ok := roots.Load(dir); ok {
+		r := r.(modRoot)
+		return r.root, r.mod, r.ok
+	}
+	r := modRoot{}
+	for d := dir; ; {
+		if data, err := os.ReadFile(filepath.Join(d, "go.mod")); err == nil {
+			if mod := modulePath(data); mod != "" {
+				r = modRoot{filepath.ToSlash(d), mod, true}
+			}
+			break
+		}
+		parent := filepath.Dir(d)
+		if parent == d {
+			break
+		}
+		d = parent
+	}
+	roots.Store(dir, r)
+	return r.root, r.mod, r.ok
+}
+
+// modulePath returns the path of a go.mod's module directive, or "".
+func modulePath(gomod []byte) string {
+	for line := range strings.Lines(string(gomod)) {
+		f := strings.Fields(line)
+		if len(f) >= 2 && f[0] == "module" {
+			return strings.Trim(f[1], `"`)
+		}
+	}
+	return ""
+}
+
+// mainPackage returns the import path of a package main whose frame is in
+// file, given the binary's main module and main package path: the main
+// package of a binary built from a package, or, for one built from files
+// ("command-line-arguments") or a test binary, the directory of the file
+// in its module (by a -trimpath file name that starts with the module
+// path, or by its go.mod). It returns "main" if none says.
+func mainPackage(file, mod, mainPkg string) string {
+	if mainPkg != "" && mainPkg != "command-line-arguments" && !strings.HasSuffix(mainPkg, ".test") {
+		return mainPkg
+	}
+	dir := file[:max(strings.LastIndexByte(file, '/'), 0)]
+	if mod != "" && (dir == mod || strings.HasPrefix(dir, mod+"/")) {
+		return dir // -trimpath: the file is named by its package path
+	}
+	if !filepath.IsAbs(filepath.FromSlash(file)) {
+		return "main" // -trimpath of a build from files: nothing says where
+	}
+	if root, m, ok := moduleRoot(dir); ok {
+		if rel := strings.TrimPrefix(dir, root); rel == "" {
+			return m
+		} else if strings.HasPrefix(rel, "/") {
+			return m + rel
+		}
+	}
+	return "main"
+}
+
 // name is Name with the main module's path and its main package's path.
 func name(function, file string, line int, mod, mainPkg string) string {
 	pkg := strings.TrimSuffix(Package(function), "_test")
-	if pkg == "main" && mainPkg != "" && mainPkg != "command-line-arguments" && !strings.HasSuffix(mainPkg, ".test") {
-		pkg = mainPkg
+	if pkg == "main" {
+		pkg = mainPackage(file, mod, mainPkg)
 	}
 	base := file[strings.LastIndexByte(file, '/')+1:]
 	dir := pkg

@@ -22,16 +22,20 @@ import (
 // ErrModel: an unknown persistency model name.
 var ErrModel = errors.New("persistency: unknown model")
 
-// Model is a persistency model.
+// Model is a persistency model. The zero Model is no model (Valid reports
+// false): a configuration that forgets to name one is an error, never a
+// silent Strict.
 type Model uint8
 
 // The models.
 const (
+	// Unset is the zero Model: no model was chosen. It is not Valid.
+	Unset Model = iota
 	// Strict: persists follow happens-before: each thread's persists in
 	// program order, and a thread's persists after a synchronization
 	// (acquire, atomic, barrier) after the persists the other side made
 	// before it. Scopes are ignored.
-	Strict Model = iota
+	Strict
 	// Epoch: every ordering verb (OFence, DFence, PRel, PAcq, PBarrier,
 	// EpochBarrier) and every block barrier is a full, durable barrier
 	// for the issuing thread; a PAcq that reads a PRel orders the
@@ -78,21 +82,24 @@ var names = [...]string{"strict", "epoch", "gpm", "sbrp", "scoped-barrier", "x86
 
 // String returns the model's name as Parse accepts it.
 func (m Model) String() string {
+	if m == Unset {
+		return "unset"
+	}
 	if m < numModels {
-		return names[m]
+		return names[m-1]
 	}
 	return fmt.Sprintf("model(%d)", uint8(m))
 }
 
-// Valid reports whether m is a defined model.
-func (m Model) Valid() bool { return m < numModels }
+// Valid reports whether m is a defined model (not Unset, not out of range).
+func (m Model) Valid() bool { return m > Unset && m < numModels }
 
 // Parse returns the model called name (as String prints it, case
 // insensitive).
 func Parse(name string) (Model, error) {
 	for i, n := range names {
 		if strings.EqualFold(n, name) {
-			return Model(i), nil
+			return Model(i + 1), nil
 		}
 	}
 	return 0, fmt.Errorf("%w: %q (have %s)", ErrModel, name, strings.Join(names[:], ", "))
@@ -100,9 +107,9 @@ func Parse(name string) (Model, error) {
 
 // Models returns every model in a fixed order.
 func Models() []Model {
-	out := make([]Model, numModels)
+	out := make([]Model, numModels-1)
 	for i := range out {
-		out[i] = Model(i)
+		out[i] = Model(i + 1)
 	}
 	return out
 }

@@ -22,6 +22,13 @@ func TestParse(t *testing.T) {
 	_, err = persistency.Parse("tso")
 	require.ErrorIs(t, err, persistency.ErrModel)
 	require.False(t, persistency.Model(200).Valid())
+	// The zero Model is no model: a forgotten one is not a silent Strict.
+	require.False(t, persistency.Model(0).Valid())
+	require.Equal(t, persistency.Unset, persistency.Model(0))
+	require.Equal(t, "unset", persistency.Model(0).String())
+	require.NotContains(t, persistency.Models(), persistency.Unset)
+	_, err = persistency.Parse("unset")
+	require.ErrorIs(t, err, persistency.ErrModel)
 }
 
 // The verb table states each model's rules; a change to it is a change of

@@ -131,9 +131,9 @@ Usage: pmcheck -workload NAME [flags]
 	if err != nil {
 		return err
 	}
-	strat, ok := map[string]crash.Strategy{"mixed": crash.Mixed, "prefix": crash.Prefixes, "random": crash.RandomStates, "exhaustive": crash.Exhaustive, "single": crash.SingleDrops}[*strategy]
-	if !ok {
-		return fmt.Errorf("unknown -strategy %q", *strategy)
+	strat, err := crash.ParseStrategy(*strategy)
+	if err != nil {
+		return fmt.Errorf("unknown -strategy %q: %w", *strategy, err)
 	}
 	sz, ok := map[string]workloads.Size{"tiny": workloads.Tiny, "quick": workloads.Quick, "paper": workloads.Paper}[*size]
 	if !ok {
@@ -213,8 +213,11 @@ Usage: pmcheck -workload NAME [flags]
 		}
 		for _, a := range adv {
 			note := "keep"
-			if a.Recommended() < a.Current {
+			switch {
+			case a.Recommended() < a.Current:
 				note = "narrow"
+			case a.Recommended() > a.Current:
+				note = "widen"
 			}
 			fmt.Fprintf(stdout, "%-6s at %-20s %-6s -> %-6s %-6s speedup %.3f on %s/%s (persistence needs %s, visibility %s; %d states)\n",
 				a.Kind, a.Site, a.Current, a.Recommended(), note, a.Speedup, *preset, hm, a.Narrowest, a.Floor, a.Checked)
