@@ -25,7 +25,7 @@ import (
 // The SIGKILL tests re-execute the test binary as a child with these
 // variables set; TestMain runs the child's workload instead of the tests.
 const (
-	envChild = "SCOPEDPM_NATIVE_CHILD" // "kvs" or "workload:NAME"
+	envChild = "SCOPEDPM_NATIVE_CHILD" // "kvs", "dfence" or "workload:NAME"
 	envDir   = "SCOPEDPM_NATIVE_DIR"
 	// envCreated is "1" once the parent has seen the child's store created:
 	// from then on the store must open.
@@ -57,6 +57,9 @@ const (
 )
 
 func child(what, dir string) error {
+	if what == "dfence" {
+		return dfenceChild(dir)
+	}
 	be, err := native.Open(dir, native.Options{Mode: native.ModeLog})
 	if err != nil {
 		return err

@@ -80,6 +80,12 @@ type Options struct {
 	// durability point also writes the region files from memory and
 	// starts an empty log (DefaultCheckpointBytes if zero).
 	CheckpointBytes int64
+	// SBRPReleases makes a PRel only order, as SBRP's rule has it,
+	// instead of a durability point. By default a PRel is one (log
+	// mode), since scoped persist barriers, x86 and COSPlay make a
+	// release a full, durable fence; a program written for SBRP alone
+	// saves a sync of the log per round of releases with it.
+	SBRPReleases bool
 	// Journal keeps what PowerCut needs (test use: it grows with every
 	// sync). Log mode only.
 	Journal bool
@@ -755,6 +761,45 @@ func (b *Backend) Op(a *pm.Agent, op *pm.Op) {
 	if b.npend >= b.opts.MaxPending {
 		b.commit() // an error is sticky: Begin, End and Commit report it
 	}
+}
+
+// durabilityVerb reports whether a verb of kind k is a durability point
+// in log mode: a verb that some persistency model the backend promises
+// to be at least as strong as (SBRP, scoped persist barriers, x86,
+// COSPlay) makes durable on return.
+func (b *Backend) durabilityVerb(k pm.OpKind) bool {
+	switch k {
+	case pm.OpDFence, pm.OpEpochBarrier, pm.OpSFence, pm.OpCFence, pm.OpJoinStrand:
+		return true
+	case pm.OpPRel:
+		return !b.opts.SBRPReleases
+	}
+	return false
+}
+
+// WaitDurable implements pm.Durability: in log mode, outside Defer, a
+// durability verb (DFence, EpochBarrier, a PRel unless
+// Options.SBRPReleases, SFence, CFence, JoinStrand) issued while
+// persists are pending must wait for MakeDurable before its thread goes
+// on. With nothing pending it returns at once: what it covers is durable.
+func (b *Backend) WaitDurable(_ *pm.Agent, op *pm.Op) bool {
+	if b.mode != ModeLog || b.closed || b.err != nil || b.defers > 0 || !b.durabilityVerb(op.Kind) {
+		return false
+	}
+	return len(b.buf) > 0 || !b.plog.idle()
+}
+
+// MakeDurable implements pm.Durability: a durability point in the middle
+// of a launch or CPU run. It writes the pending persists to the log as
+// one record and syncs it, one sync for every thread that waits at a
+// durability verb (the executor calls it once for all of them), shared
+// with concurrent commits of other goroutines. An error wraps ErrIO and
+// is sticky: the launch fails with it.
+func (b *Backend) MakeDurable() error {
+	if b.mode != ModeLog || b.defers > 0 {
+		return nil
+	}
+	return b.commit()
 }
 
 // Sync passes barrier epochs on in dax mode; log mode needs nothing.

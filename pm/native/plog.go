@@ -394,6 +394,14 @@ func (l *plog) waitLocked(my uint64, direct []byte) error {
 	return l.err
 }
 
+// idle reports whether every batch staged so far is durable: nothing
+// pending, no sync under way.
+func (l *plog) idle() bool {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return len(l.pend) == 0 && l.done+1 >= l.pendN
+}
+
 // failed returns the sticky error.
 func (l *plog) failed() error {
 	l.mu.Lock()
