@@ -78,27 +78,38 @@
 //   - Store, atomic, PRel's flag in PM: appended to the log; durable at
 //     the next durability point; never durable before a persist issued
 //     earlier.
-//   - OFence, PBarrier (any scope), PRel, PAcq, Fence, SyncThreads,
-//     SyncWarp, L2WB, PCommit, MemBar, CLWB, SFence, SetCtx, CFence,
-//     NewStrand, PersistBarrier, JoinStrand: no cost; the log orders
-//     every persist before every later one, which is at least what each
-//     verb asks, under every model (a scope is never narrowed).
-//   - DFence, EpochBarrier (durability verbs): as OFence; their
-//     durability point is the end of the launch or CPU run, shared by
-//     every durability verb of the run: one sync. Nothing outside a
-//     launch can observe the difference, except a crash during it, after
-//     which Open recovers a prefix of the launch's persists that may end
-//     before a DFence that had returned (and then holds nothing issued
-//     after it either).
+//   - OFence, PBarrier (any scope), PAcq, Fence, SyncThreads, SyncWarp,
+//     L2WB, PCommit, MemBar, CLWB, SetCtx, NewStrand, PersistBarrier: no
+//     cost; the log orders every persist before every later one, which
+//     is at least what each verb asks, under every model (a scope is
+//     never narrowed). What they cover is durable at the next durability
+//     point.
+//   - DFence, EpochBarrier, PRel, and a CPU task's SFence, CFence and
+//     JoinStrand (the durability verbs: durable on return under SBRP,
+//     scoped persist barriers, x86 or COSPlay): a durability point in the
+//     middle of the launch or CPU run. When the verb returns, every
+//     persist issued before it (by any thread) is durable. The GPU
+//     executor holds each thread at its durability verb until no thread
+//     can run, then one sync of the log serves every thread waiting
+//     (group commit: 1,024 threads that each store and DFence cost one
+//     sync, and the launch's end none if nothing followed); a CPU task,
+//     which has its core alone, syncs on the spot. A verb with nothing
+//     pending costs nothing. With Options.SBRPReleases a PRel only
+//     orders, as under SBRP. Inside Defer these verbs only order (the
+//     Defer's end is the durability point). In dax mode they order and
+//     the launch's end makes them durable.
 //   - End of a launch or CPU run (Launch, Run return): a durability point.
 //     A launch that returns nil has every persist durable. A launch with
 //     more than Options.MaxPending persists also syncs mid-launch, each
-//     time that many are pending.
+//     time that many are pending. A sync that fails at a mid-launch
+//     durability point fails the launch: the waiting verbs never return.
 //   - CopyIn into PM (a host write): a durability point; durable when it
 //     returns nil.
 //   - CreateRegion, RemoveRegion: durable on return (files synced,
 //     renamed, directory synced). RemoveRegion checkpoints first.
 //   - Commit: a durability point (none when nothing is pending).
+//   - WaitDurable, MakeDurable: the pm.Durability seam the executors use
+//     for the durability verbs above; not for programs.
 //   - Defer(fn): durability points inside fn only order; one sync at fn's
 //     end, for a data structure whose commit spans several host writes
 //     and launches (a B+tree Put: 9 syncs, 1 inside Defer).
