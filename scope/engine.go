@@ -228,14 +228,14 @@ type engine struct {
 	nPark   int
 	gridBar barrier
 
-	residency   pm.Residency // the backend's, if it has one and is timed
+	residency pm.Residency // the backend's, if it has one and is timed
 	// dur is the backend's pm.Durability, if it has one and takes verbs
 	// unbatched: a thread whose verb is a durability point waits in
 	// durWait until no thread can run, and one MakeDurable call then
 	// serves every waiting thread (group commit).
-	dur     pm.Durability
-	durWait []*Thread
-	smFree      [][]uint64   // per SM, cycles at which block slots became free
+	dur         pm.Durability
+	durWait     []*Thread
+	smFree      [][]uint64 // per SM, cycles at which block slots became free
 	probing     bool
 	probeGen    uint64
 	op          verbRec // the verb being reported; one thread runs at a time
