@@ -193,8 +193,8 @@ func BenchmarkHostWrite(b *testing.B) {
 }
 
 // The log stays bounded: past Options.CheckpointBytes a durability point
-// writes the regions and restarts the log; the data survives a crash and
-// reopen, seeded and replayable.
+// restarts the log and a background checkpoint writes the regions from the
+// old one; the data survives a crash and reopen, seeded and replayable.
 func TestCheckpointBySize(t *testing.T) {
 	seed := testSeed(t)
 	rng := rand.New(rand.NewPCG(seed, 3))
@@ -215,7 +215,8 @@ func TestCheckpointBySize(t *testing.T) {
 	st := be.Stats()
 	t.Logf("%+v", st)
 	require.NotZero(t, st.Checkpoints)
-	require.LessOrEqual(t, logUsed(t, dir), 8<<10+512, "the log was restarted")
+	// A background checkpoint running lets the log grow to twice the size.
+	require.LessOrEqual(t, logUsed(t, dir), 2*(8<<10)+512, "the log was restarted")
 	img, err := m.Crash()
 	require.NoError(t, err)
 	rg, _ := img.Region("d")
