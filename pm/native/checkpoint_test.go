@@ -197,7 +197,6 @@ func TestCheckpointFaultSweep(t *testing.T) {
 	}
 }
 
-
 // gate is an Injector that holds the first open of LOG.old (a background
 // checkpoint starting to read it) until release is closed.
 type gate struct {
