@@ -51,17 +51,24 @@
 // record is synced before the next is written; the file grows by zeroed
 // chunks, so most syncs overwrite allocated blocks.
 //
-// Region files are checkpoints: when the log passes
-// Options.CheckpointBytes (at the durability point that crosses it), at
-// RemoveRegion and at Close, the pages written since the last checkpoint
-// are written from memory to the region files and synced, and LOG is
-// replaced (a new file of the next generation, renamed over it, the
-// directory synced). No store reaches a region file except through a
+// Region files are checkpoints, written in the background: when the log
+// passes Options.CheckpointBytes (at the durability point that crosses
+// it), that call syncs what is staged, renames LOG to LOG.old and puts a
+// new, empty LOG of the next generation in its place (its sync and one
+// sync of the directory); a goroutine then writes LOG.old's entries to
+// the region files, syncs them, removes LOG.old and syncs the directory,
+// while durability points go on in the new log. One checkpoint runs at a
+// time; a durability point that finds the log past twice the size waits
+// for it and starts the next. RemoveRegion and Close wait for it, then
+// write the pages written since from memory and replace LOG (a new file
+// renamed over it, the directory synced). WaitCheckpoint waits for a
+// background checkpoint. No store reaches a region file except through a
 // checkpoint, so page writeback cannot make a later persist durable
 // before an earlier one.
 //
-// Open replays the log's valid prefix over the region files, writes the
-// result and starts a new log. A record that is torn or damaged with no
+// Open replays the log's valid prefix over the region files (LOG.old's
+// first, if a checkpoint left it, then LOG's), writes the result, removes
+// LOG.old and starts a new log. A record that is torn or damaged with no
 // valid record after it (a power failure during its sync) is dropped: its
 // sync never returned. A damaged record followed by a valid one was
 // synced and then changed: Open fails with pm.ErrCorrupt.
@@ -123,9 +130,13 @@
 //
 // A write or sync of the log or of a region file that fails reaches the
 // call whose durability it breaks: CopyIn, CreateRegion and RemoveRegion
-// (through pm.HostErrer), the launch or CPU run (Backend.End), Commit,
-// Defer or Close, as an error wrapping ErrIO and the cause (e.g.
-// syscall.EIO, syscall.ENOSPC). The failed call's persists are in the
+// (through pm.HostErrer), the launch or CPU run (Backend.End, or the
+// durability verb's sync mid-launch), Commit, Defer or Close, as an error
+// wrapping ErrIO and the cause (e.g. syscall.EIO, syscall.ENOSPC). A
+// background checkpoint that fails breaks no acknowledged write (its log
+// stays, as LOG.old, for Open to replay), but its error becomes the
+// sticky error once it has finished: the next call that writes, or
+// WaitCheckpoint or Close, returns it. The failed call's persists are in the
 // visible image, and on file whole, in part or not at all: their outcome is
 // unknown until Open recovers a prefix of the issue order (never a later
 // persist without an earlier one). From then on the backend refuses every
