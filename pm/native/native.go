@@ -78,8 +78,9 @@ type Options struct {
 	// are written and synced mid-launch (DefaultMaxPending if zero).
 	MaxPending int
 	// CheckpointBytes: once the log file passes this size, the next
-	// durability point also writes the region files from memory and
-	// starts an empty log (DefaultCheckpointBytes if zero).
+	// durability point starts an empty log and a background checkpoint,
+	// which writes the region files from the old log (see the package
+	// doc; DefaultCheckpointBytes if zero).
 	CheckpointBytes int64
 	// SBRPReleases makes a PRel only order, as SBRP's rule has it,
 	// instead of a durability point. By default a PRel is one (log
@@ -104,7 +105,7 @@ type Stats struct {
 	Persists    uint64 // persist records logged (stores, atomics that wrote, PM release flags)
 	Syncs       uint64 // log mode: fdatasyncs of the log (durability points); dax: CLWB+SFENCE groups
 	SyncBytes   uint64 // log mode: bytes written to the log; dax: bytes written back
-	Checkpoints uint64 // log mode: region files written from memory and the log restarted
+	Checkpoints uint64 // log mode: checkpoints started (the log restarted; the region files written in the background, or at RemoveRegion and Close)
 	Epochs      uint64 // dax: non-empty epochs flushed
 	Flushes     uint64 // dax: log flushes
 }
