@@ -895,9 +895,10 @@ func (b *Backend) Commit() error {
 }
 
 // Defer runs fn, which uses the machine on this backend, with its
-// durability points deferred to fn's end: inside fn, a host write or a
-// launch's end appends to the log without syncing it, and when fn returns
-// one sync makes all of it durable (log mode; dax mode flushes, and
+// durability points deferred to fn's end: inside fn, a host write, a
+// durability verb in a launch (DFence, PRel, ...) or a launch's end
+// appends to the log without syncing it, and when fn returns one sync
+// makes all of it durable (log mode; dax mode flushes, and
 // unsafe-nosync just runs fn). It is for a data structure whose commit
 // takes several host writes and launches and that needs only their order
 // until it returns, which the log keeps: a crash inside fn recovers a
