@@ -116,6 +116,7 @@ type runner struct {
 	mode     Mode
 	switchCy uint64
 	clock    clock
+	dur      pm.Durability // the backend's, if it has one: see Ctx.report
 	tasks    []Task
 	slots    []*slot
 	spawned  int
@@ -166,6 +167,9 @@ func Run(m *pm.Machine, tasks []Task, opts ...Option) (Result, error) {
 	r.res.Latency = make([]Latency, len(tasks))
 	if c, ok := pm.As[clock](r.be); ok {
 		r.clock, r.res.Clock = c, "cycles"
+	}
+	if d, ok := pm.As[pm.Durability](r.be); ok && r.ops {
+		r.dur = d
 	}
 	if err := r.be.Begin(pm.Launch{Name: r.cfg.name, Threads: len(tasks), CPU: r.cfg.run.launch()}); err != nil {
 		return Result{}, fmt.Errorf("%w: begin %s: %w", pm.ErrBackend, r.be.Name(), err)

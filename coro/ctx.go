@@ -61,6 +61,15 @@ func (c *Ctx) report() {
 	}
 	if r.ops {
 		r.be.Op(&c.Agent, &r.op)
+		// A durability point: one task runs at a time, so the task waits
+		// for it on the spot (the backend still shares the sync with
+		// other goroutines' commits).
+		if r.dur != nil && r.dur.WaitDurable(&c.Agent, &r.op) {
+			if err := r.dur.MakeDurable(); err != nil {
+				r.fail(fmt.Errorf("%w: durability point of %s on %s: %w", pm.ErrBackend, r.cfg.name, r.be.Name(), err))
+				panic(abortSignal{})
+			}
+		}
 	}
 }
 

@@ -235,3 +235,22 @@ type Waker interface {
 	BeginWaking() (endsStep []OpKind)
 	Wake(at uint64) []WarpReady
 }
+
+// Durability is implemented by backends whose durability verbs cost an
+// I/O that agents reaching them together can share, such as the native
+// backend, whose durability point is one sync of its persist log. After
+// Op reports a verb, an executor that knows the interface (package scope
+// for GPU threads, package coro for CPU tasks) calls WaitDurable; when it
+// returns true the verb is a durability point with persists still to make
+// durable, and the agent must not go on until MakeDurable has returned.
+// The executor may first run the other agents that can run and then call
+// MakeDurable once for every agent waiting (group commit). An executor
+// that does not know the interface leaves durability to End.
+type Durability interface {
+	// WaitDurable reports whether op, just reported by a's Op, must wait
+	// for MakeDurable before a goes on.
+	WaitDurable(a *Agent, op *Op) bool
+	// MakeDurable makes every persist reported so far durable. An error
+	// fails the run: the waiting verbs never returned.
+	MakeDurable() error
+}

@@ -139,6 +139,7 @@ const (
 	stRunning               // executing
 	stBarrier               // waiting at a barrier
 	stParked                // spinning: waits for a write to its word
+	stDurable               // waits at a durability point (pm.Durability)
 	stDone                  // finished
 )
 
@@ -252,10 +253,16 @@ type engine struct {
 	nPark   int
 	gridBar barrier
 
-	residency   pm.Residency // the backend's, if it has one and is timed
-	waker       pm.Waker     // the backend's, if it has one and is timed
-	endsStep    uint64       // bit k: a verb of kind k ends its lane's step (pm.Waker)
-	blocked     map[int]*warp
+	residency pm.Residency // the backend's, if it has one and is timed
+	waker     pm.Waker     // the backend's, if it has one and is timed
+	endsStep  uint64       // bit k: a verb of kind k ends its lane's step (pm.Waker)
+	blocked   map[int]*warp
+	// dur is the backend's pm.Durability, if it has one and takes verbs
+	// unbatched: a thread whose verb is a durability point waits in
+	// durWait until no thread can run, and one MakeDurable call then
+	// serves every waiting thread (group commit).
+	dur         pm.Durability
+	durWait     []*Thread
 	smFree      [][]uint64 // per SM, cycles at which block slots became free
 	probing     bool
 	probeGen    uint64
@@ -330,6 +337,9 @@ func Launch(m *pm.Machine, g Grid, k Kernel, opts ...Option) (Result, error) {
 	if r, ok := pm.As[pm.Residency](e.be); ok && e.batch > 0 {
 		e.residency = r
 	}
+	if d, ok := pm.As[pm.Durability](e.be); ok && e.ops && !e.queueOps {
+		e.dur = d
+	}
 	e.smBlocks = make([]int, e.lim.SMs)
 	e.res.Blocks, e.res.Threads = g.Blocks, g.Threads
 	if err := e.be.Begin(pm.Launch{Name: e.cfg.name, Blocks: g.Blocks, Threads: g.Threads}); err != nil {
@@ -390,6 +400,12 @@ func (e *engine) run() error {
 			}
 			if e.live == 0 {
 				return nil
+			}
+			if len(e.durWait) > 0 {
+				if err := e.makeDurable(); err != nil {
+					return err
+				}
+				continue
 			}
 			if e.probe() {
 				continue
@@ -801,6 +817,29 @@ func (e *engine) checkBarrier(bar *barrier, live int) bool {
 }
 
 // wake makes a waiting thread runnable and queues its warp.
+// awaitDurable suspends t, whose last verb is a durability point, until
+// makeDurable has made it durable.
+func (e *engine) awaitDurable(t *Thread) {
+	t.state = stDurable
+	e.durWait = append(e.durWait, t)
+	t.suspend()
+}
+
+// makeDurable runs when no thread can run and some wait at a durability
+// point: one MakeDurable call serves them all, and they go on. An error
+// fails the launch, their verbs unreturned.
+func (e *engine) makeDurable() error {
+	if err := e.dur.MakeDurable(); err != nil {
+		return fmt.Errorf("%w: durability point of %s on %s: %w", pm.ErrBackend, e.cfg.name, e.be.Name(), err)
+	}
+	for _, t := range e.durWait {
+		e.wake(t)
+	}
+	clear(e.durWait)
+	e.durWait = e.durWait[:0]
+	return nil
+}
+
 func (e *engine) wake(t *Thread) {
 	t.state = stRunnable
 	if t.blk.resident {

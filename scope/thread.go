@@ -160,6 +160,9 @@ func (t *Thread) report() {
 			data, e.opData = e.opData, nil
 		}
 		e.callOp(&t.Agent, &e.op, data)
+		if e.dur != nil && e.dur.WaitDurable(&t.Agent, &e.callScratch) {
+			e.awaitDurable(t)
+		}
 	}
 	if e.batch > 0 {
 		t.budget--

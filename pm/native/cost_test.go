@@ -136,6 +136,36 @@ func BenchmarkStoreDFence(b *testing.B) {
 	b.ReportMetric(float64(cnt.Count(native.FSSync)-s0)/float64(b.N), "syncs/op")
 }
 
+// BenchmarkMidLaunchDFence: 256 threads each store a word, DFence and
+// store another, one launch per op: the DFences are one durability point
+// in the middle of the launch (all threads share its sync, group commit)
+// and the launch's end another: 2 syncs per op, 256 DFences.
+func BenchmarkMidLaunchDFence(b *testing.B) {
+	var cnt native.Counter
+	be, err := native.Open(b.TempDir(), native.Options{Mode: native.ModeLog, FS: native.InjectFS(native.OSFS, &cnt)})
+	require.NoError(b, err)
+	defer be.Close()
+	m, err := pm.NewMachine(be)
+	require.NoError(b, err)
+	r, err := m.CreateRegion("d", 1<<16)
+	require.NoError(b, err)
+	s0 := cnt.Count(native.FSSync)
+	b.ResetTimer()
+	for i := 0; b.Loop(); i++ {
+		_, err := scope.Launch(m, scope.Grid{Blocks: 2, Threads: 128}, func(t *scope.Thread) {
+			a := r.Base.Add(uint64(t.ID()) * 16)
+			t.Store64(a, uint64(i))
+			t.DFence()
+			t.Store64(a.Add(8), uint64(i))
+		})
+		if err != nil {
+			b.Fatal(err)
+		}
+	}
+	b.ReportMetric(256*float64(b.N)/b.Elapsed().Seconds(), "DFences/s")
+	b.ReportMetric(float64(cnt.Count(native.FSSync)-s0)/float64(b.N), "syncs/op")
+}
+
 // BenchmarkPebbleSyncSet is the yardstick for BenchmarkStoreDFence and
 // BenchmarkHostWrite: one 8-byte value Set in Pebble with pebble.Sync (its
 // WAL fsynced before Set returns), in a directory on the same disk
@@ -193,8 +223,8 @@ func BenchmarkHostWrite(b *testing.B) {
 }
 
 // The log stays bounded: past Options.CheckpointBytes a durability point
-// writes the regions and restarts the log; the data survives a crash and
-// reopen, seeded and replayable.
+// restarts the log and a background checkpoint writes the regions from the
+// old one; the data survives a crash and reopen, seeded and replayable.
 func TestCheckpointBySize(t *testing.T) {
 	seed := testSeed(t)
 	rng := rand.New(rand.NewPCG(seed, 3))
@@ -215,7 +245,8 @@ func TestCheckpointBySize(t *testing.T) {
 	st := be.Stats()
 	t.Logf("%+v", st)
 	require.NotZero(t, st.Checkpoints)
-	require.LessOrEqual(t, logUsed(t, dir), 8<<10+512, "the log was restarted")
+	// A background checkpoint running lets the log grow to twice the size.
+	require.LessOrEqual(t, logUsed(t, dir), 2*(8<<10)+512, "the log was restarted")
 	img, err := m.Crash()
 	require.NoError(t, err)
 	rg, _ := img.Region("d")

@@ -51,17 +51,24 @@
 // record is synced before the next is written; the file grows by zeroed
 // chunks, so most syncs overwrite allocated blocks.
 //
-// Region files are checkpoints: when the log passes
-// Options.CheckpointBytes (at the durability point that crosses it), at
-// RemoveRegion and at Close, the pages written since the last checkpoint
-// are written from memory to the region files and synced, and LOG is
-// replaced (a new file of the next generation, renamed over it, the
-// directory synced). No store reaches a region file except through a
+// Region files are checkpoints, written in the background: when the log
+// passes Options.CheckpointBytes (at the durability point that crosses
+// it), that call syncs what is staged, renames LOG to LOG.old and puts a
+// new, empty LOG of the next generation in its place (its sync and one
+// sync of the directory); a goroutine then writes LOG.old's entries to
+// the region files, syncs them, removes LOG.old and syncs the directory,
+// while durability points go on in the new log. One checkpoint runs at a
+// time; a durability point that finds the log past twice the size waits
+// for it and starts the next. RemoveRegion and Close wait for it, then
+// write the pages written since from memory and replace LOG (a new file
+// renamed over it, the directory synced). WaitCheckpoint waits for a
+// background checkpoint. No store reaches a region file except through a
 // checkpoint, so page writeback cannot make a later persist durable
 // before an earlier one.
 //
-// Open replays the log's valid prefix over the region files, writes the
-// result and starts a new log. A record that is torn or damaged with no
+// Open replays the log's valid prefix over the region files (LOG.old's
+// first, if a checkpoint left it, then LOG's), writes the result, removes
+// LOG.old and starts a new log. A record that is torn or damaged with no
 // valid record after it (a power failure during its sync) is dropped: its
 // sync never returned. A damaged record followed by a valid one was
 // synced and then changed: Open fails with pm.ErrCorrupt.
@@ -78,27 +85,38 @@
 //   - Store, atomic, PRel's flag in PM: appended to the log; durable at
 //     the next durability point; never durable before a persist issued
 //     earlier.
-//   - OFence, PBarrier (any scope), PRel, PAcq, Fence, SyncThreads,
-//     SyncWarp, L2WB, PCommit, MemBar, CLWB, SFence, SetCtx, CFence,
-//     NewStrand, PersistBarrier, JoinStrand: no cost; the log orders
-//     every persist before every later one, which is at least what each
-//     verb asks, under every model (a scope is never narrowed).
-//   - DFence, EpochBarrier (durability verbs): as OFence; their
-//     durability point is the end of the launch or CPU run, shared by
-//     every durability verb of the run: one sync. Nothing outside a
-//     launch can observe the difference, except a crash during it, after
-//     which Open recovers a prefix of the launch's persists that may end
-//     before a DFence that had returned (and then holds nothing issued
-//     after it either).
+//   - OFence, PBarrier (any scope), PAcq, Fence, SyncThreads, SyncWarp,
+//     L2WB, PCommit, MemBar, CLWB, SetCtx, NewStrand, PersistBarrier: no
+//     cost; the log orders every persist before every later one, which
+//     is at least what each verb asks, under every model (a scope is
+//     never narrowed). What they cover is durable at the next durability
+//     point.
+//   - DFence, EpochBarrier, PRel, and a CPU task's SFence, CFence and
+//     JoinStrand (the durability verbs: durable on return under SBRP,
+//     scoped persist barriers, x86 or COSPlay): a durability point in the
+//     middle of the launch or CPU run. When the verb returns, every
+//     persist issued before it (by any thread) is durable. The GPU
+//     executor holds each thread at its durability verb until no thread
+//     can run, then one sync of the log serves every thread waiting
+//     (group commit: 1,024 threads that each store and DFence cost one
+//     sync, and the launch's end none if nothing followed); a CPU task,
+//     which has its core alone, syncs on the spot. A verb with nothing
+//     pending costs nothing. With Options.SBRPReleases a PRel only
+//     orders, as under SBRP. Inside Defer these verbs only order (the
+//     Defer's end is the durability point). In dax mode they order and
+//     the launch's end makes them durable.
 //   - End of a launch or CPU run (Launch, Run return): a durability point.
 //     A launch that returns nil has every persist durable. A launch with
 //     more than Options.MaxPending persists also syncs mid-launch, each
-//     time that many are pending.
+//     time that many are pending. A sync that fails at a mid-launch
+//     durability point fails the launch: the waiting verbs never return.
 //   - CopyIn into PM (a host write): a durability point; durable when it
 //     returns nil.
 //   - CreateRegion, RemoveRegion: durable on return (files synced,
 //     renamed, directory synced). RemoveRegion checkpoints first.
 //   - Commit: a durability point (none when nothing is pending).
+//   - WaitDurable, MakeDurable: the pm.Durability seam the executors use
+//     for the durability verbs above; not for programs.
 //   - Defer(fn): durability points inside fn only order; one sync at fn's
 //     end, for a data structure whose commit spans several host writes
 //     and launches (a B+tree Put: 9 syncs, 1 inside Defer).
@@ -112,9 +130,13 @@
 //
 // A write or sync of the log or of a region file that fails reaches the
 // call whose durability it breaks: CopyIn, CreateRegion and RemoveRegion
-// (through pm.HostErrer), the launch or CPU run (Backend.End), Commit,
-// Defer or Close, as an error wrapping ErrIO and the cause (e.g.
-// syscall.EIO, syscall.ENOSPC). The failed call's persists are in the
+// (through pm.HostErrer), the launch or CPU run (Backend.End, or the
+// durability verb's sync mid-launch), Commit, Defer or Close, as an error
+// wrapping ErrIO and the cause (e.g. syscall.EIO, syscall.ENOSPC). A
+// background checkpoint that fails breaks no acknowledged write (its log
+// stays, as LOG.old, for Open to replay), but its error becomes the
+// sticky error once it has finished: the next call that writes, or
+// WaitCheckpoint or Close, returns it. The failed call's persists are in the
 // visible image, and on file whole, in part or not at all: their outcome is
 // unknown until Open recovers a prefix of the issue order (never a later
 // persist without an earlier one). From then on the backend refuses every

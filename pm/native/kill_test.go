@@ -5,9 +5,12 @@ package native_test
 import (
 	"bufio"
 	"fmt"
+	"hash/fnv"
 	"math/rand/v2"
 	"os"
 	"os/exec"
+	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"syscall"
@@ -16,6 +19,7 @@ import (
 
 	"github.com/stretchr/testify/require"
 
+	"github.com/scopedpm/scopedpm/btree"
 	"github.com/scopedpm/scopedpm/kvs"
 	"github.com/scopedpm/scopedpm/pm"
 	"github.com/scopedpm/scopedpm/pm/native"
@@ -25,7 +29,7 @@ import (
 // The SIGKILL tests re-execute the test binary as a child with these
 // variables set; TestMain runs the child's workload instead of the tests.
 const (
-	envChild = "SCOPEDPM_NATIVE_CHILD" // "kvs" or "workload:NAME"
+	envChild = "SCOPEDPM_NATIVE_CHILD" // "kvs", "btree", "dfence" or "workload:NAME"
 	envDir   = "SCOPEDPM_NATIVE_DIR"
 	// envCreated is "1" once the parent has seen the child's store created:
 	// from then on the store must open.
@@ -57,6 +61,12 @@ const (
 )
 
 func child(what, dir string) error {
+	switch what {
+	case "dfence":
+		return dfenceChild(dir)
+	case "btree":
+		return btreeChild(dir)
+	}
 	be, err := native.Open(dir, native.Options{Mode: native.ModeLog})
 	if err != nil {
 		return err
@@ -78,7 +88,9 @@ func child(what, dir string) error {
 		if err := w.Run(m); err != nil {
 			return err
 		}
-		say("done")
+		// Run returned: every persist is acknowledged, so the image
+		// reopened after any later kill must be this one, byte for byte.
+		say("done %s", fingerprint(m.Memory().Snapshot()))
 		return be.Close()
 	}
 	say("open") // the parent's kill timer starts here: kills also hit recovery
@@ -124,6 +136,16 @@ func child(what, dir string) error {
 		}
 		say("ack %d", b) // batch b is acknowledged: it must survive
 	}
+}
+
+// fingerprint is a digest of an image's regions (names, bases, bytes).
+func fingerprint(img *pm.Image) string {
+	h := fnv.New64a()
+	for _, r := range img.Regions {
+		fmt.Fprintf(h, "%s@%v:%d;", r.Name, r.Base, len(r.Data))
+		h.Write(r.Data)
+	}
+	return strconv.FormatUint(h.Sum64(), 16)
 }
 
 // openKVS opens and recovers the kvs child's store and returns the number
@@ -285,11 +307,14 @@ func TestKillKVS(t *testing.T) {
 
 // Every correct workload, in a child process, is SIGKILLed at a
 // seeded random point after its setup; the parent reopens the files, runs
-// the workload's recovery and Check. Long mode runs 50 kills per workload.
+// the workload's recovery and Check. A kill after Run returned (the child
+// said "done" with a digest of its image) must reopen to that very image:
+// nothing acknowledged lost. Two kills per workload (every correct
+// workload, the B+tree's included); long mode runs 50.
 func TestKillWorkloads(t *testing.T) {
 	seed := testSeed(t)
 	rng := rand.New(rand.NewPCG(seed, 2))
-	per := 3
+	per := 2
 	if *flagLong {
 		per = 50
 	}
@@ -308,12 +333,16 @@ func TestKillWorkloads(t *testing.T) {
 					t.Logf("kill %d before the setup ended: %q", k, lines)
 					continue
 				}
-				if lines[len(lines)-1] != "done" {
+				done, finished := strings.CutPrefix(lines[len(lines)-1], "done ")
+				if !finished {
 					midRun++
 				}
 				w, err := workloads.New(name, workloads.Tiny)
 				require.NoError(t, err)
 				be, m := open(t, dir, native.Options{Mode: native.ModeLog})
+				if finished {
+					require.Equal(t, done, fingerprint(m.Memory().Snapshot()), "kill %d after the run returned: the reopened image is not the acknowledged one", k)
+				}
 				require.NoError(t, w.Recover(m), "kill %d", k)
 				require.NoError(t, w.Check(m), "kill %d", k)
 				require.NoError(t, be.Close())
@@ -321,5 +350,216 @@ func TestKillWorkloads(t *testing.T) {
 			}
 		})
 	}
-	t.Logf("%d SIGKILLs checked (%d during the run, the rest after it finished), 0 losses (mode log)", total, midRun)
+	t.Logf("%d SIGKILLs checked (%d during the run; the rest after it returned, each reopened to the acknowledged image byte for byte), 0 losses (mode log)", total, midRun)
+}
+
+// The B+tree child's operations: op j (1, 2, ...) is a Delete of the key
+// op j-4 put when j%5 == 0, a batch of 8 new keys when j%5 == 3, and a
+// Put of a new key otherwise; every value is the number of the op that
+// wrote it. Even ops run inside Backend.Defer (one sync), odd ones
+// without (a sync per host write and launch).
+const (
+	btPutBase   = 1_000_000
+	btBatchBase = 2_000_000
+	btMaxOps    = 20_000 // the child stops here ("full") and waits for the kill
+	btCapacity  = 1 << 15
+	// btCheckpoint is the child's Options.CheckpointBytes: small, so that
+	// kills also land in background checkpoints and in recoveries that
+	// find LOG.old.
+	btCheckpoint = 16 << 10
+)
+
+// btreeApply applies op j to a model of the tree.
+func btreeApply(s map[uint64]uint64, j uint64) {
+	switch j % 5 {
+	case 0:
+		delete(s, btPutBase+j-4)
+	case 3:
+		for i := range uint64(8) {
+			s[btBatchBase+8*j+i] = j
+		}
+	default:
+		s[btPutBase+j] = j
+	}
+}
+
+// btreeDone returns the number of the last op the tree's contents hold.
+func btreeDone(s map[uint64]uint64) uint64 {
+	var j uint64
+	for _, v := range s {
+		j = max(j, v)
+	}
+	if (j+1)%5 == 0 {
+		if _, ok := s[btPutBase+j+1-4]; !ok {
+			j++ // the delete after the last write happened
+		}
+	}
+	return j
+}
+
+func btreeContents(tr *btree.Tree) map[uint64]uint64 {
+	s := map[uint64]uint64{}
+	for k, v := range tr.All() {
+		s[k] = v
+	}
+	return s
+}
+
+// btreeChild runs B+tree operations until killed, saying "ack j" once op
+// j returned.
+func btreeChild(dir string) error {
+	say("open") // the parent's kill timer starts here: kills also hit the log's and the tree's recovery
+	be, err := native.Open(dir, native.Options{Mode: native.ModeLog, CheckpointBytes: btCheckpoint})
+	if err != nil {
+		return err
+	}
+	m, err := pm.NewMachine(be)
+	if err != nil {
+		return err
+	}
+	var tr *btree.Tree
+	if len(m.Regions()) > 0 {
+		tr, err = btree.Open(m, "tree")
+		if err != nil && os.Getenv(envCreated) == "1" {
+			return err
+		}
+		if err != nil {
+			// A creation killed before it returned: never acknowledged.
+			if err := m.RemoveRegion("tree"); err != nil {
+				return err
+			}
+			tr = nil
+		}
+	}
+	if tr == nil {
+		if tr, err = btree.Create(m, "tree", btree.Options{Capacity: btCapacity}); err != nil {
+			return err
+		}
+		say("created")
+	}
+	j := btreeDone(btreeContents(tr))
+	say("ready %d", j)
+	for j < btMaxOps {
+		j++
+		op := func() error {
+			switch j % 5 {
+			case 0:
+				found, err := tr.Delete(btPutBase + j - 4)
+				if err == nil && !found {
+					err = fmt.Errorf("op %d: key %d not found", j, btPutBase+j-4)
+				}
+				return err
+			case 3:
+				keys, vals := make([]uint64, 8), make([]uint64, 8)
+				for i := range keys {
+					keys[i], vals[i] = btBatchBase+8*j+uint64(i), j
+				}
+				_, err := tr.InsertBatch(keys, vals, btree.BatchOptions{BlockThreads: 4})
+				return err
+			}
+			return tr.Put(btPutBase+j, j)
+		}
+		if j%2 == 0 {
+			err = be.Defer(op)
+		} else {
+			err = op()
+		}
+		if err != nil {
+			return err
+		}
+		say("ack %d", j) // op j is acknowledged: it must survive
+	}
+	say("full")
+	time.Sleep(time.Hour)
+	return nil
+}
+
+// verifyBTree checks a recovered tree: Check passes and it holds exactly
+// ops 1..v for v in [acked, acked+1] (the op in flight may have
+// committed, or be rolled forward by recovery). It returns v.
+func verifyBTree(t *testing.T, dir string, acked uint64, created *bool) uint64 {
+	t.Helper()
+	be, m := open(t, dir, native.Options{Mode: native.ModeLog})
+	defer be.Close()
+	if len(m.Regions()) == 0 {
+		require.False(t, *created, "the tree was created, now it is gone")
+		return 0
+	}
+	tr, err := btree.Open(m, "tree")
+	if err != nil && !*created {
+		require.Zero(t, acked)
+		return 0
+	}
+	require.NoError(t, err)
+	*created = true
+	require.NoError(t, tr.Check())
+	got := btreeContents(tr)
+	v := btreeDone(got)
+	require.True(t, v == acked || v == acked+1, "tree holds op %d, %d acknowledged", v, acked)
+	want := map[uint64]uint64{}
+	for j := uint64(1); j <= v; j++ {
+		btreeApply(want, j)
+	}
+	require.Equal(t, want, got, "contents after op %d", v)
+	return v
+}
+
+// The B+tree (Put, Delete, InsertBatch kernels, half of them inside
+// Defer) in a child process is SIGKILLed at seeded random points while
+// it opens, recovers and writes; after each kill the parent reopens,
+// recovers and requires Check and every acknowledged op, and nothing
+// but whole ops. The child checkpoints every 16 KiB of log, in the
+// background. Long mode (-native.long) runs 1,000 kills.
+func TestKillBTree(t *testing.T) {
+	seed := testSeed(t)
+	rng := rand.New(rand.NewPCG(seed, 3))
+	kills := 20
+	if *flagLong {
+		kills = 1000
+	}
+	dir := t.TempDir()
+	var acked, inflight uint64
+	duringOpen, midCheckpoint, created := 0, 0, false
+	for k := range kills {
+		var env []string
+		if created {
+			env = []string{envCreated + "=1"}
+		}
+		lines := runChild(t, "btree", dir, env, func(lines []string) time.Duration {
+			if lines[0] == "open" && len(lines) == 1 {
+				return time.Duration(rng.IntN(40_000)) * time.Microsecond
+			}
+			return -1
+		})
+		require.NotEmpty(t, lines, "kill %d", k)
+		last := acked
+		for _, l := range lines[1:] {
+			switch {
+			case l == "created" || l == "full":
+				created = created || l == "created"
+			case strings.HasPrefix(l, "ready "):
+				start, err := strconv.ParseUint(strings.TrimPrefix(l, "ready "), 10, 64)
+				require.NoError(t, err)
+				require.GreaterOrEqual(t, start, acked, "kill %d: the child started below an acknowledged op", k)
+				last = start
+			default:
+				n, err := strconv.ParseUint(strings.TrimPrefix(l, "ack "), 10, 64)
+				require.NoError(t, err, "line %q", l)
+				last = n
+			}
+		}
+		if !slices.ContainsFunc(lines, func(l string) bool { return strings.HasPrefix(l, "ready ") }) {
+			duringOpen++
+		}
+		acked = last
+		if _, err := os.Stat(filepath.Join(dir, "LOG.old")); err == nil {
+			midCheckpoint++ // killed in a background checkpoint
+		}
+		v := verifyBTree(t, dir, acked, &created)
+		if v > acked {
+			inflight++
+		}
+		acked = v
+	}
+	t.Logf("%d SIGKILLs (%d during open and recovery, %d during a background checkpoint), %d acknowledged ops, %d kills found the op in flight done, 0 losses (mode log)", kills, duringOpen, midCheckpoint, acked, inflight)
 }

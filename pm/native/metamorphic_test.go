@@ -32,9 +32,10 @@ func cfgName(o native.Options) string {
 }
 
 // reference returns the functional backend the native one is compared
-// with: both run threads in the same order, so even results that depend on
-// the schedule (which thread wins a CAS for a free way or a log lock) must
-// match exactly.
+// with: both run threads in the same order, except that in log mode a
+// thread waiting at a mid-launch durability point (a DFence or PRel with
+// persists pending) resumes once no other thread can run; the results
+// must still match exactly (the workloads do not depend on that order).
 func reference() pm.Backend { return functional.New(pm.GPULimits{}) }
 
 // The foundation kernels end in the same memory (volatile and PM) on the

@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"maps"
 	"math/bits"
 	"os"
 	"path/filepath"
@@ -77,9 +78,16 @@ type Options struct {
 	// are written and synced mid-launch (DefaultMaxPending if zero).
 	MaxPending int
 	// CheckpointBytes: once the log file passes this size, the next
-	// durability point also writes the region files from memory and
-	// starts an empty log (DefaultCheckpointBytes if zero).
+	// durability point starts an empty log and a background checkpoint,
+	// which writes the region files from the old log (see the package
+	// doc; DefaultCheckpointBytes if zero).
 	CheckpointBytes int64
+	// SBRPReleases makes a PRel only order, as SBRP's rule has it,
+	// instead of a durability point. By default a PRel is one (log
+	// mode), since scoped persist barriers, x86 and COSPlay make a
+	// release a full, durable fence; a program written for SBRP alone
+	// saves a sync of the log per round of releases with it.
+	SBRPReleases bool
 	// Journal keeps what PowerCut needs (test use: it grows with every
 	// sync). Log mode only.
 	Journal bool
@@ -97,7 +105,7 @@ type Stats struct {
 	Persists    uint64 // persist records logged (stores, atomics that wrote, PM release flags)
 	Syncs       uint64 // log mode: fdatasyncs of the log (durability points); dax: CLWB+SFENCE groups
 	SyncBytes   uint64 // log mode: bytes written to the log; dax: bytes written back
-	Checkpoints uint64 // log mode: region files written from memory and the log restarted
+	Checkpoints uint64 // log mode: checkpoints started (the log restarted; the region files written in the background, or at RemoveRegion and Close)
 	Epochs      uint64 // dax: non-empty epochs flushed
 	Flushes     uint64 // dax: log flushes
 }
@@ -173,6 +181,8 @@ type Backend struct {
 	touched   []*region
 	counts    []int
 	sorted    []entry
+
+	ckpt *bgCheckpoint // log mode: the background checkpoint running, if any
 
 	stats  Stats
 	jrn    *journal
@@ -321,18 +331,13 @@ func (b *Backend) load() error {
 	return b.recover()
 }
 
-// recover replays the log onto the regions, then writes them and restarts
-// the log if the log held anything.
+// recover replays the logs onto the regions, then writes them and
+// restarts the log if a log held anything. LOG.old, the log of a
+// background checkpoint that did not finish, holds the older records: it
+// is replayed first, then LOG.
 func (b *Backend) recover() error {
-	logPath := filepath.Join(b.dir, logName)
-	raw, err := readAll(b.fs, logPath)
-	if errors.Is(err, os.ErrNotExist) {
-		return b.plog.create(b.dir, 1)
-	}
-	if err != nil {
-		return fmt.Errorf("%w: read log: %w", ErrIO, err)
-	}
-	gen, end, records, err := scanLog(raw, func(e logEntry) error {
+	logPath, oldPath := filepath.Join(b.dir, logName), filepath.Join(b.dir, oldLogName)
+	apply := func(e logEntry) error {
 		r := b.regionAt(e.addr)
 		if r == nil || e.addr < r.base || uint64(e.addr-r.base)+uint64(len(e.data)) > r.size {
 			return fmt.Errorf("%w: log entry of %d bytes at %v outside every region", pm.ErrCorrupt, len(e.data), e.addr)
@@ -342,21 +347,58 @@ func (b *Backend) recover() error {
 		copy(r.shadow[off:], e.data)
 		r.markDirty(off, uint64(len(e.data)))
 		return nil
-	})
-	if err != nil {
-		return fmt.Errorf("log %s: %w", logPath, err)
 	}
-	if records == 0 && allZero(raw[end:]) {
-		// An empty log: append to it.
-		f, err := b.fs.OpenFile(logPath, os.O_RDWR, 0)
+	var gen uint64
+	old := false
+	oldRaw, err := readAll(b.fs, oldPath)
+	switch {
+	case err == nil:
+		old = true
+		g, _, _, err := scanLog(oldRaw, apply)
 		if err != nil {
-			return fmt.Errorf("%w: open log: %w", ErrIO, err)
+			return fmt.Errorf("log %s: %w", oldPath, err)
 		}
-		b.plog.f, b.plog.gen, b.plog.off, b.plog.zeroEnd = f, gen, int64(end), int64(len(raw))
-		return nil
+		gen = g
+	case !errors.Is(err, os.ErrNotExist):
+		return fmt.Errorf("%w: read log: %w", ErrIO, err)
+	}
+	raw, err := readAll(b.fs, logPath)
+	if errors.Is(err, os.ErrNotExist) && !old {
+		return b.plog.create(b.dir, 1)
+	}
+	if err != nil && !errors.Is(err, os.ErrNotExist) {
+		return fmt.Errorf("%w: read log: %w", ErrIO, err)
+	}
+	if err == nil {
+		// (A crash between a checkpoint's two renames leaves LOG.old
+		// and no LOG.)
+		g, end, records, err := scanLog(raw, apply)
+		if err != nil {
+			return fmt.Errorf("log %s: %w", logPath, err)
+		}
+		if !old && records == 0 && allZero(raw[end:]) {
+			// An empty log: append to it.
+			f, err := b.fs.OpenFile(logPath, os.O_RDWR, 0)
+			if err != nil {
+				return fmt.Errorf("%w: open log: %w", ErrIO, err)
+			}
+			b.plog.f, b.plog.gen, b.plog.off, b.plog.zeroEnd = f, g, int64(end), int64(len(raw))
+			return nil
+		}
+		gen = max(gen, g)
 	}
 	if err := b.writeRegions(true); err != nil {
 		return err
+	}
+	if old {
+		// Before LOG is replaced: LOG.old replayed over regions that
+		// hold LOG's newer writes, with LOG gone, would undo them.
+		if err := b.fs.Remove(oldPath); err != nil {
+			return fmt.Errorf("%w: %w", ErrIO, err)
+		}
+		if err := b.fs.SyncDir(b.dir); err != nil {
+			return fmt.Errorf("%w: sync directory %s: %w", ErrIO, b.dir, err)
+		}
 	}
 	return b.plog.create(b.dir, gen+1)
 }
@@ -496,6 +538,9 @@ func (b *Backend) Stored() ([]pm.StoredRegion, error) {
 func (b *Backend) usable() error {
 	if b.closed {
 		return ErrClosed
+	}
+	if err := b.pollCheckpoint(); err != nil {
+		return err
 	}
 	if b.err != nil && errors.Is(b.err, ErrIO) {
 		return b.err
@@ -757,6 +802,45 @@ func (b *Backend) Op(a *pm.Agent, op *pm.Op) {
 	}
 }
 
+// durabilityVerb reports whether a verb of kind k is a durability point
+// in log mode: a verb that some persistency model the backend promises
+// to be at least as strong as (SBRP, scoped persist barriers, x86,
+// COSPlay) makes durable on return.
+func (b *Backend) durabilityVerb(k pm.OpKind) bool {
+	switch k {
+	case pm.OpDFence, pm.OpEpochBarrier, pm.OpSFence, pm.OpCFence, pm.OpJoinStrand:
+		return true
+	case pm.OpPRel:
+		return !b.opts.SBRPReleases
+	}
+	return false
+}
+
+// WaitDurable implements pm.Durability: in log mode, outside Defer, a
+// durability verb (DFence, EpochBarrier, a PRel unless
+// Options.SBRPReleases, SFence, CFence, JoinStrand) issued while
+// persists are pending must wait for MakeDurable before its thread goes
+// on. With nothing pending it returns at once: what it covers is durable.
+func (b *Backend) WaitDurable(_ *pm.Agent, op *pm.Op) bool {
+	if b.mode != ModeLog || b.closed || b.err != nil || b.defers > 0 || !b.durabilityVerb(op.Kind) {
+		return false
+	}
+	return len(b.buf) > 0 || !b.plog.idle()
+}
+
+// MakeDurable implements pm.Durability: a durability point in the middle
+// of a launch or CPU run. It writes the pending persists to the log as
+// one record and syncs it, one sync for every thread that waits at a
+// durability verb (the executor calls it once for all of them), shared
+// with concurrent commits of other goroutines. An error wraps ErrIO and
+// is sticky: the launch fails with it.
+func (b *Backend) MakeDurable() error {
+	if b.mode != ModeLog || b.defers > 0 {
+		return nil
+	}
+	return b.commit()
+}
+
 // Sync passes barrier epochs on in dax mode; log mode needs nothing.
 func (b *Backend) Sync(group []*pm.Agent) {
 	if b.closed || b.mode != ModeDAX {
@@ -811,9 +895,10 @@ func (b *Backend) Commit() error {
 }
 
 // Defer runs fn, which uses the machine on this backend, with its
-// durability points deferred to fn's end: inside fn, a host write or a
-// launch's end appends to the log without syncing it, and when fn returns
-// one sync makes all of it durable (log mode; dax mode flushes, and
+// durability points deferred to fn's end: inside fn, a host write, a
+// durability verb in a launch (DFence, PRel, ...) or a launch's end
+// appends to the log without syncing it, and when fn returns one sync
+// makes all of it durable (log mode; dax mode flushes, and
 // unsafe-nosync just runs fn). It is for a data structure whose commit
 // takes several host writes and launches and that needs only their order
 // until it returns, which the log keeps: a crash inside fn recovers a
@@ -859,7 +944,7 @@ func (b *Backend) DeferAsync(fn func() error) (wait func() error, err error) {
 	my := b.plog.stage(b.buf)
 	b.buf, b.lastEnt, b.npend = b.buf[:0], -1, 0
 	if b.plog.size() > b.opts.CheckpointBytes {
-		if cerr := b.checkpoint(); cerr != nil {
+		if cerr := b.startCheckpoint(); cerr != nil {
 			return nil, errors.Join(err, cerr)
 		}
 	}
@@ -867,7 +952,8 @@ func (b *Backend) DeferAsync(fn func() error) (wait func() error, err error) {
 }
 
 // commit writes the pending entries as one log record and syncs it, then
-// checkpoints if the log has grown past Options.CheckpointBytes.
+// starts a background checkpoint if the log has grown past
+// Options.CheckpointBytes.
 func (b *Backend) commit() error {
 	if b.mode != ModeLog {
 		return nil
@@ -881,7 +967,7 @@ func (b *Backend) commit() error {
 		return b.fail(err)
 	}
 	if b.plog.size() > b.opts.CheckpointBytes {
-		return b.checkpoint()
+		return b.startCheckpoint()
 	}
 	return nil
 }
@@ -923,6 +1009,9 @@ func (b *Backend) writeRegions(sync bool) error {
 // region files then hold everything the log held. A crash between the two
 // replays the old log over the new files, which gives the same bytes.
 func (b *Backend) checkpoint() error {
+	if err := b.waitCheckpoint(); err != nil {
+		return err
+	}
 	if err := b.usable(); err != nil {
 		return err
 	}
@@ -955,6 +1044,160 @@ func (b *Backend) checkpoint() error {
 	return nil
 }
 
+// bgCheckpoint is a checkpoint running in the background.
+type bgCheckpoint struct {
+	done chan struct{}
+	err  error // valid once done is closed
+}
+
+// ckptRegion is what a background checkpoint needs of a region.
+type ckptRegion struct {
+	name string
+	base pm.Addr
+	size uint64
+	f    File
+}
+
+// startCheckpoint begins a background checkpoint. In the foreground,
+// everything staged is synced (one sync, none if nothing is staged), and
+// the log is renamed LOG.old while a new, empty LOG of the next
+// generation takes its place (the new log synced, the directory synced
+// once for both renames); every page written so far is then in LOG.old.
+// A goroutine writes LOG.old's entries to the region files, syncs them,
+// removes LOG.old and syncs the directory; durability points go on
+// meanwhile on the new log. Recovery replays LOG.old, if it is still
+// there, before LOG. A checkpoint already running is left to finish,
+// unless the log has grown past twice Options.CheckpointBytes: then the
+// caller waits for it (the log stays bounded) and starts the next. An
+// error of a background checkpoint becomes the sticky error once it has
+// finished (see pollCheckpoint): the next call that writes, or Close,
+// returns it.
+func (b *Backend) startCheckpoint() error {
+	if err := b.pollCheckpoint(); err != nil {
+		return err
+	}
+	if b.ckpt != nil {
+		if b.plog.size() <= 2*b.opts.CheckpointBytes {
+			return nil
+		}
+		if err := b.waitCheckpoint(); err != nil {
+			return err
+		}
+	}
+	if err := b.plog.commit(nil); err != nil {
+		return b.fail(err)
+	}
+	b.plog.mu.Lock()
+	for b.plog.syncing {
+		b.plog.cond.Wait()
+	}
+	gen, empty := b.plog.gen, b.plog.off == logHeaderSize
+	b.plog.mu.Unlock()
+	if empty {
+		return nil
+	}
+	oldPath := filepath.Join(b.dir, oldLogName)
+	if err := b.plog.rotate(b.dir, gen+1, oldPath); err != nil {
+		return b.fail(err)
+	}
+	b.stats.Checkpoints++
+	regs := make(map[uint64]ckptRegion, len(b.regs))
+	for _, r := range b.regs {
+		clear(r.dirty) // LOG.old holds every write to them so far
+		regs[uint64(r.base)>>pm.OffsetBits] = ckptRegion{name: r.name, base: r.base, size: r.size, f: r.f}
+	}
+	ck := &bgCheckpoint{done: make(chan struct{})}
+	b.ckpt = ck
+	fs, dir := b.fs, b.dir
+	go func() {
+		defer close(ck.done)
+		ck.err = writeFromLog(fs, dir, oldPath, regs)
+	}()
+	return nil
+}
+
+// writeFromLog writes the entries of the log at path to the region files
+// (in log order), syncs the files it wrote, then removes the log and
+// syncs the directory. It runs without the backend: regs are the regions
+// the log's entries may touch.
+func writeFromLog(fs FS, dir, path string, regs map[uint64]ckptRegion) error {
+	raw, err := readAll(fs, path)
+	if err != nil {
+		return fmt.Errorf("%w: checkpoint: read %s: %w", ErrIO, path, err)
+	}
+	touched := map[uint64]bool{}
+	_, _, _, err = scanLog(raw, func(e logEntry) error {
+		i := uint64(e.addr) >> pm.OffsetBits
+		r, ok := regs[i]
+		if !ok || e.addr < r.base || uint64(e.addr-r.base)+uint64(len(e.data)) > r.size {
+			return fmt.Errorf("%w: checkpoint: log entry of %d bytes at %v outside every region", pm.ErrCorrupt, len(e.data), e.addr)
+		}
+		if _, err := r.f.WriteAt(e.data, int64(HeaderSize+uint64(e.addr-r.base))); err != nil {
+			return fmt.Errorf("%w: checkpoint: write region %s: %w", ErrIO, r.name, err)
+		}
+		touched[i] = true
+		return nil
+	})
+	if err != nil {
+		return fmt.Errorf("checkpoint from %s: %w", path, err)
+	}
+	for _, i := range slices.Sorted(maps.Keys(touched)) {
+		if err := regs[i].f.Sync(); err != nil {
+			return fmt.Errorf("%w: checkpoint: sync region %s: %w", ErrIO, regs[i].name, err)
+		}
+	}
+	if err := fs.Remove(path); err != nil {
+		return fmt.Errorf("%w: checkpoint: remove %s: %w", ErrIO, path, err)
+	}
+	if err := fs.SyncDir(dir); err != nil {
+		return fmt.Errorf("%w: checkpoint: sync directory %s: %w", ErrIO, dir, err)
+	}
+	return nil
+}
+
+// pollCheckpoint collects a background checkpoint that has finished: its
+// error, if any, becomes the sticky error and is returned.
+func (b *Backend) pollCheckpoint() error {
+	if b.ckpt == nil {
+		return nil
+	}
+	select {
+	case <-b.ckpt.done:
+	default:
+		return nil
+	}
+	err := b.ckpt.err
+	b.ckpt = nil
+	if err != nil {
+		return b.fail(err)
+	}
+	return nil
+}
+
+// waitCheckpoint waits for the background checkpoint, if one runs, and
+// collects it.
+func (b *Backend) waitCheckpoint() error {
+	if b.ckpt == nil {
+		return nil
+	}
+	<-b.ckpt.done
+	return b.pollCheckpoint()
+}
+
+// WaitCheckpoint waits until the background checkpoint, if one runs, has
+// written the region files and removed its log, and returns the sticky
+// error, which its failure sets (wrapping ErrIO): the backend then
+// refuses writes until it is reopened, and Open recovers from the logs.
+func (b *Backend) WaitCheckpoint() error {
+	if b.closed {
+		return ErrClosed
+	}
+	if err := b.waitCheckpoint(); err != nil {
+		return err
+	}
+	return b.usable()
+}
+
 // Crash makes what is pending durable (as a launch's end would), returns
 // the durable image and closes the backend without a checkpoint, as a
 // crash would leave it. In log mode the image is read back from the files
@@ -967,7 +1210,11 @@ func (b *Backend) Crash() (*pm.Image, error) {
 	}
 	switch b.mode {
 	case ModeLog:
-		if err := b.commit(); err != nil {
+		err := b.commit()
+		if werr := b.waitCheckpoint(); err == nil {
+			err = werr // the region files are not in flux when read
+		}
+		if err != nil {
 			b.release()
 			return nil, err
 		}
@@ -1004,12 +1251,17 @@ func (b *Backend) recovered() (*pm.Image, error) {
 		}
 		img.Regions = append(img.Regions, pm.RegionImage{Name: r.name, Base: r.base, Data: d})
 	}
-	raw, err := readAll(b.fs, b.plog.path)
-	if err != nil {
-		return nil, fmt.Errorf("%w: read log: %w", ErrIO, err)
-	}
-	if _, _, _, err := scanLog(raw, func(e logEntry) error { return img.Write(e.addr, e.data) }); err != nil {
-		return nil, err
+	for _, p := range []string{filepath.Join(b.dir, oldLogName), b.plog.path} {
+		raw, err := readAll(b.fs, p)
+		if errors.Is(err, os.ErrNotExist) && p != b.plog.path {
+			continue // no checkpoint left its log behind
+		}
+		if err != nil {
+			return nil, fmt.Errorf("%w: read log: %w", ErrIO, err)
+		}
+		if _, _, _, err := scanLog(raw, func(e logEntry) error { return img.Write(e.addr, e.data) }); err != nil {
+			return nil, err
+		}
 	}
 	return img, nil
 }
@@ -1048,6 +1300,10 @@ func (b *Backend) Close() error {
 
 // release closes every file and marks the backend closed.
 func (b *Backend) release() {
+	if b.ckpt != nil {
+		<-b.ckpt.done // it writes the region files about to be closed
+		b.ckpt = nil
+	}
 	b.unmapAll()
 	if b.plog != nil {
 		b.plog.close()

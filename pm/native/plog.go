@@ -41,6 +41,7 @@ import (
 // 0 is never used).
 const (
 	logName        = "LOG"
+	oldLogName     = "LOG.old" // a log a background checkpoint is writing to the region files
 	logMagic       = "SCPMLOG\x00"
 	logVersion     = 1
 	logHeaderSize  = 32
@@ -251,7 +252,13 @@ func newPlog(fs FS, path string) *plog {
 // create writes a new, empty log of generation gen under the log's name:
 // a temporary file, synced, renamed over the old log, and the directory
 // synced. The old log stays in place until the rename.
-func (l *plog) create(dir string, gen uint64) error {
+func (l *plog) create(dir string, gen uint64) error { return l.rotate(dir, gen, "") }
+
+// rotate is create, except that when keep is not empty the old log is
+// first renamed to keep instead of being replaced (both renames made
+// durable by one sync of the directory): a background checkpoint then
+// writes the region files from it and removes it.
+func (l *plog) rotate(dir string, gen uint64, keep string) error {
 	tmp := l.path + ".tmp"
 	f, err := l.fs.OpenFile(tmp, os.O_RDWR|os.O_CREATE|os.O_TRUNC, 0o644)
 	if err != nil {
@@ -267,6 +274,11 @@ func (l *plog) create(dir string, gen uint64) error {
 	}
 	if err := f.Sync(); err != nil {
 		return fail("sync", err)
+	}
+	if keep != "" {
+		if err := l.fs.Rename(l.path, keep); err != nil {
+			return fail("rename", err)
+		}
 	}
 	if err := l.fs.Rename(tmp, l.path); err != nil {
 		return fail("rename", err)
@@ -392,6 +404,14 @@ func (l *plog) waitLocked(my uint64, direct []byte) error {
 		l.cond.Broadcast()
 	}
 	return l.err
+}
+
+// idle reports whether every batch staged so far is durable: nothing
+// pending, no sync under way.
+func (l *plog) idle() bool {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return len(l.pend) == 0 && l.done+1 >= l.pendN
 }
 
 // failed returns the sticky error.

@@ -1,0 +1,303 @@
+//go:build unix
+
+package native_test
+
+import (
+	"errors"
+	"fmt"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/scopedpm/scopedpm/coro"
+	"github.com/scopedpm/scopedpm/pm"
+	"github.com/scopedpm/scopedpm/pm/native"
+	"github.com/scopedpm/scopedpm/scope"
+)
+
+// A durability verb in the middle of a launch is a durability point: when
+// it returns, the log has been synced (the kernel reads the count of syncs
+// through the FS seam right after the verb), and every thread that reaches
+// one in the same round shares that one sync. The launch's end then costs
+// a sync only for what came after the last round.
+func TestMidLaunchDurabilitySyncs(t *testing.T) {
+	const n = 1024
+	grid := scope.Grid{Blocks: 4, Threads: 256}
+	launch := func(m *pm.Machine, k scope.Kernel) error {
+		_, err := scope.Launch(m, grid, k)
+		return err
+	}
+	type env struct {
+		m    *pm.Machine
+		be   *native.Backend
+		d    pm.Addr
+		seen func(i, k int) // thread i notes the syncs so far after its k-th verb
+	}
+	cases := []struct {
+		name string
+		opts native.Options
+		do   func(e env) error
+		// mid[k]: syncs every thread has seen after its k-th noted verb;
+		// total: syncs of the whole call.
+		mid   []uint64
+		total uint64
+	}{
+		{"one round of DFences", native.Options{}, func(e env) error {
+			return launch(e.m, func(t *scope.Thread) {
+				t.Store64(e.d.Add(8*uint64(t.ID())), 1)
+				t.DFence()
+				e.seen(t.ID(), 0)
+			})
+		}, []uint64{1}, 1},
+		{"two rounds of DFences, stores after the last", native.Options{}, func(e env) error {
+			return launch(e.m, func(t *scope.Thread) {
+				a := e.d.Add(8 * uint64(t.ID()))
+				t.Store64(a, 1)
+				t.DFence()
+				e.seen(t.ID(), 0)
+				t.Store64(a, 2)
+				t.OFence()
+				t.Store64(a, 3)
+				t.DFence()
+				e.seen(t.ID(), 1)
+				t.Store64(a, 4)
+			})
+		}, []uint64{1, 2}, 3},
+		{"DFence with nothing pending", native.Options{}, func(e env) error {
+			return launch(e.m, func(t *scope.Thread) {
+				t.Load64(e.d)
+				t.DFence()
+				e.seen(t.ID(), 0)
+			})
+		}, []uint64{0}, 0},
+		{"EpochBarrier", native.Options{}, func(e env) error {
+			return launch(e.m, func(t *scope.Thread) {
+				t.Store64(e.d.Add(8*uint64(t.ID())), 1)
+				t.EpochBarrier()
+				e.seen(t.ID(), 0)
+			})
+		}, []uint64{1}, 1},
+		{"PRel (durable under scoped barriers)", native.Options{}, func(e env) error {
+			return launch(e.m, func(t *scope.Thread) {
+				t.Store64(e.d.Add(8*uint64(t.ID())), 1)
+				t.PRel(e.d.Add(8*n+4*uint64(t.ID())), 1, pm.Device)
+				e.seen(t.ID(), 0)
+			})
+		}, []uint64{1}, 1},
+		{"PRel with SBRPReleases only orders", native.Options{SBRPReleases: true}, func(e env) error {
+			return launch(e.m, func(t *scope.Thread) {
+				t.Store64(e.d.Add(8*uint64(t.ID())), 1)
+				t.PRel(e.d.Add(8*n+4*uint64(t.ID())), 1, pm.Device)
+				e.seen(t.ID(), 0)
+			})
+		}, []uint64{0}, 1},
+		{"DFence inside Defer only orders", native.Options{}, func(e env) error {
+			return e.be.Defer(func() error {
+				return launch(e.m, func(t *scope.Thread) {
+					t.Store64(e.d.Add(8*uint64(t.ID())), 1)
+					t.DFence()
+					e.seen(t.ID(), 0)
+				})
+			})
+		}, []uint64{0}, 1},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			var cnt native.Counter
+			opts := c.opts
+			opts.Mode, opts.FS = native.ModeLog, native.InjectFS(native.OSFS, &cnt)
+			be, m := open(t, t.TempDir(), opts)
+			defer be.Close()
+			r, err := m.CreateRegion("d", 16*n)
+			require.NoError(t, err)
+			s0 := cnt.Count(native.FSSync)
+			got := make([][]uint64, len(c.mid))
+			for k := range got {
+				got[k] = make([]uint64, n)
+			}
+			seen := func(i, k int) { got[k][i] = cnt.Count(native.FSSync) - s0 }
+			require.NoError(t, c.do(env{m: m, be: be, d: r.Base, seen: seen}))
+			for k, want := range c.mid {
+				for i := range n {
+					require.Equal(t, want, got[k][i], "syncs seen by thread %d after its verb %d", i, k)
+				}
+			}
+			require.Equal(t, c.total, cnt.Count(native.FSSync)-s0, "syncs of the call")
+		})
+	}
+}
+
+// A CPU task's SFence (x86: durable on return) syncs the log before the
+// task goes on; one task runs at a time, so each SFence with persists
+// pending costs one sync, and one with nothing pending none.
+func TestCPUDurabilitySyncs(t *testing.T) {
+	var cnt native.Counter
+	be, m := open(t, t.TempDir(), native.Options{Mode: native.ModeLog, FS: native.InjectFS(native.OSFS, &cnt)})
+	defer be.Close()
+	r, err := m.CreateRegion("d", 4096)
+	require.NoError(t, err)
+	s0 := cnt.Count(native.FSSync)
+	seen := make([][2]uint64, 4)
+	task := func(c *coro.Ctx) {
+		a := r.Base.Add(8 * uint64(c.ID()))
+		c.Store64(a, 1)
+		c.CLWB(a)
+		c.SFence()
+		seen[c.ID()][0] = cnt.Count(native.FSSync) - s0
+		c.SFence()
+		seen[c.ID()][1] = cnt.Count(native.FSSync) - s0
+	}
+	_, err = coro.Run(m, []coro.Task{task, task, task, task})
+	require.NoError(t, err)
+	for i, s := range seen {
+		require.Equal(t, [2]uint64{uint64(i + 1), uint64(i + 1)}, s, "task %d", i)
+	}
+	require.Equal(t, uint64(4), cnt.Count(native.FSSync)-s0)
+}
+
+// A launch's mid-launch durability point shares its sync with a commit
+// another goroutine staged through DeferAsync and has not waited for yet:
+// one sync for both, and the waiter then returns without one.
+func TestMidLaunchDurabilitySharesSync(t *testing.T) {
+	var cnt native.Counter
+	be, m := open(t, t.TempDir(), native.Options{Mode: native.ModeLog, FS: native.InjectFS(native.OSFS, &cnt)})
+	defer be.Close()
+	r, err := m.CreateRegion("d", 4096)
+	require.NoError(t, err)
+	s0 := cnt.Count(native.FSSync)
+	wait, err := be.DeferAsync(func() error { return m.CopyIn(r.Base, le(7)) })
+	require.NoError(t, err)
+	var mid uint64
+	_, err = scope.Launch(m, scope.Grid{Blocks: 1, Threads: 32}, func(t *scope.Thread) {
+		t.Store64(r.Base.Add(64+8*uint64(t.ID())), 1)
+		t.DFence()
+		mid = cnt.Count(native.FSSync) - s0
+	})
+	require.NoError(t, err)
+	require.Equal(t, uint64(1), mid, "the DFence's sync")
+	done := make(chan error)
+	go func() { done <- wait() }()
+	require.NoError(t, <-done)
+	require.Equal(t, uint64(1), cnt.Count(native.FSSync)-s0, "one sync for the staged commit, the DFences and the launch")
+}
+
+// A sync that fails at a mid-launch durability point fails the launch with
+// ErrIO: no thread returns from its DFence, and the backend refuses the
+// next launch with the same error.
+func TestMidLaunchDurabilityError(t *testing.T) {
+	f := &failer{op: native.FSSync, file: "LOG", err: syscall.EIO}
+	be, m := open(t, t.TempDir(), native.Options{Mode: native.ModeLog, FS: native.InjectFS(native.OSFS, f)})
+	defer be.Close()
+	r, err := m.CreateRegion("d", 4096)
+	require.NoError(t, err)
+	f.arm()
+	returned := 0
+	_, err = scope.Launch(m, scope.Grid{Blocks: 1, Threads: 64}, func(t *scope.Thread) {
+		t.Store64(r.Base.Add(8*uint64(t.ID())), 1)
+		t.DFence()
+		returned++
+	})
+	require.ErrorIs(t, err, native.ErrIO)
+	require.ErrorIs(t, err, syscall.EIO)
+	require.Zero(t, returned, "threads returned from a DFence whose sync failed")
+	require.Equal(t, 1, f.hit)
+	_, err = scope.Launch(m, scope.Grid{Blocks: 1, Threads: 1}, func(t *scope.Thread) {})
+	require.ErrorIs(t, err, native.ErrIO)
+	require.True(t, errors.Is(be.Close(), native.ErrIO))
+}
+
+// What a thread persisted before a mid-launch DFence survives a power cut
+// at any later point of the launch: during the sync at its end (each
+// sector of that record kept or lost at random) or after it. The kernel
+// notes how many syncs the journal holds when its DFence returns; every
+// cut from there on must keep its data. (Before DFence was a durability
+// point, the whole launch was one record at its end, which a cut tears.)
+func TestPowerCutMidLaunchDFence(t *testing.T) {
+	seed := testSeed(t)
+	const n = 256
+	be, m := open(t, t.TempDir(), native.Options{Mode: native.ModeLog, Journal: true})
+	defer be.Close()
+	r, err := m.CreateRegion("d", 2*8*n)
+	require.NoError(t, err)
+	require.NoError(t, be.StartJournal())
+	at := make([]int, n)
+	_, err = scope.Launch(m, scope.Grid{Blocks: 2, Threads: n / 2}, func(t *scope.Thread) {
+		i := uint64(t.ID())
+		t.Store64(r.Base.Add(8*i), i+1)
+		t.DFence()
+		at[i] = be.Syncs()
+		// The rest of the launch: more persists for its end's sync.
+		for k := range uint64(4) {
+			t.Store64(r.Base.Add(8*(n+i)), k+1)
+			t.OFence()
+		}
+	})
+	require.NoError(t, err)
+	total, cuts := be.Syncs(), 0
+	for i := range n {
+		for s := at[i]; s <= total; s++ {
+			for k := range 4 {
+				sd := seed + uint64(16*s+k)
+				img, err := be.PowerCut(s, sd)
+				require.NoError(t, err)
+				rg, ok := img.Region("d")
+				require.True(t, ok)
+				require.Equal(t, uint64(i+1), pm.GetLE(rg.Data[8*i:8*i+8]), "thread %d's data, cut at sync %d of %d (seed %d): its DFence had returned after %d", i, s, total, sd, at[i])
+				cuts++
+			}
+		}
+	}
+	t.Logf("%d syncs, %d power cuts after a DFence returned, 0 losses", total, cuts)
+}
+
+// dfenceChild is the SIGKILL child of TestKillMidLaunchDFence: a kernel
+// whose threads persist their words and DFence, then thread 0 tells the
+// parent and the launch hangs (it never ends by itself).
+func dfenceChild(dir string) error {
+	be, err := native.Open(dir, native.Options{Mode: native.ModeLog, Create: true})
+	if err != nil {
+		return err
+	}
+	m, err := pm.NewMachine(be)
+	if err != nil {
+		return err
+	}
+	r, err := m.CreateRegion("d", 8*64)
+	if err != nil {
+		return err
+	}
+	say("ready")
+	_, err = scope.Launch(m, scope.Grid{Blocks: 2, Threads: 32}, func(t *scope.Thread) {
+		t.Store64(r.Base.Add(8*uint64(t.ID())), uint64(t.ID())+1)
+		t.DFence()
+		if t.ID() == 0 {
+			say("durable")
+			time.Sleep(time.Hour) // wait for the kill: the launch never ends
+		}
+	})
+	return fmt.Errorf("the launch ended (%v): it should have been killed", err)
+}
+
+// A process SIGKILLed after a mid-launch DFence returned, before the
+// launch ends, loses none of what the DFence covered.
+func TestKillMidLaunchDFence(t *testing.T) {
+	dir := t.TempDir()
+	lines := runChild(t, "dfence", dir, nil, func(lines []string) time.Duration {
+		if lines[len(lines)-1] == "durable" {
+			return 0
+		}
+		return -1
+	})
+	require.Equal(t, []string{"ready", "durable"}, lines)
+	be, m := open(t, dir, native.Options{Mode: native.ModeLog})
+	defer be.Close()
+	r, err := m.OpenRegion("d")
+	require.NoError(t, err)
+	buf := make([]byte, 8*64)
+	require.NoError(t, m.CopyOut(r.Base, buf))
+	for i := range 64 {
+		require.Equal(t, uint64(i+1), pm.GetLE(buf[8*i:8*i+8]), "thread %d's word", i)
+	}
+}
