@@ -273,6 +273,7 @@ type Backend struct {
 	// line (bit 0 alone without sectors), 0 when clean.
 	l2Dirty    []uint64
 	dirtyWays  []int32 // the ways l2Dirty marked since the last flushL2 (some since cleaned)
+	dirtyLimit int     // the length at which dirtyWays drops its cleaned ways
 	sms        []smState
 	warps      []warpState
 	now        uint64         // issue cycle of the latest instruction
@@ -1164,15 +1165,17 @@ func (b *Backend) stores(ws *warpState, t uint64, kind pm.OpKind, sc pm.Scope, g
 		}
 		left, _ := b.ms.toL2(ws.sm, l, n, tl)
 		if b.l2Dirty[way] == 0 {
-			if len(b.dirtyWays) >= len(b.l2Dirty) {
+			if len(b.dirtyWays) >= max(b.dirtyLimit, len(b.l2Dirty)) {
 				// Without a flush at every kernel's end (mem.l2_flush_at_end
-				// off) the list only grows: keep the ways still dirty.
+				// off) the list only grows: keep the ways still dirty,
+				// and let it grow to twice those before the next pass.
 				b.dirtyWays = b.dirtyWays[:0]
 				for w, m := range b.l2Dirty {
 					if m != 0 {
 						b.dirtyWays = append(b.dirtyWays, int32(w))
 					}
 				}
+				b.dirtyLimit = 2 * len(b.dirtyWays)
 			}
 			b.dirtyWays = append(b.dirtyWays, int32(way))
 		}
