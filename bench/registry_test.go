@@ -11,6 +11,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/scopedpm/scopedpm/bench"
+	"github.com/scopedpm/scopedpm/internal/testkit/long"
 )
 
 // raceSample are the experiments -short runs under the race detector: one
@@ -21,11 +22,21 @@ import (
 var raceSample = map[string]bool{"sbrp-fig9": true, "lin-fig4": true}
 
 // skipSlow skips experiment name where -short asks for speed.
+// longExperiments are the experiments whose quick runs take longest (8 to
+// 33 s each on the 2-core development machine, crash checking and sweeps):
+// go test ./... leaves them, with their golden files, to the long run
+// (internal/testkit/long), which CI runs in a step of its own.
+var longExperiments = map[string]bool{
+	"lin-table5": true, "sbrp-fig10a": true, "sbrp-fig10b": true, "sbrp-fig10c": true, "sbrp-fig8": true,
+}
+
 func skipSlow(t *testing.T, name string) {
 	t.Helper()
 	switch {
 	case testing.Short() && name == "kvs-vs-pebble":
 		t.Skip("wall-clock disk benchmark; runs without -short")
+	case !testing.Short() && longExperiments[name]:
+		long.Skip(t, name+" takes over 8 s at quick size")
 	case testing.Short() && raceOn && !raceSample[name]:
 		t.Skip("minutes under the race detector; runs without -short or -race")
 	}

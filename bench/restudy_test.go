@@ -16,15 +16,10 @@ import (
 func TestLinFigures(t *testing.T) {
 	for _, name := range []string{"lin-fig1", "lin-fig2", "lin-fig3", "lin-fig4", "lin-fig5", "lin-fig6"} {
 		t.Run(name, func(t *testing.T) {
-			skipSlow(t, name)
-			e, ok := bench.Lookup(name)
-			require.True(t, ok)
-			rows, err := e.Run(context.Background(), bench.Options{Quick: true})
-			require.NoError(t, err)
+			// The quick run TestGolden checks (same inputs, same cycles
+			// across processes).
+			rows := quickRows(t, name)
 			require.NotEmpty(t, rows)
-			again, err := e.Run(context.Background(), bench.Options{Quick: true})
-			require.NoError(t, err)
-			require.Equal(t, rows, again, "same inputs, same cycles")
 			for _, r := range rows {
 				if r.Metric != "normalized_time" {
 					continue
@@ -61,11 +56,7 @@ func TestLinFigures(t *testing.T) {
 // is a scheme the checker accepted, and no accepted scheme is cheaper than
 // the pick.
 func TestLinTable5(t *testing.T) {
-	skipSlow(t, "lin-table5")
-	e, ok := bench.Lookup("lin-table5")
-	require.True(t, ok)
-	rows, err := e.Run(context.Background(), bench.Options{Quick: true})
-	require.NoError(t, err)
+	rows := quickRows(t, "lin-table5")
 	v := rowsBy(rows)
 	picks := 0
 	for _, r := range rows {

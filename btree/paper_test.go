@@ -6,6 +6,8 @@ import (
 
 	"github.com/stretchr/testify/require"
 
+	"github.com/scopedpm/scopedpm/internal/testkit/long"
+
 	"github.com/scopedpm/scopedpm/hwmodel"
 	"github.com/scopedpm/scopedpm/pm"
 	"github.com/scopedpm/scopedpm/pm/functional"
@@ -18,9 +20,7 @@ import (
 // once recorded an allocation cursor read after the level's barrier, which
 // could include allocations of threads already in the next level.
 func TestCrashAtPaperScale(t *testing.T) {
-	if testing.Short() {
-		t.Skip("paper scale in -short mode")
-	}
+	long.Skip(t, "410,000 keys, paper scale")
 	rng := rand.New(rand.NewPCG(testSeed(t), 0x607e))
 	n, batch := 410000, 45000
 	m := newMachine(t)

@@ -6,6 +6,8 @@ import (
 
 	"github.com/stretchr/testify/require"
 
+	"github.com/scopedpm/scopedpm/internal/testkit/long"
+
 	"github.com/scopedpm/scopedpm/crash"
 	"github.com/scopedpm/scopedpm/hwmodel"
 	"github.com/scopedpm/scopedpm/internal/testkit/kerneltest"
@@ -18,10 +20,11 @@ import (
 var timedPresets = []string{"pm-near", "pm-far", "pm-far-eadr", "gope", "volta"}
 
 // presetsToTime are the timed presets a test crosses with every model and
-// kernel: all of them, or under -short one per persistence mechanism
-// (ADR near, eADR across PCIe, the NVW-FIFOs of gope).
+// kernel: one per persistence mechanism (ADR near, eADR across PCIe, the
+// NVW-FIFOs of gope), and all of them in the long run
+// (internal/testkit/long).
 func presetsToTime() []string {
-	if testing.Short() {
+	if !long.Enabled() {
 		return []string{"pm-near", "pm-far-eadr", "gope"}
 	}
 	return timedPresets
