@@ -7,6 +7,8 @@ import (
 
 	"github.com/stretchr/testify/require"
 
+	"github.com/scopedpm/scopedpm/internal/testkit/long"
+
 	"github.com/scopedpm/scopedpm/crash"
 	"github.com/scopedpm/scopedpm/hwmodel"
 	"github.com/scopedpm/scopedpm/pm"
@@ -59,8 +61,11 @@ func TestRefinement(t *testing.T) {
 				models = append(models, persistency.Restudy, persistency.RestudyPCT)
 			}
 			for _, model := range models {
-				if testing.Short() && p.name != "pm-near" && p.name != "pm-far+artifact" && !model.WriteBack() {
+				switch {
+				case testing.Short() && p.name != "pm-near" && p.name != "pm-far+artifact" && !model.WriteBack():
 					continue // -short: one machine of each physics
+				case !long.Enabled() && (p.name == "pm-far" || p.name == "pm-near+artifact"):
+					continue // the long run's (internal/testkit/long): the physics of pm-far-eadr and pm-far+artifact
 				}
 				t.Run(nw[0]+"/"+p.name+"/"+model.String(), func(t *testing.T) {
 					w, err := workloads.New(nw[0], workloads.Tiny)

@@ -9,6 +9,7 @@ import (
 
 	"github.com/scopedpm/scopedpm/crash"
 	"github.com/scopedpm/scopedpm/hwmodel"
+	"github.com/scopedpm/scopedpm/internal/testkit/long"
 	"github.com/scopedpm/scopedpm/pm"
 	"github.com/scopedpm/scopedpm/pm/functional"
 	"github.com/scopedpm/scopedpm/pm/persistency"
@@ -274,8 +275,11 @@ func TestRestudyTimingRefinesPMO(t *testing.T) {
 	schemes := validSchemes()
 	for i, rc := range RestudyWorkloads() {
 		for j, s := range schemes {
-			if testing.Short() && (i+j)%4 != 0 {
+			switch {
+			case testing.Short() && (i+j)%4 != 0:
 				continue
+			case !long.Enabled() && (i+j)%2 != 0:
+				continue // every pair in the long run (internal/testkit/long)
 			}
 			t.Run(rc.Name+"/"+s.String(), func(t *testing.T) {
 				w, err := NewRestudy(rc.Name, Tiny, s)
