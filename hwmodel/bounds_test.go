@@ -7,6 +7,8 @@ import (
 
 	"github.com/stretchr/testify/require"
 
+	"github.com/scopedpm/scopedpm/internal/testkit/long"
+
 	"github.com/scopedpm/scopedpm/pm"
 	"github.com/scopedpm/scopedpm/scope"
 )
@@ -207,7 +209,11 @@ func TestWritePathKeysAreLive(t *testing.T) {
 		{"persist.nvw_fifo_l2", "16", ScopedBarrier, false},
 		{"pcie.gbps", "2", Epoch, true},
 	}
-	for _, preset := range []string{"pm-near", "pm-far", "volta", "gope"} {
+	presets := []string{"pm-near", "pm-far", "volta", "gope"}
+	if !long.Enabled() {
+		presets = presets[:2] // volta's and gope's in the long run (internal/testkit/long)
+	}
+	for _, preset := range presets {
 		for _, c := range cases {
 			base, err := Preset(preset)
 			require.NoError(t, err)
