@@ -3,9 +3,10 @@
 // the checks that would take it past that (every golden set of the quick
 // experiments, the slowest sweeps, every preset in the bound tests) run
 // only with SCOPEDPM_LONG=1 in the environment, which CI sets in a step of
-// its own:
+// its own, naming the tests that call Enabled or Skip (.ci/run: a test
+// that starts to call them is added there):
 //
-//	SCOPEDPM_LONG=1 go test ./bench ./hwmodel
+//	SCOPEDPM_LONG=1 go test ./...
 package long
 
 import (
