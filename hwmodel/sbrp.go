@@ -6,12 +6,12 @@ import (
 	"github.com/scopedpm/scopedpm/pm"
 )
 
-// sbrpPolicy is SBRP: a per-SM persist buffer drained in order through a
-// window of outstanding flushes (persist.window, SBRP's own limit);
-// OFence and block-scope PRel/PAcq are buffered markers, device-scope PRel
-// and DFence block only the issuing warp until its persists are durable,
-// device-scope PAcq invalidates the L1. The L1 keeps buffered lines until
-// their flush may start.
+// sbrpPolicy is SBRP: a per-SM FIFO persist buffer drained from its head
+// through a window of outstanding flushes (persist.window, SBRP's own
+// limit), all of it when full, and a line at once when the L1 evicts it
+// (pbuffer.go); OFence and block-scope PRel/PAcq are buffered ordering
+// points, device-scope PRel and DFence block only the issuing warp until
+// its persists are durable, device-scope PAcq invalidates the L1.
 type sbrpPolicy struct{ basePolicy }
 
 func (p sbrpPolicy) store(ws *warpState, line, sectors, t uint64) (int32, uint64, bool) {
