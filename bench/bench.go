@@ -131,6 +131,9 @@ func Select(list string) ([]Experiment, error) {
 	}
 	var out []Experiment
 	for _, n := range strings.Split(list, ",") {
+		if strings.TrimSpace(n) == "" {
+			return nil, fmt.Errorf("%w: an empty name in %q (a stray comma?)", ErrUnknown, list)
+		}
 		e, ok := Lookup(strings.TrimSpace(n))
 		if !ok {
 			return nil, fmt.Errorf("%w: %q (see -list)", ErrUnknown, n)

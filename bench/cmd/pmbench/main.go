@@ -56,7 +56,8 @@ func run(args []string, stdout, stderr io.Writer) error {
 		return writeKeys(stdout)
 	}
 	fs := flag.NewFlagSet("pmbench", flag.ContinueOnError)
-	fs.SetOutput(stderr)
+	// A bad flag is one line (main prints the error); -h prints the usage.
+	fs.SetOutput(io.Discard)
 	list := fs.Bool("list", false, "list the experiments and exit")
 	exps := fs.String("exp", "", "comma-separated experiments to run (default: the quick default set)")
 	quick := fs.Bool("quick", false, "small inputs (seconds, not minutes); the default set always runs quick. Quick numbers can differ from paper scale: every table header and CSV row says which size it is")
@@ -70,7 +71,7 @@ func run(args []string, stdout, stderr io.Writer) error {
 	window := fs.String("window", "", "comma-separated window sizes the COSPlay experiments try for COSPlay, SBatch and FreeSwitch (each reports its best; one size pins it); default: their own sweeps")
 	cpuprofile := fs.String("cpuprofile", "", "write a CPU profile to this directory")
 	memprofile := fs.String("memprofile", "", "write a memory profile to this directory")
-	fs.Usage = func() {
+	usage := func() {
 		fmt.Fprint(stderr, `pmbench runs scopedpm's experiments: the papers' figures (SBRP, GPM, the scoped
 persist barrier paper) on the simulated machines of hwmodel, and measurements of
 scopedpm itself. It prints a table per experiment (or long-format CSV), says on
@@ -83,10 +84,16 @@ Usage: pmbench [flags]
        pmbench keys      list the hwmodel parameters -set takes
 
 `)
+		fs.SetOutput(stderr)
 		fs.PrintDefaults()
 	}
+	fs.Usage = func() {}
 	if err := fs.Parse(args); err != nil {
-		return err
+		if errors.Is(err, flag.ErrHelp) {
+			usage()
+			return err
+		}
+		return fmt.Errorf("%w (pmbench -h lists the flags)", err)
 	}
 	if fs.NArg() > 0 {
 		return fmt.Errorf("unexpected arguments %q", fs.Args())

@@ -126,11 +126,15 @@ func TestPmbenchStrictFlags(t *testing.T) {
 		{[]string{"-exp", "micro-persist", "stray"}, "unexpected arguments"},
 		{[]string{"keys", "stray"}, "keys takes no arguments"},
 		{[]string{"-nope"}, "flag provided but not defined"},
+		{[]string{"-exp"}, "flag needs an argument"},
+		{[]string{"-exp", "micro-persist,"}, "an empty name"},
+		{[]string{"-exp", ",engine"}, "an empty name"},
 	} {
 		var out, errb bytes.Buffer
 		err := run(tc.args, &out, &errb)
 		require.ErrorContains(t, err, tc.msg, "%v", tc.args)
 		require.NotContains(t, err.Error(), "\n", "%v: a one-line error", tc.args)
+		require.Empty(t, errb.String(), "%v: the error is the one line main prints, no usage", tc.args)
 		require.Equal(t, 2, exitCode(err), "%v", tc.args)
 		require.Empty(t, out.String(), "%v: nothing ran", tc.args)
 	}
