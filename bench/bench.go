@@ -85,6 +85,10 @@ type Experiment struct {
 	// NoSet marks an experiment that runs no hwmodel configuration, so
 	// that -set would be silently ignored: pmbench refuses the pair.
 	NoSet bool
+	// Sweeps are the hwmodel keys the experiment varies itself: a -set of
+	// one would replace its sweep (every row would show the -set value),
+	// so pmbench refuses the pair.
+	Sweeps []string
 	// Paper is the short name of the paper the experiment reproduces (see
 	// REFERENCES.md), empty for a measurement of scopedpm itself; Figure
 	// names the figure or table ("Fig. 6").

@@ -17,7 +17,7 @@ import (
 func init() {
 	for _, e := range []Experiment{
 		{Name: "gope-fig5", Paper: "scoped persist barrier paper", Figure: "Fig. 5", Description: "scoped persist barrier paper Fig. 5: B+tree batch insertion time of Algorithm 1 (kernel scope) and Algorithm 2 (workgroup scope) normalised to the DRAM-only baseline, over tree sizes up to 13.17 MB, gope preset", Run: runGopeFig5},
-		{Name: "gope-fig7", Paper: "scoped persist barrier paper", Figure: "Fig. 7", Description: "scoped persist barrier paper Fig. 7: the same, largest tree, NVW-FIFO sizes (L1/L2) 16/64, 64/256, 256/1024", Run: runGopeFig7},
+		{Name: "gope-fig7", Paper: "scoped persist barrier paper", Figure: "Fig. 7", Sweeps: []string{"persist.nvw_fifo_l1", "persist.nvw_fifo_l2"}, Description: "scoped persist barrier paper Fig. 7: the same, largest tree, NVW-FIFO sizes (L1/L2) 16/64, 64/256, 256/1024", Run: runGopeFig7},
 		{Name: "gope-table3", Paper: "scoped persist barrier paper", Figure: "Table 3", Description: "scoped persist barrier paper Table 3: NV writes a crash at each level (leaf .. leaf-5) makes the insertion write again, per scope, largest tree", Run: runGopeTable3},
 	} {
 		Register(e)

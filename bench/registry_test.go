@@ -11,6 +11,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/scopedpm/scopedpm/bench"
+	"github.com/scopedpm/scopedpm/hwmodel"
 	"github.com/scopedpm/scopedpm/internal/testkit/long"
 )
 
@@ -151,4 +152,21 @@ func quickRows(t *testing.T, name string) []bench.Row {
 	q := quickRun(name)
 	require.NoError(t, q.err, name)
 	return q.rows
+}
+
+// Every key an experiment says it sweeps is a hwmodel key, so pmbench's
+// refusal of a -set of it cannot be disabled by a misspelt name.
+func TestSweptKeysExist(t *testing.T) {
+	known := map[string]bool{}
+	for _, k := range hwmodel.KeyInfos() {
+		known[k.Key] = true
+	}
+	swept := 0
+	for _, e := range bench.All() {
+		for _, k := range e.Sweeps {
+			require.True(t, known[k], "%s sweeps %q, not a key (pmbench keys)", e.Name, k)
+			swept++
+		}
+	}
+	require.Positive(t, swept)
 }

@@ -57,9 +57,9 @@ func init() {
 		{Name: "sbrp-fig7", Paper: "SBRP", Figure: "Fig. 7", Description: "SBRP Fig. 7: SBRP speedup over epoch with and without scopes (block scope promoted to device) for apps with intra-block PMO", Run: runFig7},
 		{Name: "sbrp-fig8", Paper: "SBRP", Figure: "Fig. 8", Description: "SBRP Fig. 8: L1 read misses on PM data, normalised to epoch-far", Run: runFig8},
 		{Name: "sbrp-fig9", Paper: "SBRP", Figure: "Fig. 9", Description: "SBRP Fig. 9: sbrp-far speedup over epoch-far with eADR", Run: runFig9},
-		{Name: "sbrp-fig10a", Paper: "SBRP", Figure: "Fig. 10(a)", Description: "SBRP Fig. 10a: sbrp-near speedup over epoch-near against persist-buffer entries", Run: runFig10a},
-		{Name: "sbrp-fig10b", Paper: "SBRP", Figure: "Fig. 10(b)", Description: "SBRP Fig. 10b: sbrp-near speedup over epoch-near with the NVM's read and write bandwidth at 50, 100 and 200%", Run: runFig10b},
-		{Name: "sbrp-fig10c", Paper: "SBRP", Figure: "Fig. 10(c)", Description: "SBRP Fig. 10c: sbrp-near speedup over epoch-near against the flush window", Run: runFig10c},
+		{Name: "sbrp-fig10a", Paper: "SBRP", Figure: "Fig. 10(a)", Sweeps: []string{"persist.buffer_entries"}, Description: "SBRP Fig. 10a: sbrp-near speedup over epoch-near against persist-buffer entries", Run: runFig10a},
+		{Name: "sbrp-fig10b", Paper: "SBRP", Figure: "Fig. 10(b)", Sweeps: []string{"nvm.read_gbps", "nvm.write_gbps"}, Description: "SBRP Fig. 10b: sbrp-near speedup over epoch-near with the NVM's read and write bandwidth at 50, 100 and 200%", Run: runFig10b},
+		{Name: "sbrp-fig10c", Paper: "SBRP", Figure: "Fig. 10(c)", Sweeps: []string{"persist.window"}, Description: "SBRP Fig. 10c: sbrp-near speedup over epoch-near against the flush window", Run: runFig10c},
 		{Name: "sbrp-fig11", Paper: "SBRP", Figure: "Fig. 11", Description: "SBRP Fig. 11: recovery time after a crash just before the transaction completes (gpKVS, HM, Red, MQ: the workload's commit word; the others: just before the run's last persist), normalised to epoch-near", Run: runFig11},
 	} {
 		Register(e)

@@ -140,6 +140,11 @@ Usage: pmbench [flags]
 			if e.NoSet {
 				return fmt.Errorf("-set does not apply to experiment %s (it runs no hwmodel configuration)", e.Name)
 			}
+			for _, kv := range sets {
+				if k, _, _ := strings.Cut(kv, "="); slices.Contains(e.Sweeps, k) {
+					return fmt.Errorf("-set %s: experiment %s sweeps %s itself (every row would show the -set value)", kv, e.Name, k)
+				}
+			}
 		}
 	}
 	if *cpuprofile != "" && *memprofile != "" {

@@ -128,6 +128,8 @@ func TestPmbenchStrictFlags(t *testing.T) {
 		{[]string{"-nope"}, "flag provided but not defined"},
 		{[]string{"-exp"}, "flag needs an argument"},
 		{[]string{"-exp", "micro-persist,"}, "an empty name"},
+		{[]string{"-exp", "sbrp-fig10a", "-quick", "-set", "persist.buffer_entries=256"}, "sweeps persist.buffer_entries itself"},
+		{[]string{"-exp", "micro-persist,cosplay-fig8", "-quick", "-set", "cpu.bmo_cycles=700"}, "sweeps cpu.bmo_cycles itself"},
 		{[]string{"-exp", ",engine"}, "an empty name"},
 	} {
 		var out, errb bytes.Buffer
