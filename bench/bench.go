@@ -167,6 +167,10 @@ type Format struct {
 	// config ("sbrp-near over epoch-near") gets a row of its own with our
 	// value computed the same way; a table gets a comparison block.
 	Paper bool
+	// Set are the -set overrides the rows were measured with: the table's
+	// comparison with the papers says its ratios are not against the
+	// papers' machine.
+	Set []string
 }
 
 var nan = math.NaN()
@@ -269,6 +273,9 @@ func WriteTable(w io.Writer, rows []Row, f Format) error {
 		return err
 	}
 	fmt.Fprintf(w, "-- the papers' values beside ours (%s size; ratio = ours/paper)\n", f.Size)
+	if len(f.Set) > 0 {
+		fmt.Fprintf(w, "-- ours ran on a machine changed by -set %s: the ratios are not against the papers' machine\n", strings.Join(f.Set, ", -set "))
+	}
 	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
 	fmt.Fprintln(tw, "workload\tconfig\tmetric\tours\tpaper\tratio\tsource\t")
 	for _, c := range cmp {

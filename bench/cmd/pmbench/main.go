@@ -169,8 +169,12 @@ Usage: pmbench [flags]
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt)
 	defer stop()
 	opts.Quick, opts.Smoke = *quick, *smoke
-	fmt.Fprintf(stderr, "pmbench: running %s at %s size%s\n", names(selected), opts.SizeName(), sizeNote(*exps == "", *quick))
-	f := bench.Format{Size: opts.SizeName(), Paper: *paper}
+	changed := ""
+	if len(sets) > 0 {
+		changed = ", on a machine changed by -set " + strings.Join(sets, ", -set ")
+	}
+	fmt.Fprintf(stderr, "pmbench: running %s at %s size%s%s\n", names(selected), opts.SizeName(), changed, sizeNote(*exps == "", *quick))
+	f := bench.Format{Size: opts.SizeName(), Paper: *paper, Set: sets}
 	for i, e := range selected {
 		bar := newProgress(stderr, e.Name)
 		opts.Progress = bar.update
@@ -201,7 +205,7 @@ Usage: pmbench [flags]
 			if strings.HasPrefix(e.Description, source(e, "%s")) {
 				src = "" // the description says it already
 			}
-			fmt.Fprintf(stdout, "== %s [%s size]%s: %s\n", e.Name, opts.SizeName(), src, e.Description)
+			fmt.Fprintf(stdout, "== %s [%s size%s]%s: %s\n", e.Name, opts.SizeName(), changed, src, e.Description)
 			if err := bench.WriteTable(stdout, rows, f); err != nil {
 				return err
 			}

@@ -5,6 +5,7 @@ import (
 	"flag"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 
@@ -150,11 +151,19 @@ func TestPmbenchSizeLabels(t *testing.T) {
 		stderr, head string
 	}{
 		{[]string{"-exp", "sbrp-fig9", "-quick", "-shard", "0/6"}, "running sbrp-fig9 at quick size (small inputs", "== sbrp-fig9 [quick size]: SBRP Fig. 9:"},
+		// A changed machine says so on stderr, in the header and beside
+		// the papers' values.
+		{[]string{"-exp", "sbrp-fig9", "-smoke", "-paper", "-set", "nvm.write_latency_cycles=500"},
+			"running sbrp-fig9 at smoke size, on a machine changed by -set nvm.write_latency_cycles=500",
+			"== sbrp-fig9 [smoke size, on a machine changed by -set nvm.write_latency_cycles=500]"},
 	} {
 		var out, errb bytes.Buffer
 		require.NoError(t, run(tc.args, &out, &errb), "%v", tc.args)
 		require.Contains(t, errb.String(), tc.stderr, "%v", tc.args)
 		require.Contains(t, out.String(), tc.head, "%v", tc.args)
+		if slices.Contains(tc.args, "-set") {
+			require.Contains(t, out.String(), "-- ours ran on a machine changed by -set nvm.write_latency_cycles=500: the ratios are not against the papers' machine")
+		}
 	}
 	var out, errb bytes.Buffer
 	require.NoError(t, run([]string{"-list"}, &out, &errb))
