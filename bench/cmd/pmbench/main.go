@@ -67,6 +67,7 @@ func run(args []string, stdout, stderr io.Writer) error {
 	var sets multiFlag
 	fs.Var(&sets, "set", "hwmodel override key=value, repeatable (e.g. -set nvm.write_latency_cycles=500); -set help or pmbench keys lists the keys")
 	out := fs.String("out", "", "also write <experiment>.csv and <experiment>.svg (a bar chart) per experiment to this directory")
+	sweep := fs.String("sweep", "", "run the experiments once per value of one hwmodel key, key=v1,v2,... (e.g. nvm.write_latency_cycles=200,400,800); every row's config ends with the value it ran at")
 	shard := fs.String("shard", "", "run only part i of n of each sweep, as i/n (0-based), for a batch scheduler")
 	window := fs.String("window", "", "comma-separated window sizes the COSPlay experiments try for COSPlay, SBatch and FreeSwitch (each reports its best; one size pins it); default: their own sweeps")
 	cpuprofile := fs.String("cpuprofile", "", "write a CPU profile to this directory")
@@ -147,6 +148,10 @@ Usage: pmbench [flags]
 			}
 		}
 	}
+	sweepSets, err := sweepValues(*sweep, sets, selected, *paper)
+	if err != nil {
+		return err
+	}
 	if *cpuprofile != "" && *memprofile != "" {
 		return fmt.Errorf("-cpuprofile and -memprofile exclude each other: profile one at a time")
 	}
@@ -173,13 +178,16 @@ Usage: pmbench [flags]
 	if len(sets) > 0 {
 		changed = ", on a machine changed by -set " + strings.Join(sets, ", -set ")
 	}
+	if *sweep != "" {
+		changed += ", swept over -sweep " + *sweep
+	}
 	fmt.Fprintf(stderr, "pmbench: running %s at %s size%s%s\n", names(selected), opts.SizeName(), changed, sizeNote(*exps == "", *quick))
 	f := bench.Format{Size: opts.SizeName(), Paper: *paper, Set: sets}
 	for i, e := range selected {
 		bar := newProgress(stderr, e.Name)
 		opts.Progress = bar.update
 		wall, cpu := time.Now(), speed.CPUTime()
-		rows, err := e.Run(ctx, opts)
+		rows, err := runSwept(ctx, e, opts, sweepSets)
 		bar.finish()
 		if err != nil {
 			return fmt.Errorf("%s: %w", e.Name, err)
@@ -217,6 +225,72 @@ Usage: pmbench [flags]
 		}
 	}
 	return nil
+}
+
+// sweepValues checks -sweep key=v1,v2,... against the -set overrides and
+// the selected experiments and returns one override per value (nil
+// without -sweep).
+func sweepValues(sweep string, sets []string, selected []bench.Experiment, paper bool) ([]string, error) {
+	if sweep == "" {
+		return nil, nil
+	}
+	key, vals, ok := strings.Cut(sweep, "=")
+	key = strings.TrimSpace(key)
+	if !ok || key == "" || strings.TrimSpace(vals) == "" {
+		return nil, fmt.Errorf("bad -sweep %q: want key=v1,v2,...", sweep)
+	}
+	if paper {
+		return nil, fmt.Errorf("-sweep and -paper exclude each other: the papers' values are for their own machine")
+	}
+	for _, kv := range sets {
+		if k, _, _ := strings.Cut(kv, "="); k == key {
+			return nil, fmt.Errorf("-sweep %s and -set %s name the same key", key, kv)
+		}
+	}
+	for _, e := range selected {
+		if e.NoSet {
+			return nil, fmt.Errorf("-sweep does not apply to experiment %s (it runs no hwmodel configuration)", e.Name)
+		}
+		if slices.Contains(e.Sweeps, key) {
+			return nil, fmt.Errorf("-sweep %s: experiment %s sweeps it itself", key, e.Name)
+		}
+	}
+	var out []string
+	for _, v := range strings.Split(vals, ",") {
+		v = strings.TrimSpace(v)
+		if v == "" {
+			return nil, fmt.Errorf("bad -sweep %q: an empty value (a stray comma?)", sweep)
+		}
+		kv := key + "=" + v
+		probe := hwmodel.PresetPMNear()
+		if err := probe.Set(append(slices.Clone(sets), kv)...); err != nil {
+			return nil, fmt.Errorf("-sweep: %w", err)
+		}
+		out = append(out, kv)
+	}
+	return out, nil
+}
+
+// runSwept runs e once, or once per -sweep override with every row's
+// config ending in the override it ran at.
+func runSwept(ctx context.Context, e bench.Experiment, o bench.Options, sweep []string) ([]bench.Row, error) {
+	if len(sweep) == 0 {
+		return e.Run(ctx, o)
+	}
+	var rows []bench.Row
+	base := o.Set
+	for _, kv := range sweep {
+		o.Set = append(slices.Clone(base), kv)
+		got, err := e.Run(ctx, o)
+		if err != nil {
+			return nil, fmt.Errorf("at %s: %w", kv, err)
+		}
+		for i := range got {
+			got[i].Config += " " + kv
+		}
+		rows = append(rows, got...)
+	}
+	return rows, nil
 }
 
 // names lists the experiments' names.

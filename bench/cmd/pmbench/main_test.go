@@ -6,6 +6,7 @@ import (
 	"os"
 	"path/filepath"
 	"slices"
+	"strconv"
 	"strings"
 	"testing"
 
@@ -130,6 +131,14 @@ func TestPmbenchStrictFlags(t *testing.T) {
 		{[]string{"-exp"}, "flag needs an argument"},
 		{[]string{"-exp", "micro-persist,"}, "an empty name"},
 		{[]string{"-exp", "sbrp-fig10a", "-quick", "-set", "persist.buffer_entries=256"}, "sweeps persist.buffer_entries itself"},
+		{[]string{"-exp", "sbrp-fig10c", "-quick", "-sweep", "persist.window=2,4"}, "sweeps it itself"},
+		{[]string{"-exp", "micro-persist", "-quick", "-sweep", "nvm.write_latency_cycles"}, "bad -sweep"},
+		{[]string{"-exp", "micro-persist", "-quick", "-sweep", "nvm.write_latency_cycles=200,"}, "an empty value"},
+		{[]string{"-exp", "micro-persist", "-quick", "-sweep", "nvm.write_latency_cycles=200,x"}, "-sweep"},
+		{[]string{"-exp", "micro-persist", "-quick", "-sweep", "bogus=1,2"}, "every key: pmbench keys"},
+		{[]string{"-exp", "sbrp-fig9", "-quick", "-paper", "-sweep", "nvm.write_latency_cycles=200,400"}, "exclude each other"},
+		{[]string{"-exp", "micro-persist", "-quick", "-set", "nvm.write_latency_cycles=100", "-sweep", "nvm.write_latency_cycles=200,400"}, "name the same key"},
+		{[]string{"-exp", "engine", "-quick", "-sweep", "nvm.write_latency_cycles=200,400"}, "does not apply to experiment engine"},
 		{[]string{"-exp", "micro-persist,cosplay-fig8", "-quick", "-set", "cpu.bmo_cycles=700"}, "sweeps cpu.bmo_cycles itself"},
 		{[]string{"-exp", ",engine"}, "an empty name"},
 	} {
@@ -220,4 +229,33 @@ func TestPmbenchHelp(t *testing.T) {
 	require.Equal(t, 2, exitCode(err))
 	require.Equal(t, 0, exitCode(nil))
 	require.Contains(t, errb.String(), "pmbench runs")
+}
+
+// -sweep runs the experiments once per value and says in every row's
+// config which value it ran at; a slower NVM is never faster.
+func TestPmbenchSweep(t *testing.T) {
+	var out, errb bytes.Buffer
+	require.NoError(t, run([]string{"-exp", "micro-persist", "-quick", "-format", "csv", "-sweep", "nvm.write_latency_cycles=100,3200"}, &out, &errb))
+	require.Contains(t, errb.String(), "swept over -sweep nvm.write_latency_cycles=100,3200")
+	cycles := map[string]string{}
+	for _, line := range strings.Split(strings.TrimSpace(out.String()), "\n")[1:] {
+		f := strings.Split(line, ",")
+		require.Len(t, f, 6, line)
+		switch {
+		case strings.HasSuffix(f[2], " nvm.write_latency_cycles=100"), strings.HasSuffix(f[2], " nvm.write_latency_cycles=3200"):
+		default:
+			t.Fatalf("row without its sweep value: %s", line)
+		}
+		if f[1] == "persist-dfence" && f[3] == "cycles" {
+			cycles[f[2]] = f[4]
+		}
+	}
+	fast, slow := cycles["pm-near/epoch nvm.write_latency_cycles=100"], cycles["pm-near/epoch nvm.write_latency_cycles=3200"]
+	require.NotEmpty(t, fast)
+	require.NotEmpty(t, slow)
+	f, err := strconv.ParseFloat(fast, 64)
+	require.NoError(t, err)
+	sl, err := strconv.ParseFloat(slow, 64)
+	require.NoError(t, err)
+	require.GreaterOrEqual(t, sl, f, "a slower NVM write is not faster")
 }
