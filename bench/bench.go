@@ -299,8 +299,8 @@ func formatRatio(r float64) string {
 func writeTable(w io.Writer, rows []Row) error {
 	type key struct{ workload, config string }
 	var keys []key
-	var metrics []string
 	vals := map[key]map[string]float64{}
+	has := map[key][]string{} // the key's metrics, in order
 	for _, r := range rows {
 		k := key{r.Workload, r.Config}
 		if vals[k] == nil {
@@ -308,22 +308,67 @@ func writeTable(w io.Writer, rows []Row) error {
 			keys = append(keys, k)
 		}
 		vals[k][r.Metric] = r.Value
-		if !slices.Contains(metrics, r.Metric) {
-			metrics = append(metrics, r.Metric)
+		if !slices.Contains(has[k], r.Metric) {
+			has[k] = append(has[k], r.Metric)
 		}
 	}
-	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', tabwriter.AlignRight)
-	fmt.Fprintf(tw, "workload\tconfig\t%s\t\n", strings.Join(metrics, "\t"))
+	// One table per set of metrics that rows share, in order of first
+	// appearance, so no table is mostly empty cells.
+	var groups [][]key
+	var sets [][]string
 	for _, k := range keys {
-		cells := make([]string, len(metrics))
-		for i, m := range metrics {
-			if v, ok := vals[k][m]; ok {
-				cells[i] = formatValue(v)
-			} else {
-				cells[i] = "-"
-			}
+		i := slices.IndexFunc(sets, func(m []string) bool { return slices.Equal(m, has[k]) })
+		if i < 0 {
+			i = len(sets)
+			sets, groups = append(sets, has[k]), append(groups, nil)
 		}
-		fmt.Fprintf(tw, "%s\t%s\t%s\t\n", k.workload, k.config, strings.Join(cells, "\t"))
+		groups[i] = append(groups[i], k)
 	}
-	return tw.Flush()
+	for g, ks := range groups {
+		// Columns as wide as their widest cell; metrics past tableWidth
+		// characters go to a further table with the same rows.
+		first := 0
+		wide := len("workload") + len("config")
+		for _, k := range ks {
+			wide = max(wide, len(k.workload)+len(k.config))
+		}
+		for first < len(sets[g]) {
+			last, width := first, wide+4
+			for last < len(sets[g]) {
+				col := len(sets[g][last])
+				for _, k := range ks {
+					col = max(col, len(formatValue(vals[k][sets[g][last]])))
+				}
+				if last > first && width+col+2 > tableWidth {
+					break
+				}
+				width += col + 2
+				last++
+			}
+			if g > 0 || first > 0 {
+				if _, err := fmt.Fprintln(w); err != nil {
+					return err
+				}
+			}
+			metrics := sets[g][first:last]
+			tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', tabwriter.AlignRight)
+			fmt.Fprintf(tw, "workload\tconfig\t%s\t\n", strings.Join(metrics, "\t"))
+			for _, k := range ks {
+				cells := make([]string, len(metrics))
+				for i, m := range metrics {
+					cells[i] = formatValue(vals[k][m])
+				}
+				fmt.Fprintf(tw, "%s\t%s\t%s\t\n", k.workload, k.config, strings.Join(cells, "\t"))
+			}
+			if err := tw.Flush(); err != nil {
+				return err
+			}
+			first = last
+		}
+	}
+	return nil
 }
+
+// tableWidth is the widest a table printed by WriteTable gets, in
+// characters, unless one metric's column alone is wider.
+const tableWidth = 100
