@@ -307,9 +307,7 @@ func (b *Backend) pbEvict(sm int, e int32, t uint64) uint64 {
 	start := max(t, b.pbReady(it))
 	b.pbSend(sm, it, start)
 	it.early = true
-	if p.items[p.next].early {
-		b.pbSettle(sm) // it was the head
-	}
+	b.pbSettle(sm) // it took a window slot (or was the head): requeue the head
 	return start
 }
 
