@@ -185,7 +185,7 @@ type warpState struct {
 	lastItem, orderItem int64
 	drainFront          uint64
 	// wait is a DFence or epoch barrier whose end the persist buffers'
-	// drain decides (pm.Waker): the warp is blocked until item waitItem
+	// drain decides (pm.Waker): the warp is blocked until the wait's item
 	// of its SM's buffer has left it.
 	wait  *pbWait
 	stamp uint64 // Sync de-duplication
@@ -209,7 +209,7 @@ type smState struct {
 	alu     resource  // the schedulers' execution units: Schedulers cycles of Work per cycle
 	smem    resource  // shared memory: one bank-conflict pass per cycle
 	log     []span    // recent flushes of the SM (those not known to be over)
-	slots   occupancy // the flush window (every model but ScopedBarrier); ScopedBarrier: the L1 NVW-FIFO
+	slots   occupancy // ScopedBarrier: the L1 NVW-FIFO (SBRP's window is its buffer's, pbuffer.go)
 	pruneAt int
 	pb      pbState          // SBRP: the persist buffer's drain (pbuffer.go)
 	pbLine  map[uint64]int32 // SBRP: newest buffer entry per line
@@ -552,7 +552,7 @@ func (b *Backend) warp(w int) *warpState {
 		if w < b.firstWave {
 			at = b.first
 		}
-		*ws = warpState{init: true, clock: at, lastAck: b.start, front: b.start, lastItem: -1, orderItem: -1, id: int32(w)}
+		*ws = b.newWarp(w, 0, at)
 	}
 	return ws
 }
@@ -773,7 +773,12 @@ func (b *Backend) Admit(w, sm int, at uint64) {
 	}
 	b.warp(w) // grow the table
 	ws := &b.warps[w]
-	*ws = warpState{init: true, sm: sm % len(b.sms), clock: max(at, b.first), lastAck: b.start, front: b.start, lastItem: -1, orderItem: -1, id: int32(w)}
+	*ws = b.newWarp(w, sm%len(b.sms), max(at, b.first))
+}
+
+// newWarp returns the state of warp w starting on SM sm at cycle at.
+func (b *Backend) newWarp(w, sm int, at uint64) warpState {
+	return warpState{init: true, id: int32(w), sm: sm, clock: at, lastAck: b.start, front: b.start, lastItem: -1, orderItem: -1}
 }
 
 // Retire notes that warp w has finished (pm.Residency).
