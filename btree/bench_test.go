@@ -1,6 +1,7 @@
 package btree
 
 import (
+	"fmt"
 	"math/rand/v2"
 	"testing"
 	"time"
@@ -104,4 +105,51 @@ func BenchmarkGet(b *testing.B) {
 		}
 		b.ReportMetric(float64(b.Elapsed().Nanoseconds())/float64(b.N*len(batch)), "hostns/key")
 	})
+}
+
+// scalingTree builds a tree of n random keys (seeded) on the functional
+// backend in batches of 4,096 and returns it with its keys.
+func scalingTree(b *testing.B, n int) (*Tree, []uint64) {
+	rng := rand.New(rand.NewPCG(3, 4))
+	tr, err := Create(newMachine(b), "bt", Options{Capacity: n/4 + 4096})
+	require.NoError(b, err)
+	keys := make([]uint64, 0, n)
+	seen := make(map[uint64]bool, n)
+	for len(keys) < n {
+		k := rng.Uint64()
+		if !seen[k] {
+			seen[k] = true
+			keys = append(keys, k)
+		}
+	}
+	for s := 0; s < n; s += 4096 {
+		ks := keys[s:min(s+4096, n)]
+		_, err := tr.InsertBatch(ks, ks, BatchOptions{})
+		require.NoError(b, err)
+	}
+	require.Equal(b, n, tr.Len())
+	return tr, keys
+}
+
+// BenchmarkPutScaling measures one Put (a new value for a key the tree
+// holds, so that the tree keeps its size) in trees of 10K and 400K keys on
+// the functional backend: host µs per Put, and PM nodes of the tree. A
+// commit costs what it changes, so the two should be close (the goal is
+// 400K within 1.5x of 10K).
+func BenchmarkPutScaling(b *testing.B) {
+	for _, n := range []int{10_000, 400_000} {
+		b.Run(fmt.Sprintf("keys=%d", n), func(b *testing.B) {
+			tr, keys := scalingTree(b, n)
+			rng := rand.New(rand.NewPCG(5, 6))
+			b.ReportAllocs()
+			for b.Loop() {
+				k := keys[rng.IntN(len(keys))]
+				if err := tr.Put(k, k+1); err != nil {
+					b.Fatal(err)
+				}
+			}
+			b.ReportMetric(float64(b.Elapsed().Nanoseconds())/float64(b.N)/1e3, "µs/put")
+			b.ReportMetric(float64(tr.Nodes()), "nodes")
+		})
+	}
 }
