@@ -4,6 +4,7 @@ import (
 	"cmp"
 	"encoding/binary"
 	"fmt"
+	"math/bits"
 	"slices"
 
 	"github.com/scopedpm/scopedpm/pm"
@@ -426,14 +427,29 @@ func (t *Tree) plan(ks []uint64, o BatchOptions) (record, []laneInfo, [][]uint64
 	return rec, lanes, starts, offs, nil
 }
 
-// freeIDs returns the first n free node ids of the committed bitmap.
+// freeIDs returns the first n free node ids of the committed bitmap, in
+// ascending order. The search starts at t.hint (every node below it is in
+// use) and skips whole words in use, so it does not rescan the tree's nodes.
 func (t *Tree) freeIDs(n uint64) ([]uint32, error) {
 	bm := t.bm[t.cur.seq&1]
 	out := make([]uint32, 0, n)
-	for id := uint64(1); id < t.g.capacity && uint64(len(out)) < n; id++ {
-		if bm[id/64]&(1<<(id%64)) == 0 {
-			out = append(out, uint32(id))
+	for id := max(t.hint, 1); id < t.g.capacity && uint64(len(out)) < n; {
+		free := ^bm[id/64] &^ (1<<(id%64) - 1) // free ids of the word from id on
+		if free == 0 {
+			id = (id/64 + 1) * 64
+			continue
 		}
+		id = id/64*64 + uint64(bits.TrailingZeros64(free))
+		if id >= t.g.capacity {
+			break
+		}
+		out = append(out, uint32(id))
+		id++
+	}
+	if len(out) > 0 {
+		t.hint = uint64(out[0])
+	} else {
+		t.hint = t.g.capacity
 	}
 	if uint64(len(out)) < n {
 		return nil, fmt.Errorf("%w: a batch may need %d free nodes, the pool has %d", ErrFull, n, len(out))
@@ -509,8 +525,8 @@ func (t *Tree) finish(rec record, lanes []laneInfo, starts [][]uint64, offs []ui
 	return res, t.commit(rec)
 }
 
-// commit reads the batch's result (new root and height), walks the new
-// tree to count its keys and mark its nodes, and publishes it.
+// commit reads the batch's result (new root and height), finds what the
+// batch changed (changes), and publishes it.
 func (t *Tree) commit(rec record) error {
 	b := make([]byte, 24)
 	if err := t.read(t.r.Base.Add(resultOff), b); err != nil {
@@ -520,34 +536,54 @@ func (t *Tree) commit(rec record) error {
 	if seq != rec.seq || root == 0 || root >= t.g.capacity || height < 1 || height > 64 {
 		return fmt.Errorf("%w: batch %d result: batch %d root %d height %d", ErrCorrupt, rec.seq, seq, root, height)
 	}
-	want, count, err := t.walk(uint32(root), uint32(height))
+	made, freed, count, err := t.changes(uint32(root), uint32(height))
 	if err != nil {
 		return err
 	}
-	return t.publish(meta{seq: rec.seq, root: uint32(root), height: uint32(height), count: count}, want)
+	return t.publish(meta{seq: rec.seq, root: uint32(root), height: uint32(height), count: count}, made, freed)
 }
 
-// walk marks the nodes reachable from root and counts the keys.
-func (t *Tree) walk(root, height uint32) ([]uint64, uint64, error) {
-	want := make([]uint64, len(t.bm[0]))
-	var count uint64
+// changes compares the tree of root and height that a batch wrote with the
+// committed tree, reading only the nodes the batch wrote and those it
+// replaced: it returns the new nodes (made), the committed nodes the new
+// tree no longer reaches (freed), and the new tree's key count.
+//
+// Copy-on-write makes this exact: a batch writes only nodes that are free
+// in the committed bitmap, and never changes a committed node's children,
+// so a committed node the new tree reaches brings its whole subtree along
+// unchanged. The walk of the new tree descends through the new nodes and
+// stops at committed ones (kept); the walk of the committed tree descends
+// through the nodes not kept, which are the freed ones. The count is the
+// committed count plus the keys of the new leaves less those of the freed
+// leaves.
+func (t *Tree) changes(root, height uint32) (made, freed []uint32, count uint64, err error) {
+	bm := t.bm[t.cur.seq&1]
+	used := func(id uint32) bool { return bm[id/64]&(1<<(id%64)) != 0 }
+	kept := map[uint32]bool{}
+	isNew := map[uint32]bool{}
+	var added, removed uint64
 	level := []uint32{root}
-	for depth := uint32(0); depth < height; depth++ {
+	for depth := uint32(0); depth < height && len(level) > 0; depth++ {
 		var next []uint32
 		for _, id := range level {
-			if id == 0 || uint64(id) >= t.g.capacity || want[id/64]&(1<<(id%64)) != 0 {
-				return nil, 0, fmt.Errorf("%w: node %d bad or reached twice", ErrCorrupt, id)
+			if id == 0 || uint64(id) >= t.g.capacity || kept[id] || isNew[id] {
+				return nil, nil, 0, fmt.Errorf("%w: node %d bad or reached twice", ErrCorrupt, id)
 			}
-			want[id/64] |= 1 << (id % 64)
+			if used(id) {
+				kept[id] = true
+				continue
+			}
+			isNew[id] = true
+			made = append(made, id)
 			nd, err := t.readNode(id)
 			if err != nil {
-				return nil, 0, err
+				return nil, nil, 0, err
 			}
 			if nd.leaf != (depth == height-1) {
-				return nil, 0, fmt.Errorf("%w: node %d at depth %d of %d is leaf=%v", ErrCorrupt, id, depth, height, nd.leaf)
+				return nil, nil, 0, fmt.Errorf("%w: node %d at depth %d of %d is leaf=%v", ErrCorrupt, id, depth, height, nd.leaf)
 			}
 			if nd.leaf {
-				count += uint64(len(nd.vals))
+				added += uint64(len(nd.vals))
 				continue
 			}
 			for _, c := range nd.vals {
@@ -556,7 +592,35 @@ func (t *Tree) walk(root, height uint32) ([]uint64, uint64, error) {
 		}
 		level = next
 	}
-	return want, count, nil
+	level = []uint32{t.cur.root}
+	for depth := uint32(0); depth < t.cur.height && len(level) > 0; depth++ {
+		var next []uint32
+		for _, id := range level {
+			if kept[id] {
+				continue
+			}
+			if id == 0 || uint64(id) >= t.g.capacity || !used(id) {
+				return nil, nil, 0, fmt.Errorf("%w: committed tree reaches node %d, marked free", ErrCorrupt, id)
+			}
+			freed = append(freed, id)
+			nd, err := t.readNode(id)
+			if err != nil {
+				return nil, nil, 0, err
+			}
+			if nd.leaf {
+				removed += uint64(len(nd.vals))
+				continue
+			}
+			for _, c := range nd.vals {
+				next = append(next, uint32(c))
+			}
+		}
+		level = next
+	}
+	if removed > t.cur.count+added {
+		return nil, nil, 0, fmt.Errorf("%w: batch removes %d keys of %d", ErrCorrupt, removed, t.cur.count)
+	}
+	return made, freed, t.cur.count + added - removed, nil
 }
 
 // BatchProgress is how far an unfinished batch got, as its epoch status

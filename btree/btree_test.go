@@ -34,10 +34,11 @@ func newMachine(t testing.TB) *pm.Machine {
 }
 
 // requireContent checks the tree against a model map, through Get, Scan
-// and Len, and runs Check.
+// and Len, and runs Check and verifyDerived.
 func requireContent(t testing.TB, tr *Tree, want map[uint64]uint64) {
 	t.Helper()
 	require.NoError(t, tr.Check())
+	require.NoError(t, tr.verifyDerived())
 	require.Equal(t, len(want), tr.Len())
 	keys := slices.Sorted(maps.Keys(want))
 	var got []uint64

@@ -72,8 +72,12 @@ func (w *crashWL) Run(m *pm.Machine) error {
 }
 
 func (w *crashWL) Recover(m *pm.Machine) error {
-	_, err := Open(m, "bt")
-	return err
+	tr, err := Open(m, "bt")
+	if err != nil {
+		return err
+	}
+	// The commit recovery made kept the bitmap and count incrementally.
+	return tr.verifyDerived()
 }
 
 func (w *crashWL) want(committed uint64) map[uint64]uint64 {

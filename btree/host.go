@@ -300,14 +300,7 @@ func (t *Tree) finishDelete(mt meta, freed, made []uint32) error {
 	if t.knobs.crashBeforeCommit != nil {
 		return t.knobs.crashBeforeCommit
 	}
-	want := slices.Clone(t.bm[t.cur.seq&1])
-	for _, id := range freed {
-		want[id/64] &^= 1 << (id % 64)
-	}
-	for _, id := range made {
-		want[id/64] |= 1 << (id % 64)
-	}
-	return t.publish(mt, want)
+	return t.publish(mt, made, freed)
 }
 
 func leafOf(es []entry, next uint32) *node {

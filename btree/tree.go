@@ -81,6 +81,13 @@ type Tree struct {
 	g    geometry
 	cur  meta
 	bm   [2][]uint64 // volatile copies of the two bitmaps
+	// diff lists the words where bm[0] and bm[1] may differ (every other
+	// word is equal in both); nodes is the number of nodes marked in the
+	// committed bitmap, and hint a node id no greater than its first free
+	// one. publish keeps the three, so that a commit costs what it changes.
+	diff  []int
+	nodes int
+	hint  uint64
 
 	knobs testingKnobs // set by tests (export_test.go)
 }
@@ -103,7 +110,7 @@ func Create(m *pm.Machine, region string, o Options) (*Tree, error) {
 	if err != nil {
 		return nil, fmt.Errorf("btree: create %q: %w", region, err)
 	}
-	t := &Tree{m: m, name: region, r: r, g: g}
+	t := &Tree{m: m, name: region, r: r, g: g, hint: 1}
 	words := int(g.bitmapBytes() / 8)
 	t.bm[0], t.bm[1] = make([]uint64, words), make([]uint64, words)
 	if err := t.write(r.Base.Add(headerOff), g.encode()); err != nil {
@@ -113,9 +120,7 @@ func Create(m *pm.Machine, region string, o Options) (*Tree, error) {
 	if err := t.write(g.nodeAddr(r.Base, 1), encodeNode(root, g.order)); err != nil {
 		return nil, err
 	}
-	want := make([]uint64, words)
-	want[0] = 1 << 1
-	if err := t.publish(meta{seq: 1, root: 1, height: 1}, want); err != nil {
+	if err := t.publish(meta{seq: 1, root: 1, height: 1}, []uint32{1}, nil); err != nil {
 		return nil, err
 	}
 	return t, nil
@@ -173,6 +178,14 @@ func openNoRecover(m *pm.Machine, region string) (*Tree, error) {
 			t.bm[i][w] = binary.LittleEndian.Uint64(b[8*w:])
 		}
 	}
+	// The derived state publish keeps from here on.
+	t.hint = 1
+	for w := range t.bm[0] {
+		if t.bm[0][w] != t.bm[1][w] {
+			t.diff = append(t.diff, w)
+		}
+		t.nodes += bits.OnesCount64(t.bm[t.cur.seq&1][w])
+	}
 	return t, nil
 }
 
@@ -194,32 +207,66 @@ func (t *Tree) readMeta(seq uint64) (meta, error) {
 	return mt, nil
 }
 
-// publish commits mt: the bitmap of parity mt.seq becomes want (only the
-// words that differ are written), then the meta line, then the commit word,
+// publish commits mt: the bitmap of parity mt.seq becomes the bitmap of
+// the other parity (the tree mt replaces) with the nodes set marked in use
+// and the nodes clr marked free; then the meta line, then the commit word,
 // the commit point. Host writes are durable when they return.
-func (t *Tree) publish(mt meta, want []uint64) error {
+//
+// Only the bitmap words that differ from the PM copy of parity mt.seq are
+// written, as one span from the first to the last: t.diff lists the words
+// where the two bitmaps may differ, so the cost is in the words the last
+// two batches changed, not in the size of the pool.
+func (t *Tree) publish(mt meta, set, clr []uint32) error {
 	p := mt.seq & 1
-	base := t.r.Base.Add(t.g.bitmapOff(int(p)))
+	dst, src := t.bm[p], t.bm[1-p]
+	// The candidate words: those that may differ between the parities, and
+	// those of the changed nodes; their new values.
+	cand := slices.Clone(t.diff)
+	for _, ids := range [2][]uint32{set, clr} {
+		for _, id := range ids {
+			cand = append(cand, int(id/64))
+		}
+	}
+	slices.Sort(cand)
+	cand = slices.Compact(cand)
+	nv := make([]uint64, len(cand))
+	for i, w := range cand {
+		nv[i] = src[w]
+	}
+	at := func(id uint32) int { i, _ := slices.BinarySearch(cand, int(id/64)); return i }
+	for _, id := range clr {
+		nv[at(id)] &^= 1 << (id % 64)
+	}
+	for _, id := range set {
+		nv[at(id)] |= 1 << (id % 64)
+	}
 	lo, hi := -1, -1
-	for w, v := range want {
-		if t.bm[p][w] != v {
+	for i, w := range cand {
+		if dst[w] != nv[i] {
 			if lo < 0 {
-				lo = w
+				lo = i
 			}
-			hi = w
+			hi = i
 		}
 	}
 	if lo >= 0 {
 		// One copy of the changed span: each host write is a drain point
-		// for a timing backend.
-		b := make([]byte, 8*(hi-lo+1))
-		for w := lo; w <= hi; w++ {
-			binary.LittleEndian.PutUint64(b[8*(w-lo):], want[w])
+		// for a timing backend. Between the candidates, the words equal
+		// the other parity's, so dst already holds them.
+		wlo, whi := cand[lo], cand[hi]
+		b := make([]byte, 8*(whi-wlo+1))
+		for w := wlo; w <= whi; w++ {
+			binary.LittleEndian.PutUint64(b[8*(w-wlo):], dst[w])
 		}
-		if err := t.write(base.Add(uint64(8*lo)), b); err != nil {
+		for i := lo; i <= hi; i++ {
+			binary.LittleEndian.PutUint64(b[8*(cand[i]-wlo):], nv[i])
+		}
+		if err := t.write(t.r.Base.Add(t.g.bitmapOff(int(p))+uint64(8*wlo)), b); err != nil {
 			return err
 		}
-		copy(t.bm[p][lo:hi+1], want[lo:hi+1])
+		for i := lo; i <= hi; i++ {
+			dst[cand[i]] = nv[i]
+		}
 	}
 	var buf [8]byte
 	if err := t.write(t.r.Base.Add(metaOff+p*line), mt.encode()); err != nil {
@@ -230,6 +277,16 @@ func (t *Tree) publish(mt meta, want []uint64) error {
 		return err
 	}
 	t.cur = mt
+	t.diff = t.diff[:0]
+	for i, w := range cand {
+		t.nodes += bits.OnesCount64(nv[i]) - bits.OnesCount64(src[w])
+		if dst[w] != src[w] {
+			t.diff = append(t.diff, w)
+		}
+	}
+	for _, id := range clr {
+		t.hint = min(t.hint, uint64(id))
+	}
 	return nil
 }
 
@@ -288,13 +345,7 @@ func (t *Tree) Height() int { return int(t.cur.height) }
 func (t *Tree) Batches() uint64 { return t.cur.seq }
 
 // Nodes returns the number of nodes in use.
-func (t *Tree) Nodes() int {
-	n := 0
-	for _, w := range t.bm[t.cur.seq&1] {
-		n += bits.OnesCount64(w)
-	}
-	return n
-}
+func (t *Tree) Nodes() int { return t.nodes }
 
 // Bytes returns the PM bytes the tree's nodes take.
 func (t *Tree) Bytes() uint64 { return uint64(t.Nodes()) * t.g.nodeBytes }
