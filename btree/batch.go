@@ -130,7 +130,10 @@ func (t *Tree) pending() (record, bool, error) {
 
 // Stage writes a batch durably (its keys, values, free nodes and record)
 // without running it: from then on the batch will happen, and Recover (or
-// Open) runs it. InsertBatch is Stage then Recover. Crash-checking
+// Open) runs it. The staged batch is durable (it will happen) but not
+// visible when Stage returns nil, and the tree refuses other writes with
+// ErrRecovery until Recover commits it. InsertBatch is Stage then Recover.
+// Crash-checking
 // harnesses stage in their setup so that a crash image never holds a
 // batch's kernel writes without the host writes before them.
 func (t *Tree) Stage(keys, vals []uint64, o BatchOptions) error {
@@ -166,7 +169,9 @@ func (t *Tree) stageBatch(keys, vals []uint64, o BatchOptions) (record, []laneIn
 // InsertBatch inserts keys with their values (a key already present gets
 // the new value; of keys repeated in the batch the last wins) with one
 // kernel launch on the tree's machine, and commits the batch. The keys are
-// sorted on the host, as in the paper.
+// sorted on the host, as in the paper. The batch is atomic and durable when
+// InsertBatch returns nil; after an error it may still roll forward at the
+// next Open or Recover (see Tree, Durability).
 func (t *Tree) InsertBatch(keys, vals []uint64, o BatchOptions) (BatchResult, error) {
 	if len(keys) != len(vals) {
 		return BatchResult{}, fmt.Errorf("%w: %d keys and %d values", ErrBadArg, len(keys), len(vals))
@@ -185,7 +190,9 @@ func (t *Tree) InsertBatch(keys, vals []uint64, o BatchOptions) (BatchResult, er
 // batch's kernel, in which each workgroup (and the device-scope part)
 // resumes after the last level its epoch status mark says is durable, and
 // commits. Workgroups whose subtrees persisted do no work again. Recovery
-// rolls forward: the batch's keys were durable before it started.
+// rolls forward: the batch's keys were durable before it started. The
+// batch is committed and durable when Recover returns nil; with no batch
+// to finish it writes nothing.
 func (t *Tree) Recover(o BatchOptions) (BatchResult, error) {
 	res, err := t.resume(o, true)
 	return res, err
@@ -196,7 +203,9 @@ func (t *Tree) Recover(o BatchOptions) (BatchResult, error) {
 // batch is complete in PM and the next Open or Recover commits it (a host
 // step that reads the result and publishes the meta line and bitmap).
 // Harnesses that crash a timing backend during the kernel use it, so that
-// no host write follows the launch.
+// no host write follows the launch. The kernel's writes are durable at its
+// persist barriers when Resume returns, but the batch is not committed:
+// reads still see the tree before it.
 func (t *Tree) Resume(o BatchOptions) (BatchResult, error) {
 	return t.resume(o, false)
 }

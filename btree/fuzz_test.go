@@ -157,3 +157,58 @@ func firstLeafID(t *testing.T, tr *Tree) uint32 {
 	}
 	return id
 }
+
+// TestScanReportsErrors: a leaf of the chain that does not decode ends
+// Scan and All early after the keys before it, and ScanErr returns an
+// error wrapping ErrCorrupt after yielding the same keys; a scan that
+// stays left of the leaf, or that yield stops before it, has no error.
+func TestScanReportsErrors(t *testing.T) {
+	m := newMachine(t)
+	tr, err := Create(m, "bt", Options{Order: 4, Capacity: 200, MaxBatch: 100})
+	require.NoError(t, err)
+	ks := batchKeys("ascending", nil, 60, 1)
+	_, err = tr.InsertBatch(ks, ks, BatchOptions{})
+	require.NoError(t, err)
+	first, err := tr.readNode(firstLeafID(t, tr))
+	require.NoError(t, err)
+	require.NotZero(t, first.next)
+	require.NoError(t, tr.write(tr.g.nodeAddr(tr.r.Base, first.next), make([]byte, 8)))
+	before := first.keys // the keys a scan yields before the broken leaf
+
+	tests := []struct {
+		name    string
+		lo, hi  uint64
+		stop    int // yield returns false after this many keys (0: never)
+		want    []uint64
+		wantErr error
+	}{
+		{"through the broken leaf", 0, ^uint64(0), 0, before, ErrCorrupt},
+		{"left of it", 0, before[len(before)-1], 0, before, nil},
+		{"stopped before it", 0, ^uint64(0), 2, before[:2], nil},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			var got []uint64
+			err := tr.ScanErr(tc.lo, tc.hi, func(k, v uint64) bool {
+				got = append(got, k)
+				return tc.stop == 0 || len(got) < tc.stop
+			})
+			if tc.wantErr != nil {
+				require.ErrorIs(t, err, tc.wantErr)
+			} else {
+				require.NoError(t, err)
+			}
+			require.Equal(t, tc.want, got)
+			got = got[:0]
+			for k := range tr.Scan(tc.lo, tc.hi) {
+				got = append(got, k)
+				if tc.stop > 0 && len(got) == tc.stop {
+					break
+				}
+			}
+			require.Equal(t, tc.want, got, "Scan ends where ScanErr failed")
+		})
+	}
+	_, _, err = tr.Get(before[len(before)-1] + 1)
+	require.ErrorIs(t, err, ErrCorrupt, "Get reports the broken leaf")
+}

@@ -8,7 +8,9 @@ import (
 )
 
 // Put sets key to val: a batch of one key (one small kernel launch on the
-// tree's machine, then the commit).
+// tree's machine, then the commit). The Put is durable when it returns nil;
+// after an error it may still roll forward at the next Open or Recover
+// (see Tree, Durability).
 func (t *Tree) Put(key, val uint64) error {
 	_, err := t.InsertBatch([]uint64{key}, []uint64{val}, BatchOptions{BlockThreads: 1})
 	return err
@@ -21,7 +23,10 @@ func (t *Tree) Put(key, val uint64) error {
 // dropped. The one write to a committed node, the next pointer of the leaf
 // before the replaced ones, is covered by a durable record of the delete
 // written first: recovery redoes an interrupted delete with the same
-// nodes. The commit point is the commit word.
+// nodes. The commit point is the commit word: the delete is durable when
+// Delete returns true and nil, and after an error it may still roll forward
+// at the next Open or Recover (see Tree, Durability). A key that is not
+// there writes nothing.
 func (t *Tree) Delete(key uint64) (bool, error) {
 	if _, ok, err := t.pending(); err != nil || ok {
 		if err != nil {

@@ -17,7 +17,8 @@ type KV struct{ Key, Val uint64 }
 const lookupBlock = 64
 
 // GetBatch looks the keys up with one kernel launch, one thread per key,
-// and returns each key's value and whether the tree holds it.
+// and returns each key's value and whether the tree holds it, as of the
+// last committed batch (durable); it writes only device memory.
 func (t *Tree) GetBatch(keys []uint64, opts ...scope.Option) (vals []uint64, found []bool, err error) {
 	if len(keys) == 0 {
 		return nil, nil, nil
@@ -74,7 +75,8 @@ func (t *Tree) GetBatch(keys []uint64, opts ...scope.Option) (vals []uint64, fou
 
 // ScanBatch runs the range queries with one kernel launch, one thread per
 // query: each finds the leaf of its low key and follows the leaf chain,
-// returning at most limit entries in key order.
+// returning at most limit entries in key order, as of the last committed
+// batch (durable); it writes only device memory.
 func (t *Tree) ScanBatch(ranges []Range, limit int, opts ...scope.Option) ([][]KV, error) {
 	if len(ranges) == 0 {
 		return nil, nil

@@ -66,6 +66,19 @@ func (o Options) geometry() (geometry, error) {
 // word, which holds the number of the last committed batch and so selects
 // the meta line and the bitmap of the committed tree.
 //
+// # Durability
+//
+// A write (Put, Delete, InsertBatch) is durable when it returns nil: its
+// commit word is stored by a host copy, which is durable when it returns
+// (pm.Machine.CopyIn). A write that returns an error may still happen: once
+// its batch record is durable (before any node is written) the write rolls
+// forward, and the next Open or Recover finishes it; until then the tree
+// refuses other writes with ErrRecovery. Errors found before the record
+// (ErrBadArg, ErrFull, ErrRecovery) leave the tree as it was. Reads see
+// the last committed batch only, so whatever they return is durable (after
+// a write that failed, call Recover before Scan: a leaf's next pointer may
+// already point into the unfinished batch, as after OpenPending).
+//
 // # Concurrency
 //
 // A Tree is not safe for concurrent use: it drives its pm.Machine, which
@@ -100,7 +113,7 @@ type testingKnobs struct {
 }
 
 // Create creates a tree in a new PM region named region: an empty root
-// leaf, committed as batch 1.
+// leaf, committed as batch 1, durable when Create returns.
 func Create(m *pm.Machine, region string, o Options) (*Tree, error) {
 	g, err := o.geometry()
 	if err != nil {
@@ -127,7 +140,9 @@ func Create(m *pm.Machine, region string, o Options) (*Tree, error) {
 }
 
 // Open opens the tree in the PM region named region and, if a batch was
-// interrupted by a crash, finishes it (Recover with default options).
+// interrupted by a crash, finishes it (Recover with default options): the
+// tree it returns is the last committed one, with that batch committed and
+// durable.
 func Open(m *pm.Machine, region string) (*Tree, error) {
 	t, err := openNoRecover(m, region)
 	if err != nil {
@@ -142,7 +157,8 @@ func Open(m *pm.Machine, region string) (*Tree, error) {
 // OpenPending opens the tree in region without finishing an interrupted
 // batch: the tree is the last committed one, and Recover finishes the
 // batch. Reads see the committed tree, but a leaf's next pointer may
-// already point into the unfinished batch: call Recover before Scan.
+// already point into the unfinished batch: call Recover before Scan. It
+// writes nothing.
 func OpenPending(m *pm.Machine, region string) (*Tree, error) { return openNoRecover(m, region) }
 
 func openNoRecover(m *pm.Machine, region string) (*Tree, error) {
@@ -334,20 +350,22 @@ func (t *Tree) Region() pm.Range { return t.r }
 // Order returns the tree's order.
 func (t *Tree) Order() int { return t.g.order }
 
-// Len returns the number of keys.
+// Len returns the number of keys of the last committed batch (durable; no
+// PM access).
 func (t *Tree) Len() int { return int(t.cur.count) }
 
-// Height returns the number of levels (1: the root is a leaf).
+// Height returns the number of levels (1: the root is a leaf) of the last
+// committed batch.
 func (t *Tree) Height() int { return int(t.cur.height) }
 
 // Batches returns the number of the last committed batch (Create commits
-// batch 1).
+// batch 1): every batch up to it is durable.
 func (t *Tree) Batches() uint64 { return t.cur.seq }
 
-// Nodes returns the number of nodes in use.
+// Nodes returns the number of nodes in use in the last committed batch.
 func (t *Tree) Nodes() int { return t.nodes }
 
-// Bytes returns the PM bytes the tree's nodes take.
+// Bytes returns the PM bytes the nodes of the last committed batch take.
 func (t *Tree) Bytes() uint64 { return uint64(t.Nodes()) * t.g.nodeBytes }
 
 // route returns the index of the child of internal node n whose range holds
@@ -383,7 +401,9 @@ func (t *Tree) findLeaf(key uint64) (*node, error) {
 	return n, nil
 }
 
-// Get returns the value of key and whether the tree holds it.
+// Get returns the value of key and whether the tree holds it, as of the
+// last committed batch (durable). A read error (ErrCorrupt, or the
+// backend's) is returned as such, never as a missing key.
 func (t *Tree) Get(key uint64) (uint64, bool, error) {
 	n, err := t.findLeaf(key)
 	if err != nil {
@@ -396,15 +416,25 @@ func (t *Tree) Get(key uint64) (uint64, bool, error) {
 }
 
 // Scan returns the keys in [lo, hi] in ascending order with their values,
-// following the leaf chain. A read error ends the sequence; ScanErr
-// reports it.
+// as of the last committed batch (durable), following the leaf chain, for
+// use with range.
+//
+// An iterator cannot return an error: a read that fails (a node that does
+// not decode, a backend error) ends the sequence early, as if the range
+// ended there, and the error is lost. Where reads can fail (a tree not
+// verified by Check, a backend with I/O), use ScanErr, which returns it.
 func (t *Tree) Scan(lo, hi uint64) iter.Seq2[uint64, uint64] {
 	return func(yield func(uint64, uint64) bool) {
 		_ = t.scan(lo, hi, yield)
 	}
 }
 
-// ScanErr is Scan that returns the read error that ended it, if any.
+// ScanErr calls yield for the keys in [lo, hi] in ascending order with
+// their values, as Scan yields them (the last committed batch, durable),
+// until yield returns false. It returns the error of a read that failed
+// (wrapping ErrCorrupt, or the backend's error), which ended the scan
+// early; nil if the scan reached hi or yield stopped it. It is the form of
+// Scan that reports errors.
 func (t *Tree) ScanErr(lo, hi uint64, yield func(k, v uint64) bool) error {
 	return t.scan(lo, hi, yield)
 }
@@ -429,8 +459,8 @@ func (t *Tree) scan(lo, hi uint64, yield func(uint64, uint64) bool) error {
 				return nil
 			}
 		}
-		if n.next == 0 {
-			return nil
+		if n.next == 0 || (len(n.keys) > 0 && n.keys[len(n.keys)-1] >= hi) {
+			return nil // the next leaf's keys are all above hi
 		}
 		if n, err = t.readNode(n.next); err != nil {
 			return err
@@ -441,7 +471,8 @@ func (t *Tree) scan(lo, hi uint64, yield func(uint64, uint64) bool) error {
 	}
 }
 
-// All returns every key and value in order.
+// All returns every key and value in order: Scan of the whole key space,
+// with Scan's contract (a read error ends it silently; see ScanErr).
 func (t *Tree) All() iter.Seq2[uint64, uint64] { return t.Scan(0, ^uint64(0)) }
 
 const maxReported = 20
@@ -456,7 +487,8 @@ const maxReported = 20
 // joined; nil if there are none.
 //
 // A tree with an unfinished batch (see OpenPending) gives ErrRecovery: the
-// leaf links the batch already wrote point into it.
+// leaf links the batch already wrote point into it. Check reads the
+// committed tree as it is durable, and writes nothing.
 func (t *Tree) Check() error {
 	if _, ok, err := t.pending(); err != nil || ok {
 		if err != nil {
