@@ -514,6 +514,7 @@ func (t *Tree) finish(rec record, lanes []laneInfo, starts [][]uint64, offs []ui
 	}
 	k := &kern{g: t.g, base: t.r.Base, seq: rec.seq, n: int(rec.n), h: int(rec.oldHeight), d: int(rec.d),
 		order: t.g.order, root: rec.oldRoot, lanes: lanes, starts: starts, alg: Alg(rec.alg), levelScope: o.Scopes.Level, topScope: o.Scopes.Top}
+	k.areas()
 	k.laneDone = make([]int, len(lanes))
 	for l := range lanes {
 		k.laneDone[l], _ = markDone(binary.LittleEndian.Uint64(mb[8*l:]), rec.seq, 0)

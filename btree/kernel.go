@@ -43,6 +43,11 @@ type kern struct {
 	alg                  Alg
 	levelScope, topScope pm.Scope
 
+	// The region's areas, from g and base (areas): the kernels compute
+	// addresses in them for every access.
+	nodesAt, keysAt, valsAt, marksAt, freeAt pm.Addr
+	bufAt                                    [pieceBufs]pm.Addr
+
 	path, offs, errw, bar pm.Addr // device memory
 	total                 uint64  // threads in the grid
 	result                scope.Result
@@ -120,14 +125,25 @@ func (k *kern) fail(t *scope.Thread, code uint64) {
 	t.AtomicCAS64(k.errw, 0, code|uint64(t.ID())<<8, pm.Device)
 }
 
+// areas sets the addresses of the region's areas; every kern is built with
+// it.
+func (k *kern) areas() *kern {
+	k.nodesAt, k.keysAt, k.valsAt = k.base.Add(k.g.nodesOff()), k.base.Add(k.g.keysOff()), k.base.Add(k.g.valsOff())
+	k.marksAt, k.freeAt = k.base.Add(k.g.marksOff()), k.base.Add(k.g.freeOff())
+	for i := range k.bufAt {
+		k.bufAt[i] = k.base.Add(k.g.bufOff(i))
+	}
+	return k
+}
+
 // Addresses.
-func (k *kern) node(id uint32) pm.Addr         { return k.g.nodeAddr(k.base, id) }
-func (k *kern) key(i int) pm.Addr              { return k.base.Add(k.g.keysOff() + 8*uint64(i)) }
-func (k *kern) val(i int) pm.Addr              { return k.base.Add(k.g.valsOff() + 8*uint64(i)) }
+func (k *kern) node(id uint32) pm.Addr         { return k.nodesAt.Add(uint64(id) * k.g.nodeBytes) }
+func (k *kern) key(i int) pm.Addr              { return k.keysAt.Add(8 * uint64(i)) }
+func (k *kern) val(i int) pm.Addr              { return k.valsAt.Add(8 * uint64(i)) }
 func (k *kern) pathAt(depth, i int) pm.Addr    { return k.path.Add(4 * uint64(depth*k.n+i)) }
-func (k *kern) mark(lane int) pm.Addr          { return k.base.Add(k.g.marksOff() + 8*uint64(lane)) }
+func (k *kern) mark(lane int) pm.Addr          { return k.marksAt.Add(8 * uint64(lane)) }
 func (k *kern) offAt(depth, i int) pm.Addr     { return k.offs.Add(4 * uint64(depth*k.n+i)) }
-func (k *kern) freeID(i uint64) pm.Addr        { return k.base.Add(k.g.freeOff() + 4*i) }
+func (k *kern) freeID(i uint64) pm.Addr        { return k.freeAt.Add(4 * i) }
 func (k *kern) keyAt(id uint32, j int) pm.Addr { return k.node(id).Add(16 + 8*uint64(j)) }
 func (k *kern) valAt(id uint32, j int) pm.Addr {
 	return k.node(id).Add(16 + 8*uint64(k.order) + 8*uint64(j))
@@ -143,9 +159,9 @@ func (k *kern) valAt(id uint32, j int) pm.Addr {
 // after the next barrier, once x's mark is durable.
 func (k *kern) buf(depth int) pm.Addr {
 	if depth == k.h-1 {
-		return k.base.Add(k.g.bufOff(0))
+		return k.bufAt[0]
 	}
-	return k.base.Add(k.g.bufOff(1 + depth%innerBufs))
+	return k.bufAt[1+depth%innerBufs]
 }
 
 // innerBufs is how many piece buffers the internal depths rotate over:

@@ -33,7 +33,7 @@ func (t *Tree) GetBatch(keys []uint64, opts ...scope.Option) (vals []uint64, fou
 	}
 	defer t.freeAll(in, out)
 	root, height := t.cur.root, int(t.cur.height)
-	k := &kern{g: t.g, base: t.r.Base, order: t.g.order}
+	k := (&kern{g: t.g, base: t.r.Base, order: t.g.order}).areas()
 	_, err = scope.Launch(t.m, scope.Grid{Blocks: (n + lookupBlock - 1) / lookupBlock, Threads: lookupBlock}, func(th *scope.Thread) {
 		i := th.ID()
 		if i >= n {
@@ -99,7 +99,7 @@ func (t *Tree) ScanBatch(ranges []Range, limit int, opts ...scope.Option) ([][]K
 	}
 	defer t.freeAll(in, out)
 	root, height := t.cur.root, int(t.cur.height)
-	k := &kern{g: t.g, base: t.r.Base, order: t.g.order}
+	k := (&kern{g: t.g, base: t.r.Base, order: t.g.order}).areas()
 	maxSteps := t.g.capacity
 	_, err = scope.Launch(t.m, scope.Grid{Blocks: (n + lookupBlock - 1) / lookupBlock, Threads: lookupBlock}, func(th *scope.Thread) {
 		i := th.ID()
