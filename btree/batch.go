@@ -569,24 +569,33 @@ func (t *Tree) commit(rec record) error {
 func (t *Tree) changes(root, height uint32) (made, freed []uint32, count uint64, err error) {
 	bm := t.bm[t.cur.seq&1]
 	used := func(id uint32) bool { return bm[id/64]&(1<<(id%64)) != 0 }
-	kept := map[uint32]bool{}
-	isNew := map[uint32]bool{}
+	if t.reach == nil {
+		t.reach = make([]uint64, len(bm))
+	}
+	var reached []uint32 // the bits set in t.reach, cleared on return
+	defer func() {
+		for _, id := range reached {
+			t.reach[id/64] = 0
+		}
+	}()
+	in := func(id uint32) bool { return t.reach[id/64]&(1<<(id%64)) != 0 }
+	nd, buf := &node{}, make([]byte, t.g.nodeBytes)
 	var added, removed uint64
-	level := []uint32{root}
+	var level, next []uint32
+	level = append(level, root)
 	for depth := uint32(0); depth < height && len(level) > 0; depth++ {
-		var next []uint32
+		next = next[:0]
 		for _, id := range level {
-			if id == 0 || uint64(id) >= t.g.capacity || kept[id] || isNew[id] {
+			if id == 0 || uint64(id) >= t.g.capacity || in(id) {
 				return nil, nil, 0, fmt.Errorf("%w: node %d bad or reached twice", ErrCorrupt, id)
 			}
+			t.reach[id/64] |= 1 << (id % 64)
+			reached = append(reached, id)
 			if used(id) {
-				kept[id] = true
-				continue
+				continue // kept, with its subtree
 			}
-			isNew[id] = true
 			made = append(made, id)
-			nd, err := t.readNode(id)
-			if err != nil {
+			if err := t.readNodeInto(id, buf, nd); err != nil {
 				return nil, nil, 0, err
 			}
 			if nd.leaf != (depth == height-1) {
@@ -600,21 +609,20 @@ func (t *Tree) changes(root, height uint32) (made, freed []uint32, count uint64,
 				next = append(next, uint32(c))
 			}
 		}
-		level = next
+		level, next = next, level
 	}
-	level = []uint32{t.cur.root}
+	level = append(level[:0], t.cur.root)
 	for depth := uint32(0); depth < t.cur.height && len(level) > 0; depth++ {
-		var next []uint32
+		next = next[:0]
 		for _, id := range level {
-			if kept[id] {
-				continue
-			}
 			if id == 0 || uint64(id) >= t.g.capacity || !used(id) {
 				return nil, nil, 0, fmt.Errorf("%w: committed tree reaches node %d, marked free", ErrCorrupt, id)
 			}
+			if in(id) {
+				continue // kept: the new tree reached it
+			}
 			freed = append(freed, id)
-			nd, err := t.readNode(id)
-			if err != nil {
+			if err := t.readNodeInto(id, buf, nd); err != nil {
 				return nil, nil, 0, err
 			}
 			if nd.leaf {
@@ -625,7 +633,7 @@ func (t *Tree) changes(root, height uint32) (made, freed []uint32, count uint64,
 				next = append(next, uint32(c))
 			}
 		}
-		level = next
+		level, next = next, level
 	}
 	if removed > t.cur.count+added {
 		return nil, nil, 0, fmt.Errorf("%w: batch removes %d keys of %d", ErrCorrupt, removed, t.cur.count)

@@ -48,7 +48,8 @@ func (t *Tree) walk(root, height uint32) ([]uint64, uint64, error) {
 // full walk of the committed tree and the PM bytes: the committed bitmap
 // and the key count equal the walk's, both volatile bitmaps equal their PM
 // copies, the words outside t.diff are equal in both, nodes is the
-// committed bitmap's population, and no node below hint is free.
+// committed bitmap's population, no node below hint is free, and the
+// scratch bitmap of changes is clear.
 func (t *Tree) verifyDerived() error {
 	want, count, err := t.walk(t.cur.root, t.cur.height)
 	if err != nil {
@@ -78,6 +79,11 @@ func (t *Tree) verifyDerived() error {
 	for id := uint64(1); id < t.hint && id < t.g.capacity; id++ {
 		if want[id/64]&(1<<(id%64)) == 0 {
 			return fmt.Errorf("%w: node %d is free, below the hint %d", ErrCorrupt, id, t.hint)
+		}
+	}
+	for w, v := range t.reach {
+		if v != 0 {
+			return fmt.Errorf("%w: scratch word %d is %#x between commits", ErrCorrupt, w, v)
 		}
 	}
 	for p := range 2 {

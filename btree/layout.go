@@ -274,34 +274,52 @@ func encodeNode(n *node, order int) []byte {
 // decodeNode decodes the bytes of a node of order order. Bytes that are
 // not a node give an error wrapping ErrCorrupt; it never panics.
 func decodeNode(b []byte, order int) (*node, error) {
+	n := &node{}
+	if err := decodeNodeInto(b, order, n); err != nil {
+		return nil, err
+	}
+	return n, nil
+}
+
+// decodeNodeInto is decodeNode into n, reusing the room of n's slices.
+func decodeNodeInto(b []byte, order int, n *node) error {
 	if order < MinOrder || order > MaxOrder || uint64(len(b)) < nodeBytesFor(order) {
-		return nil, fmt.Errorf("%w: node of %d bytes for order %d", ErrCorrupt, len(b), order)
+		return fmt.Errorf("%w: node of %d bytes for order %d", ErrCorrupt, len(b), order)
 	}
 	h := binary.LittleEndian.Uint64(b)
 	kind, cnt := h>>8&0xff, int(h>>16&0xffff)
 	if h&0xff != nodeTag || (kind != kindLeaf && kind != kindInner) || h>>32 != 0 || cnt > order {
-		return nil, fmt.Errorf("%w: node header %#x", ErrCorrupt, h)
+		return fmt.Errorf("%w: node header %#x", ErrCorrupt, h)
 	}
-	n := &node{leaf: kind == kindLeaf, next: uint32(binary.LittleEndian.Uint64(b[8:]))}
+	n.leaf, n.next = kind == kindLeaf, uint32(binary.LittleEndian.Uint64(b[8:]))
 	if !n.leaf && cnt < 1 {
-		return nil, fmt.Errorf("%w: internal node with no child", ErrCorrupt)
+		return fmt.Errorf("%w: internal node with no child", ErrCorrupt)
 	}
 	if !n.leaf && binary.LittleEndian.Uint64(b[8:]) != 0 {
-		return nil, fmt.Errorf("%w: internal node with a next pointer", ErrCorrupt)
+		return fmt.Errorf("%w: internal node with a next pointer", ErrCorrupt)
 	}
 	nk := cnt
 	if !n.leaf {
 		nk = cnt - 1
 	}
-	n.keys = make([]uint64, nk)
-	n.vals = make([]uint64, cnt)
+	n.keys = sized(n.keys, nk)
+	n.vals = sized(n.vals, cnt)
 	for i := range n.keys {
 		n.keys[i] = binary.LittleEndian.Uint64(b[16+8*i:])
 	}
 	for i := range n.vals {
 		n.vals[i] = binary.LittleEndian.Uint64(b[16+8*order+8*i:])
 	}
-	return n, nil
+	return nil
+}
+
+// sized returns s with length n, reusing its room; a nil s gets a new
+// slice.
+func sized(s []uint64, n int) []uint64 {
+	if s == nil || cap(s) < n {
+		return make([]uint64, n)
+	}
+	return s[:n]
 }
 
 // addr helpers

@@ -101,6 +101,9 @@ type Tree struct {
 	diff  []int
 	nodes int
 	hint  uint64
+	// reach is changes' scratch bitmap of the nodes its walk of a new tree
+	// reached, all clear between commits.
+	reach []uint64
 
 	knobs testingKnobs // set by tests (export_test.go)
 }
@@ -330,18 +333,26 @@ func (t *Tree) load64(a pm.Addr) (uint64, error) {
 }
 
 func (t *Tree) readNode(id uint32) (*node, error) {
-	if id == 0 || uint64(id) >= t.g.capacity {
-		return nil, fmt.Errorf("%w: node id %d of %d", ErrCorrupt, id, t.g.capacity)
-	}
-	b := make([]byte, t.g.nodeBytes)
-	if err := t.read(t.g.nodeAddr(t.r.Base, id), b); err != nil {
+	n := &node{}
+	if err := t.readNodeInto(id, make([]byte, t.g.nodeBytes), n); err != nil {
 		return nil, err
 	}
-	n, err := decodeNode(b, t.g.order)
-	if err != nil {
-		return nil, fmt.Errorf("node %d: %w", id, err)
-	}
 	return n, nil
+}
+
+// readNodeInto is readNode into n, through b (nodeBytes long), reusing
+// their room.
+func (t *Tree) readNodeInto(id uint32, b []byte, n *node) error {
+	if id == 0 || uint64(id) >= t.g.capacity {
+		return fmt.Errorf("%w: node id %d of %d", ErrCorrupt, id, t.g.capacity)
+	}
+	if err := t.read(t.g.nodeAddr(t.r.Base, id), b); err != nil {
+		return err
+	}
+	if err := decodeNodeInto(b, t.g.order, n); err != nil {
+		return fmt.Errorf("node %d: %w", id, err)
+	}
+	return nil
 }
 
 // Region returns the tree's PM region.
