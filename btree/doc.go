@@ -37,8 +37,13 @@
 //     the device-scope part; a root that splits grows the tree;
 //   - a last device-scope step links the new leaves into the leaf chain.
 //
-// The host then walks the new tree, writes the bitmap and meta line of the
-// batch's parity, and stores the commit word. The DRAM-only baseline of the
+// The host then reads the nodes the batch wrote and the committed nodes
+// they replace (not the whole tree: copy-on-write leaves every other
+// subtree as it was), updates the bitmap and key count it keeps in memory,
+// writes the bitmap of the batch's parity where it differs (one span, from
+// the first differing word to the last) and the meta line of that parity,
+// and stores the commit word. A commit costs what the batch
+// changed, and free nodes are found from a hint below which all are in use. The DRAM-only baseline of the
 // paper is Algorithm 2 on a hwmodel configuration with persist.none set.
 //
 // # Recovery
