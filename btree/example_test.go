@@ -70,3 +70,23 @@ func ExampleTree_GetBatch() {
 	// [30 0 80] [true false true]
 	// [{2 20} {3 30} {5 50}]
 }
+
+// A scan that reports a read error: ScanErr returns it, where Scan's
+// iterator could only end early.
+func ExampleTree_ScanErr() {
+	m, _ := pm.NewMachine(functional.New(pm.GPULimits{}))
+	tr, _ := btree.Create(m, "index", btree.Options{})
+	_, _ = tr.InsertBatch([]uint64{1, 2, 3, 5, 8}, []uint64{10, 20, 30, 50, 80}, btree.BatchOptions{})
+	sum := uint64(0)
+	err := tr.ScanErr(2, 6, func(k, v uint64) bool {
+		sum += v
+		return true
+	})
+	if err != nil {
+		fmt.Println("scan:", err)
+		return
+	}
+	fmt.Println(sum)
+	// Output:
+	// 100
+}
