@@ -62,58 +62,116 @@ func h100Table() (map[h100Point]float64, error) {
 }
 
 // h100Run launches kernel k of grid g on a fresh h100 machine under GPM
-// (with the run's overrides) after mk has set up its memory, and returns
-// the launch's cycles from its first instruction.
-func h100Run(o Options, g scope.Grid, size uint64, target pm.Kind, k func(base pm.Addr) scope.Kernel) (uint64, *hwmodel.Backend, error) {
+// (with the run's overrides) over size bytes of target memory, and returns
+// the launch's statistics.
+func h100Run(o Options, g scope.Grid, size uint64, target pm.Kind, k func(base pm.Addr) scope.Kernel) (h100Result, error) {
+	return h100Launch(o, g, func(m *pm.Machine) (scope.Kernel, error) {
+		var base pm.Addr
+		if target == pm.PMem {
+			r, err := m.CreateRegion("p", size)
+			if err != nil {
+				return nil, err
+			}
+			base = r.Base
+		} else {
+			var err error
+			if base, err = m.Alloc(pm.DeviceMem, size); err != nil {
+				return nil, err
+			}
+		}
+		return k(base), nil
+	})
+}
+
+// h100Result is one modelled launch: its statistics and the machine's
+// launch latency.
+type h100Result struct {
+	st     hwmodel.Stats
+	launch uint64
+}
+
+// event is the launch's cycles as CUDA events around it measure them: from
+// the launch call until its last write is taken.
+func (r h100Result) event() uint64 { return r.st.Cycles }
+
+// verbs is the launch's cycles from its first instruction to its end
+// (the launch latency left out).
+func (r h100Result) verbs() uint64 { return r.st.Cycles - r.launch }
+
+// clock is what clock64 read at the kernel's first and last instruction
+// measures: from the warps' start to the last warp's retire, without the
+// drain after it.
+func (r h100Result) clock() uint64 { return r.st.Retired - r.launch }
+
+// h100Launch launches the kernel mk builds on a fresh h100 machine under
+// GPM (with the run's overrides) and returns the result.
+func h100Launch(o Options, g scope.Grid, mk func(m *pm.Machine) (scope.Kernel, error)) (h100Result, error) {
 	m, be, err := machine("h100", hwmodel.GPM, o)
 	if err != nil {
-		return 0, nil, err
+		return h100Result{}, err
 	}
-	var base pm.Addr
-	if target == pm.PMem {
-		r, err := m.CreateRegion("p", size)
-		if err != nil {
-			return 0, nil, err
-		}
-		base = r.Base
-	} else if base, err = m.Alloc(pm.DeviceMem, size); err != nil {
-		return 0, nil, err
-	}
-	res, err := scope.Launch(m, g, k(base))
+	k, err := mk(m)
 	if err != nil {
-		return 0, nil, err
+		return h100Result{}, err
 	}
-	return res.Stats.Cycles - launchLatency(be), be, nil
+	if _, err := scope.Launch(m, g, k); err != nil {
+		return h100Result{}, err
+	}
+	return h100Result{be.LastLaunch(), launchLatency(be)}, nil
 }
+
+// hv is one hw-validate run: the measurements, the rows so far and the
+// sizes.
+type hv struct {
+	ctx  context.Context
+	o    Options
+	meas map[h100Point]float64
+	rows []Row
+}
+
+// add appends the measured, modelled and model/measured rows of one point.
+func (h *hv) add(workload, metric string, measured, model float64) {
+	h.rows = append(h.rows,
+		Row{"hw-validate", workload, "h100 measured", metric, measured},
+		Row{"hw-validate", workload, "h100 model", metric, model},
+		Row{"hw-validate", workload, "model/measured", metric, model / measured})
+}
+
+// get returns one measured value.
+func (h *hv) get(p h100Point) (float64, error) {
+	v, ok := h.meas[p]
+	if !ok {
+		return 0, fmt.Errorf("bench: h100 measurements have no %v", p)
+	}
+	return v, nil
+}
+
+// us converts cycles of the h100 preset's clock to microseconds.
+func us(cycles uint64) float64 { return float64(cycles) / hwmodel.PresetH100().GPU.ClockMHz }
 
 func runHWValidate(ctx context.Context, o Options) ([]Row, error) {
 	meas, err := h100Table()
 	if err != nil {
 		return nil, err
 	}
-	var rows []Row
-	add := func(workload, metric string, measured, model float64) {
-		rows = append(rows,
-			Row{"hw-validate", workload, "h100 measured", metric, measured},
-			Row{"hw-validate", workload, "h100 model", metric, model},
-			Row{"hw-validate", workload, "model/measured", metric, model / measured})
-	}
-	get := func(p h100Point) (float64, error) {
-		v, ok := meas[p]
-		if !ok {
-			return 0, fmt.Errorf("bench: h100 measurements have no %v", p)
+	h := &hv{ctx: ctx, o: o, meas: meas}
+	for _, part := range []func() error{h.lat, h.pending, h.bandwidth, h.conc, h.log} {
+		if err := part(); err != nil {
+			return h.rows, err
 		}
-		return v, nil
 	}
-	iters, reps, bwBytes, streamSteps := 256, 16, uint64(64<<20), 64
-	if o.Quick {
-		iters, reps, bwBytes, streamSteps = 32, 4, 4<<20, 8
-	}
+	return h.rows, nil
+}
 
-	// Fence costs by scope: one warp, a store then a fence, per iteration,
-	// less the iteration without a fence (the loop's own instructions are
-	// not modelled, so only the fence's cost is compared). The fences
-	// alone (system-nostore) are the preset's parameters.
+// lat compares fence costs by scope: one warp, a store then a fence, per
+// iteration, less the iteration without a fence (the loop's own
+// instructions are not modelled, so only the fence's cost is compared).
+// The fences alone (system-nostore) are the preset's parameters.
+func (h *hv) lat() error {
+	iters := 256
+	if h.o.Quick {
+		iters = 32
+	}
 	lat := func(lanes int, fence string) (uint64, error) {
 		k := func(base pm.Addr) scope.Kernel {
 			return func(t *scope.Thread) {
@@ -137,30 +195,30 @@ func runHWValidate(ctx context.Context, o Options) ([]Row, error) {
 				}
 			}
 		}
-		c, _, err := h100Run(o, scope.Grid{Blocks: 1, Threads: 32}, 256*32*32*4, pm.PMem, k)
-		return c, err
+		r, err := h100Run(h.o, scope.Grid{Blocks: 1, Threads: 32}, 256*32*32*4, pm.PMem, k)
+		return r.clock(), err
 	}
 	for _, lanes := range []int{1, 32, 33} {
 		variant := fmt.Sprintf("host/lanes%d", lanes)
 		none, err := lat(lanes, "none")
 		if err != nil {
-			return rows, err
+			return err
 		}
-		mNone, err := get(h100Point{"lat", variant, "none", "cycles_per_iter"})
+		mNone, err := h.get(h100Point{"lat", variant, "none", "cycles_per_iter"})
 		if err != nil {
-			return rows, err
+			return err
 		}
 		for _, fence := range []string{"block", "gpu", "system", "system-nostore"} {
-			if err := ctx.Err(); err != nil {
-				return rows, err
+			if err := h.ctx.Err(); err != nil {
+				return err
 			}
 			c, err := lat(lanes, fence)
 			if err != nil {
-				return rows, err
+				return err
 			}
-			mv, err := get(h100Point{"lat", variant, fence, "cycles_per_iter"})
+			mv, err := h.get(h100Point{"lat", variant, fence, "cycles_per_iter"})
 			if err != nil {
-				return rows, err
+				return err
 			}
 			model := (float64(c) - float64(none)) / float64(iters)
 			if fence == "system-nostore" {
@@ -170,13 +228,28 @@ func runHWValidate(ctx context.Context, o Options) ([]Row, error) {
 			if mv-mNone <= 0 {
 				continue // the fence costs less than the measurement resolves (lanes33 block: -1 cycle)
 			}
-			add("lat "+variant+" "+fence, "fence_cycles", mv-mNone, model)
+			h.add("lat "+variant+" "+fence, "fence_cycles", mv-mNone, model)
 		}
 	}
+	return nil
+}
 
-	// A system fence after N pending lines of one warp per SM (1 SM or
-	// every SM): cycles per repetition, and the fence's part of them.
-	pending := func(sms, lines int, fence bool) (uint64, error) {
+// pending compares a system fence after N pending lines of one warp per SM
+// (1 SM or every SM): the cycles of one repetition in steady state (the
+// difference between 2R and R repetitions, R large enough that the
+// repetitions without a fence fill the SM's outstanding writes
+// (mem.sm_writes), so that neither the first repetitions nor the writes
+// still outstanding at the end count), and the fence's part of them (with
+// the fence less without). On one SM the
+// repetition without a fence is the loop's own instructions, which the
+// model does not charge (measured: 21-24 cycles per store, the same to
+// device memory), so only the fence's part is compared there.
+func (h *hv) pending() error {
+	slots := 256 // mem.sm_writes of the h100 preset
+	if h.o.Quick {
+		slots = 8
+	}
+	run := func(sms, lines, reps int, fence bool) (uint64, error) {
 		k := func(base pm.Addr) scope.Kernel {
 			return func(t *scope.Thread) {
 				q := base.Add(uint64(t.Block()) * 4096 * 128)
@@ -190,42 +263,63 @@ func runHWValidate(ctx context.Context, o Options) ([]Row, error) {
 				}
 			}
 		}
-		c, _, err := h100Run(o, scope.Grid{Blocks: sms, Threads: 32}, uint64(sms)*4096*128, pm.PMem, k)
-		return c, err
+		r, err := h100Run(h.o, scope.Grid{Blocks: sms, Threads: 32}, uint64(sms)*4096*128, pm.PMem, k)
+		return r.clock(), err
+	}
+	perRep := func(sms, lines int, fence bool) (float64, error) {
+		reps := max(2, 2*slots/lines)
+		one, err := run(sms, lines, reps, fence)
+		if err != nil {
+			return 0, err
+		}
+		two, err := run(sms, lines, 2*reps, fence)
+		return (float64(two) - float64(one)) / float64(reps), err
 	}
 	for _, sms := range []int{1, 132} {
 		for _, lines := range []int{1, 4, 16, 64} {
-			if err := ctx.Err(); err != nil {
-				return rows, err
+			if err := h.ctx.Err(); err != nil {
+				return err
+			}
+			if h.o.Quick && lines > 4 {
+				continue
 			}
 			variant := fmt.Sprintf("host/sms%d", sms)
 			param := strconv.Itoa(lines)
-			withF, err := pending(sms, lines, true)
+			withF, err := perRep(sms, lines, true)
 			if err != nil {
-				return rows, err
+				return err
 			}
-			without, err := pending(sms, lines, false)
+			without, err := perRep(sms, lines, false)
 			if err != nil {
-				return rows, err
+				return err
 			}
-			ms, err := get(h100Point{"pending", variant + "/system", param, "cycles_per_rep"})
+			ms, err := h.get(h100Point{"pending", variant + "/system", param, "cycles_per_rep"})
 			if err != nil {
-				return rows, err
+				return err
 			}
-			mn, err := get(h100Point{"pending", variant + "/none", param, "cycles_per_rep"})
+			mn, err := h.get(h100Point{"pending", variant + "/none", param, "cycles_per_rep"})
 			if err != nil {
-				return rows, err
+				return err
 			}
 			w := fmt.Sprintf("pending %s %d lines", variant, lines)
-			add(w, "cycles_per_rep", ms, float64(withF)/float64(reps))
-			add(w, "fence_cycles", ms-mn, float64(withF-min(without, withF))/float64(reps))
+			if sms > 1 {
+				h.add(w, "cycles_per_rep", ms, withF)
+			}
+			h.add(w, "fence_cycles", ms-mn, withF-without)
 		}
 	}
+	return nil
+}
 
-	// Write bandwidth: 16 bytes per thread per step, to host memory (PM)
-	// and device memory, every SM (bw) or one (stream sms1), W warps.
-	clk := hwmodel.PresetH100().GPU.ClockMHz
-	gbps := func(bytes, cycles uint64) float64 { return float64(bytes) * clk / float64(cycles) / 1e3 }
+// bandwidth compares write bandwidth: 16 bytes per thread per step, to
+// host memory (PM) and device memory, from every SM (bw) or one (stream
+// sms1), W warps.
+func (h *hv) bandwidth() error {
+	bwBytes, streamSteps := uint64(64<<20), 64
+	if h.o.Quick {
+		bwBytes, streamSteps = 4<<20, 8
+	}
+	gbps := func(bytes, cycles uint64) float64 { return float64(bytes) / us(cycles) / 1e3 }
 	stream := func(target pm.Kind, blocks, warps, steps int) (float64, error) {
 		threads := 32 * warps
 		size := uint64(blocks*threads*steps) * 16
@@ -238,38 +332,170 @@ func runHWValidate(ctx context.Context, o Options) ([]Row, error) {
 				}
 			}
 		}
-		c, _, err := h100Run(o, scope.Grid{Blocks: blocks, Threads: threads}, size, target, k)
-		return gbps(size, c), err
+		r, err := h100Run(h.o, scope.Grid{Blocks: blocks, Threads: threads}, size, target, k)
+		return gbps(size, r.verbs()), err
 	}
 	for _, target := range []struct {
 		name string
 		kind pm.Kind
 	}{{"host", pm.PMem}, {"device", pm.DeviceMem}} {
-		mv, err := get(h100Point{"bw", target.name, "1GiB", "write_gbps"})
+		mv, err := h.get(h100Point{"bw", target.name, "1GiB", "write_gbps"})
 		if err != nil {
-			return rows, err
+			return err
 		}
 		warps := 32
 		steps := int(bwBytes / uint64(132*32*warps*16))
 		v, err := stream(target.kind, 132, warps, steps)
 		if err != nil {
-			return rows, err
+			return err
 		}
-		add("bw "+target.name, "write_gbps", mv, v)
+		h.add("bw "+target.name, "write_gbps", mv, v)
 		for _, warps := range []int{1, 4, 32} {
-			if err := ctx.Err(); err != nil {
-				return rows, err
+			if err := h.ctx.Err(); err != nil {
+				return err
 			}
-			mv, err := get(h100Point{"stream", target.name + "/sms1", strconv.Itoa(warps), "gbps"})
+			mv, err := h.get(h100Point{"stream", target.name + "/sms1", strconv.Itoa(warps), "gbps"})
 			if err != nil {
-				return rows, err
+				return err
 			}
 			v, err := stream(target.kind, 1, warps, streamSteps*32/warps)
 			if err != nil {
-				return rows, err
+				return err
 			}
-			add(fmt.Sprintf("stream %s sms1 %d warps", target.name, warps), "gbps", mv, v)
+			h.add(fmt.Sprintf("stream %s sms1 %d warps", target.name, warps), "gbps", mv, v)
 		}
 	}
-	return rows, nil
+	return nil
+}
+
+// conc compares W warps at once, each lane storing one 4-byte word (a warp
+// fills one line) then fencing, 64 times: microseconds per iteration,
+// launch to end as CUDA events time it.
+func (h *hv) conc() error {
+	const iters = 64
+	warpsList := []int{1, 16, 132, 528, 2112}
+	if h.o.Quick {
+		warpsList = []int{1, 132}
+	}
+	for _, fence := range []string{"none", "gpu", "system"} {
+		for _, warps := range warpsList {
+			if err := h.ctx.Err(); err != nil {
+				return err
+			}
+			tpb := min(warps*32, 256)
+			k := func(base pm.Addr) scope.Kernel {
+				return func(t *scope.Thread) {
+					w := uint64(t.ID() / 32)
+					for i := range iters {
+						t.Store32(base.Add((w*iters+uint64(i))*128+4*uint64(t.Lane())), uint32(i))
+						switch fence {
+						case "gpu":
+							t.Fence(pm.Device)
+						case "system":
+							t.EpochBarrier()
+						}
+					}
+				}
+			}
+			r, err := h100Run(h.o, scope.Grid{Blocks: warps * 32 / tpb, Threads: tpb}, uint64(warps)*iters*128, pm.PMem, k)
+			if err != nil {
+				return err
+			}
+			mv, err := h.get(h100Point{"conc", "host/" + fence, strconv.Itoa(warps), "us_per_iter"})
+			if err != nil {
+				return err
+			}
+			h.add(fmt.Sprintf("conc host %s %d warps", fence, warps), "us_per_iter", mv, us(r.event())/iters)
+		}
+	}
+	return nil
+}
+
+// log compares GPM Fig. 11(b)'s logging: n threads each log one 20-byte
+// entry and make it durable with a system fence, HCL (lane-striped chunks,
+// no lock) against conventional logging (32 partitions, a lock per
+// partition in device memory, the tail in the log's memory: entry, fence,
+// tail, fence, unlock). Microseconds per launch, launch to end.
+func (h *hv) log() error {
+	ns := []int{32, 128, 512, 2048}
+	if h.o.Quick {
+		ns = []int{32, 256}
+	}
+	const parts = 32
+	for _, n := range ns {
+		if err := h.ctx.Err(); err != nil {
+			return err
+		}
+		g := scope.Grid{Blocks: (n + 255) / 256, Threads: min(n, 256)}
+		hcl, err := h100Launch(h.o, g, func(m *pm.Machine) (scope.Kernel, error) {
+			r, err := m.CreateRegion("log", uint64(n)*5*4)
+			if err != nil {
+				return nil, err
+			}
+			return func(t *scope.Thread) {
+				tid := t.ID()
+				if tid >= n {
+					return
+				}
+				w, lane := uint64(tid/32), uint64(tid%32)
+				for j := range uint64(5) {
+					t.Store32(r.Base.Add(((w*5+j)*32+lane)*4), uint32(tid)+uint32(j))
+				}
+				t.EpochBarrier()
+			}, nil
+		})
+		if err != nil {
+			return err
+		}
+		capacity := uint64(n/parts + 1)
+		conv, err := h100Launch(h.o, g, func(m *pm.Machine) (scope.Kernel, error) {
+			r, err := m.CreateRegion("log", parts*capacity*8*4)
+			if err != nil {
+				return nil, err
+			}
+			tail, err := m.CreateRegion("tail", parts*4)
+			if err != nil {
+				return nil, err
+			}
+			locks, err := m.Alloc(pm.DeviceMem, parts*4)
+			if err != nil {
+				return nil, err
+			}
+			return func(t *scope.Thread) {
+				tid := t.ID()
+				if tid >= n {
+					return
+				}
+				p := uint64(tid % parts)
+				lock := locks.Add(4 * p)
+				for t.AtomicCAS32(lock, 0, 1, pm.Device) != 0 {
+				}
+				tl := uint64(t.Load32(tail.Base.Add(4 * p)))
+				for j := range uint64(5) {
+					t.Store32(r.Base.Add(((p*capacity+tl)*8+j)*4), uint32(tid)+uint32(j))
+				}
+				t.EpochBarrier()
+				t.Store32(tail.Base.Add(4*p), uint32(tl+1))
+				t.EpochBarrier()
+				t.AtomicExch32(lock, 0, pm.Device)
+			}, nil
+		})
+		if err != nil {
+			return err
+		}
+		param := strconv.Itoa(n)
+		mh, err := h.get(h100Point{"log", "host/hcl", param, "us"})
+		if err != nil {
+			return err
+		}
+		mc, err := h.get(h100Point{"log", "host/conv", param, "us"})
+		if err != nil {
+			return err
+		}
+		w := fmt.Sprintf("log %d threads", n)
+		h.add(w+" hcl", "us", mh, us(hcl.event()))
+		h.add(w+" conv", "us", mc, us(conv.event()))
+		h.add(w, "hcl_speedup", mc/mh, float64(conv.event())/float64(hcl.event()))
+	}
+	return nil
 }

@@ -39,6 +39,7 @@ const noAck = math.MaxUint64
 type Stats struct {
 	Launches     uint64 // kernel launches
 	Cycles       uint64 // simulated cycles, Begin to End (including the final L1 flush)
+	Retired      uint64 // cycles from Begin until the last warp retired its last verb, before the kernel-end drain (what a clock read in the kernel sees)
 	Instructions uint64 // warp instructions (a group of lanes doing one kind of verb in one step)
 	Verbs        uint64 // thread verbs
 
@@ -90,6 +91,7 @@ func (s *Stats) LanesPerInstruction() float64 {
 func (s *Stats) add(o *Stats) {
 	s.Launches += o.Launches
 	s.Cycles += o.Cycles
+	s.Retired += o.Retired
 	s.Instructions += o.Instructions
 	s.Verbs += o.Verbs
 	s.Persists += o.Persists
@@ -288,6 +290,7 @@ type Backend struct {
 	wokenOut   []pm.WarpReady
 	l2Slots    occupancy // ScopedBarrier: the L2 NVW-FIFO
 	sent       uint64    // set by flush: when the write entered its PM queue
+	left       uint64    // set by flush: when the write's bytes left the SM
 	first      uint64    // the launch's first issue cycle: its start plus gpu.launch_latency_cycles
 	steps      uint64
 	syncStamp  uint64
@@ -1325,7 +1328,7 @@ func (b *Backend) flushAt(e int32, claim, start uint64, sm int) uint64 {
 	}
 	w := b.ms.writePM(sm, b.entries[e].line, n, start, &b.last)
 	start, ack := w.start, w.ack
-	b.sent = w.queued
+	b.sent, b.left = w.queued, w.left
 	ent := &b.entries[e]
 	ent.start, ent.ack = start, ack
 	b.last.Flushes++
@@ -1537,6 +1540,7 @@ func (b *Backend) End() (pm.Stats, error) {
 			end = max(end, b.warps[i].clock, b.warps[i].loadsBack)
 		}
 	}
+	b.last.Retired = end - b.start
 	for i := range b.sms {
 		s := &b.sms[i]
 		for _, e := range s.dirty {

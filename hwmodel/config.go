@@ -110,10 +110,10 @@ type MemConfig struct {
 	WriteLatencyCycles int     `json:"write_latency_cycles"` // from the L2 to the write's ack at the persistence point
 	ReadGBps           float64 `json:"read_gbps"`            // read bandwidth
 	WriteGBps          float64 `json:"write_gbps"`           // write bandwidth
-	// SharedBus makes reads and writes share one bus of ReadGBps
-	// (WriteGBps is then unused), as a DRAM or HBM channel's data bus is
-	// shared by both directions. Only NVM traffic is timed against it
-	// (device-memory writes are not timed).
+	// SharedBus makes reads and writes share one bus, a read byte taking
+	// it for 1/ReadGBps and a written byte for 1/WriteGBps, as a DRAM or
+	// HBM channel's data bus is shared by both directions. Only NVM
+	// traffic is timed against it (device-memory writes are not timed).
 	SharedBus bool `json:"shared_bus"`
 }
 
@@ -156,6 +156,10 @@ type LinkConfig struct {
 	// other). Off, both directions share one GBps. The SBRP machines
 	// (pm-near, pm-far, pm-far-eadr) set it.
 	FullDuplex bool `json:"full_duplex"`
+	// TLPBytes is what each transfer adds on the link beyond its data:
+	// the PCIe transaction layer packet's framing, sequence number,
+	// header and link CRC. 0 when GBps is already a data rate.
+	TLPBytes int `json:"tlp_bytes"`
 }
 
 // PersistConfig describes the persistence point and the persist hardware of
@@ -176,13 +180,19 @@ type PersistConfig struct {
 	// has flushed and not yet had acknowledged. It is SBRP's own limit; every
 	// model's writes are bounded by the memory system's (Mem.SMWrites).
 	Window int `json:"window"`
-	// AckAtQueue acknowledges an ADR persist when the memory partition's
-	// PM queue accepts it (after the interconnect and the NVM write
-	// bandwidth), as the SBRP artifact and the re-study's simulator do,
-	// instead of after the NVM write latency too: under ADR that queue is
-	// in the persistence domain, and the NVM write latency is its drain
-	// to the media (which a PCommit waits for under a volatile WPQ). The
-	// SBRP machines and volta set it.
+	// AckAtQueue acknowledges a persist when the GPU's memory partition
+	// passes it to the PM queue (after the interconnect and once the
+	// queue has room: the link's and the NVM's bandwidth gate it), as the
+	// SBRP artifact and the re-study's simulator do, instead of after the
+	// NVM write latency too: that queue is in the persistence domain, and
+	// the NVM write latency is its drain to the media (which a PCommit
+	// waits for under a volatile WPQ). For PM-far the link's latency lies
+	// after the ack too, and it applies under eADR as well: the SBRP
+	// artifact acknowledges every PM write (its -pm_enable_adr is on in
+	// every configuration) when the partition issues it into the PM's
+	// latency pipeline (l2cache.cc, dram_cycle), before -pm_latency (300
+	// near, 900 far, 600 far with eADR). The SBRP machines and volta set
+	// it.
 	AckAtQueue bool `json:"ack_at_queue"`
 	// EpochOwnAcks makes an Epoch or GPM fence or barrier wait for the
 	// acks of the PM lines its own warp dirtied, as the SBRP artifact's
@@ -298,17 +308,22 @@ func PresetPMNear() Config {
 
 // artifactPhysics sets the memory-system behaviour of the SBRP artifact's
 // simulator on an SBRP machine: only the persist buffer's drain is
-// windowed (a cache flush sends every dirty line at once), an ADR persist
-// is acknowledged when the PM queue takes it, PCIe has a bandwidth per
-// direction, an Epoch or GPM fence waits for its own warp's persists, and
-// a PM line's write-back sends only its written 32-byte sectors, and Epoch
-// and GPM write PM stores through the L1.
+// windowed (a cache flush sends every dirty line at once), a persist is
+// acknowledged when the GPU's memory partition passes it to the PM queue,
+// an Epoch or GPM fence waits for its own warp's persists, a PM line's
+// write-back sends only its written 32-byte sectors, and Epoch and GPM
+// write PM stores through the L1. PM reads and writes share one bus: the
+// artifact's PM is a GDDR channel model with its bursts scaled down per
+// direction (dram.cc), near (1/4 read, 1/8 write) and far (1/12 both ways,
+// -pm_bw_scale_read/-write 12: the 28 GB/s of PCIe, so the far link is
+// one bus both directions share).
 func artifactPhysics(c *Config) {
 	c.Persist.AckAtQueue = true
 	c.Persist.EpochOwnAcks = true
 	c.Persist.EpochWriteThrough = true
 	c.Persist.SectorBytes = 32
-	c.PCIe.FullDuplex = true
+	c.NVM.SharedBus = true
+	c.PCIe.FullDuplex = false
 }
 
 // PresetPMFar is SBRP's PM-far machine (SBRP Table 1, GPM's system): NVM
@@ -487,12 +502,18 @@ func PresetH100() Config {
 	// sees them.
 	c.NVM = MemConfig{ReadLatencyCycles: 400, WriteLatencyCycles: 400, ReadGBps: 300, WriteGBps: 300}
 	// PCIe Gen5 x16: 32 GT/s x 16 lanes x 128/130 = 63.0 GB/s each way.
-	// Its one-way latency is half the measured system fence (a round trip
-	// to the host: 1,280 cycles).
-	c.PCIe = LinkConfig{PMFar: true, LatencyCycles: 640, GBps: 63.0, FullDuplex: true}
+	// A write's way to the host is half the measured system fence (a
+	// round trip to the host: 1,280 cycles), of which the L2 takes its
+	// 160 and the link the rest.
+	c.PCIe = LinkConfig{PMFar: true, LatencyCycles: 640 - 160, GBps: 63.0, FullDuplex: true}
+	// Every write is one memory-write TLP: a 4-byte STP token (framing
+	// and sequence number, PCIe 3.0+), a 4-DW header (64-bit address) and
+	// a 4-byte LCRC around its data, so a 128-byte line takes 152 bytes
+	// of the link (53 GB/s of data).
+	c.PCIe.TLPBytes = 24
 	c.Persist.Point = pointEADR
 	c.Persist.EADRLatencyCycles = 1 // DDIO: durable on arrival in the host's LLC
-	c.Persist.AckAtQueue = true
+	c.Persist.AckAtQueue = false   // a real GPU: the host acknowledges
 	// NVIDIA's L1 writes global stores through, and a fence waits for its
 	// own thread's writes; 32-byte sectors.
 	c.Persist.EpochWriteThrough = true
@@ -759,6 +780,9 @@ func (c *Config) Validate() error {
 	}
 	if m := c.Mem; m.InjectBytesPerCycle > 1<<16 || m.L2PortBytesPerCycle > 1<<16 || m.SMWrites > 1<<16 || m.WriteQueueEntries > 1<<16 || m.Channels*m.BanksPerChannel > 1<<12 {
 		return bad("mem", "a port, queue or partition count too large to model")
+	}
+	if t := c.PCIe.TLPBytes; t < 0 || t > 1<<12 {
+		return bad("pcie.tlp_bytes", "%d, want 0 to 4096", t)
 	}
 	if c.Persist.NVWFIFOL1 > c.Persist.NVWFIFOL2 {
 		return bad("persist.nvw_fifo_l1", "%d is larger than persist.nvw_fifo_l2 = %d", c.Persist.NVWFIFOL1, c.Persist.NVWFIFOL2)

@@ -257,7 +257,7 @@ type cpuCore struct {
 	lineBytes                 uint64
 	l1, l2, llc               *cache
 	rdBW, wrBW                resource
-	sharedBus                 bool // cpu.pm.shared_bus: writes take rdBW
+	sharedBus                 bool // cpu.pm.shared_bus: writes take rdBW's calendar at their own rate
 
 	switchCy uint64
 	strands  bool // StrandWeaver: CLWBs go to the strand buffers
@@ -507,11 +507,13 @@ func (c *cpuCore) sqLeave(leave, gone uint64) {
 // the write bandwidth lets it, and the BMO adds its latency.
 func (c *cpuCore) writeLine(t uint64) uint64 {
 	c.st.WriteBacks++
-	bw := &c.wrBW
+	var done uint64
 	if c.sharedBus {
-		bw = &c.rdBW
+		done = c.rdBW.transferAs(t, c.lineBytes, c.wrBW.perByte)
+	} else {
+		done = c.wrBW.transfer(t, c.lineBytes)
 	}
-	return max(t+c.wrLat, bw.transfer(t, c.lineBytes)) + c.bmo
+	return max(t+c.wrLat, done) + c.bmo
 }
 
 // earlySFence is a test hook that breaks an SFence's promise on purpose: a
@@ -804,7 +806,7 @@ var cpuKeyDocs = map[string][3]string{
 	"cpu.pm.write_latency_cycles": {"cycles", "latency of a CLWB's line from the WBB to the memory controller (the ADR persistence domain)", "COSPlay Table 2 (200 cycles to the controller; §2.2's ADR persist latency)"},
 	"cpu.pm.read_gbps":            {"GB/s", "PM read bandwidth", "COSPlay Table 2 (4 GB/s)"},
 	"cpu.pm.write_gbps":           {"GB/s", "PM write bandwidth: a 64-byte write-back occupies it 64/bandwidth", "COSPlay Table 2 (2 GB/s)"},
-	"cpu.pm.shared_bus":           {"bool", "PM reads and writes share one bus of cpu.pm.read_gbps (cpu.pm.write_gbps unused)", "off: COSPlay Table 2 gives a read and a write bandwidth"},
+	"cpu.pm.shared_bus":           {"bool", "PM reads and writes share one bus, each direction at its own bandwidth", "off: COSPlay Table 2 gives a read and a write bandwidth"},
 	"cpu.bmo_cycles":              {"cycles", "backend memory operation latency added to every line reaching the memory controller (latency, not throughput)", "COSPlay §5 (0 plain ADR; Enc 100, LD 200, HD 700, Comb 1000)"},
 	"cpu.switch_cycles":           {"cycles", "cost of one coroutine switch and the round-robin scheduler (FreeSwitch: 0; a run's coro.Config.SwitchCycles overrides it)", "COSPlay Table 3: (CII-1)*1000/SKI is 215-234 instructions per yield for SPS, PC, TATP, CQ; 220 at 4 a cycle"},
 }

@@ -33,8 +33,12 @@ func (p epochPolicy) verb(ws *warpState, t uint64, kind pm.OpKind, sc pm.Scope, 
 		done = max(done, p.persistOps(ws, done, kind, sc, group))
 	}
 	if p.gpm && kind != pm.OpSyncThreads {
-		if f := p.cfg.GPU.FenceSystemCycles; f > 0 {
-			done = max(done, t+uint64(f)) // the system fence, overlapping the acks it waits for
+		if f := uint64(p.cfg.GPU.FenceSystemCycles); f > 0 {
+			// The system fence: its own round trip to the host, or
+			// the last write's arrival there (done) and the
+			// acknowledgement's way back (half the round trip),
+			// whichever is later.
+			done = max(done+f/2, t+f)
 		} else {
 			done += p.l2Lat // the extra device-scope fence
 		}
@@ -70,7 +74,10 @@ func (b *Backend) dirtyStore(ws *warpState, line, sectors, t uint64, ordering bo
 		ack := b.flush(e, t, ws.sm)
 		ws.lastAck = max(ws.lastAck, ack)
 		b.own(ws, e)
-		return e, t + 1, false
+		// The store retires once its write has left the SM: it waits
+		// for an outstanding-write slot (mem.sm_writes) and the SM's
+		// injection port, as a volatile store waits for the port.
+		return e, max(t+1, b.left), false
 	}
 	if e := s.l1.entry[way]; e >= 0 && b.entries[e].ack == noAck {
 		b.entries[e].dirty = min(b.entries[e].dirty, t)

@@ -33,6 +33,7 @@ type memSystem struct {
 	lineShift  uint
 	l2Lat      uint64
 	pcieLat    uint64
+	tlp        uint64 // pcie.tlp_bytes
 	eadrLat    uint64
 	far, eadr  bool
 	ackAtQueue bool
@@ -85,7 +86,7 @@ func newMemSystem(cfg Config, lineShift uint) *memSystem {
 	clk := cfg.GPU.ClockMHz
 	m := &memSystem{
 		lineShift: lineShift,
-		l2Lat:     uint64(cfg.L2.LatencyCycles), pcieLat: uint64(cfg.PCIe.LatencyCycles),
+		l2Lat:     uint64(cfg.L2.LatencyCycles), pcieLat: uint64(cfg.PCIe.LatencyCycles), tlp: uint64(cfg.PCIe.TLPBytes),
 		eadrLat: uint64(cfg.Persist.EADRLatencyCycles),
 		far:     cfg.PCIe.PMFar, eadr: cfg.Persist.Point == pointEADR, ackAtQueue: cfg.Persist.AckAtQueue,
 		writesMax: cfg.Mem.SMWrites, queueMax: cfg.Mem.WriteQueueEntries,
@@ -167,10 +168,9 @@ func (m *memSystem) trim(at uint64) {
 // own FIFO service, and no write is durable before the bus can take it
 // within queueMax transfers.
 func (c *channel) write(x, n uint64, queueMax int) (in, done uint64) {
-	bus := c.bus()
-	svc := (n*bus.perByte + (1<<fracBits - 1)) >> fracBits
+	svc := (n*c.wr.perByte + (1<<fracBits - 1)) >> fracBits
 	in = c.queue.firstFree(x, queueMax)
-	end := bus.transfer(in, n)
+	end := c.writeBus(in, n)
 	if ahead := uint64(queueMax) * svc; end > in+ahead {
 		in = c.queue.firstFree(end-ahead, queueMax)
 	}
@@ -179,13 +179,14 @@ func (c *channel) write(x, n uint64, queueMax int) (in, done uint64) {
 	return in, done
 }
 
-// bus returns the resource writes take: the write bus, or the read bus
-// when reads and writes share one.
-func (c *channel) bus() *resource {
+// writeBus moves n written bytes over the channel's bus from cycle x at
+// the write bandwidth and returns when they are done: on the write bus, or
+// on the bus reads and writes share.
+func (c *channel) writeBus(x, n uint64) uint64 {
 	if c.shared {
-		return &c.rd
+		return c.rd.transferAs(x, n, c.wr.perByte)
 	}
-	return &c.wr
+	return c.wr.transfer(x, n)
 }
 
 // read reads n bytes from the channel from cycle x and returns when they
@@ -196,7 +197,8 @@ func (c *channel) read(x, n uint64) uint64 {
 
 // pmWrite is one line write towards the persistence point, as timed.
 type pmWrite struct {
-	start  uint64 // it left the SM (its outstanding-write slot taken)
+	start  uint64 // its outstanding-write slot was taken
+	left   uint64 // its bytes have left the SM's injection port
 	queued uint64 // its PM queue took it
 	ack    uint64 // it is durable
 }
@@ -207,14 +209,17 @@ func (m *memSystem) writePM(sm int, line, n, t uint64, st *Stats) pmWrite {
 	p := &m.sms[sm]
 	var w pmWrite
 	w.start = p.writes.firstFree(t, m.writesMax)
-	x, ch := m.toPartition(sm, line, n, w.start, st)
+	w.left = m.inject(sm, n, w.start)
+	x, ch := m.toPartition(line, n, w.left, st)
 	in, done := m.nvm[ch].write(x, n, m.queueMax)
 	w.queued = in
 	switch {
+	case m.ackAtQueue:
+		// The GPU's memory partition acknowledges the write when the PM
+		// queue takes it; the far link's latency lies after the ack.
+		w.ack = in - m.farLat()
 	case m.eadr:
 		w.ack = x + m.eadrLat
-	case m.ackAtQueue:
-		w.ack = in
 	default:
 		w.ack = done
 	}
@@ -223,25 +228,41 @@ func (m *memSystem) writePM(sm int, line, n, t uint64, st *Stats) pmWrite {
 	return w
 }
 
+// farLat is the latency PM writes pay to reach PM beyond the GPU's memory
+// partition: the PCIe link's when PM is far.
+func (m *memSystem) farLat() uint64 {
+	if m.far {
+		return m.pcieLat
+	}
+	return 0
+}
+
 // moreBytes sends n more bytes of a PM line write that left at start (a
 // persist-buffer entry a later store merged into): they take the write's
 // ports and bandwidth in the same burst; its ack stays.
 func (m *memSystem) moreBytes(sm int, line, n, start uint64, st *Stats) {
-	x, ch := m.toPartition(sm, line, n, start, st)
-	m.drained = max(m.drained, m.nvm[ch].bus().transfer(x, n))
+	left := m.inject(sm, n, start)
+	x, ch := m.toPartition(line, n, left, st)
+	m.drained = max(m.drained, m.nvm[ch].writeBus(x, n))
 }
 
-// toPartition sends n bytes of PM line from SM sm, leaving at cycle t,
-// over its injection port, the L2 and its bank's port, and PCIe when PM is
-// far, and returns when they reach the memory partition and its channel.
-// st counts the bytes.
-func (m *memSystem) toPartition(sm int, line, n, t uint64, st *Stats) (x, ch uint64) {
-	x = m.sms[sm].inject.transfer(t, n) + m.l2Lat
+// inject sends n bytes into SM sm's injection port from cycle t and
+// returns when they have left it.
+func (m *memSystem) inject(sm int, n, t uint64) uint64 {
+	return m.sms[sm].inject.transfer(t, n)
+}
+
+// toPartition sends n bytes of PM line that left an SM's injection port at
+// cycle left over the L2 and its bank's port, and PCIe when PM is far, and
+// returns when they reach the memory partition and its channel. st counts
+// the bytes.
+func (m *memSystem) toPartition(line, n, left uint64, st *Stats) (x, ch uint64) {
+	x = left + m.l2Lat
 	bank, ch := m.bank(line)
 	x = m.ports[bank].transfer(x, n)
 	if m.far {
 		st.PCIeBytes += n
-		x = m.link(true).transfer(x, n) + m.pcieLat
+		x = m.link(true).transfer(x, n+m.tlp) + m.pcieLat
 	}
 	st.NVMWriteBytes += n
 	return x, ch
@@ -285,7 +306,7 @@ func (m *memSystem) readLine(line, n, x uint64, isPM bool, st *Stats) uint64 {
 	x = m.nvm[ch].read(x, n)
 	if m.far {
 		st.PCIeBytes += n
-		x = m.link(false).transfer(x, n)
+		x = m.link(false).transfer(x, n+m.tlp)
 	}
 	return x
 }

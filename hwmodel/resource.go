@@ -55,10 +55,14 @@ func (r *resource) reset(at uint64) {
 
 // transfer reserves the resource for n bytes starting no earlier than cycle
 // at and returns the cycle at which the transfer ends.
-func (r *resource) transfer(at, n uint64) uint64 {
+func (r *resource) transfer(at, n uint64) uint64 { return r.transferAs(at, n, r.perByte) }
+
+// transferAs is transfer at perByte (in 1/2^fracBits cycles) instead of the
+// resource's own rate: a bus both directions share, each at its own rate.
+func (r *resource) transferAs(at, n, perByte uint64) uint64 {
 	const capacity = 1 << (bucketShift + fracBits)
 	r.bytes += n
-	cost := n * r.perByte
+	cost := n * perByte
 	if at>>bucketShift < r.base {
 		at = r.base << bucketShift
 	}
