@@ -513,7 +513,7 @@ func PresetH100() Config {
 	c.PCIe.TLPBytes = 24
 	c.Persist.Point = pointEADR
 	c.Persist.EADRLatencyCycles = 1 // DDIO: durable on arrival in the host's LLC
-	c.Persist.AckAtQueue = false   // a real GPU: the host acknowledges
+	c.Persist.AckAtQueue = false    // a real GPU: the host acknowledges
 	// NVIDIA's L1 writes global stores through, and a fence waits for its
 	// own thread's writes; 32-byte sectors.
 	c.Persist.EpochWriteThrough = true
