@@ -22,7 +22,7 @@ import (
 // the volta preset (the re-study's Table I), as execution time normalised
 // to the baseline. Every scheme runs the same kernel code
 // (workloads.Persister places its verbs) on the write-back GPU of hwmodel's
-// Restudy and RestudyPCT models.
+// WriteBackADR and WriteBackPCT models.
 
 func init() {
 	for _, e := range []Experiment{

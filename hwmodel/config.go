@@ -41,9 +41,9 @@ type Config struct {
 	PCIe LinkConfig `json:"pcie"`
 	// Persist holds the persistence point and the persist hardware.
 	Persist PersistConfig `json:"persist"`
-	// Restudy is the write-back hardware of the persistency re-study's
-	// models (restudy.go); only the Restudy models use it.
-	Restudy RestudyConfig `json:"restudy"`
+	// WriteBack is the write-back hardware of the write-back models
+	// (WriteBackADR, WriteBackPCT; writeback.go); only they use it.
+	WriteBack WriteBackConfig `json:"writeback"`
 	// CPU is the CPU core that times CPU runs (package coro; cpu.go).
 	CPU CPUConfig `json:"cpu"`
 }
@@ -412,7 +412,7 @@ func PresetVolta() Config {
 	c.NVM = MemConfig{ReadLatencyCycles: 200, WriteLatencyCycles: 600, ReadGBps: voltaMemGBps, WriteGBps: voltaMemGBps, SharedBus: true}
 	c.Persist.AckAtQueue = true // ADR: the WPQ is in the persistence domain
 	c.Persist.EADRLatencyCycles = 150
-	c.Restudy = restudyVolta() // Table I: 32 channels, 2 L2 banks per channel
+	c.WriteBack = wbVolta() // Table I: 32 channels, 2 L2 banks per channel
 	// Table I: 32 channels of 2 L2 banks; the re-study's gpgpusim.config
 	// has the SBRP artifact's ports and queues (-icnt_flit_size 40,
 	// dl1 A:256:8, dl2 data port 32, -gpgpu_frfcfs_dram_sched_queue_size
@@ -420,7 +420,7 @@ func PresetVolta() Config {
 	c.Mem.Channels, c.Mem.BanksPerChannel = 32, 2
 	c.Mem.L2FlushAtEnd = false
 	// GPGPU-Sim 4.0's QV100 caches are sectored (32-byte sectors, as
-	// restudy.sector_bytes): every model's writes send what was written.
+	// writeback.sector_bytes): every model's writes send what was written.
 	c.Persist.SectorBytes = 32
 	return c
 }
@@ -613,7 +613,18 @@ func jsonName(f reflect.StructField) string {
 	return name
 }
 
+// CanonicalKey returns key as Keys spells it: the write-back models' keys
+// (writeback.*) were once restudy.*, and Set and Value still take that
+// spelling.
+func CanonicalKey(key string) string {
+	if rest, ok := strings.CutPrefix(key, "restudy."); ok {
+		return "writeback." + rest
+	}
+	return key
+}
+
 func field(v reflect.Value, key string) (reflect.Value, error) {
+	key = CanonicalKey(key)
 	parts := strings.Split(key, ".")
 	for i, p := range parts {
 		if v.Kind() != reflect.Struct {
@@ -763,13 +774,13 @@ func (c *Config) Validate() error {
 	if c.Persist.NVWFIFOL1 > c.Persist.NVWFIFOL2 {
 		return bad("persist.nvw_fifo_l1", "%d is larger than persist.nvw_fifo_l2 = %d", c.Persist.NVWFIFOL1, c.Persist.NVWFIFOL2)
 	}
-	if err := c.Restudy.validate(); err != nil {
+	if err := c.WriteBack.validate(); err != nil {
 		return err
 	}
 	if err := c.CPU.validate(); err != nil {
 		return err
 	}
-	if err := c.Restudy.validateSectors(c.L2.LineBytes); err != nil {
+	if err := c.WriteBack.validateSectors(c.L2.LineBytes); err != nil {
 		return err
 	}
 	if sb, lb := c.Persist.SectorBytes, c.L1.LineBytes; sb != 0 && (sb < 8 || sb&(sb-1) != 0 || sb > lb || lb/sb > 64) {

@@ -165,12 +165,12 @@ func TestRestudyCrashConsistency(t *testing.T) {
 			require.Empty(t, rep.Violations)
 			require.True(t, rep.Complete || rep.Checked >= 10000)
 
-			v := requireCaught(t, check, persistency.NVM, persistency.Restudy, seed, "the nvm baseline persists nothing in order")
+			v := requireCaught(t, check, persistency.NVM, persistency.WriteBackADR, seed, "the nvm baseline persists nothing in order")
 			if strings.Contains(v.Explanation, "because:") {
 				require.Contains(t, v.Explanation, "stayed dirty in the L2")
 			}
 			if !rc.Recommended.PCT {
-				requireCaught(t, check, rc.Recommended, persistency.RestudyPCT, seed, "without PCommit a volatile WPQ loses acknowledged write-backs")
+				requireCaught(t, check, rc.Recommended, persistency.WriteBackPCT, seed, "without PCommit a volatile WPQ loses acknowledged write-backs")
 			}
 		})
 	}

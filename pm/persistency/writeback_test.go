@@ -28,8 +28,8 @@ func TestSchemeNames(t *testing.T) {
 	require.NoError(t, err)
 	require.Equal(t, persistency.NVM, got)
 	require.False(t, persistency.Scheme{Gran: persistency.Baseline, PCT: true}.Valid())
-	require.Equal(t, persistency.RestudyPCT, persistency.KernelSchemes()[1].Model())
-	require.Equal(t, persistency.Restudy, persistency.CTASchemes()[0].Model())
+	require.Equal(t, persistency.WriteBackPCT, persistency.KernelSchemes()[1].Model())
+	require.Equal(t, persistency.WriteBackADR, persistency.CTASchemes()[0].Model())
 	var undo []string
 	for _, s := range persistency.UndoSchemes() {
 		require.True(t, s.Valid(), "%+v", s)
@@ -47,7 +47,7 @@ func TestSchemeNames(t *testing.T) {
 	}
 }
 
-func TestRestudyVerbRules(t *testing.T) {
+func TestWriteBackVerbRules(t *testing.T) {
 	const (
 		o  = persistency.Orders
 		d  = persistency.Durable
@@ -60,13 +60,13 @@ func TestRestudyVerbRules(t *testing.T) {
 		k    pm.OpKind
 		want persistency.Effect
 	}{
-		{persistency.Restudy, pm.OpCLWB, wb},
-		{persistency.Restudy, pm.OpL2WB, wb},
-		{persistency.Restudy, pm.OpPCommit, 0},
-		{persistency.RestudyPCT, pm.OpPCommit, c},
-		{persistency.Restudy, pm.OpMemBar, o | d},
-		{persistency.Restudy, pm.OpDFence, o | d | wb | c},
-		{persistency.Restudy, pm.OpSyncThreads, o | j},
+		{persistency.WriteBackADR, pm.OpCLWB, wb},
+		{persistency.WriteBackADR, pm.OpL2WB, wb},
+		{persistency.WriteBackADR, pm.OpPCommit, 0},
+		{persistency.WriteBackPCT, pm.OpPCommit, c},
+		{persistency.WriteBackADR, pm.OpMemBar, o | d},
+		{persistency.WriteBackADR, pm.OpDFence, o | d | wb | c},
+		{persistency.WriteBackADR, pm.OpSyncThreads, o | j},
 		{persistency.SBRP, pm.OpMemBar, o | d},
 		{persistency.SBRP, pm.OpCLWB, 0},
 		{persistency.Epoch, pm.OpL2WB, 0},
@@ -74,7 +74,7 @@ func TestRestudyVerbRules(t *testing.T) {
 	} {
 		require.Equal(t, tc.want, tc.m.Verb(tc.k, pm.Thread), "%v %v", tc.m, tc.k)
 	}
-	require.True(t, persistency.RestudyPCT.WriteBack())
+	require.True(t, persistency.WriteBackPCT.WriteBack())
 	require.False(t, persistency.Epoch.WriteBack())
 	require.Equal(t, "writes-back+commits", (wb | c).String())
 }

@@ -15,7 +15,7 @@ import (
 // L2WB of the whole L2, or by an eviction no program can rely on. A MemBar
 // waits for the thread's earlier write-backs to be acknowledged by a WPQ.
 // Whether the WPQ is in the persistence domain is the one hardware switch:
-// Restudy (ADR, an acknowledged write-back is durable) or RestudyPCT (a
+// WriteBackADR (ADR, an acknowledged write-back is durable) or WriteBackPCT (a
 // volatile WPQ, durable only after a PCommit).
 //
 // A kernel's end is no persistency event: it writes nothing back and
@@ -37,16 +37,16 @@ import (
 // alike.
 
 // WriteBack reports whether PM stores stay in a write-back cache until a
-// write-through store, CLWB or L2WB writes them back (Restudy, RestudyPCT).
-func (m Model) WriteBack() bool { return m == Restudy || m == RestudyPCT }
+// write-through store, CLWB or L2WB writes them back (WriteBackADR, WriteBackPCT).
+func (m Model) WriteBack() bool { return m == WriteBackADR || m == WriteBackPCT }
 
 // VolatileWPQ reports whether the memory controllers' write-pending queues
 // are outside the persistence domain, so that a written-back persist is
-// durable only after a PCommit (RestudyPCT).
-func (m Model) VolatileWPQ() bool { return m == RestudyPCT }
+// durable only after a PCommit (WriteBackPCT).
+func (m Model) VolatileWPQ() bool { return m == WriteBackPCT }
 
-// restudyVerb is what the re-study's verbs do under m.
-func (m Model) restudyVerb(k pm.OpKind) Effect {
+// wbVerb is what the re-study's verbs do under m.
+func (m Model) wbVerb(k pm.OpKind) Effect {
 	switch {
 	case m == None:
 		return 0
@@ -71,14 +71,14 @@ func (m Model) restudyVerb(k pm.OpKind) Effect {
 	return 0
 }
 
-// restudyLegacy maps the other verbs onto the write-back machine. The
+// wbLegacy maps the other verbs onto the write-back machine. The
 // persistency verbs of the other models (OFence, DFence, PRel, PAcq,
 // PBarrier, EpochBarrier, SFence, CFence, PersistBarrier, JoinStrand) act
 // as under Epoch, after writing back and committing the thread's own
 // persists, so a program written for another model stays crash-consistent;
 // block and warp barriers order what is already durable-ordered but write
 // nothing back.
-func (m Model) restudyLegacy(k pm.OpKind, s pm.Scope) Effect {
+func (m Model) wbLegacy(k pm.OpKind, s pm.Scope) Effect {
 	const full = Orders | Durable | WritesBack | Commits
 	switch k {
 	case pm.OpOFence, pm.OpDFence, pm.OpEpochBarrier, pm.OpSFence, pm.OpCFence, pm.OpPersistBarrier, pm.OpJoinStrand:
@@ -172,13 +172,13 @@ type Scheme struct {
 	Idem bool
 }
 
-// Model returns the hardware model the scheme runs on: RestudyPCT if PCT,
-// else Restudy.
+// Model returns the hardware model the scheme runs on: WriteBackPCT if PCT,
+// else WriteBackADR.
 func (s Scheme) Model() Model {
 	if s.PCT {
-		return RestudyPCT
+		return WriteBackPCT
 	}
-	return Restudy
+	return WriteBackADR
 }
 
 // String returns the re-study's name for the scheme: "SP_wt",
