@@ -147,14 +147,16 @@ func Select(list string) ([]Experiment, error) {
 	return out, nil
 }
 
-// Header is the CSV header of WriteCSV: the long format plus the input
-// size every row was measured at.
-var Header = []string{"experiment", "workload", "config", "metric", "value", "size"}
+// Header returns the CSV header of WriteCSV: the long format plus the input
+// size every row was measured at. Each call returns a fresh slice.
+func Header() []string {
+	return []string{"experiment", "workload", "config", "metric", "value", "size"}
+}
 
-// PaperHeader is what WriteCSV adds to Header when asked for the papers'
-// values: the value the paper reports for the row, ours over it, and where
-// in the paper it is.
-var PaperHeader = []string{"paper_value", "ratio", "paper_source"}
+// PaperHeader returns what WriteCSV adds to Header when asked for the
+// papers' values: the value the paper reports for the row, ours over it,
+// and where in the paper it is. Each call returns a fresh slice.
+func PaperHeader() []string { return []string{"paper_value", "ratio", "paper_source"} }
 
 // Format says how WriteCSV and WriteTable print rows.
 type Format struct {
@@ -219,9 +221,9 @@ func WriteCSV(w io.Writer, rows []Row, f Format) error {
 	}
 	cw := csv.NewWriter(w)
 	if f.Header {
-		h := Header
+		h := Header()
 		if f.Paper {
-			h = append(slices.Clone(h), PaperHeader...)
+			h = append(h, PaperHeader()...)
 		}
 		if err := cw.Write(h); err != nil {
 			return err
