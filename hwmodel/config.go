@@ -218,8 +218,8 @@ const (
 	pointEADR = "eadr"
 )
 
-// The SBRP baseline machine (SBRP Table 1 and the calibration facts of
-// DESIGN.md, read from the SBRP artifact's GPGPU-Sim configuration).
+// The SBRP baseline machine (SBRP Table 1 and the SBRP artifact's
+// GPGPU-Sim configuration; pmbench keys cites each value).
 func sbrpBase() Config {
 	return Config{
 		GPU: GPUConfig{
@@ -335,8 +335,8 @@ func PresetPMFarEADR() Config {
 	return c
 }
 
-// PresetGOPE is the machine of the scoped persist barrier paper (GPGPU 2018,
-// Table 2): 4 CUs at 1 GHz (1 cycle = 1 ns), 40 wavefronts of 64 lanes per
+// PresetGOPE is the machine of the scoped persist barrier paper (Gope et
+// al., GPGPU 2018, Table 2; the preset is named after its first author): 4 CUs at 1 GHz (1 cycle = 1 ns), 40 wavefronts of 64 lanes per
 // CU, 16 KB 16-way L1 and 512 KB 16-way L2 with 64-byte lines, DRAM 25 ns,
 // NVRAM 75 ns read and 250 ns write, NVW-FIFOs of 16 (L1) and 64 (L2)
 // entries. Table 2 gives no cache latencies, bandwidths or block limits;

@@ -6,9 +6,9 @@
 // checker's refinement test (crash.Refines) verifies that every crash image
 // the timing model produces is one these rules allow.
 //
-// The models are those of DESIGN.md "Persistency models": Strict, Epoch,
-// GPM, SBRP (scoped buffered release persistency), ScopedBarrier (scoped
-// persist barriers), the CPU models X86 and COSPlay, and None.
+// The models: Strict, Epoch, GPM, SBRP (scoped buffered release
+// persistency), ScopedBarrier (scoped persist barriers), the CPU models X86
+// and COSPlay, None, and the write-back GPU's WriteBackADR and WriteBackPCT.
 package persistency
 
 import (
