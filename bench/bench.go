@@ -53,6 +53,12 @@ type Options struct {
 	// Progress, if set, is told of work to do (total > 0) and work done
 	// (done > 0) as a sweep runs.
 	Progress func(total, done int)
+
+	// presets, when declared, are the presets the running experiment says
+	// it builds machines from (Experiment.Presets); Register sets them, and
+	// Options.config refuses any other.
+	presets  []string
+	declared bool
 }
 
 // SizeName is the input size the options ask for: "smoke", "quick" or
@@ -89,6 +95,11 @@ type Experiment struct {
 	// one would replace its sweep (every row would show the -set value),
 	// so pmbench refuses the pair.
 	Sweeps []string
+	// Presets are the hwmodel presets the experiment builds its machines
+	// from: pmbench checks a -set against each before anything runs
+	// (CheckSet), and a registered experiment that builds a machine from
+	// another preset fails.
+	Presets []string
 	// Paper is the short name of the paper the experiment reproduces (see
 	// REFERENCES.md), empty for a measurement of scopedpm itself; Figure
 	// names the figure or table ("Fig. 6").
@@ -103,6 +114,13 @@ var registry []Experiment
 func Register(e Experiment) {
 	if _, ok := Lookup(e.Name); ok {
 		panic("bench: duplicate experiment " + e.Name)
+	}
+	if run := e.Run; run != nil {
+		presets := slices.Clone(e.Presets)
+		e.Run = func(ctx context.Context, o Options) ([]Row, error) {
+			o.presets, o.declared = presets, true
+			return run(ctx, o)
+		}
 	}
 	registry = append(registry, e)
 	slices.SortFunc(registry, func(a, b Experiment) int { return strings.Compare(a.Name, b.Name) })

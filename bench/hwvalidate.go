@@ -29,9 +29,10 @@ func init() {
 		Name: "hw-validate",
 		Description: "hwmodel's h100 preset under GPM against measurements of an NVIDIA H100 with pinned host memory over PCIe Gen5 (GPM-eADR): " +
 			"fence costs by scope, a system fence after pending lines, zero-copy write bandwidth, per-SM write parallelism; measured, modelled and model/measured",
-		Paper:  "GPM",
-		Figure: "real silicon (bench/h100)",
-		Run:    runHWValidate,
+		Paper:   "GPM",
+		Figure:  "real silicon (bench/h100)",
+		Presets: []string{"h100"},
+		Run:     runHWValidate,
 	})
 }
 
@@ -65,7 +66,7 @@ func h100Table() (map[h100Point]float64, error) {
 // (with the run's overrides) after mk has set up its memory, and returns
 // the launch's cycles from its first instruction.
 func h100Run(o Options, g scope.Grid, size uint64, target pm.Kind, k func(base pm.Addr) scope.Kernel) (uint64, *hwmodel.Backend, error) {
-	m, be, err := machine("h100", hwmodel.GPM, o)
+	m, be, err := o.machine("h100", hwmodel.GPM, nil)
 	if err != nil {
 		return 0, nil, err
 	}
@@ -224,7 +225,11 @@ func runHWValidate(ctx context.Context, o Options) ([]Row, error) {
 
 	// Write bandwidth: 16 bytes per thread per step, to host memory (PM)
 	// and device memory, every SM (bw) or one (stream sms1), W warps.
-	clk := hwmodel.PresetH100().GPU.ClockMHz
+	cfg, err := o.config("h100", nil)
+	if err != nil {
+		return nil, err
+	}
+	clk := cfg.GPU.ClockMHz
 	gbps := func(bytes, cycles uint64) float64 { return float64(bytes) * clk / float64(cycles) / 1e3 }
 	stream := func(target pm.Kind, blocks, warps, steps int) (float64, error) {
 		threads := 32 * warps

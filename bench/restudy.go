@@ -10,7 +10,6 @@ import (
 	"golang.org/x/sync/errgroup"
 
 	"github.com/scopedpm/scopedpm/crash"
-	"github.com/scopedpm/scopedpm/hwmodel"
 	"github.com/scopedpm/scopedpm/pm"
 	"github.com/scopedpm/scopedpm/workloads"
 )
@@ -25,13 +24,13 @@ import (
 
 func init() {
 	for _, e := range []Experiment{
-		{Name: "lin-fig1", Paper: "re-study", Figure: "Fig. 1", Description: "persistency re-study Fig. 1: short-running (S) kernels under SP_wt, SP_clwb, SP_clwb_pct, EP_K, EP_K_pct, execution time normalised to the nvm baseline, volta preset", Run: linFig(1, "S", linFig1Schemes())},
-		{Name: "lin-fig2", Paper: "re-study", Figure: "Fig. 2", Description: "persistency re-study Fig. 2: long-running kernels with short CTAs (LS) under SP and EP_C (wt, clwb, l2wb), normalised to the nvm baseline, volta preset", Run: linFig(2, "LS", linFig2Schemes())},
-		{Name: "lin-fig3", Paper: "re-study", Figure: "Fig. 3", Description: "persistency re-study Fig. 3: long-running kernels with short CTAs (LS) under durable transactions (undo logging with CTA-level epochs, write-through or CLWB, with and without the idempotency analysis), normalised to the nvm baseline, volta preset", Run: linFig(3, "LS", workloads.UndoSchemes()[2:6])},
-		{Name: "lin-fig4", Paper: "re-study", Figure: "Fig. 4", Description: "persistency re-study Fig. 4: long-running kernels with long CTAs (LL) under SP and EP_L (wt, clwb, clwb_pct), normalised to the nvm baseline, volta preset", Run: linFig(4, "LL", linFig4Schemes())},
-		{Name: "lin-fig5", Paper: "re-study", Figure: "Fig. 5", Description: "persistency re-study Fig. 5: Mega-KV search, insert and delete kernels on a PM hash table under SP, EP_K and EP_K_pct, normalised to the nvm baseline, volta preset", Run: linFig(5, "KV", linFig1Schemes())},
-		{Name: "lin-table5", Paper: "re-study", Figure: "Table V", Description: "persistency re-study Table V by measurement: per kernel, the cheapest persistency scheme and the cheapest durable transaction (undo logging, +idem) of its category that the crash checker accepts (tiny size, 2000 states, seed 1), with their overheads over the nvm baseline", Run: runLinTable5},
-		{Name: "lin-fig6", Paper: "re-study", Figure: "Fig. 6", Description: "persistency re-study Fig. 6: ProgPOW-like DAG generation and search kernels under SP and EP_C, normalised to the nvm baseline, volta preset", Run: linFig(6, "PoW", linFig2Schemes())},
+		{Name: "lin-fig1", Paper: "re-study", Presets: []string{"volta"}, Figure: "Fig. 1", Description: "persistency re-study Fig. 1: short-running (S) kernels under SP_wt, SP_clwb, SP_clwb_pct, EP_K, EP_K_pct, execution time normalised to the nvm baseline, volta preset", Run: linFig(1, "S", linFig1Schemes())},
+		{Name: "lin-fig2", Paper: "re-study", Presets: []string{"volta"}, Figure: "Fig. 2", Description: "persistency re-study Fig. 2: long-running kernels with short CTAs (LS) under SP and EP_C (wt, clwb, l2wb), normalised to the nvm baseline, volta preset", Run: linFig(2, "LS", linFig2Schemes())},
+		{Name: "lin-fig3", Paper: "re-study", Presets: []string{"volta"}, Figure: "Fig. 3", Description: "persistency re-study Fig. 3: long-running kernels with short CTAs (LS) under durable transactions (undo logging with CTA-level epochs, write-through or CLWB, with and without the idempotency analysis), normalised to the nvm baseline, volta preset", Run: linFig(3, "LS", workloads.UndoSchemes()[2:6])},
+		{Name: "lin-fig4", Paper: "re-study", Presets: []string{"volta"}, Figure: "Fig. 4", Description: "persistency re-study Fig. 4: long-running kernels with long CTAs (LL) under SP and EP_L (wt, clwb, clwb_pct), normalised to the nvm baseline, volta preset", Run: linFig(4, "LL", linFig4Schemes())},
+		{Name: "lin-fig5", Paper: "re-study", Presets: []string{"volta"}, Figure: "Fig. 5", Description: "persistency re-study Fig. 5: Mega-KV search, insert and delete kernels on a PM hash table under SP, EP_K and EP_K_pct, normalised to the nvm baseline, volta preset", Run: linFig(5, "KV", linFig1Schemes())},
+		{Name: "lin-table5", Paper: "re-study", Presets: []string{"volta"}, Figure: "Table V", Description: "persistency re-study Table V by measurement: per kernel, the cheapest persistency scheme and the cheapest durable transaction (undo logging, +idem) of its category that the crash checker accepts (tiny size, 2000 states, seed 1), with their overheads over the nvm baseline", Run: runLinTable5},
+		{Name: "lin-fig6", Paper: "re-study", Presets: []string{"volta"}, Figure: "Fig. 6", Description: "persistency re-study Fig. 6: ProgPOW-like DAG generation and search kernels under SP and EP_C, normalised to the nvm baseline, volta preset", Run: linFig(6, "PoW", linFig2Schemes())},
 	} {
 		Register(e)
 	}
@@ -62,15 +61,7 @@ func linRun(name string, s workloads.Scheme, o Options) ([]workloads.KernelCycle
 	if err != nil {
 		return nil, err
 	}
-	cfg := hwmodel.PresetVolta()
-	if err := cfg.Set(o.Set...); err != nil {
-		return nil, err
-	}
-	be, err := hwmodel.New(cfg, s.Model())
-	if err != nil {
-		return nil, err
-	}
-	m, err := pm.NewMachine(be)
+	m, _, err := o.machine("volta", s.Model(), nil)
 	if err != nil {
 		return nil, err
 	}
