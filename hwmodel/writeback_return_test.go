@@ -147,7 +147,7 @@ func TestWriteBackWriteBackAfterLatestStore(t *testing.T) {
 // store. Warp 2's walk ends before that and finds the line clean: its
 // MemBar used to return without waiting for the write-back that carries
 // its store.
-func TestRestudyL2WBWaitsForLateWriteBack(t *testing.T) {
+func TestWriteBackL2WBWaitsForLateWriteBack(t *testing.T) {
 	for _, model := range []Model{WriteBackADR, WriteBackPCT} {
 		t.Run(model.String(), func(t *testing.T) {
 			ref := refineVolta(t, model, scope.Grid{Blocks: 3, Threads: 32}, func(t *scope.Thread, a pm.Addr) {

@@ -81,7 +81,7 @@ func TestWriteBackDurability(t *testing.T) {
 
 // L2WB walks the whole L2: it costs at least the walk with nothing dirty,
 // and more with more dirty lines to write back.
-func TestRestudyL2WBCostGrowsWithDirtyLines(t *testing.T) {
+func TestWriteBackL2WBCostGrowsWithDirtyLines(t *testing.T) {
 	cfg := PresetVolta()
 	lines := cfg.L2.SizeBytes / cfg.L2.LineBytes
 	walk := uint64(lines / (cfg.WriteBack.Channels * cfg.WriteBack.L2BanksPerChannel * cfg.WriteBack.L2TagChecksPerCycle))
@@ -113,7 +113,7 @@ func TestRestudyL2WBCostGrowsWithDirtyLines(t *testing.T) {
 // cycles after the L2 latency; dirty lines a way apart in one set cost a
 // cycle each, as many dirty lines spread one per examined window cost
 // almost nothing more.
-func TestRestudyL2WBWalk(t *testing.T) {
+func TestWriteBackL2WBWalk(t *testing.T) {
 	cfg := PresetVolta()
 	sets := cfg.L2.SizeBytes / cfg.L2.LineBytes / cfg.L2.Assoc
 	banks := cfg.WriteBack.Channels * cfg.WriteBack.L2BanksPerChannel
