@@ -550,7 +550,21 @@ func Preset(name string) (Config, error) {
 
 // LoadConfig decodes JSON onto base (keys absent from data keep base's
 // values) and validates the result. An unknown key is an error naming it.
+// The write-back group's former name, "restudy", is read as "writeback".
 func LoadConfig(data []byte, base Config) (Config, error) {
+	var top map[string]json.RawMessage
+	if json.Unmarshal(data, &top) == nil {
+		if old, ok := top["restudy"]; ok {
+			if _, both := top["writeback"]; both {
+				return Config{}, fmt.Errorf("%w: both \"restudy\" and \"writeback\" (its new name)", ErrConfig)
+			}
+			delete(top, "restudy")
+			top["writeback"] = old
+			if data, err := json.Marshal(top); err == nil {
+				return LoadConfig(data, base)
+			}
+		}
+	}
 	dec := json.NewDecoder(bytes.NewReader(data))
 	dec.DisallowUnknownFields()
 	c := base

@@ -204,6 +204,14 @@ func TestWriteBackConfigKeys(t *testing.T) {
 	require.Equal(t, "8", v)
 	require.Equal(t, "writeback.channels", CanonicalKey("restudy.channels"))
 	require.Equal(t, "nvm.read_gbps", CanonicalKey("nvm.read_gbps"))
+	// And so does a JSON configuration.
+	for _, js := range []string{`{"restudy":{"channels":4}}`, `{"writeback":{"channels":4}}`} {
+		got, err := LoadConfig([]byte(js), PresetVolta())
+		require.NoError(t, err, js)
+		require.Equal(t, 4, got.WriteBack.Channels, js)
+	}
+	_, err = LoadConfig([]byte(`{"restudy":{"channels":4},"writeback":{"channels":2}}`), PresetVolta())
+	require.ErrorIs(t, err, ErrConfig)
 }
 
 // A sectored L2 writes back the sectors written: a whole line of
