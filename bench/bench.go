@@ -53,6 +53,12 @@ type Options struct {
 	// Progress, if set, is told of work to do (total > 0) and work done
 	// (done > 0) as a sweep runs.
 	Progress func(total, done int)
+
+	// presets, when declared, are the presets the running experiment says
+	// it builds machines from (Experiment.Presets); Register sets them, and
+	// Options.config refuses any other.
+	presets  []string
+	declared bool
 }
 
 // SizeName is the input size the options ask for: "smoke", "quick" or
@@ -89,6 +95,11 @@ type Experiment struct {
 	// one would replace its sweep (every row would show the -set value),
 	// so pmbench refuses the pair.
 	Sweeps []string
+	// Presets are the hwmodel presets the experiment builds its machines
+	// from: pmbench checks a -set against each before anything runs
+	// (CheckSet), and a registered experiment that builds a machine from
+	// another preset fails.
+	Presets []string
 	// Paper is the short name of the paper the experiment reproduces (see
 	// REFERENCES.md), empty for a measurement of scopedpm itself; Figure
 	// names the figure or table ("Fig. 6").
@@ -103,6 +114,13 @@ var registry []Experiment
 func Register(e Experiment) {
 	if _, ok := Lookup(e.Name); ok {
 		panic("bench: duplicate experiment " + e.Name)
+	}
+	if run := e.Run; run != nil {
+		presets := slices.Clone(e.Presets)
+		e.Run = func(ctx context.Context, o Options) ([]Row, error) {
+			o.presets, o.declared = presets, true
+			return run(ctx, o)
+		}
 	}
 	registry = append(registry, e)
 	slices.SortFunc(registry, func(a, b Experiment) int { return strings.Compare(a.Name, b.Name) })
@@ -147,14 +165,16 @@ func Select(list string) ([]Experiment, error) {
 	return out, nil
 }
 
-// Header is the CSV header of WriteCSV: the long format plus the input
-// size every row was measured at.
-var Header = []string{"experiment", "workload", "config", "metric", "value", "size"}
+// Header returns the CSV header of WriteCSV: the long format plus the input
+// size every row was measured at. Each call returns a fresh slice.
+func Header() []string {
+	return []string{"experiment", "workload", "config", "metric", "value", "size"}
+}
 
-// PaperHeader is what WriteCSV adds to Header when asked for the papers'
-// values: the value the paper reports for the row, ours over it, and where
-// in the paper it is.
-var PaperHeader = []string{"paper_value", "ratio", "paper_source"}
+// PaperHeader returns what WriteCSV adds to Header when asked for the
+// papers' values: the value the paper reports for the row, ours over it,
+// and where in the paper it is. Each call returns a fresh slice.
+func PaperHeader() []string { return []string{"paper_value", "ratio", "paper_source"} }
 
 // Format says how WriteCSV and WriteTable print rows.
 type Format struct {
@@ -219,9 +239,9 @@ func WriteCSV(w io.Writer, rows []Row, f Format) error {
 	}
 	cw := csv.NewWriter(w)
 	if f.Header {
-		h := Header
+		h := Header()
 		if f.Paper {
-			h = append(slices.Clone(h), PaperHeader...)
+			h = append(h, PaperHeader()...)
 		}
 		if err := cw.Write(h); err != nil {
 			return err

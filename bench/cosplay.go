@@ -13,7 +13,6 @@ import (
 
 	"github.com/scopedpm/scopedpm/coro"
 	"github.com/scopedpm/scopedpm/hwmodel"
-	"github.com/scopedpm/scopedpm/pm"
 	"github.com/scopedpm/scopedpm/workloads"
 )
 
@@ -28,12 +27,12 @@ import (
 
 func init() {
 	for _, e := range []Experiment{
-		{Name: "cosplay-fig1", Paper: "COSPlay", Sweeps: []string{"cpu.bmo_cycles"}, Figure: "Fig. 1", Description: "COSPlay Fig. 1: slowdown of Baseline (sfences) over Unordered (no fences) per benchmark as the persist latency added at the memory controller grows from 0 (plain ADR) to 1000 cycles, cosplay preset", Run: runCosplayFig1},
-		{Name: "cosplay-fig8", Paper: "COSPlay", Sweeps: []string{"cpu.bmo_cycles"}, Figure: "Fig. 8", Description: "COSPlay Fig. 8: speedup of COSPlay at its best window over Baseline per benchmark and BMO (ADR, Enc, LD, HD, Comb), with the best window; min and max over the benchmarks, cosplay preset", Run: runCosplayFig8},
-		{Name: "cosplay-fig10", Paper: "COSPlay", Sweeps: []string{"cpu.bmo_cycles"}, Figure: "Fig. 10", Description: "COSPlay Fig. 10: TPCC speedup of StrandWeaver(4,4), StrandWeaver(8,8) and COSPlay at its best window over Baseline per BMO, cosplay preset", Run: runCosplayFig10},
-		{Name: "cosplay-fig11", Paper: "COSPlay", Sweeps: []string{"cpu.bmo_cycles"}, Figure: "Fig. 11", Description: "COSPlay Fig. 11: speedup of COSPlay over SBatch, (a) at COSPlay's best window for both, (b) each at its best window, with the windows, per benchmark and BMO, cosplay preset", Run: runCosplayFig11},
-		{Name: "cosplay-fig12", Paper: "COSPlay", Sweeps: []string{"cpu.bmo_cycles"}, Figure: "Fig. 12", Description: "COSPlay Fig. 12: task-latency CDFs (cycles at percentiles 5..100) with the LD BMO of COSPlay at its best window, SBatch at that window and SBatch at its best window, with median ratios, cosplay preset", Run: runCosplayFig12},
-		{Name: "cosplay-fig13", Paper: "COSPlay", Sweeps: []string{"cpu.bmo_cycles"}, Figure: "Fig. 13", Description: "COSPlay Fig. 13: performance of Baseline, COSPlay and FreeSwitch (each at its best window) normalised to Unordered for the Enc and HD BMOs, with slowdowns over Unordered, cosplay preset", Run: runCosplayFig13},
+		{Name: "cosplay-fig1", Paper: "COSPlay", Presets: []string{"cosplay"}, Sweeps: []string{"cpu.bmo_cycles"}, Figure: "Fig. 1", Description: "COSPlay Fig. 1: slowdown of Baseline (sfences) over Unordered (no fences) per benchmark as the persist latency added at the memory controller grows from 0 (plain ADR) to 1000 cycles, cosplay preset", Run: runCosplayFig1},
+		{Name: "cosplay-fig8", Paper: "COSPlay", Presets: []string{"cosplay"}, Sweeps: []string{"cpu.bmo_cycles"}, Figure: "Fig. 8", Description: "COSPlay Fig. 8: speedup of COSPlay at its best window over Baseline per benchmark and BMO (ADR, Enc, LD, HD, Comb), with the best window; min and max over the benchmarks, cosplay preset", Run: runCosplayFig8},
+		{Name: "cosplay-fig10", Paper: "COSPlay", Presets: []string{"cosplay"}, Sweeps: []string{"cpu.bmo_cycles"}, Figure: "Fig. 10", Description: "COSPlay Fig. 10: TPCC speedup of StrandWeaver(4,4), StrandWeaver(8,8) and COSPlay at its best window over Baseline per BMO, cosplay preset", Run: runCosplayFig10},
+		{Name: "cosplay-fig11", Paper: "COSPlay", Presets: []string{"cosplay"}, Sweeps: []string{"cpu.bmo_cycles"}, Figure: "Fig. 11", Description: "COSPlay Fig. 11: speedup of COSPlay over SBatch, (a) at COSPlay's best window for both, (b) each at its best window, with the windows, per benchmark and BMO, cosplay preset", Run: runCosplayFig11},
+		{Name: "cosplay-fig12", Paper: "COSPlay", Presets: []string{"cosplay"}, Sweeps: []string{"cpu.bmo_cycles"}, Figure: "Fig. 12", Description: "COSPlay Fig. 12: task-latency CDFs (cycles at percentiles 5..100) with the LD BMO of COSPlay at its best window, SBatch at that window and SBatch at its best window, with median ratios, cosplay preset", Run: runCosplayFig12},
+		{Name: "cosplay-fig13", Paper: "COSPlay", Presets: []string{"cosplay"}, Sweeps: []string{"cpu.bmo_cycles"}, Figure: "Fig. 13", Description: "COSPlay Fig. 13: performance of Baseline, COSPlay and FreeSwitch (each at its best window) normalised to Unordered for the Enc and HD BMOs, with slowdowns over Unordered, cosplay preset", Run: runCosplayFig13},
 	} {
 		Register(e)
 	}
@@ -97,15 +96,8 @@ func cpuRun(job cpuJob, o Options, latency bool) (cpuResult, error) {
 	if err != nil {
 		return cpuResult{}, err
 	}
-	cfg := hwmodel.PresetCOSPlay()
-	if err := cfg.Set(append([]string{fmt.Sprintf("cpu.bmo_cycles=%d", job.bmo)}, o.Set...)...); err != nil {
-		return cpuResult{}, err
-	}
-	be, err := hwmodel.New(cfg, hwmodel.SBRP) // the GPU model does not time CPU runs
-	if err != nil {
-		return cpuResult{}, err
-	}
-	m, err := pm.NewMachine(be)
+	// The GPU model (SBRP) does not time CPU runs.
+	m, be, err := o.machine("cosplay", hwmodel.SBRP, func(c *hwmodel.Config) { c.CPU.BMOCycles = job.bmo })
 	if err != nil {
 		return cpuResult{}, err
 	}

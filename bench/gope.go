@@ -16,9 +16,9 @@ import (
 
 func init() {
 	for _, e := range []Experiment{
-		{Name: "gope-fig5", Paper: "scoped persist barrier paper", Figure: "Fig. 5", Description: "scoped persist barrier paper Fig. 5: B+tree batch insertion time of Algorithm 1 (kernel scope) and Algorithm 2 (workgroup scope) normalised to the DRAM-only baseline, over tree sizes up to 13.17 MB, gope preset", Run: runGopeFig5},
-		{Name: "gope-fig7", Paper: "scoped persist barrier paper", Figure: "Fig. 7", Sweeps: []string{"persist.nvw_fifo_l1", "persist.nvw_fifo_l2"}, Description: "scoped persist barrier paper Fig. 7: the same, largest tree, NVW-FIFO sizes (L1/L2) 16/64, 64/256, 256/1024", Run: runGopeFig7},
-		{Name: "gope-table3", Paper: "scoped persist barrier paper", Figure: "Table 3", Description: "scoped persist barrier paper Table 3: NV writes a crash at each level (leaf .. leaf-5) makes the insertion write again, per scope, largest tree", Run: runGopeTable3},
+		{Name: "gope-fig5", Paper: "scoped persist barrier paper", Presets: []string{"gope"}, Figure: "Fig. 5", Description: "scoped persist barrier paper Fig. 5: B+tree batch insertion time of Algorithm 1 (kernel scope) and Algorithm 2 (workgroup scope) normalised to the DRAM-only baseline, over tree sizes up to 13.17 MB, gope preset", Run: runGopeFig5},
+		{Name: "gope-fig7", Paper: "scoped persist barrier paper", Presets: []string{"gope"}, Figure: "Fig. 7", Sweeps: []string{"persist.nvw_fifo_l1", "persist.nvw_fifo_l2"}, Description: "scoped persist barrier paper Fig. 7: the same, largest tree, NVW-FIFO sizes (L1/L2) 16/64, 64/256, 256/1024", Run: runGopeFig7},
+		{Name: "gope-table3", Paper: "scoped persist barrier paper", Presets: []string{"gope"}, Figure: "Table 3", Description: "scoped persist barrier paper Table 3: NV writes a crash at each level (leaf .. leaf-5) makes the insertion write again, per scope, largest tree", Run: runGopeTable3},
 	} {
 		Register(e)
 	}
@@ -132,11 +132,11 @@ func gopeBuildN(n int, seed uint64) (*gopeTree, error) {
 type gopeConfig struct {
 	name string
 	alg  btree.Alg
-	set  []string
+	edit edit // the bar's change to the gope preset (nil: none)
 }
 
 var (
-	gopeDRAM   = gopeConfig{"dram-only", btree.Alg2, []string{"persist.none=true"}}
+	gopeDRAM   = gopeConfig{"dram-only", btree.Alg2, func(c *hwmodel.Config) { c.Persist.None = true }}
 	gopeKernel = gopeConfig{"kernel-scope", btree.Alg1, nil}
 	gopeWG     = gopeConfig{"workgroup-scope", btree.Alg2, nil}
 )
@@ -152,14 +152,7 @@ type gopeRun struct {
 // machine under ScopedBarrier with c's overrides, and times it until its
 // persists are durable.
 func runGope(g *gopeTree, c gopeConfig, o Options) (gopeRun, error) {
-	cfg, err := hwmodel.Preset("gope")
-	if err != nil {
-		return gopeRun{}, err
-	}
-	if err := cfg.Set(append(append([]string(nil), c.set...), o.Set...)...); err != nil {
-		return gopeRun{}, err
-	}
-	be, err := hwmodel.New(cfg, hwmodel.ScopedBarrier)
+	be, err := o.backend("gope", hwmodel.ScopedBarrier, c.edit)
 	if err != nil {
 		return gopeRun{}, err
 	}
@@ -268,10 +261,10 @@ func runGopeFig7(ctx context.Context, o Options) ([]Row, error) {
 	configs = append(configs, gopeDRAM)
 	fifos := [][2]int{{16, 64}, {64, 256}, {256, 1024}}
 	for _, f := range fifos {
-		set := []string{fmt.Sprintf("persist.nvw_fifo_l1=%d", f[0]), fmt.Sprintf("persist.nvw_fifo_l2=%d", f[1])}
+		fifo := func(c *hwmodel.Config) { c.Persist.NVWFIFOL1, c.Persist.NVWFIFOL2 = f[0], f[1] }
 		configs = append(configs,
-			gopeConfig{fmt.Sprintf("workgroup-scope/%d-%d", f[0], f[1]), btree.Alg2, set},
-			gopeConfig{fmt.Sprintf("kernel-scope/%d-%d", f[0], f[1]), btree.Alg1, set})
+			gopeConfig{fmt.Sprintf("workgroup-scope/%d-%d", f[0], f[1]), btree.Alg2, fifo},
+			gopeConfig{fmt.Sprintf("kernel-scope/%d-%d", f[0], f[1]), btree.Alg1, fifo})
 	}
 	sizes := gopeSizes(o.Quick)
 	trees, runs, err := gopeSweep(ctx, o, sizes[len(sizes)-1:], configs)
@@ -300,14 +293,7 @@ func runGopeFig7(ctx context.Context, o Options) ([]Row, error) {
 // and counts the level-lv NV writes the recovery made: what the crash made
 // the insertion write again at that level.
 func gopeCrashRework(g *gopeTree, c gopeConfig, o Options) ([]uint64, error) {
-	cfg, err := hwmodel.Preset("gope")
-	if err != nil {
-		return nil, err
-	}
-	if err := cfg.Set(append(append([]string(nil), c.set...), o.Set...)...); err != nil {
-		return nil, err
-	}
-	be, err := hwmodel.New(cfg, hwmodel.ScopedBarrier)
+	be, err := o.backend("gope", hwmodel.ScopedBarrier, c.edit)
 	if err != nil {
 		return nil, err
 	}

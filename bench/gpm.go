@@ -20,6 +20,7 @@ func init() {
 		Figure: "Fig. 11(a), 11(b)",
 		Description: "GPM Fig. 11: HCL against conventional logging on hwmodel pm-far/gpm: (a) gpKVS batch latency, " +
 			"(b) logging latency against concurrent logging threads",
+		Presets: []string{gpmPreset},
 		Default: true,
 		Run:     runGPMFig11,
 	})
@@ -45,19 +46,7 @@ const gpmConvParts = 32
 const gpmEntry = 20
 
 func gpmMachine(o Options) (*pm.Machine, *hwmodel.Backend, error) {
-	cfg, err := hwmodel.Preset(gpmPreset)
-	if err != nil {
-		return nil, nil, err
-	}
-	if err := cfg.Set(o.Set...); err != nil {
-		return nil, nil, err
-	}
-	be, err := hwmodel.New(cfg, gpmModel)
-	if err != nil {
-		return nil, nil, err
-	}
-	m, err := pm.NewMachine(be)
-	return m, be, err
+	return o.machine(gpmPreset, gpmModel, nil)
 }
 
 func runGPMFig11(ctx context.Context, o Options) ([]Row, error) {
@@ -221,11 +210,8 @@ func gpmFig11b(ctx context.Context, o Options) ([]Row, error) {
 	var sum, logSum float64
 	counts := gpmThreadCounts(o.Quick)
 	cfgBase := gpmPreset + "/" + gpmModel.String()
-	cfg, err := hwmodel.Preset(gpmPreset)
+	cfg, err := o.config(gpmPreset, nil)
 	if err != nil {
-		return nil, err
-	}
-	if err := cfg.Set(o.Set...); err != nil {
 		return nil, err
 	}
 	ghz := cfg.GPU.ClockMHz / 1000

@@ -106,7 +106,7 @@ func (r h100Result) clock() uint64 { return r.st.Retired - r.launch }
 // h100Launch launches the kernel mk builds on a fresh h100 machine under
 // GPM (with the run's overrides) and returns the result.
 func h100Launch(o Options, g scope.Grid, mk func(m *pm.Machine) (scope.Kernel, error)) (h100Result, error) {
-	m, be, err := machine("h100", hwmodel.GPM, o)
+	m, be, err := o.machine("h100", hwmodel.GPM, nil)
 	if err != nil {
 		return h100Result{}, err
 	}
@@ -126,6 +126,7 @@ type hv struct {
 	ctx  context.Context
 	o    Options
 	meas map[h100Point]float64
+	clk  float64 // the h100 machine's clock in MHz, with the run's -set
 	rows []Row
 }
 
@@ -146,15 +147,19 @@ func (h *hv) get(p h100Point) (float64, error) {
 	return v, nil
 }
 
-// us converts cycles of the h100 preset's clock to microseconds.
-func us(cycles uint64) float64 { return float64(cycles) / hwmodel.PresetH100().GPU.ClockMHz }
+// us converts cycles of the h100 machine's clock to microseconds.
+func (h *hv) us(cycles uint64) float64 { return float64(cycles) / h.clk }
 
 func runHWValidate(ctx context.Context, o Options) ([]Row, error) {
 	meas, err := h100Table()
 	if err != nil {
 		return nil, err
 	}
-	h := &hv{ctx: ctx, o: o, meas: meas}
+	cfg, err := o.config("h100", nil)
+	if err != nil {
+		return nil, err
+	}
+	h := &hv{ctx: ctx, o: o, meas: meas, clk: cfg.GPU.ClockMHz}
 	for _, part := range []func() error{h.lat, h.pending, h.bandwidth, h.conc, h.log} {
 		if err := part(); err != nil {
 			return h.rows, err
@@ -319,7 +324,7 @@ func (h *hv) bandwidth() error {
 	if h.o.Quick {
 		bwBytes, streamSteps = 4<<20, 8
 	}
-	gbps := func(bytes, cycles uint64) float64 { return float64(bytes) / us(cycles) / 1e3 }
+	gbps := func(bytes, cycles uint64) float64 { return float64(bytes) / h.us(cycles) / 1e3 }
 	stream := func(target pm.Kind, blocks, warps, steps int) (float64, error) {
 		threads := 32 * warps
 		size := uint64(blocks*threads*steps) * 16
@@ -405,7 +410,7 @@ func (h *hv) conc() error {
 			if err != nil {
 				return err
 			}
-			h.add(fmt.Sprintf("conc host %s %d warps", fence, warps), "us_per_iter", mv, us(r.event())/iters)
+			h.add(fmt.Sprintf("conc host %s %d warps", fence, warps), "us_per_iter", mv, h.us(r.event())/iters)
 		}
 	}
 	return nil
@@ -493,8 +498,8 @@ func (h *hv) log() error {
 			return err
 		}
 		w := fmt.Sprintf("log %d threads", n)
-		h.add(w+" hcl", "us", mh, us(hcl.event()))
-		h.add(w+" conv", "us", mc, us(conv.event()))
+		h.add(w+" hcl", "us", mh, h.us(hcl.event()))
+		h.add(w+" conv", "us", mc, h.us(conv.event()))
 		h.add(w, "hcl_speedup", mc/mh, float64(conv.event())/float64(hcl.event()))
 	}
 	return nil

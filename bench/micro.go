@@ -13,6 +13,7 @@ func init() {
 	Register(Experiment{
 		Name:        "micro-persist",
 		Description: "hwmodel micro-benchmarks per preset and model: persist+DFence latency, streaming write bandwidth, cost of ordering verbs",
+		Presets:     microPresets,
 		Default:     true,
 		Run:         runMicro,
 	})
@@ -21,30 +22,12 @@ func init() {
 // microPresets are the SBRP machines; the others are in hwmodel.Presets.
 var microPresets = []string{"pm-near", "pm-far", "pm-far-eadr"}
 
-// machine returns a fresh machine on preset under model with the run's
-// overrides applied.
-func machine(preset string, model hwmodel.Model, o Options) (*pm.Machine, *hwmodel.Backend, error) {
-	cfg, err := hwmodel.Preset(preset)
-	if err != nil {
-		return nil, nil, err
-	}
-	if err := cfg.Set(o.Set...); err != nil {
-		return nil, nil, err
-	}
-	be, err := hwmodel.New(cfg, model)
-	if err != nil {
-		return nil, nil, err
-	}
-	m, err := pm.NewMachine(be)
-	return m, be, err
-}
-
 // cycles runs kernel k (built on the fresh machine by mk) and returns the
 // launch's cycles from its first instruction: a micro-benchmark times its
 // verbs, not the launch latency (gpu.launch_latency_cycles) every launch
 // pays before them.
 func cycles(preset string, model hwmodel.Model, o Options, g scope.Grid, mk func(m *pm.Machine) (scope.Kernel, error)) (uint64, *hwmodel.Backend, error) {
-	m, be, err := machine(preset, model, o)
+	m, be, err := o.machine(preset, model, nil)
 	if err != nil {
 		return 0, nil, err
 	}

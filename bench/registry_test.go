@@ -170,3 +170,56 @@ func TestSweptKeysExist(t *testing.T) {
 	}
 	require.Positive(t, swept)
 }
+
+// Every experiment that runs hwmodel configurations declares the presets it
+// builds them from, and each is a preset hwmodel has: pmbench checks a
+// -set against them before anything runs.
+func TestExperimentsDeclarePresets(t *testing.T) {
+	for _, e := range bench.All() {
+		if e.NoSet {
+			require.Empty(t, e.Presets, "%s runs no hwmodel configuration", e.Name)
+			continue
+		}
+		require.NotEmpty(t, e.Presets, "%s: Experiment.Presets", e.Name)
+		for _, p := range e.Presets {
+			require.Contains(t, hwmodel.Presets(), p, e.Name)
+		}
+	}
+}
+
+// CheckSet checks a -set against every preset the chosen experiments use:
+// a value that pm-near takes but volta or gope does not is refused before
+// anything runs, naming the preset.
+func TestCheckSetEveryPreset(t *testing.T) {
+	get := func(names ...string) []bench.Experiment {
+		var out []bench.Experiment
+		for _, n := range names {
+			e, ok := bench.Lookup(n)
+			require.True(t, ok, n)
+			out = append(out, e)
+		}
+		return out
+	}
+	for _, tc := range []struct {
+		exps []string
+		set  string
+		msg  string // "" for none
+	}{
+		{[]string{"micro-persist"}, "l2.size_bytes=1048576", ""},
+		{[]string{"micro-persist", "lin-fig1"}, "l2.size_bytes=1048576", "on preset volta (experiment lin-fig1)"},
+		{[]string{"sbrp-fig6"}, "persist.sector_bytes=128", ""},
+		{[]string{"sbrp-fig6", "gope-fig5"}, "persist.sector_bytes=128", "on preset gope (experiment gope-fig5)"},
+		{[]string{"cosplay-fig1"}, "nvm.write_latency_cycles=-1", "on preset cosplay"},
+		{[]string{"engine"}, "nvm.write_latency_cycles=500", "does not apply to experiment engine"},
+		{[]string{"sbrp-fig10c"}, "persist.window=4", "sweeps persist.window itself"},
+		{[]string{"lin-fig1"}, "restudy.channels=8", ""},
+	} {
+		err := bench.CheckSet(get(tc.exps...), []string{tc.set})
+		if tc.msg == "" {
+			require.NoError(t, err, "%v %s", tc.exps, tc.set)
+		} else {
+			require.ErrorContains(t, err, tc.msg, "%v %s", tc.exps, tc.set)
+		}
+	}
+	require.NoError(t, bench.CheckSet(get("engine"), nil))
+}

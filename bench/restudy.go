@@ -10,9 +10,7 @@ import (
 	"golang.org/x/sync/errgroup"
 
 	"github.com/scopedpm/scopedpm/crash"
-	"github.com/scopedpm/scopedpm/hwmodel"
 	"github.com/scopedpm/scopedpm/pm"
-	"github.com/scopedpm/scopedpm/pm/persistency"
 	"github.com/scopedpm/scopedpm/workloads"
 )
 
@@ -22,39 +20,39 @@ import (
 // the volta preset (the re-study's Table I), as execution time normalised
 // to the baseline. Every scheme runs the same kernel code
 // (workloads.Persister places its verbs) on the write-back GPU of hwmodel's
-// Restudy and RestudyPCT models.
+// WriteBackADR and WriteBackPCT models.
 
 func init() {
 	for _, e := range []Experiment{
-		{Name: "lin-fig1", Paper: "re-study", Figure: "Fig. 1", Description: "persistency re-study Fig. 1: short-running (S) kernels under SP_wt, SP_clwb, SP_clwb_pct, EP_K, EP_K_pct, execution time normalised to the nvm baseline, volta preset", Run: linFig(1, "S", linFig1Schemes())},
-		{Name: "lin-fig2", Paper: "re-study", Figure: "Fig. 2", Description: "persistency re-study Fig. 2: long-running kernels with short CTAs (LS) under SP and EP_C (wt, clwb, l2wb), normalised to the nvm baseline, volta preset", Run: linFig(2, "LS", linFig2Schemes())},
-		{Name: "lin-fig3", Paper: "re-study", Figure: "Fig. 3", Description: "persistency re-study Fig. 3: long-running kernels with short CTAs (LS) under durable transactions (undo logging with CTA-level epochs, write-through or CLWB, with and without the idempotency analysis), normalised to the nvm baseline, volta preset", Run: linFig(3, "LS", persistency.UndoSchemes()[2:6])},
-		{Name: "lin-fig4", Paper: "re-study", Figure: "Fig. 4", Description: "persistency re-study Fig. 4: long-running kernels with long CTAs (LL) under SP and EP_L (wt, clwb, clwb_pct), normalised to the nvm baseline, volta preset", Run: linFig(4, "LL", linFig4Schemes())},
-		{Name: "lin-fig5", Paper: "re-study", Figure: "Fig. 5", Description: "persistency re-study Fig. 5: Mega-KV search, insert and delete kernels on a PM hash table under SP, EP_K and EP_K_pct, normalised to the nvm baseline, volta preset", Run: linFig(5, "KV", linFig1Schemes())},
-		{Name: "lin-table5", Paper: "re-study", Figure: "Table V", Description: "persistency re-study Table V by measurement: per kernel, the cheapest persistency scheme and the cheapest durable transaction (undo logging, +idem) of its category that the crash checker accepts (tiny size, 2000 states, seed 1), with their overheads over the nvm baseline", Run: runLinTable5},
-		{Name: "lin-fig6", Paper: "re-study", Figure: "Fig. 6", Description: "persistency re-study Fig. 6: ProgPOW-like DAG generation and search kernels under SP and EP_C, normalised to the nvm baseline, volta preset", Run: linFig(6, "PoW", linFig2Schemes())},
+		{Name: "lin-fig1", Paper: "re-study", Presets: []string{"volta"}, Figure: "Fig. 1", Description: "persistency re-study Fig. 1: short-running (S) kernels under SP_wt, SP_clwb, SP_clwb_pct, EP_K, EP_K_pct, execution time normalised to the nvm baseline, volta preset", Run: linFig(1, "S", linFig1Schemes())},
+		{Name: "lin-fig2", Paper: "re-study", Presets: []string{"volta"}, Figure: "Fig. 2", Description: "persistency re-study Fig. 2: long-running kernels with short CTAs (LS) under SP and EP_C (wt, clwb, l2wb), normalised to the nvm baseline, volta preset", Run: linFig(2, "LS", linFig2Schemes())},
+		{Name: "lin-fig3", Paper: "re-study", Presets: []string{"volta"}, Figure: "Fig. 3", Description: "persistency re-study Fig. 3: long-running kernels with short CTAs (LS) under durable transactions (undo logging with CTA-level epochs, write-through or CLWB, with and without the idempotency analysis), normalised to the nvm baseline, volta preset", Run: linFig(3, "LS", workloads.UndoSchemes()[2:6])},
+		{Name: "lin-fig4", Paper: "re-study", Presets: []string{"volta"}, Figure: "Fig. 4", Description: "persistency re-study Fig. 4: long-running kernels with long CTAs (LL) under SP and EP_L (wt, clwb, clwb_pct), normalised to the nvm baseline, volta preset", Run: linFig(4, "LL", linFig4Schemes())},
+		{Name: "lin-fig5", Paper: "re-study", Presets: []string{"volta"}, Figure: "Fig. 5", Description: "persistency re-study Fig. 5: Mega-KV search, insert and delete kernels on a PM hash table under SP, EP_K and EP_K_pct, normalised to the nvm baseline, volta preset", Run: linFig(5, "KV", linFig1Schemes())},
+		{Name: "lin-table5", Paper: "re-study", Presets: []string{"volta"}, Figure: "Table V", Description: "persistency re-study Table V by measurement: per kernel, the cheapest persistency scheme and the cheapest durable transaction (undo logging, +idem) of its category that the crash checker accepts (tiny size, 2000 states, seed 1), with their overheads over the nvm baseline", Run: runLinTable5},
+		{Name: "lin-fig6", Paper: "re-study", Presets: []string{"volta"}, Figure: "Fig. 6", Description: "persistency re-study Fig. 6: ProgPOW-like DAG generation and search kernels under SP and EP_C, normalised to the nvm baseline, volta preset", Run: linFig(6, "PoW", linFig2Schemes())},
 	} {
 		Register(e)
 	}
 }
 
-func linFig1Schemes() []persistency.Scheme {
-	return append(append([]persistency.Scheme(nil), persistency.StrictSchemes()...), persistency.KernelSchemes()...)
+func linFig1Schemes() []workloads.Scheme {
+	return append(append([]workloads.Scheme(nil), workloads.StrictSchemes()...), workloads.KernelSchemes()...)
 }
 
-func linFig2Schemes() []persistency.Scheme {
-	return append(append([]persistency.Scheme(nil), persistency.StrictSchemes()...), persistency.CTASchemes()...)
+func linFig2Schemes() []workloads.Scheme {
+	return append(append([]workloads.Scheme(nil), workloads.StrictSchemes()...), workloads.CTASchemes()...)
 }
 
-func linFig4Schemes() []persistency.Scheme {
-	return append(append([]persistency.Scheme(nil), persistency.StrictSchemes()...), persistency.LoopSchemes()...)
+func linFig4Schemes() []workloads.Scheme {
+	return append(append([]workloads.Scheme(nil), workloads.StrictSchemes()...), workloads.LoopSchemes()...)
 }
 
 // linRun runs re-study workload name under scheme s on a fresh volta
 // machine and returns the time of each of its kernels (see
 // workloads.KernelCycles; they add up to the cycles from the end of Setup
 // until every launch has ended and its write-backs are acknowledged).
-func linRun(name string, s persistency.Scheme, o Options) ([]workloads.KernelCycles, error) {
+func linRun(name string, s workloads.Scheme, o Options) ([]workloads.KernelCycles, error) {
 	size := workloads.Paper
 	if o.Quick {
 		size = workloads.Quick
@@ -63,15 +61,7 @@ func linRun(name string, s persistency.Scheme, o Options) ([]workloads.KernelCyc
 	if err != nil {
 		return nil, err
 	}
-	cfg := hwmodel.PresetVolta()
-	if err := cfg.Set(o.Set...); err != nil {
-		return nil, err
-	}
-	be, err := hwmodel.New(cfg, s.Model())
-	if err != nil {
-		return nil, err
-	}
-	m, err := pm.NewMachine(be)
+	m, _, err := o.machine("volta", s.Model(), nil)
 	if err != nil {
 		return nil, err
 	}
@@ -125,12 +115,12 @@ func linKernels(cat string) ([]linKernel, []int) {
 // workload "average" (the re-study averages overheads arithmetically;
 // over its own kernels, of which we have a subset: see
 // bench/paper/values.csv).
-func linFig(fig int, cat string, schemes []persistency.Scheme) func(context.Context, Options) ([]Row, error) {
+func linFig(fig int, cat string, schemes []workloads.Scheme) func(context.Context, Options) ([]Row, error) {
 	exp := fmt.Sprintf("lin-fig%d", fig)
 	return func(ctx context.Context, o Options) ([]Row, error) {
 		infos := workloads.RestudyWorkloads()
 		kernels, ws := linKernels(cat)
-		all := append([]persistency.Scheme{persistency.NVM}, schemes...)
+		all := append([]workloads.Scheme{workloads.NVM()}, schemes...)
 		// times[i][j]: the kernel times of workload ws[i] under all[j].
 		times := make([][][]workloads.KernelCycles, len(ws))
 		// Announce all the work before any is done: a progress bar never
@@ -199,8 +189,8 @@ func linFig(fig int, cat string, schemes []persistency.Scheme) func(context.Cont
 
 // linCandidates returns the persistency schemes the re-study's figure of
 // category cat compares, then the durable transactions of its granularity.
-func linCandidates(cat string) []persistency.Scheme {
-	u := persistency.UndoSchemes()
+func linCandidates(cat string) []workloads.Scheme {
+	u := workloads.UndoSchemes()
 	switch cat {
 	case "S", "KV":
 		return append(linFig1Schemes(), u[0:2]...)
@@ -213,7 +203,7 @@ func linCandidates(cat string) []persistency.Scheme {
 // linAccepted reports whether the crash checker finds no violation of
 // re-study workload name under scheme s at tiny size, and how many states
 // it checked.
-func linAccepted(name string, s persistency.Scheme) (bool, int, error) {
+func linAccepted(name string, s workloads.Scheme) (bool, int, error) {
 	w, err := workloads.NewRestudy(name, workloads.Tiny, s)
 	if err != nil {
 		return false, 0, err
@@ -246,7 +236,7 @@ func runLinTable5(ctx context.Context, o Options) ([]Row, error) {
 	}
 	infos := workloads.RestudyWorkloads()
 	kernels, _ := linKernels("")
-	res := make([]map[persistency.Scheme]result, len(infos))
+	res := make([]map[workloads.Scheme]result, len(infos))
 	var mu sync.Mutex
 	g, gctx := errgroup.WithContext(ctx)
 	g.SetLimit(runtime.GOMAXPROCS(0))
@@ -254,8 +244,8 @@ func runLinTable5(ctx context.Context, o Options) ([]Row, error) {
 		if !o.mine(i) {
 			continue
 		}
-		res[i] = map[persistency.Scheme]result{}
-		cands := []persistency.Scheme{persistency.NVM}
+		res[i] = map[workloads.Scheme]result{}
+		cands := []workloads.Scheme{workloads.NVM()}
 		for _, cat := range w.Categories() {
 			for _, s := range linCandidates(cat) {
 				if !slices.Contains(cands, s) {
@@ -294,9 +284,9 @@ func runLinTable5(ctx context.Context, o Options) ([]Row, error) {
 		// The re-study's Table V and its averages cover its Parboil
 		// kernels (Table II's classes), not Mega-KV's or ProgPOW's.
 		parboil := k.info.InPaper() && (k.info.Category == "S" || k.info.Category == "LS" || k.info.Category == "LL")
-		cands := append([]persistency.Scheme{persistency.NVM}, linCandidates(k.info.Category)...)
-		cycles := func(s persistency.Scheme) float64 { return float64(res[k.workload][s].kernels[k.kernel].Cycles) }
-		base := cycles(persistency.NVM)
+		cands := append([]workloads.Scheme{workloads.NVM()}, linCandidates(k.info.Category)...)
+		cycles := func(s workloads.Scheme) float64 { return float64(res[k.workload][s].kernels[k.kernel].Cycles) }
+		base := cycles(workloads.NVM())
 		best, bestDT := -1, -1
 		for j, s := range cands {
 			r := res[k.workload][s]

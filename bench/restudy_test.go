@@ -43,7 +43,7 @@ func TestLinFigures(t *testing.T) {
 	e, _ := bench.Lookup("lin-fig1")
 	rows, err := e.Run(context.Background(), bench.Options{Quick: true})
 	require.NoError(t, err)
-	slow, err := e.Run(context.Background(), bench.Options{Quick: true, Set: []string{"restudy.channels=1", "restudy.l2_banks_per_channel=1"}})
+	slow, err := e.Run(context.Background(), bench.Options{Quick: true, Set: []string{"writeback.channels=1", "writeback.l2_banks_per_channel=1"}})
 	require.NoError(t, err)
 	v, s := rowsBy(rows), rowsBy(slow)
 	for _, k := range []string{"histo1", "histo2", "histo4", "mri-gridding-scan1", "mri-gridding-scan2", "sad2"} {

@@ -26,7 +26,7 @@ type sysConfig struct {
 	name    string
 	preset  string
 	model   hwmodel.Model
-	set     []string
+	edit    edit // the configuration's own change to the preset (nil: none)
 	promote bool // block-scope PRel/PAcq run at device scope (scope.WithPromotion)
 }
 
@@ -38,9 +38,9 @@ var (
 	sbrpNear  = sysConfig{"sbrp-near", "pm-near", hwmodel.SBRP, nil, false}
 )
 
-func with(c sysConfig, name string, set ...string) sysConfig {
+func with(c sysConfig, name string, e edit) sysConfig {
 	c.name = name
-	c.set = append(append([]string(nil), c.set...), set...)
+	c.edit = edits(c.edit, e)
 	return c
 }
 
@@ -53,14 +53,14 @@ func promoted(c sysConfig, name string) sysConfig {
 
 func init() {
 	for _, e := range []Experiment{
-		{Name: "sbrp-fig6", Paper: "SBRP", Figure: "Fig. 6", Description: "SBRP Fig. 6: speedup over epoch-far of gpm, epoch-far, sbrp-far, epoch-near, sbrp-near per app, and the geometric mean", Default: true, Run: runFig6},
-		{Name: "sbrp-fig7", Paper: "SBRP", Figure: "Fig. 7", Description: "SBRP Fig. 7: SBRP speedup over epoch with and without scopes (block scope promoted to device) for apps with intra-block PMO", Run: runFig7},
-		{Name: "sbrp-fig8", Paper: "SBRP", Figure: "Fig. 8", Description: "SBRP Fig. 8: L1 read misses on PM data, normalised to epoch-far", Run: runFig8},
-		{Name: "sbrp-fig9", Paper: "SBRP", Figure: "Fig. 9", Description: "SBRP Fig. 9: sbrp-far speedup over epoch-far with eADR", Run: runFig9},
-		{Name: "sbrp-fig10a", Paper: "SBRP", Figure: "Fig. 10(a)", Sweeps: []string{"persist.buffer_entries"}, Description: "SBRP Fig. 10a: sbrp-near speedup over epoch-near against persist-buffer entries", Run: runFig10a},
-		{Name: "sbrp-fig10b", Paper: "SBRP", Figure: "Fig. 10(b)", Sweeps: []string{"nvm.read_gbps", "nvm.write_gbps"}, Description: "SBRP Fig. 10b: sbrp-near speedup over epoch-near with the NVM's read and write bandwidth at 50, 100 and 200%", Run: runFig10b},
-		{Name: "sbrp-fig10c", Paper: "SBRP", Figure: "Fig. 10(c)", Sweeps: []string{"persist.window"}, Description: "SBRP Fig. 10c: sbrp-near speedup over epoch-near against the flush window", Run: runFig10c},
-		{Name: "sbrp-fig11", Paper: "SBRP", Figure: "Fig. 11", Description: "SBRP Fig. 11: recovery time after a crash just before the transaction completes (gpKVS, HM, Red, MQ: the workload's commit word; the others: just before the run's last persist), normalised to epoch-near", Run: runFig11},
+		{Name: "sbrp-fig6", Paper: "SBRP", Presets: []string{"pm-far", "pm-near"}, Figure: "Fig. 6", Description: "SBRP Fig. 6: speedup over epoch-far of gpm, epoch-far, sbrp-far, epoch-near, sbrp-near per app, and the geometric mean", Default: true, Run: runFig6},
+		{Name: "sbrp-fig7", Paper: "SBRP", Presets: []string{"pm-far", "pm-near"}, Figure: "Fig. 7", Description: "SBRP Fig. 7: SBRP speedup over epoch with and without scopes (block scope promoted to device) for apps with intra-block PMO", Run: runFig7},
+		{Name: "sbrp-fig8", Paper: "SBRP", Presets: []string{"pm-far", "pm-near"}, Figure: "Fig. 8", Description: "SBRP Fig. 8: L1 read misses on PM data, normalised to epoch-far", Run: runFig8},
+		{Name: "sbrp-fig9", Paper: "SBRP", Presets: []string{"pm-far-eadr"}, Figure: "Fig. 9", Description: "SBRP Fig. 9: sbrp-far speedup over epoch-far with eADR", Run: runFig9},
+		{Name: "sbrp-fig10a", Paper: "SBRP", Presets: []string{"pm-near"}, Figure: "Fig. 10(a)", Sweeps: []string{"persist.buffer_entries"}, Description: "SBRP Fig. 10a: sbrp-near speedup over epoch-near against persist-buffer entries", Run: runFig10a},
+		{Name: "sbrp-fig10b", Paper: "SBRP", Presets: []string{"pm-near"}, Figure: "Fig. 10(b)", Sweeps: []string{"nvm.read_gbps", "nvm.write_gbps"}, Description: "SBRP Fig. 10b: sbrp-near speedup over epoch-near with the NVM's read and write bandwidth at 50, 100 and 200%", Run: runFig10b},
+		{Name: "sbrp-fig10c", Paper: "SBRP", Presets: []string{"pm-near"}, Figure: "Fig. 10(c)", Sweeps: []string{"persist.window"}, Description: "SBRP Fig. 10c: sbrp-near speedup over epoch-near against the flush window", Run: runFig10c},
+		{Name: "sbrp-fig11", Paper: "SBRP", Presets: []string{"pm-near"}, Figure: "Fig. 11", Description: "SBRP Fig. 11: recovery time after a crash just before the transaction completes (gpKVS, HM, Red, MQ: the workload's commit word; the others: just before the run's last persist), normalised to epoch-near", Run: runFig11},
 	} {
 		Register(e)
 	}
@@ -94,14 +94,7 @@ func runApp(workload string, c sysConfig, o Options, recover bool) (appRun, erro
 	if err != nil {
 		return appRun{}, err
 	}
-	cfg, err := hwmodel.Preset(c.preset)
-	if err != nil {
-		return appRun{}, err
-	}
-	if err := cfg.Set(append(append([]string(nil), c.set...), o.Set...)...); err != nil {
-		return appRun{}, err
-	}
-	be, err := hwmodel.New(cfg, c.model)
+	be, err := o.backend(c.preset, c.model, c.edit)
 	if err != nil {
 		return appRun{}, err
 	}
@@ -143,7 +136,7 @@ func runApp(workload string, c sysConfig, o Options, recover bool) (appRun, erro
 			return r, err
 		}
 	}
-	be2, err := hwmodel.New(cfg, c.model)
+	be2, err := o.backend(c.preset, c.model, c.edit)
 	if err != nil {
 		return r, err
 	}
@@ -339,18 +332,19 @@ func runFig9(ctx context.Context, o Options) ([]Row, error) {
 
 // sensitivity runs epoch-near and sbrp-near at each value of key and emits
 // the speedup of sbrp over epoch at that value.
-func sensitivity(ctx context.Context, o Options, exp, key string, values []int) ([]Row, error) {
+func sensitivity(ctx context.Context, o Options, exp, key string, field func(*hwmodel.Config) *int, values []int) ([]Row, error) {
 	var points []sensPoint
 	for _, v := range values {
-		points = append(points, sensPoint{fmt.Sprint(v), []string{fmt.Sprintf("%s=%d", key, v)}})
+		points = append(points, sensPoint{fmt.Sprint(v), func(c *hwmodel.Config) { *field(c) = v }})
 	}
 	return sensitivityOf(ctx, o, exp, key, points)
 }
 
-// sensPoint is one point of a sensitivity sweep: its label and overrides.
+// sensPoint is one point of a sensitivity sweep: its label and its change
+// to the preset.
 type sensPoint struct {
 	label string
-	set   []string
+	edit  edit
 }
 
 // sensitivityOf runs epoch-near and sbrp-near at each point and returns
@@ -360,8 +354,8 @@ func sensitivityOf(ctx context.Context, o Options, exp, key string, points []sen
 	var configs []sysConfig
 	for _, p := range points {
 		configs = append(configs,
-			with(epochNear, "epoch-near/"+p.label, p.set...),
-			with(sbrpNear, p.label, p.set...))
+			with(epochNear, "epoch-near/"+p.label, p.edit),
+			with(sbrpNear, p.label, p.edit))
 	}
 	labels, names := appNames(nil)
 	res, err := sweep(ctx, names, configs, o, false)
@@ -384,24 +378,25 @@ func sensitivityOf(ctx context.Context, o Options, exp, key string, points []sen
 // to 50, 100 and 200% (the SBRP artifact's bw_half and bw_double models
 // halve or double both ratios to device memory).
 func runFig10b(ctx context.Context, o Options) ([]Row, error) {
-	base := hwmodel.PresetPMNear()
 	var points []sensPoint
 	for _, pct := range []int{50, 100, 200} {
 		f := float64(pct) / 100
-		points = append(points, sensPoint{fmt.Sprint(pct), []string{
-			fmt.Sprintf("nvm.read_gbps=%g", base.NVM.ReadGBps*f),
-			fmt.Sprintf("nvm.write_gbps=%g", base.NVM.WriteGBps*f),
+		points = append(points, sensPoint{fmt.Sprint(pct), func(c *hwmodel.Config) {
+			c.NVM.ReadGBps *= f
+			c.NVM.WriteGBps *= f
 		}})
 	}
 	return sensitivityOf(ctx, o, "sbrp-fig10b", "nvm_bandwidth_pct", points)
 }
 
 func runFig10a(ctx context.Context, o Options) ([]Row, error) {
-	return sensitivity(ctx, o, "sbrp-fig10a", "persist.buffer_entries", []int{32, 64, 128, 256})
+	return sensitivity(ctx, o, "sbrp-fig10a", "persist.buffer_entries",
+		func(c *hwmodel.Config) *int { return &c.Persist.BufferEntries }, []int{32, 64, 128, 256})
 }
 
 func runFig10c(ctx context.Context, o Options) ([]Row, error) {
-	return sensitivity(ctx, o, "sbrp-fig10c", "persist.window", []int{2, 4, 6, 8, 10, 12})
+	return sensitivity(ctx, o, "sbrp-fig10c", "persist.window",
+		func(c *hwmodel.Config) *int { return &c.Persist.Window }, []int{2, 4, 6, 8, 10, 12})
 }
 
 func runFig11(ctx context.Context, o Options) ([]Row, error) {

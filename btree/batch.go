@@ -40,7 +40,9 @@ func (a Alg) String() string {
 type BatchOptions struct {
 	// Alg is the algorithm.
 	Alg Alg
-	// BlockThreads is the workgroup size (0: 64, one gope wavefront).
+	// BlockThreads is the workgroup size (0: 64, one wavefront of the gope
+	// preset, the machine of the scoped persist barrier paper by Gope et
+	// al.).
 	BlockThreads int
 	// Scopes overrides the scopes of the persist barriers; nil means the
 	// paper's (Block per level inside a subtree, Device above d and for

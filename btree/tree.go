@@ -27,7 +27,8 @@ type Options struct {
 }
 
 // DefaultOrder is the order of a tree created with Options.Order 0: 15
-// entries make a node of 256 bytes, four 64-byte lines of the gope machine.
+// entries make a node of 256 bytes, four 64-byte lines of the gope preset (the machine
+// of the scoped persist barrier paper, Gope et al.).
 const DefaultOrder = 15
 
 func (o Options) geometry() (geometry, error) {

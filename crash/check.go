@@ -561,7 +561,7 @@ func site(ev *record.Event) string {
 func (g *Graph) why(a, x int) string {
 	ea, ex := &g.Events[a], &g.Events[x]
 	if g.Model.WriteBack() {
-		return g.restudyWhy(a, x)
+		return g.wbWhy(a, x)
 	}
 	if ea.Agent.Kind == ex.Agent.Kind && ea.Agent.ID == ex.Agent.ID {
 		if ea.Agent.Kind == pm.CPUTask && (g.Model == X86 || g.Model == COSPlay) {

@@ -53,8 +53,8 @@ const (
 	X86           = persistency.X86
 	COSPlay       = persistency.COSPlay
 	None          = persistency.None
-	Restudy       = persistency.Restudy
-	RestudyPCT    = persistency.RestudyPCT
+	WriteBackADR  = persistency.WriteBackADR
+	WriteBackPCT  = persistency.WriteBackPCT
 )
 
 // ParseModel returns the model named name (persistency.Parse); the error
@@ -120,7 +120,7 @@ type agentState struct {
 	pending   []int32             // GPU: persists since the last full fence
 	unflushed map[pm.Addr][]int32 // CPU and write-back GPU: persists by cache line, not written back
 	ctx       uint64              // COSPlay: current persist context
-	committed []int32             // RestudyPCT: persists a PCommit of the agent covered
+	committed []int32             // WriteBackPCT: persists a PCommit of the agent covered
 	ctxs      map[uint64]*ctxState
 	arrival   int32 // node of the agent's last barrier arrival, or -1
 	// arrivalScope is the scope of that arrival's verb.
@@ -139,7 +139,7 @@ type builder struct {
 	agents   map[agentKey]*agentState
 	lastWord map[pm.Addr]*[pm.WordSize]int32 // per 8-byte word, the last persist node of each byte (-1: none)
 	lastRel  map[pm.Addr]relInfo
-	rs       restudyState
+	rs       writeBackState
 }
 
 const lineSize = 64 // CPU cache line for CLWB
@@ -198,11 +198,11 @@ func (b *builder) event(i int) {
 	ev := &b.g.Events[i]
 	m := b.g.Model
 	if ev.Launch && m.WriteBack() {
-		b.restudyLaunch()
+		b.wbLaunch()
 	}
 	if ev.Group != nil {
 		if m.WriteBack() && len(ev.Group) > 0 {
-			b.restudyBarrier(ev.Group)
+			b.wbBarrier(ev.Group)
 		}
 		b.barrier(i, ev.Group)
 		return
@@ -232,7 +232,7 @@ func (b *builder) event(i int) {
 		}
 		return
 	}
-	if m.WriteBack() && b.restudyVerb(i, ev, s) {
+	if m.WriteBack() && b.wbVerb(i, ev, s) {
 		return
 	}
 	if b.cpu(&ev.Agent) {
@@ -368,7 +368,7 @@ func (b *builder) persists(i int, ev *record.Event, s *agentState, extra ...int3
 			line := p.Addr &^ (lineSize - 1)
 			s.unflushed[line] = append(s.unflushed[line], n)
 		} else if m.WriteBack() {
-			b.restudyPersist(ev, s, p, n)
+			b.wbPersist(ev, s, p, n)
 		} else {
 			s.pending = append(s.pending, n)
 		}

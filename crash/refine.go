@@ -79,7 +79,7 @@ func Refines(g *Graph, acks []uint64) error {
 // The persists a durable verb must wait for are its node's predecessors,
 // and theirs, as Build made them: the same set a crash state past the verb
 // must hold (Graph.Valid). Under a model with volatile write-pending queues
-// (Model.VolatileWPQ: RestudyPCT) that is the coverage rule of the
+// (Model.VolatileWPQ: WriteBackPCT) that is the coverage rule of the
 // volatile WPQ: a MemBar's node names only the persists that the PCommits
 // before it committed (its agent's own, and those a PCommit of its agent
 // covered: its block's before a block barrier it passed, and earlier
@@ -89,7 +89,7 @@ func Refines(g *Graph, acks []uint64) error {
 // durable verbs before it, of its own agent or across a barrier, already
 // waited for). A legacy durable verb (DFence, ...) under it writes back
 // and commits the agent's own persists and waits for those. Under ADR
-// (Restudy) a MemBar waits for the write-backs before it.
+// (WriteBackADR) a MemBar waits for the write-backs before it.
 func DurableReturns(g *Graph, acks, done []uint64) error {
 	if len(acks) != len(g.Persists) || len(done) != len(g.Events) {
 		return fmt.Errorf("%w: %d durable cycles for %d persists, %d return cycles for %d events", ErrState, len(acks), len(g.Persists), len(done), len(g.Events))
@@ -357,7 +357,7 @@ func (r *Refiner) check() error {
 	if err := Refines(g, acks); err != nil {
 		return err
 	}
-	// Under a volatile WPQ (RestudyPCT) a MemBar's node names what the
+	// Under a volatile WPQ (WriteBackPCT) a MemBar's node names what the
 	// PCommits before it committed (see DurableReturns); under a CPU model
 	// an SFence's every context's written-back persists, a CFence's its
 	// context's.

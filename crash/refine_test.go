@@ -241,7 +241,7 @@ func (l earlyLast) Durability(fn func(a pm.Addr, size int, ack uint64)) {
 // and catches a backend that gets the order across the launches wrong,
 // which a check of the second launch alone could not see.
 func TestRefinerWindowAcrossLaunches(t *testing.T) {
-	for _, model := range []crash.Model{crash.Restudy, crash.RestudyPCT} {
+	for _, model := range []crash.Model{crash.WriteBackADR, crash.WriteBackPCT} {
 		for _, broken := range []bool{false, true} {
 			be, err := hwmodel.New(hwmodel.PresetVolta(), model)
 			require.NoError(t, err)

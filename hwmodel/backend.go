@@ -25,7 +25,7 @@ type faultHooks struct {
 	// earlyFence: under Epoch and GPM a DFence starts its write-backs but
 	// returns at once.
 	earlyFence bool
-	// earlyPCTMemBar: under RestudyPCT a MemBar waits for its warp's
+	// earlyPCTMemBar: under WriteBackPCT a MemBar waits for its warp's
 	// write-backs to reach the WPQs but not for its PCommits to drain
 	// them, as if the queues were durable.
 	earlyPCTMemBar bool
@@ -198,7 +198,7 @@ type warpState struct {
 	owned []int32
 	// rsOwn are, under the re-study's write-back models, the L2 lines the
 	// warp stored into since it last wrote them back (CLWB, L2WB), the
-	// latest few (restudy.go).
+	// latest few (writeback.go).
 	rsOwn []ownLine
 	// loadsBack is when the data of the warp's gathered loads is back:
 	// its next instruction that is not a gathered load issues no earlier.
@@ -328,9 +328,9 @@ type Backend struct {
 
 	st, last Stats
 	trace    func(Event)
-	rs       *restudyHW // the re-study's write-back models (restudy.go), else nil
-	pol      policy     // the persistency model's policy (policy.go)
-	hooks    faultHooks // tests only: broken promises
+	rs       *writeBackHW // the re-study's write-back models (writeback.go), else nil
+	pol      policy       // the persistency model's policy (policy.go)
+	hooks    faultHooks   // tests only: broken promises
 }
 
 // New returns a backend for the machine cfg under model. It validates cfg.
@@ -343,7 +343,7 @@ func New(cfg Config, model Model) (*Backend, error) {
 	}
 	b := &Backend{cfg: cfg, model: model}
 	if model.WriteBack() && !cfg.Persist.None {
-		b.rs = newRestudyHW(cfg, model.VolatileWPQ())
+		b.rs = newWriteBackHW(cfg, model.VolatileWPQ())
 	}
 	b.lineBytes = uint64(cfg.L1.LineBytes)
 	for uint64(1)<<b.lineShift < b.lineBytes {
@@ -438,7 +438,7 @@ func (b *Backend) Host(ev pm.HostEvent) {
 		return
 	}
 	if b.rs != nil && (ev.Kind == pm.HostCreate || ev.Kind == pm.HostRemove || ev.Kind == pm.HostWrite && ev.Range.Kind == pm.PMem) {
-		b.restudyHostFlush() // the host flushes the GPU's caches (restudy.go)
+		b.wbHostFlush() // the host flushes the GPU's caches (writeback.go)
 	}
 	switch ev.Kind {
 	case pm.HostCreate:
@@ -480,9 +480,9 @@ func (b *Backend) Begin(l pm.Launch) error {
 	case l.Blocks == 0 && l.Threads > 0:
 		// A CPU run (package coro), timed by the CPU core (cpu.go). It
 		// is host code: under the re-study's models the GPU's caches are
-		// flushed first (restudy.go).
+		// flushed first (writeback.go).
 		if b.rs != nil {
-			b.restudyHostFlush()
+			b.wbHostFlush()
 		}
 		b.cpuBegin(l.CPU)
 		return nil
@@ -535,7 +535,7 @@ func (b *Backend) Begin(l pm.Launch) error {
 	}
 	b.l2Slots.reset(b.start)
 	if b.rs != nil {
-		b.restudyBegin()
+		b.wbBegin()
 	}
 	return nil
 }
@@ -1275,9 +1275,9 @@ func (b *Backend) persistOps(ws *warpState, t uint64, kind pm.OpKind, sc pm.Scop
 			k := slices.Index(b.lines, uint64(rec.addr)>>b.lineShift)
 			rec.entry = b.lineEnt[k]
 			if b.rs != nil {
-				b.rs.restudyStoreCycle(r, t+uint64(k))
+				b.rs.wbStoreCycle(r, t+uint64(k))
 				if !b.rs.wt {
-					b.restudyOwn(ws, b.lines[k], r)
+					b.wbOwn(ws, b.lines[k], r)
 				}
 			}
 		}
@@ -1297,11 +1297,11 @@ func (b *Backend) sectorsOf(a pm.Addr, size uint32) uint64 {
 }
 
 // flushBytes returns how many bytes flushing entry e sends: its written
-// sectors (persist.sector_bytes, or the re-study's restudy.sector_bytes),
+// sectors (persist.sector_bytes, or the re-study's writeback.sector_bytes),
 // else the line.
 func (b *Backend) flushBytes(e int32) uint64 {
 	if b.rs != nil {
-		return b.rs.bytesOf(e, b.lineBytes) // the re-study's sectored L2 (restudy.go)
+		return b.rs.bytesOf(e, b.lineBytes) // the re-study's sectored L2 (writeback.go)
 	}
 	if m := b.entries[e].sectors; m != 0 {
 		return uint64(bits.OnesCount64(m)) << b.secShift
@@ -1583,9 +1583,9 @@ func (b *Backend) flushL2(t uint64) {
 // compact applies the records that are durable (every one, between
 // launches) to the durable image and drops them. Under the re-study's
 // write-back models it does so only once every record is durable, and
-// otherwise keeps them all (restudyCompact).
+// otherwise keeps them all (wbCompact).
 func (b *Backend) compact() {
-	if b.rs != nil && !b.restudyCompact() {
+	if b.rs != nil && !b.wbCompact() {
 		return
 	}
 	if b.applied < b.records.len() {
@@ -1651,7 +1651,7 @@ func (b *Backend) Crash() (*pm.Image, error) {
 // the current or last GPU launch or CPU run and, under the re-study's
 // write-back models, those of the earlier launches since the first one that
 // began with a persist not yet durable (a dirty L2 line or an uncommitted
-// write-back outlives its launch; restudy.go). A persist that spans lines
+// write-back outlives its launch; writeback.go). A persist that spans lines
 // is reported once per line, in address order. CrashAt(c) is exactly the
 // image before the first of those launches (or the run) with the persists
 // durable by c

@@ -41,9 +41,9 @@ type Config struct {
 	PCIe LinkConfig `json:"pcie"`
 	// Persist holds the persistence point and the persist hardware.
 	Persist PersistConfig `json:"persist"`
-	// Restudy is the write-back hardware of the persistency re-study's
-	// models (restudy.go); only the Restudy models use it.
-	Restudy RestudyConfig `json:"restudy"`
+	// WriteBack is the write-back hardware of the write-back models
+	// (WriteBackADR, WriteBackPCT; writeback.go); only they use it.
+	WriteBack WriteBackConfig `json:"writeback"`
 	// CPU is the CPU core that times CPU runs (package coro; cpu.go).
 	CPU CPUConfig `json:"cpu"`
 }
@@ -228,8 +228,8 @@ const (
 	pointEADR = "eadr"
 )
 
-// The SBRP baseline machine (SBRP Table 1 and the calibration facts of
-// DESIGN.md, read from the SBRP artifact's GPGPU-Sim configuration).
+// The SBRP baseline machine (SBRP Table 1 and the SBRP artifact's
+// GPGPU-Sim configuration; pmbench keys cites each value).
 func sbrpBase() Config {
 	return Config{
 		GPU: GPUConfig{
@@ -350,8 +350,8 @@ func PresetPMFarEADR() Config {
 	return c
 }
 
-// PresetGOPE is the machine of the scoped persist barrier paper (GPGPU 2018,
-// Table 2): 4 CUs at 1 GHz (1 cycle = 1 ns), 40 wavefronts of 64 lanes per
+// PresetGOPE is the machine of the scoped persist barrier paper (Gope et
+// al., GPGPU 2018, Table 2; the preset is named after its first author): 4 CUs at 1 GHz (1 cycle = 1 ns), 40 wavefronts of 64 lanes per
 // CU, 16 KB 16-way L1 and 512 KB 16-way L2 with 64-byte lines, DRAM 25 ns,
 // NVRAM 75 ns read and 250 ns write, NVW-FIFOs of 16 (L1) and 64 (L2)
 // entries. Table 2 gives no cache latencies, bandwidths or block limits;
@@ -427,7 +427,7 @@ func PresetVolta() Config {
 	c.NVM = MemConfig{ReadLatencyCycles: 200, WriteLatencyCycles: 600, ReadGBps: voltaMemGBps, WriteGBps: voltaMemGBps, SharedBus: true}
 	c.Persist.AckAtQueue = true // ADR: the WPQ is in the persistence domain
 	c.Persist.EADRLatencyCycles = 150
-	c.Restudy = restudyVolta() // Table I: 32 channels, 2 L2 banks per channel
+	c.WriteBack = wbVolta() // Table I: 32 channels, 2 L2 banks per channel
 	// Table I: 32 channels of 2 L2 banks; the re-study's gpgpusim.config
 	// has the SBRP artifact's ports and queues (-icnt_flit_size 40,
 	// dl1 A:256:8, dl2 data port 32, -gpgpu_frfcfs_dram_sched_queue_size
@@ -435,7 +435,7 @@ func PresetVolta() Config {
 	c.Mem.Channels, c.Mem.BanksPerChannel = 32, 2
 	c.Mem.L2FlushAtEnd = false
 	// GPGPU-Sim 4.0's QV100 caches are sectored (32-byte sectors, as
-	// restudy.sector_bytes): every model's writes send what was written.
+	// writeback.sector_bytes): every model's writes send what was written.
 	c.Persist.SectorBytes = 32
 	return c
 }
@@ -571,7 +571,21 @@ func Preset(name string) (Config, error) {
 
 // LoadConfig decodes JSON onto base (keys absent from data keep base's
 // values) and validates the result. An unknown key is an error naming it.
+// The write-back group's former name, "restudy", is read as "writeback".
 func LoadConfig(data []byte, base Config) (Config, error) {
+	var top map[string]json.RawMessage
+	if json.Unmarshal(data, &top) == nil {
+		if old, ok := top["restudy"]; ok {
+			if _, both := top["writeback"]; both {
+				return Config{}, fmt.Errorf("%w: both \"restudy\" and \"writeback\" (its new name)", ErrConfig)
+			}
+			delete(top, "restudy")
+			top["writeback"] = old
+			if data, err := json.Marshal(top); err == nil {
+				return LoadConfig(data, base)
+			}
+		}
+	}
 	dec := json.NewDecoder(bytes.NewReader(data))
 	dec.DisallowUnknownFields()
 	c := base
@@ -634,7 +648,18 @@ func jsonName(f reflect.StructField) string {
 	return name
 }
 
+// CanonicalKey returns key as Keys spells it: the write-back models' keys
+// (writeback.*) were once restudy.*, and Set and Value still take that
+// spelling.
+func CanonicalKey(key string) string {
+	if rest, ok := strings.CutPrefix(key, "restudy."); ok {
+		return "writeback." + rest
+	}
+	return key
+}
+
 func field(v reflect.Value, key string) (reflect.Value, error) {
+	key = CanonicalKey(key)
 	parts := strings.Split(key, ".")
 	for i, p := range parts {
 		if v.Kind() != reflect.Struct {
@@ -787,13 +812,13 @@ func (c *Config) Validate() error {
 	if c.Persist.NVWFIFOL1 > c.Persist.NVWFIFOL2 {
 		return bad("persist.nvw_fifo_l1", "%d is larger than persist.nvw_fifo_l2 = %d", c.Persist.NVWFIFOL1, c.Persist.NVWFIFOL2)
 	}
-	if err := c.Restudy.validate(); err != nil {
+	if err := c.WriteBack.validate(); err != nil {
 		return err
 	}
 	if err := c.CPU.validate(); err != nil {
 		return err
 	}
-	if err := c.Restudy.validateSectors(c.L2.LineBytes); err != nil {
+	if err := c.WriteBack.validateSectors(c.L2.LineBytes); err != nil {
 		return err
 	}
 	if sb, lb := c.Persist.SectorBytes, c.L1.LineBytes; sb != 0 && (sb < 8 || sb&(sb-1) != 0 || sb > lb || lb/sb > 64) {

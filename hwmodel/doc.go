@@ -31,8 +31,8 @@
 // Each persistency model (Strict, Epoch, GPM, SBRP, ScopedBarrier, None)
 // decides when a persist is flushed towards the persistence point (ADR: the
 // memory controller's PM queue; eADR: the last-level cache) and which warps
-// wait for it. Under the GPU persistency re-study's models (Restudy,
-// RestudyPCT; restudy.go) the L2 is a write-back cache and a persist is
+// wait for it. Under the GPU persistency re-study's models (WriteBackADR,
+// WriteBackPCT; writeback.go) the L2 is a write-back cache and a persist is
 // flushed only by a write-through store, CLWB, L2WB or eviction. Every
 // persist record gets the cycle at which it became durable, so CrashAt(T)
 // returns the durable image at cycle T.

@@ -65,7 +65,7 @@ func TestUnknownKeyHint(t *testing.T) {
 	c := hwmodel.PresetPMNear()
 	for _, tc := range []struct{ set, want string }{
 		{"nvm.write_latency=5", "keys of nvm: nvm.read_latency_cycles, nvm.write_latency_cycles, nvm.read_gbps, nvm.write_gbps, nvm.shared_bus; every key: pmbench keys"},
-		{"nope=1", "groups: name, gpu, l1, l2, dram, nvm, mem, pcie, persist, restudy, cpu; every key: pmbench keys"},
+		{"nope=1", "groups: name, gpu, l1, l2, dram, nvm, mem, pcie, persist, writeback, cpu; every key: pmbench keys"},
 		{"nvm=1", "names a group, not a parameter (keys of nvm: "},
 	} {
 		err := c.Set(tc.set)

@@ -29,8 +29,8 @@ import (
 //     covering s to drain.
 //   - None: no ordering; PM lines are written back on eviction and at the
 //     end of the kernel, and no verb waits for a persist.
-//   - Restudy, RestudyPCT: the persistency re-study's write-back GPU (see
-//     restudy.go): PM stores stay dirty in the L2 until a write-through
+//   - WriteBackADR, WriteBackPCT: the persistency re-study's write-back GPU (see
+//     writeback.go): PM stores stay dirty in the L2 until a write-through
 //     store, CLWB, L2WB or eviction; MemBar waits for write-backs; the
 //     write-pending queues are durable, or (PCT) durable only after a
 //     PCommit.
@@ -44,12 +44,12 @@ const (
 	SBRP          = persistency.SBRP
 	ScopedBarrier = persistency.ScopedBarrier
 	None          = persistency.None
-	// Restudy and RestudyPCT are the persistency re-study's write-back
-	// GPU with durable or volatile write-pending queues (restudy.go). New
+	// WriteBackADR and WriteBackPCT are the persistency re-study's write-back
+	// GPU with durable or volatile write-pending queues (writeback.go). New
 	// accepts them; Models leaves them out, since they run the re-study's
 	// kernels rather than every model's.
-	Restudy    = persistency.Restudy
-	RestudyPCT = persistency.RestudyPCT
+	WriteBackADR = persistency.WriteBackADR
+	WriteBackPCT = persistency.WriteBackPCT
 )
 
 var timed = []Model{Strict, Epoch, GPM, SBRP, ScopedBarrier, None}

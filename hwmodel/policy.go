@@ -43,7 +43,7 @@ func newPolicy(b *Backend) policy {
 		return sbrpPolicy{base}
 	case ScopedBarrier:
 		return scopedBarrierPolicy{base}
-	case Restudy, RestudyPCT:
+	case WriteBackADR, WriteBackPCT:
 		return writeBackPolicy{base}
 	}
 	return nonePolicy{base}
@@ -61,13 +61,13 @@ func (basePolicy) barrier([]*pm.Agent, pm.OpKind, pm.Scope, uint64) uint64 { ret
 
 // writeBackPolicy is the re-study's write-back ADR and PCT models: PM
 // lines stay dirty in the L2 until a write-through store, CLWB, L2WB or
-// eviction (restudy.go).
+// eviction (writeback.go).
 type writeBackPolicy struct{ basePolicy }
 
 func (p writeBackPolicy) store(ws *warpState, line, _, t uint64) (int32, uint64, bool) {
-	return p.restudyStore(ws, line, t)
+	return p.wbStore(ws, line, t)
 }
 
 func (p writeBackPolicy) verb(ws *warpState, t uint64, kind pm.OpKind, sc pm.Scope, group []pendOp) uint64 {
-	return p.restudyVerb(ws, t, kind, sc, group)
+	return p.wbVerb(ws, t, kind, sc, group)
 }

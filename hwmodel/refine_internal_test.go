@@ -81,7 +81,7 @@ func TestRefinerCatchesEarlyDurableReturn(t *testing.T) {
 	}
 }
 
-// The refiner checks a MemBar's return under a volatile WPQ (RestudyPCT)
+// The refiner checks a MemBar's return under a volatile WPQ (WriteBackPCT)
 // against what the PCommits before it committed: with a MemBar that does
 // not wait for its PCommit to drain the WPQs (earlyPCTMemBar), a kernel
 // that stores one line per lane, writes it back, fences, commits and
@@ -93,7 +93,7 @@ func TestRefinerCatchesEarlyPCTMemBar(t *testing.T) {
 	for _, wt := range []bool{false, true} {
 		t.Run(fmt.Sprintf("wt=%v", wt), func(t *testing.T) {
 			run := func(early bool) (*crash.Refiner, error) {
-				ref := refineVoltaHooks(t, RestudyPCT, scope.Grid{Blocks: 1, Threads: 32}, func(t *scope.Thread, a pm.Addr) {
+				ref := refineVoltaHooks(t, WriteBackPCT, scope.Grid{Blocks: 1, Threads: 32}, func(t *scope.Thread, a pm.Addr) {
 					p := a.Add(uint64(128 * t.Lane()))
 					if wt {
 						t.StoreWT64(p, 1)

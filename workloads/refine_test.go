@@ -26,7 +26,7 @@ import (
 // durability it reports. The "+artifact" presets turn on the physics
 // parameters that model the SBRP artifact's hardware; the plain SBRP
 // presets have them on too, so "pm-near" runs without them. The re-study's
-// volta machine runs its write-back models too (Restudy, and RestudyPCT
+// volta machine runs its write-back models too (WriteBackADR, and WriteBackPCT
 // with volatile write-pending queues, where a MemBar's return is checked
 // against what the PCommits before it committed). With -short only
 // pm-near, pm-far+artifact and volta's write-back models run. The COSPlay
@@ -58,7 +58,7 @@ func TestRefinement(t *testing.T) {
 				// The re-study's machine also runs its write-back models,
 				// ADR and volatile WPQs, where the other models' verbs
 				// write back and commit.
-				models = append(models, persistency.Restudy, persistency.RestudyPCT)
+				models = append(models, persistency.WriteBackADR, persistency.WriteBackPCT)
 			}
 			for _, model := range models {
 				switch {

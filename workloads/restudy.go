@@ -8,13 +8,12 @@ import (
 
 	"github.com/scopedpm/scopedpm/crash"
 	"github.com/scopedpm/scopedpm/pm"
-	"github.com/scopedpm/scopedpm/pm/persistency"
 	"github.com/scopedpm/scopedpm/scope"
 )
 
 // This file is the common part of the persistency re-study's kernels
 // (restudy_*.go): a kernel is written once against a per-thread Persister,
-// and the scheme (persistency.Scheme: SP_wt, EP_K, EP_C_clwb, ...) decides
+// and the scheme (Scheme: SP_wt, EP_K, EP_C_clwb, ...) decides
 // where the write-backs, fences and PCommits go.
 //
 // Every re-study workload is a sequence of idempotent kernels with durable
@@ -34,7 +33,7 @@ import (
 // one per thread at the start of the kernel (rsRun does) and use it for
 // every PM store the kernel must make durable.
 type Persister struct {
-	S     persistency.Scheme
+	S     Scheme
 	T     *scope.Thread
 	lines []pm.Addr // lines written since the last epoch end (CLWB schemes)
 	log   *rsLog    // undo logging (Undo schemes, unless skipped by +idem), else nil
@@ -47,13 +46,13 @@ func lineOf(a pm.Addr) pm.Addr { return a &^ 127 }
 func (p *Persister) after(a pm.Addr) {
 	s, t := p.S, p.T
 	switch s.Gran {
-	case persistency.PerStore:
-		if s.Mech == persistency.CLWB {
+	case PerStore:
+		if s.Mech == CLWB {
 			t.CLWB(a)
 		}
 		p.fence()
-	case persistency.PerCTA, persistency.PerLoop:
-		if s.Mech == persistency.CLWB {
+	case PerCTA, PerLoop:
+		if s.Mech == CLWB {
 			l := lineOf(a)
 			if n := len(p.lines); n == 0 || p.lines[n-1] != l && (n > 32 || !slices.Contains(p.lines, l)) {
 				p.lines = append(p.lines, l)
@@ -69,7 +68,7 @@ func (p *Persister) after(a pm.Addr) {
 // Under the strict schemes every store is durable when it returns already.
 func (p *Persister) Persist(a pm.Addr) {
 	switch p.S.Gran {
-	case persistency.Baseline, persistency.PerStore:
+	case Baseline, PerStore:
 		return
 	}
 	p.T.CLWB(a)
@@ -89,8 +88,8 @@ func (p *Persister) fence() {
 // wt reports whether PM stores are write-through stores.
 func (p *Persister) wt() bool {
 	switch p.S.Gran {
-	case persistency.PerStore, persistency.PerCTA, persistency.PerLoop:
-		return p.S.Mech == persistency.WT
+	case PerStore, PerCTA, PerLoop:
+		return p.S.Mech == WT
 	}
 	return false
 }
@@ -149,11 +148,11 @@ func (p *Persister) CAS64(a pm.Addr, old, nv uint64) uint64 {
 		return got
 	}
 	switch p.S.Gran {
-	case persistency.PerStore:
+	case PerStore:
 		p.T.CLWB(a)
 		p.fence()
-	case persistency.PerCTA, persistency.PerLoop:
-		if p.S.Mech != persistency.L2WB {
+	case PerCTA, PerLoop:
+		if p.S.Mech != L2WB {
 			p.lines = append(p.lines, lineOf(a))
 		}
 	}
@@ -165,13 +164,13 @@ func (p *Persister) CAS64(a pm.Addr, old, nv uint64) uint64 {
 // or PerLoop for a loop epoch) the block's persists are written back and
 // fenced, then thread 0 stores value to the marker at mark and makes it
 // durable; under other schemes it only synchronises the block.
-func (p *Persister) EndEpoch(g persistency.Granularity, mark pm.Addr, value uint64) {
+func (p *Persister) EndEpoch(g Granularity, mark pm.Addr, value uint64) {
 	s, t := p.S, p.T
 	if s.Gran != g {
 		t.SyncThreads()
 		return
 	}
-	if s.Mech != persistency.L2WB {
+	if s.Mech != L2WB {
 		for _, l := range p.lines {
 			t.CLWB(l)
 		}
@@ -180,7 +179,7 @@ func (p *Persister) EndEpoch(g persistency.Granularity, mark pm.Addr, value uint
 	}
 	t.SyncThreads()
 	if t.TID() == 0 {
-		if s.Mech == persistency.L2WB {
+		if s.Mech == L2WB {
 			t.L2WB()
 			t.MemBar()
 		}
@@ -188,7 +187,7 @@ func (p *Persister) EndEpoch(g persistency.Granularity, mark pm.Addr, value uint
 			t.PCommit()
 			t.MemBar()
 		}
-		writeBack64(t, s.Mech == persistency.WT, mark, value)
+		writeBack64(t, s.Mech == WT, mark, value)
 		p.fence()
 	}
 	t.SyncThreads()
@@ -206,7 +205,7 @@ type rsKernel struct {
 	label string
 	grid  scope.Grid
 	// body runs one thread; it stores PM through p and, if it has a main
-	// loop, ends each iteration with p.EndEpoch(persistency.PerLoop, ...)
+	// loop, ends each iteration with p.EndEpoch(PerLoop, ...)
 	// (see rsState.loopMark). It must be idempotent: a block re-run after
 	// a crash must produce the same PM contents.
 	body func(t *scope.Thread, p *Persister)
@@ -220,7 +219,7 @@ type rsKernel struct {
 
 // rsState is a re-study workload's scheme, kernels and marker region.
 type rsState struct {
-	scheme  persistency.Scheme
+	scheme  Scheme
 	prefix  string
 	kernels []rsKernel
 	marks   pm.Addr // region <prefix>.marks: per kernel, a kernel marker then one per block
@@ -344,7 +343,7 @@ func (r *rsState) run(m *pm.Machine, recovery bool) error {
 			return err
 		}
 		elapsed := now(m) - t0
-		if r.scheme.Gran != persistency.PerKernel {
+		if r.scheme.Gran != PerKernel {
 			// The epilogue launch that writes the kernel's marker is this
 			// package's recovery scaffolding, not part of the re-study's
 			// kernel: its launch latency is not the kernel's. Under
@@ -418,18 +417,18 @@ func (r *rsState) launch(m *pm.Machine, k int) error {
 		if s.Undo && r.undoWords > 0 && !(s.Idem && kn.idempotent) {
 			p.log = &rsLog{r: r, mark: int(mark-r.marks) / 8}
 			switch s.Gran {
-			case persistency.PerKernel:
+			case PerKernel:
 				p.log.mark = int(r.kernelMark(k)-r.marks) / 8
-			case persistency.PerLoop:
+			case PerLoop:
 				p.log.loop = r.loopMark(k, t.Block())
 			}
 		}
 		kn.body(t, p)
-		p.EndEpoch(persistency.PerCTA, mark, 1)
-		if s.Gran == persistency.PerLoop {
+		p.EndEpoch(PerCTA, mark, 1)
+		if s.Gran == PerLoop {
 			// The block's last loop epoch ended inside the body; the
 			// block marker is its final commit.
-			p.EndEpoch(persistency.PerLoop, mark, 1)
+			p.EndEpoch(PerLoop, mark, 1)
 		}
 	}, opts...)
 	if err != nil {
@@ -441,10 +440,10 @@ func (r *rsState) launch(m *pm.Machine, k int) error {
 	_, err = scope.Launch(m, scope.Grid{Blocks: 1, Threads: 1}, func(t *scope.Thread) {
 		km := r.kernelMark(k)
 		switch s.Gran {
-		case persistency.Baseline:
+		case Baseline:
 			t.Store64(km, 1)
 			return
-		case persistency.PerKernel:
+		case PerKernel:
 			t.L2WB()
 			t.MemBar()
 			if s.PCT {
@@ -453,7 +452,7 @@ func (r *rsState) launch(m *pm.Machine, k int) error {
 			}
 			writeBack64(t, false, km, 1)
 		default:
-			writeBack64(t, s.Mech == persistency.WT, km, 1)
+			writeBack64(t, s.Mech == WT, km, 1)
 		}
 		t.MemBar()
 		if s.PCT {
@@ -495,7 +494,7 @@ type RestudyWorkload interface {
 	crash.Workload
 	// Scheme returns the scheme the kernels follow; check crash states
 	// under Scheme().Model().
-	Scheme() persistency.Scheme
+	Scheme() Scheme
 	// Kernels returns the time of each kernel in the last Run or Recover,
 	// in the order of RestudyInfo.Kernels.
 	Kernels() []KernelCycles
@@ -509,8 +508,8 @@ type RestudyInfo struct {
 	Kernels []RestudyKernel
 	// Recommended is the scheme the workload is registered and crash-checked
 	// under: the re-study's Table V recommendation for its main kernel.
-	Recommended persistency.Scheme
-	make        func(Size, persistency.Scheme) (RestudyWorkload, error)
+	Recommended Scheme
+	make        func(Size, Scheme) (RestudyWorkload, error)
 }
 
 // Categories returns the categories of the workload's kernels, each once,
@@ -557,51 +556,51 @@ func (k RestudyKernel) InPaper() bool { return slices.Contains(restudyPaperKerne
 
 var restudyWorkloads = []RestudyInfo{
 	{"histo", []RestudyKernel{{"histo1", "histo_prescan_kernel", "S"}, {"histo2", "histo_intermediates_kernel", "S"}, {"histo3", "histo_main_kernel", "S"}, {"histo4", "histo_final_kernel", "S"}},
-		persistency.KernelSchemes()[0], func(s Size, sc persistency.Scheme) (RestudyWorkload, error) { return NewHisto(histoShape(s), sc, 1) }},
-	{"stencil", []RestudyKernel{{"stencil", "naive_kernel", "LS"}}, persistency.CTASchemes()[2],
-		func(s Size, sc persistency.Scheme) (RestudyWorkload, error) {
+		KernelSchemes()[0], func(s Size, sc Scheme) (RestudyWorkload, error) { return NewHisto(histoShape(s), sc, 1) }},
+	{"stencil", []RestudyKernel{{"stencil", "naive_kernel", "LS"}}, CTASchemes()[2],
+		func(s Size, sc Scheme) (RestudyWorkload, error) {
 			return NewStencil(stencilShape(s), sc, 1)
 		}},
-	{"bfs", []RestudyKernel{{"bfs", "BFS_in_GPU_kernel", "LL"}}, persistency.LoopSchemes()[1],
-		func(s Size, sc persistency.Scheme) (RestudyWorkload, error) { return NewBFS(bfsShape(s), sc, 1) }},
-	{"sgemm", []RestudyKernel{{"sgemm", "mysgemmNT", "LS"}}, persistency.CTASchemes()[2],
-		func(s Size, sc persistency.Scheme) (RestudyWorkload, error) { return NewSGEMM(sgemmShape(s), sc, 1) }},
-	{"spmv", []RestudyKernel{{"spmv", "spmv_jds", "LS"}}, persistency.CTASchemes()[0],
-		func(s Size, sc persistency.Scheme) (RestudyWorkload, error) { return NewSpMV(spmvShape(s), sc, 1) }},
-	{"lbm", []RestudyKernel{{"lbm", "performStreamCollide_kernel", "LS"}}, persistency.CTASchemes()[0],
-		func(s Size, sc persistency.Scheme) (RestudyWorkload, error) { return NewLBM(lbmShape(s), sc, 1) }},
-	{"sad", []RestudyKernel{{"sad1", "mb_sad_calc", "LS"}, {"sad2", "larger_sad_calc_8", "S"}}, persistency.CTASchemes()[0],
-		func(s Size, sc persistency.Scheme) (RestudyWorkload, error) { return NewSAD(sadShape(s), sc, 1) }},
-	{"accumulate", []RestudyKernel{{"accumulate", "accumulate", "LS"}}, persistency.UndoSchemes()[4],
-		func(s Size, sc persistency.Scheme) (RestudyWorkload, error) {
+	{"bfs", []RestudyKernel{{"bfs", "BFS_in_GPU_kernel", "LL"}}, LoopSchemes()[1],
+		func(s Size, sc Scheme) (RestudyWorkload, error) { return NewBFS(bfsShape(s), sc, 1) }},
+	{"sgemm", []RestudyKernel{{"sgemm", "mysgemmNT", "LS"}}, CTASchemes()[2],
+		func(s Size, sc Scheme) (RestudyWorkload, error) { return NewSGEMM(sgemmShape(s), sc, 1) }},
+	{"spmv", []RestudyKernel{{"spmv", "spmv_jds", "LS"}}, CTASchemes()[0],
+		func(s Size, sc Scheme) (RestudyWorkload, error) { return NewSpMV(spmvShape(s), sc, 1) }},
+	{"lbm", []RestudyKernel{{"lbm", "performStreamCollide_kernel", "LS"}}, CTASchemes()[0],
+		func(s Size, sc Scheme) (RestudyWorkload, error) { return NewLBM(lbmShape(s), sc, 1) }},
+	{"sad", []RestudyKernel{{"sad1", "mb_sad_calc", "LS"}, {"sad2", "larger_sad_calc_8", "S"}}, CTASchemes()[0],
+		func(s Size, sc Scheme) (RestudyWorkload, error) { return NewSAD(sadShape(s), sc, 1) }},
+	{"accumulate", []RestudyKernel{{"accumulate", "accumulate", "LS"}}, UndoSchemes()[4],
+		func(s Size, sc Scheme) (RestudyWorkload, error) {
 			return NewAccumulate(accumulateShape(s), sc, 1, false)
 		}},
-	{"mri-q", []RestudyKernel{{"mri-q1", "ComputePhiMag_GPU", "S"}}, persistency.KernelSchemes()[0],
-		func(s Size, sc persistency.Scheme) (RestudyWorkload, error) { return NewMRIQ(mriqShape(s), sc, 1) }},
-	{"scan", []RestudyKernel{{"mri-gridding-scan1", "scan_L1_kernel", "S"}, {"mri-gridding-scan2", "scan_inter1_kernel", "S"}}, persistency.StrictSchemes()[1],
-		func(s Size, sc persistency.Scheme) (RestudyWorkload, error) { return NewRSScan(rsScanShape(s), sc, 1) }},
-	{"kv-search", []RestudyKernel{{"search", "hash_search", "KV"}}, persistency.KernelSchemes()[0],
+	{"mri-q", []RestudyKernel{{"mri-q1", "ComputePhiMag_GPU", "S"}}, KernelSchemes()[0],
+		func(s Size, sc Scheme) (RestudyWorkload, error) { return NewMRIQ(mriqShape(s), sc, 1) }},
+	{"scan", []RestudyKernel{{"mri-gridding-scan1", "scan_L1_kernel", "S"}, {"mri-gridding-scan2", "scan_inter1_kernel", "S"}}, StrictSchemes()[1],
+		func(s Size, sc Scheme) (RestudyWorkload, error) { return NewRSScan(rsScanShape(s), sc, 1) }},
+	{"kv-search", []RestudyKernel{{"search", "hash_search", "KV"}}, KernelSchemes()[0],
 		megaKVMaker(KVSearch)},
-	{"kv-insert", []RestudyKernel{{"insert", "hash_insert_cuckoo", "KV"}}, persistency.KernelSchemes()[0],
+	{"kv-insert", []RestudyKernel{{"insert", "hash_insert_cuckoo", "KV"}}, KernelSchemes()[0],
 		megaKVMaker(KVInsert)},
-	{"kv-delete", []RestudyKernel{{"delete", "hash_delete", "KV"}}, persistency.KernelSchemes()[0],
+	{"kv-delete", []RestudyKernel{{"delete", "hash_delete", "KV"}}, KernelSchemes()[0],
 		megaKVMaker(KVDelete)},
-	{"pow-dag", []RestudyKernel{{"ethash_calculate_dag_item", "ethash_calculate_dag_item", "PoW"}}, persistency.CTASchemes()[0],
+	{"pow-dag", []RestudyKernel{{"ethash_calculate_dag_item", "ethash_calculate_dag_item", "PoW"}}, CTASchemes()[0],
 		progPoWMaker(true)},
-	{"pow-search", []RestudyKernel{{"progpow_search", "progpow_search", "PoW"}}, persistency.CTASchemes()[0],
+	{"pow-search", []RestudyKernel{{"progpow_search", "progpow_search", "PoW"}}, CTASchemes()[0],
 		progPoWMaker(false)},
 }
 
 // megaKVMaker makes the Mega-KV kernel op's workload at a size.
-func megaKVMaker(op int) func(Size, persistency.Scheme) (RestudyWorkload, error) {
-	return func(s Size, sc persistency.Scheme) (RestudyWorkload, error) {
+func megaKVMaker(op int) func(Size, Scheme) (RestudyWorkload, error) {
+	return func(s Size, sc Scheme) (RestudyWorkload, error) {
 		return NewMegaKV(op, kvShape(op, s), sc, 1)
 	}
 }
 
 // progPoWMaker makes a ProgPOW kernel's workload at a size.
-func progPoWMaker(dag bool) func(Size, persistency.Scheme) (RestudyWorkload, error) {
-	return func(s Size, sc persistency.Scheme) (RestudyWorkload, error) {
+func progPoWMaker(dag bool) func(Size, Scheme) (RestudyWorkload, error) {
+	return func(s Size, sc Scheme) (RestudyWorkload, error) {
 		return NewProgPoW(dag, powShape(s), sc, 1)
 	}
 }
@@ -618,7 +617,7 @@ func RestudyWorkloads() []RestudyInfo { return slices.Clone(restudyWorkloads) }
 
 // NewRestudy returns the re-study workload called name at size under
 // scheme s.
-func NewRestudy(name string, size Size, s persistency.Scheme) (RestudyWorkload, error) {
+func NewRestudy(name string, size Size, s Scheme) (RestudyWorkload, error) {
 	for _, w := range restudyWorkloads {
 		if w.Name == name {
 			return w.make(size, s)
@@ -677,7 +676,7 @@ type rsApp struct {
 
 // newRSApp returns the app name under scheme s, and the generator of its
 // inputs: a PCG of seed on the app's own stream.
-func newRSApp(name string, s persistency.Scheme, seed, stream uint64) (*rsApp, *rand.Rand, error) {
+func newRSApp(name string, s Scheme, seed, stream uint64) (*rsApp, *rand.Rand, error) {
 	if !s.Valid() {
 		return nil, nil, fmt.Errorf("%w: scheme %+v", ErrConfig, s)
 	}
@@ -688,7 +687,7 @@ func newRSApp(name string, s persistency.Scheme, seed, stream uint64) (*rsApp, *
 func (a *rsApp) Name() string { return a.name + "/" + a.rs.scheme.String() }
 
 // Scheme returns the persistency scheme the kernels follow.
-func (a *rsApp) Scheme() persistency.Scheme { return a.rs.scheme }
+func (a *rsApp) Scheme() Scheme { return a.rs.scheme }
 
 // Kernels returns the time of each kernel in the last Run or Recover.
 func (a *rsApp) Kernels() []KernelCycles { return slices.Clone(a.rs.times) }

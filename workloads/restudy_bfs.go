@@ -4,7 +4,6 @@ import (
 	"fmt"
 
 	"github.com/scopedpm/scopedpm/pm"
-	"github.com/scopedpm/scopedpm/pm/persistency"
 	"github.com/scopedpm/scopedpm/scope"
 )
 
@@ -72,7 +71,7 @@ const bfsInf = 0xFFFFFFFF
 // whose costs are durable; Recover first clears every cost above that
 // level (on the host), and a restart rebuilds the visited flags and the
 // frontier from the costs.
-func NewBFS(sh BFSShape, s persistency.Scheme, seed uint64) (RestudyWorkload, error) {
+func NewBFS(sh BFSShape, s Scheme, seed uint64) (RestudyWorkload, error) {
 	if sh.W <= 0 || sh.H <= 0 || sh.Keep <= 0 || sh.Keep > 1 || sh.Threads <= 0 ||
 		sh.SrcX < 0 || sh.SrcX >= sh.W || sh.SrcY < 0 || sh.SrcY >= sh.H {
 		return nil, fmt.Errorf("%w: bfs %+v", ErrConfig, sh)
@@ -289,6 +288,6 @@ func bfsKernel(t *scope.Thread, p *Persister, a *rsApp, q bfsQueues, n, src int)
 		}
 		t.SyncThreads()
 		size = q.gather(t)
-		p.EndEpoch(persistency.PerLoop, loop, uint64(level+1))
+		p.EndEpoch(PerLoop, loop, uint64(level+1))
 	}
 }

@@ -6,7 +6,6 @@ import (
 	"github.com/scopedpm/scopedpm/crash"
 	"github.com/scopedpm/scopedpm/hwmodel"
 	"github.com/scopedpm/scopedpm/pm"
-	"github.com/scopedpm/scopedpm/pm/persistency"
 	"github.com/scopedpm/scopedpm/workloads"
 )
 
@@ -16,7 +15,7 @@ import (
 // the stencil consistent, the nvm baseline does not.
 func Example_restudy() {
 	for _, name := range []string{"EP_C_clwb", "nvm"} {
-		s, err := persistency.ParseScheme(name)
+		s, err := workloads.ParseScheme(name)
 		if err != nil {
 			panic(err)
 		}
@@ -47,8 +46,8 @@ func Example_restudy() {
 		fmt.Println("crash states that do not recover:", len(rep.Violations) > 0)
 	}
 	// Output:
-	// stencil/EP_C_clwb on hwmodel/restudy/volta result: <nil>
+	// stencil/EP_C_clwb on hwmodel/writeback-adr/volta result: <nil>
 	// crash states that do not recover: false
-	// stencil/nvm on hwmodel/restudy/volta result: <nil>
+	// stencil/nvm on hwmodel/writeback-adr/volta result: <nil>
 	// crash states that do not recover: true
 }

@@ -4,7 +4,6 @@ import (
 	"fmt"
 
 	"github.com/scopedpm/scopedpm/pm"
-	"github.com/scopedpm/scopedpm/pm/persistency"
 	"github.com/scopedpm/scopedpm/scope"
 )
 
@@ -56,7 +55,7 @@ func histoShape(s Size) HistoShape {
 //     histo.final.
 //
 // Check compares every output with references computed in Go.
-func NewHisto(sh HistoShape, s persistency.Scheme, seed uint64) (RestudyWorkload, error) {
+func NewHisto(sh HistoShape, s Scheme, seed uint64) (RestudyWorkload, error) {
 	g := sh.Grid
 	if sh.Width <= 0 || sh.Height <= 0 || sh.Bins <= 0 || g.Blocks <= 0 || g.Threads <= 0 {
 		return nil, fmt.Errorf("%w: histo %+v", ErrConfig, sh)

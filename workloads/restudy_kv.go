@@ -5,7 +5,6 @@ import (
 	"slices"
 
 	"github.com/scopedpm/scopedpm/pm"
-	"github.com/scopedpm/scopedpm/pm/persistency"
 	"github.com/scopedpm/scopedpm/scope"
 )
 
@@ -232,7 +231,7 @@ func (kt *kvTable) insert(w uint64) bool {
 // compares the table's entries with the reference set and checks that each
 // is in one of its own buckets, once, and compares a search's results with
 // the reference's.
-func NewMegaKV(op int, sh KVShape, s persistency.Scheme, seed uint64) (RestudyWorkload, error) {
+func NewMegaKV(op int, sh KVShape, s Scheme, seed uint64) (RestudyWorkload, error) {
 	return newMegaKV(op, sh, s, seed, true)
 }
 
@@ -256,7 +255,7 @@ const (
 
 // newMegaKV is NewMegaKV; without ordered, a displacement does not make its
 // copy durable before the overwrite (a seeded bug for the tests).
-func newMegaKV(op int, sh KVShape, s persistency.Scheme, seed uint64, ordered bool) (RestudyWorkload, error) {
+func newMegaKV(op int, sh KVShape, s Scheme, seed uint64, ordered bool) (RestudyWorkload, error) {
 	if sh.Buckets <= 0 || sh.Keys < 0 || sh.Batch <= 0 || sh.Blocks <= 0 || sh.Threads <= 0 || sh.Threads%kvWays != 0 ||
 		op < KVSearch || op > KVDelete || op == KVSearch && sh.Keys == 0 || op == KVDelete && sh.Keys < sh.Batch {
 		return nil, fmt.Errorf("%w: mega-kv op %d %+v", ErrConfig, op, sh)

@@ -6,7 +6,6 @@ import (
 	"slices"
 
 	"github.com/scopedpm/scopedpm/pm"
-	"github.com/scopedpm/scopedpm/pm/persistency"
 	"github.com/scopedpm/scopedpm/scope"
 )
 
@@ -57,7 +56,7 @@ const (
 // C and stores C·beta + alpha·c with alpha 1 and beta 0, as Parboil's
 // main.cu calls it. Every element of C is stored once, from inputs only,
 // so re-running a block is idempotent.
-func NewSGEMM(sh SGEMMShape, s persistency.Scheme, seed uint64) (RestudyWorkload, error) {
+func NewSGEMM(sh SGEMMShape, s Scheme, seed uint64) (RestudyWorkload, error) {
 	tm := sh.TileN * sh.TileH
 	if sh.M <= 0 || sh.N <= 0 || sh.K <= 0 || sh.TileN <= 0 || sh.TileH <= 0 || sh.M%tm != 0 || sh.N%sh.TileN != 0 || sh.K%sh.TileH != 0 {
 		return nil, fmt.Errorf("%w: sgemm %+v (M a multiple of TileN·TileH, N of TileN, K of TileH)", ErrConfig, sh)
@@ -164,7 +163,7 @@ const spmvWarp = 32
 // length and stores y[perm[r]]. Like Parboil's kernel it reads, per
 // diagonal, the element and the column of this diagonal and the x of the
 // previous one's column together (its software prefetch).
-func NewSpMV(sh SpMVShape, s persistency.Scheme, seed uint64) (RestudyWorkload, error) {
+func NewSpMV(sh SpMVShape, s Scheme, seed uint64) (RestudyWorkload, error) {
 	if sh.Rows <= 0 || sh.MaxPerRow <= 0 || sh.Threads <= 0 {
 		return nil, fmt.Errorf("%w: spmv %+v", ErrConfig, sh)
 	}
@@ -309,7 +308,7 @@ const lbmCellInsts = 2 + 2 + 18 + 2 + 38 + 38
 // for Parboil's floats, and the lid's acceleration is not modelled. A
 // kernel per step; a step reads only the buffer the previous one wrote, so
 // re-running a block is idempotent.
-func NewLBM(sh LBMShape, s persistency.Scheme, seed uint64) (RestudyWorkload, error) {
+func NewLBM(sh LBMShape, s Scheme, seed uint64) (RestudyWorkload, error) {
 	rows := sh.NY * sh.NZ
 	if sh.NX <= 0 || sh.NY <= 0 || sh.NZ <= 0 || sh.Steps <= 0 || sh.Blocks < 0 || sh.Blocks > rows {
 		return nil, fmt.Errorf("%w: lbm %+v", ErrConfig, sh)
@@ -458,7 +457,7 @@ const (
 //
 // Pixels are 32-bit words here (16-bit there); the SADs are 16-bit as
 // there.
-func NewSAD(sh SADShape, s persistency.Scheme, seed uint64) (RestudyWorkload, error) {
+func NewSAD(sh SADShape, s Scheme, seed uint64) (RestudyWorkload, error) {
 	// An even number of positions per thread: no two threads store to the
 	// same word of sad.out7.
 	if sh.W < 16 || sh.H < 16 || sh.W%16 != 0 || sh.H%16 != 0 || sh.R < 0 || sh.PosPerThread <= 0 || sh.PosPerThread%2 != 0 {
@@ -599,7 +598,7 @@ func accumulateShape(s Size) AccumulateShape {
 // (an Undo scheme, which rolls the block back first) makes it recoverable;
 // declaring it idempotent would be a bug, and the crash checker finds it
 // (TestRestudyIdempotencyDeclaration).
-func NewAccumulate(sh AccumulateShape, s persistency.Scheme, seed uint64, declareIdempotent bool) (RestudyWorkload, error) {
+func NewAccumulate(sh AccumulateShape, s Scheme, seed uint64, declareIdempotent bool) (RestudyWorkload, error) {
 	if sh.Elements <= 0 || sh.Per <= 0 || sh.Threads <= 0 {
 		return nil, fmt.Errorf("%w: accumulate %+v", ErrConfig, sh)
 	}

@@ -4,7 +4,6 @@ import (
 	"fmt"
 	"math"
 
-	"github.com/scopedpm/scopedpm/pm/persistency"
 	"github.com/scopedpm/scopedpm/scope"
 )
 
@@ -29,7 +28,7 @@ func mriqShape(s Size) MRIQShape {
 // puts in its LS figures; it is not written here.)
 //
 // Check compares the magnitudes with float32 arithmetic done in Go.
-func NewMRIQ(sh MRIQShape, s persistency.Scheme, seed uint64) (RestudyWorkload, error) {
+func NewMRIQ(sh MRIQShape, s Scheme, seed uint64) (RestudyWorkload, error) {
 	if sh.K <= 0 || sh.Threads <= 0 {
 		return nil, fmt.Errorf("%w: mri-q %+v", ErrConfig, sh)
 	}

@@ -4,7 +4,6 @@ import (
 	"fmt"
 
 	"github.com/scopedpm/scopedpm/pm"
-	"github.com/scopedpm/scopedpm/pm/persistency"
 	"github.com/scopedpm/scopedpm/scope"
 )
 
@@ -25,7 +24,7 @@ func rsScanShape(s Size) ScanShape {
 // block's total to PM; kernel 2 adds the totals of the blocks before each
 // element's own and stores the result to a separate array, so that both
 // kernels can be re-run.
-func NewRSScan(sh ScanShape, s persistency.Scheme, seed uint64) (RestudyWorkload, error) {
+func NewRSScan(sh ScanShape, s Scheme, seed uint64) (RestudyWorkload, error) {
 	if sh.Blocks <= 0 || sh.Threads <= 0 {
 		return nil, fmt.Errorf("%w: scan %+v", ErrConfig, sh)
 	}
@@ -152,7 +151,7 @@ func powSearch(n int, dag func(int) uint32, sh PoWShape) uint64 {
 // its nonce with Loops pseudo-random DAG items, the DAG given by the host,
 // and stores the 64-bit result). Both charge their hashing as compute
 // (powMixInsts and the constants after it).
-func NewProgPoW(dag bool, sh PoWShape, s persistency.Scheme, seed uint64) (RestudyWorkload, error) {
+func NewProgPoW(dag bool, sh PoWShape, s Scheme, seed uint64) (RestudyWorkload, error) {
 	if sh.Items <= 0 || sh.Cache <= 0 || sh.Rounds <= 0 || sh.Nonces <= 0 || sh.Loops <= 0 || sh.Threads <= 0 {
 		return nil, fmt.Errorf("%w: progpow %+v", ErrConfig, sh)
 	}

@@ -4,7 +4,6 @@ import (
 	"fmt"
 
 	"github.com/scopedpm/scopedpm/pm"
-	"github.com/scopedpm/scopedpm/pm/persistency"
 	"github.com/scopedpm/scopedpm/scope"
 )
 
@@ -57,7 +56,7 @@ const stencilCellInsts = 6 + 2 + 1 + 2 + 8 + 1
 // rows past Blocks) keep their input value in both buffers (region
 // stencil.buf holds the two). A kernel per step; a step reads only the
 // buffer the previous step completed, so re-running it is idempotent.
-func NewStencil(sh StencilShape, s persistency.Scheme, seed uint64) (RestudyWorkload, error) {
+func NewStencil(sh StencilShape, s Scheme, seed uint64) (RestudyWorkload, error) {
 	rows := (sh.NY - 2) * (sh.NZ - 2)
 	if sh.NX < 3 || sh.NY < 3 || sh.NZ < 3 || sh.Steps <= 0 || sh.Blocks < 0 || sh.Blocks > rows {
 		return nil, fmt.Errorf("%w: stencil %+v (want at least 3 cells per axis, at most one block per interior row)", ErrConfig, sh)

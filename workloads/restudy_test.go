@@ -19,50 +19,50 @@ import (
 // restudyCheckShapes makes each re-study workload at a size between Tiny
 // and Quick, whose crash states are too many to enumerate for most: the
 // crash tests sample 10,000 of them.
-var restudyCheckShapes = map[string]func(persistency.Scheme) (RestudyWorkload, error){
-	"histo": func(sc persistency.Scheme) (RestudyWorkload, error) {
+var restudyCheckShapes = map[string]func(Scheme) (RestudyWorkload, error){
+	"histo": func(sc Scheme) (RestudyWorkload, error) {
 		return NewHisto(HistoShape{Width: 12, Height: 8, Bins: 8, Grid: scope.Grid{Blocks: 3, Threads: 4}}, sc, 2)
 	},
-	"stencil": func(sc persistency.Scheme) (RestudyWorkload, error) {
+	"stencil": func(sc Scheme) (RestudyWorkload, error) {
 		return NewStencil(StencilShape{NX: 5, NY: 5, NZ: 4, Steps: 2}, sc, 2)
 	},
-	"bfs": func(sc persistency.Scheme) (RestudyWorkload, error) {
+	"bfs": func(sc Scheme) (RestudyWorkload, error) {
 		return NewBFS(restudyBFSCheckShape, sc, 2)
 	},
-	"sgemm": func(sc persistency.Scheme) (RestudyWorkload, error) {
+	"sgemm": func(sc Scheme) (RestudyWorkload, error) {
 		return NewSGEMM(SGEMMShape{M: 4, N: 6, K: 4, TileN: 2, TileH: 2}, sc, 2)
 	},
-	"spmv": func(sc persistency.Scheme) (RestudyWorkload, error) {
+	"spmv": func(sc Scheme) (RestudyWorkload, error) {
 		return NewSpMV(SpMVShape{Rows: 24, MaxPerRow: 3, Threads: 4}, sc, 2)
 	},
-	"lbm": func(sc persistency.Scheme) (RestudyWorkload, error) {
+	"lbm": func(sc Scheme) (RestudyWorkload, error) {
 		return NewLBM(LBMShape{NX: 2, NY: 2, NZ: 2, Steps: 1}, sc, 2)
 	},
-	"sad": func(sc persistency.Scheme) (RestudyWorkload, error) {
+	"sad": func(sc Scheme) (RestudyWorkload, error) {
 		return NewSAD(SADShape{W: 16, H: 16, R: 1, PosPerThread: 4}, sc, 2)
 	},
-	"accumulate": func(sc persistency.Scheme) (RestudyWorkload, error) {
+	"accumulate": func(sc Scheme) (RestudyWorkload, error) {
 		return NewAccumulate(AccumulateShape{Elements: 12, Per: 2, Threads: 2}, sc, 2, false)
 	},
-	"scan": func(sc persistency.Scheme) (RestudyWorkload, error) {
+	"scan": func(sc Scheme) (RestudyWorkload, error) {
 		return NewRSScan(ScanShape{Blocks: 3, Threads: 8}, sc, 2)
 	},
-	"mri-q": func(sc persistency.Scheme) (RestudyWorkload, error) {
+	"mri-q": func(sc Scheme) (RestudyWorkload, error) {
 		return NewMRIQ(MRIQShape{K: 40, Threads: 8}, sc, 2)
 	},
-	"kv-search": func(sc persistency.Scheme) (RestudyWorkload, error) {
+	"kv-search": func(sc Scheme) (RestudyWorkload, error) {
 		return NewMegaKV(KVSearch, KVShape{Buckets: 8, Keys: 8, Batch: 8, Blocks: 2, Threads: 8}, sc, 2)
 	},
-	"kv-insert": func(sc persistency.Scheme) (RestudyWorkload, error) {
+	"kv-insert": func(sc Scheme) (RestudyWorkload, error) {
 		return NewMegaKV(KVInsert, kvCuckooShape, sc, 2)
 	},
-	"kv-delete": func(sc persistency.Scheme) (RestudyWorkload, error) {
+	"kv-delete": func(sc Scheme) (RestudyWorkload, error) {
 		return NewMegaKV(KVDelete, KVShape{Buckets: 8, Keys: 12, Batch: 4, Blocks: 1, Threads: 16}, sc, 2)
 	},
-	"pow-dag": func(sc persistency.Scheme) (RestudyWorkload, error) {
+	"pow-dag": func(sc Scheme) (RestudyWorkload, error) {
 		return NewProgPoW(true, PoWShape{Items: 6, Cache: 16, Rounds: 2, Nonces: 4, Loops: 2, Threads: 4}, sc, 2)
 	},
-	"pow-search": func(sc persistency.Scheme) (RestudyWorkload, error) {
+	"pow-search": func(sc Scheme) (RestudyWorkload, error) {
 		return NewProgPoW(false, PoWShape{Items: 8, Cache: 16, Rounds: 2, Nonces: 24, Loops: 2, Threads: 4}, sc, 2)
 	},
 }
@@ -96,21 +96,21 @@ func runRestudy(t *testing.T, w RestudyWorkload, m *pm.Machine) {
 
 // timedOrNot is the model of restudyMachine for the functional backend
 // (nil) and for hwmodel under the model of s.
-func timedOrNot(s persistency.Scheme) []*crash.Model {
+func timedOrNot(s Scheme) []*crash.Model {
 	model := s.Model()
 	return []*crash.Model{nil, &model}
 }
 
 // allSchemes is every scheme of the re-study and the baseline.
-func allSchemes() []persistency.Scheme {
-	out := []persistency.Scheme{persistency.NVM}
-	for _, g := range [][]persistency.Scheme{persistency.StrictSchemes(), persistency.KernelSchemes(), persistency.CTASchemes(), persistency.LoopSchemes()} {
+func allSchemes() []Scheme {
+	out := []Scheme{NVM()}
+	for _, g := range [][]Scheme{StrictSchemes(), KernelSchemes(), CTASchemes(), LoopSchemes()} {
 		out = append(out, g...)
 	}
-	out = append(out, persistency.Scheme{Gran: persistency.PerCTA, Mech: persistency.CLWB, PCT: true},
-		persistency.Scheme{Gran: persistency.PerCTA, Mech: persistency.L2WB, PCT: true})
-	out = append(out, persistency.UndoSchemes()...)
-	return append(out, persistency.Scheme{Gran: persistency.PerLoop, Mech: persistency.CLWB, PCT: true, Undo: true})
+	out = append(out, Scheme{Gran: PerCTA, Mech: CLWB, PCT: true},
+		Scheme{Gran: PerCTA, Mech: L2WB, PCT: true})
+	out = append(out, UndoSchemes()...)
+	return append(out, Scheme{Gran: PerLoop, Mech: CLWB, PCT: true, Undo: true})
 }
 
 // Every re-study workload computes the reference result under every scheme,
@@ -134,7 +134,7 @@ func TestRestudyCorrectUnderEveryScheme(t *testing.T) {
 // requireCaught requires the crash checker to find a state that does not
 // recover when the workload make builds under scheme s runs on a machine of
 // model, and returns the first violation.
-func requireCaught(t *testing.T, make func(persistency.Scheme) (RestudyWorkload, error), s persistency.Scheme, model crash.Model, seed uint64, why string) crash.Violation {
+func requireCaught(t *testing.T, make func(Scheme) (RestudyWorkload, error), s Scheme, model crash.Model, seed uint64, why string) crash.Violation {
 	t.Helper()
 	w, err := make(s)
 	require.NoError(t, err)
@@ -165,12 +165,12 @@ func TestRestudyCrashConsistency(t *testing.T) {
 			require.Empty(t, rep.Violations)
 			require.True(t, rep.Complete || rep.Checked >= 10000)
 
-			v := requireCaught(t, check, persistency.NVM, persistency.Restudy, seed, "the nvm baseline persists nothing in order")
+			v := requireCaught(t, check, NVM(), persistency.WriteBackADR, seed, "the nvm baseline persists nothing in order")
 			if strings.Contains(v.Explanation, "because:") {
 				require.Contains(t, v.Explanation, "stayed dirty in the L2")
 			}
 			if !rc.Recommended.PCT {
-				requireCaught(t, check, rc.Recommended, persistency.RestudyPCT, seed, "without PCommit a volatile WPQ loses acknowledged write-backs")
+				requireCaught(t, check, rc.Recommended, persistency.WriteBackPCT, seed, "without PCommit a volatile WPQ loses acknowledged write-backs")
 			}
 		})
 	}
@@ -186,16 +186,16 @@ func TestRestudyIdempotencyDeclaration(t *testing.T) {
 	t.Logf("seed = %d", seed)
 	sh := AccumulateShape{Elements: 12, Per: 2, Threads: 2}
 	for _, tc := range []struct {
-		scheme     persistency.Scheme
+		scheme     Scheme
 		declareIdm bool
 		ok         bool
 	}{
-		{persistency.CTASchemes()[1], false, false}, // EP_C_clwb: re-running a half-durable block adds twice
-		{persistency.UndoSchemes()[4], false, true}, // undo_C+clwb
-		{persistency.UndoSchemes()[5], false, true}, // undo_C+clwb+idem, declared not idempotent: logs
-		{persistency.UndoSchemes()[5], true, false}, // declared idempotent: no log, caught
-		{persistency.UndoSchemes()[2], false, true}, // undo_C+wt
-		{persistency.UndoSchemes()[0], false, true}, // undo_K
+		{CTASchemes()[1], false, false}, // EP_C_clwb: re-running a half-durable block adds twice
+		{UndoSchemes()[4], false, true}, // undo_C+clwb
+		{UndoSchemes()[5], false, true}, // undo_C+clwb+idem, declared not idempotent: logs
+		{UndoSchemes()[5], true, false}, // declared idempotent: no log, caught
+		{UndoSchemes()[2], false, true}, // undo_C+wt
+		{UndoSchemes()[0], false, true}, // undo_K
 	} {
 		t.Run(fmt.Sprintf("%v/declared-idempotent=%v", tc.scheme, tc.declareIdm), func(t *testing.T) {
 			w, err := NewAccumulate(sh, tc.scheme, 2, tc.declareIdm)
@@ -219,12 +219,12 @@ func TestRestudyUndoCrashConsistency(t *testing.T) {
 	const seed = 13
 	t.Logf("seed = %d", seed)
 	for _, rc := range RestudyWorkloads() {
-		s := persistency.UndoSchemes()[4] // undo_C+clwb
+		s := UndoSchemes()[4] // undo_C+clwb
 		switch rc.Categories()[0] {
 		case "S", "KV":
-			s = persistency.UndoSchemes()[0] // undo_K
+			s = UndoSchemes()[0] // undo_K
 		case "LL":
-			s = persistency.UndoSchemes()[6] // undo_L+clwb
+			s = UndoSchemes()[6] // undo_L+clwb
 		}
 		t.Run(rc.Name+"/"+s.String(), func(t *testing.T) {
 			w, err := restudyCheckShapes[rc.Name](s)
@@ -238,15 +238,15 @@ func TestRestudyUndoCrashConsistency(t *testing.T) {
 }
 
 // validSchemes returns every scheme the re-study's hardware can run
-// (persistency.Scheme.Valid) but the nvm baseline, in a fixed order.
-func validSchemes() []persistency.Scheme {
-	var out []persistency.Scheme
-	for _, g := range []persistency.Granularity{persistency.PerStore, persistency.PerKernel, persistency.PerCTA, persistency.PerLoop} {
-		for _, k := range []persistency.Mechanism{persistency.WT, persistency.CLWB, persistency.L2WB} {
+// (Scheme.Valid) but the nvm baseline, in a fixed order.
+func validSchemes() []Scheme {
+	var out []Scheme
+	for _, g := range []Granularity{PerStore, PerKernel, PerCTA, PerLoop} {
+		for _, k := range []Mechanism{WT, CLWB, L2WB} {
 			for _, pct := range []bool{false, true} {
 				for _, undo := range []bool{false, true} {
 					for _, idem := range []bool{false, true} {
-						if s := (persistency.Scheme{Gran: g, Mech: k, PCT: pct, Undo: undo, Idem: idem}); s.Valid() {
+						if s := (Scheme{Gran: g, Mech: k, PCT: pct, Undo: undo, Idem: idem}); s.Valid() {
 							out = append(out, s)
 						}
 					}
@@ -361,7 +361,7 @@ func TestRestudyKernelTimes(t *testing.T) {
 					// counts only under kernel-level epochs (KernelCycles).
 					hb := be.(*hwmodel.Backend)
 					run := hb.Now() - setupEnd
-					if rc.Recommended.Gran != persistency.PerKernel {
+					if rc.Recommended.Gran != PerKernel {
 						epilogues := uint64(w.(*rsApp).rs.launches / 2) // each kernel launch has one
 						run -= epilogues * hb.LaunchLatency()
 					}
@@ -376,8 +376,8 @@ func TestRestudyKernelTimes(t *testing.T) {
 // full (kvCuckooShape), on the functional backend and on hwmodel, and ends
 // with every entry in one of its buckets (Check).
 func TestMegaKVInsertDisplaces(t *testing.T) {
-	for _, model := range timedOrNot(persistency.KernelSchemes()[0]) {
-		w, err := NewMegaKV(KVInsert, kvCuckooShape, persistency.KernelSchemes()[0], 2)
+	for _, model := range timedOrNot(KernelSchemes()[0]) {
+		w, err := NewMegaKV(KVInsert, kvCuckooShape, KernelSchemes()[0], 2)
 		require.NoError(t, err)
 		m, _ := restudyMachine(t, model)
 		require.NoError(t, w.Setup(m))
@@ -407,7 +407,7 @@ func TestMegaKVInsertDisplaces(t *testing.T) {
 func TestMegaKVDisplacementOrder(t *testing.T) {
 	const seed = 3
 	t.Logf("seed = %d", seed)
-	s := persistency.KernelSchemes()[0] // EP_K
+	s := KernelSchemes()[0] // EP_K
 	for _, ordered := range []bool{true, false} {
 		w, err := newMegaKV(KVInsert, kvCuckooShape, s, 2, ordered)
 		require.NoError(t, err)
@@ -468,7 +468,7 @@ func TestRestudyKernelsInPaper(t *testing.T) {
 // crash checker explores crashes in a run that stops there.
 func TestBFSStopsAtTheBlockLimit(t *testing.T) {
 	reached := func(sh BFSShape) int {
-		w, err := NewBFS(sh, persistency.NVM, 2)
+		w, err := NewBFS(sh, NVM(), 2)
 		require.NoError(t, err)
 		n := 0
 		for _, c := range w.(*rsApp).arrays[1].want {
@@ -482,7 +482,7 @@ func TestBFSStopsAtTheBlockLimit(t *testing.T) {
 	whole := sh
 	whole.Threads = sh.W * sh.H
 	require.Less(t, reached(sh), reached(whole), "the check shape's search must stop at its block limit")
-	s := persistency.LoopSchemes()[1]
+	s := LoopSchemes()[1]
 	for _, model := range timedOrNot(s) {
 		w, err := NewBFS(sh, s, 2)
 		require.NoError(t, err)
@@ -496,7 +496,7 @@ func TestBFSStopsAtTheBlockLimit(t *testing.T) {
 // threads after about as many levels.
 func TestBFSPaperShape(t *testing.T) {
 	sh := bfsShape(Paper)
-	w, err := NewBFS(sh, persistency.NVM, 1)
+	w, err := NewBFS(sh, NVM(), 1)
 	require.NoError(t, err)
 	a := w.(*rsApp)
 	n := sh.W * sh.H

@@ -4,7 +4,6 @@ import (
 	"fmt"
 
 	"github.com/scopedpm/scopedpm/pm"
-	"github.com/scopedpm/scopedpm/pm/persistency"
 )
 
 // Durable transactions for the re-study's kernels (schemes with Undo set:
@@ -77,7 +76,7 @@ func (p *Persister) logBefore(a pm.Addr, size int) {
 			continue // logged earlier in this epoch
 		}
 		e := uint64(l.tag)<<32 | uint64(t.Load32(w))
-		writeBack64(t, p.S.Mech == persistency.WT, s, e)
+		writeBack64(t, p.S.Mech == WT, s, e)
 		logged = true
 	}
 	if logged {

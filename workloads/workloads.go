@@ -5,7 +5,7 @@
 //
 // The GPU persistency re-study's kernels (RestudyWorkloads, NewRestudy,
 // files restudy*.go) are written once against a Persister and run under any
-// persistency.Scheme (SP_wt, EP_K, EP_C_clwb, undo_C+wt+idem, ...): the
+// Scheme (SP_wt, EP_K, EP_C_clwb, undo_C+wt+idem, ...): the
 // scheme decides where write-backs, MemBars and PCommits go. Each workload
 // reports the time of each of its kernels (RestudyWorkload.Kernels), named
 // as in the re-study (histo2, sad1, ...). A kernel declares whether it is

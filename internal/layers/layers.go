@@ -1,4 +1,4 @@
-// Package layers is the module's floor plan (DESIGN.md "Layout") as data: the
+// Package layers is the module's floor plan (the README's "Layout") as data: the
 // floor of every package and whether its code is the library's machinery, a
 // layer built on the verbs, or a program written with the API. The lint test
 // (internal/lint) checks every import against the floors; internal/callsite
@@ -37,7 +37,7 @@ type Place struct {
 	Why   string // what the floor holds
 }
 
-// Floors of the plan. The tens are DESIGN.md's floors; pm's subpackages sit
+// Floors of the plan. The tens are the README's floors; pm's subpackages sit
 // one above pm, and pmbench and pmcheck one above bench.
 const (
 	FloorHelper   = 0  // bottom helpers (call sites, seals): importable by every package

@@ -20,7 +20,7 @@ import (
 // reason. Keep it empty; a stale entry fails the test.
 var floorExceptions = map[string]string{}
 
-// TestImportFloors checks DESIGN.md's layout: every package of the module
+// TestImportFloors checks the README's layout: every package of the module
 // has a place in internal/layers' floor plan, and a package's non-test files
 // import only packages of lower floors (bottom helpers import each other).
 // Test files may import anything Go allows: the test kits are for them.
@@ -79,7 +79,7 @@ func TestImportFloors(t *testing.T) {
 		}
 	}
 	sort.Strings(bad)
-	require.Empty(t, bad, "imports that point up a floor (DESIGN.md Layout; the plan is internal/layers)")
+	require.Empty(t, bad, "imports that point up a floor (README Layout; the plan is internal/layers)")
 }
 
 // TestFloorRule checks the rule on a few hand-placed imports, so that the

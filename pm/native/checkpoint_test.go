@@ -64,7 +64,7 @@ func TestBackgroundCheckpoint(t *testing.T) {
 	rng := rand.New(rand.NewPCG(seed, 5))
 	dir := t.TempDir()
 	inj := &onCaller{fn: "TestBackgroundCheckpoint"}
-	be, m := open(t, dir, native.Options{Mode: native.ModeLog, CheckpointBytes: 8 << 10, FS: native.InjectFS(native.OSFS, inj)})
+	be, m := open(t, dir, native.Options{Mode: native.ModeLog, CheckpointBytes: 8 << 10, FS: native.InjectFS(native.OSFS(), inj)})
 	r, err := m.CreateRegion("d", 1<<16)
 	require.NoError(t, err)
 	inj.mu.Lock()
@@ -110,7 +110,7 @@ func TestBackgroundCheckpoint(t *testing.T) {
 func TestBackgroundCheckpointError(t *testing.T) {
 	dir := t.TempDir()
 	f := &failer{op: native.FSWrite, file: ".pmr", err: syscall.ENOSPC}
-	be, m := open(t, dir, native.Options{Mode: native.ModeLog, CheckpointBytes: 4 << 10, FS: native.InjectFS(native.OSFS, f)})
+	be, m := open(t, dir, native.Options{Mode: native.ModeLog, CheckpointBytes: 4 << 10, FS: native.InjectFS(native.OSFS(), f)})
 	r, err := m.CreateRegion("d", 1<<16)
 	require.NoError(t, err)
 	f.arm()
@@ -151,7 +151,7 @@ func TestCheckpointFaultSweep(t *testing.T) {
 	for n := 1; ; n++ {
 		dir := t.TempDir()
 		inj := &nthFailer{n: -1}
-		be, m := open(t, dir, native.Options{Mode: native.ModeLog, CheckpointBytes: 1 << 10, FS: native.InjectFS(native.OSFS, inj)})
+		be, m := open(t, dir, native.Options{Mode: native.ModeLog, CheckpointBytes: 1 << 10, FS: native.InjectFS(native.OSFS(), inj)})
 		r, err := m.CreateRegion("d", 1<<16)
 		require.NoError(t, err)
 		inj.mu.Lock()
@@ -224,7 +224,7 @@ func (g *gate) MaybeError(op native.FSOp, path string) error {
 func TestOpenFaultSweepOldLog(t *testing.T) {
 	src := t.TempDir()
 	g := &gate{reached: make(chan struct{}), release: make(chan struct{})}
-	be, m := open(t, src, native.Options{Mode: native.ModeLog, CheckpointBytes: 1 << 10, FS: native.InjectFS(native.OSFS, g)})
+	be, m := open(t, src, native.Options{Mode: native.ModeLog, CheckpointBytes: 1 << 10, FS: native.InjectFS(native.OSFS(), g)})
 	r, err := m.CreateRegion("d", 1<<12)
 	require.NoError(t, err)
 	g.armed.Store(true)
@@ -260,7 +260,7 @@ func TestOpenFaultSweepOldLog(t *testing.T) {
 	for k := 1; ; k++ {
 		dir := copyDir(t, tmpl)
 		inj := &nthFailer{n: k}
-		be, err := native.Open(dir, native.Options{Mode: native.ModeLog, FS: native.InjectFS(native.OSFS, inj)})
+		be, err := native.Open(dir, native.Options{Mode: native.ModeLog, FS: native.InjectFS(native.OSFS(), inj)})
 		if err == nil {
 			require.Less(t, inj.seen, k, "operation %d failed but Open succeeded", k)
 			require.NoError(t, be.Close())

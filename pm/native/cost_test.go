@@ -27,7 +27,7 @@ import (
 func TestBTreeSyncs(t *testing.T) {
 	var cnt native.Counter
 	dir := t.TempDir()
-	be, m := open(t, dir, native.Options{Mode: native.ModeLog, FS: native.InjectFS(native.OSFS, &cnt)})
+	be, m := open(t, dir, native.Options{Mode: native.ModeLog, FS: native.InjectFS(native.OSFS(), &cnt)})
 	tr, err := btree.Create(m, "tree", btree.Options{Capacity: 4096})
 	require.NoError(t, err)
 	for k := range uint64(200) {
@@ -114,7 +114,7 @@ func TestHeapPerRegionByte(t *testing.T) {
 // per op: each op is one durability point.
 func BenchmarkStoreDFence(b *testing.B) {
 	var cnt native.Counter
-	be, err := native.Open(b.TempDir(), native.Options{Mode: native.ModeLog, FS: native.InjectFS(native.OSFS, &cnt)})
+	be, err := native.Open(b.TempDir(), native.Options{Mode: native.ModeLog, FS: native.InjectFS(native.OSFS(), &cnt)})
 	require.NoError(b, err)
 	defer be.Close()
 	m, err := pm.NewMachine(be)
@@ -142,7 +142,7 @@ func BenchmarkStoreDFence(b *testing.B) {
 // and the launch's end another: 2 syncs per op, 256 DFences.
 func BenchmarkMidLaunchDFence(b *testing.B) {
 	var cnt native.Counter
-	be, err := native.Open(b.TempDir(), native.Options{Mode: native.ModeLog, FS: native.InjectFS(native.OSFS, &cnt)})
+	be, err := native.Open(b.TempDir(), native.Options{Mode: native.ModeLog, FS: native.InjectFS(native.OSFS(), &cnt)})
 	require.NoError(b, err)
 	defer be.Close()
 	m, err := pm.NewMachine(be)
@@ -202,7 +202,7 @@ func (quiet) Fatalf(format string, args ...any) {
 // return.
 func BenchmarkHostWrite(b *testing.B) {
 	var cnt native.Counter
-	be, err := native.Open(b.TempDir(), native.Options{Mode: native.ModeLog, FS: native.InjectFS(native.OSFS, &cnt)})
+	be, err := native.Open(b.TempDir(), native.Options{Mode: native.ModeLog, FS: native.InjectFS(native.OSFS(), &cnt)})
 	require.NoError(b, err)
 	defer be.Close()
 	m, err := pm.NewMachine(be)
@@ -310,7 +310,7 @@ func BenchmarkBTreePut(b *testing.B) {
 		}
 		b.Run(name, func(b *testing.B) {
 			var cnt native.Counter
-			be, err := native.Open(b.TempDir(), native.Options{Mode: native.ModeLog, FS: native.InjectFS(native.OSFS, &cnt)})
+			be, err := native.Open(b.TempDir(), native.Options{Mode: native.ModeLog, FS: native.InjectFS(native.OSFS(), &cnt)})
 			require.NoError(b, err)
 			defer be.Close()
 			m, err := pm.NewMachine(be)
@@ -362,7 +362,7 @@ func TestLargeHostWrite(t *testing.T) {
 // concurrent Puts share syncs (group commit), so syncs/op falls below 1.
 func BenchmarkBTreePutParallel(b *testing.B) {
 	var cnt native.Counter
-	be, err := native.Open(b.TempDir(), native.Options{Mode: native.ModeLog, FS: native.InjectFS(native.OSFS, &cnt)})
+	be, err := native.Open(b.TempDir(), native.Options{Mode: native.ModeLog, FS: native.InjectFS(native.OSFS(), &cnt)})
 	require.NoError(b, err)
 	defer be.Close()
 	m, err := pm.NewMachine(be)

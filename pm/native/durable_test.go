@@ -107,7 +107,7 @@ func TestMidLaunchDurabilitySyncs(t *testing.T) {
 		t.Run(c.name, func(t *testing.T) {
 			var cnt native.Counter
 			opts := c.opts
-			opts.Mode, opts.FS = native.ModeLog, native.InjectFS(native.OSFS, &cnt)
+			opts.Mode, opts.FS = native.ModeLog, native.InjectFS(native.OSFS(), &cnt)
 			be, m := open(t, t.TempDir(), opts)
 			defer be.Close()
 			r, err := m.CreateRegion("d", 16*n)
@@ -134,7 +134,7 @@ func TestMidLaunchDurabilitySyncs(t *testing.T) {
 // pending costs one sync, and one with nothing pending none.
 func TestCPUDurabilitySyncs(t *testing.T) {
 	var cnt native.Counter
-	be, m := open(t, t.TempDir(), native.Options{Mode: native.ModeLog, FS: native.InjectFS(native.OSFS, &cnt)})
+	be, m := open(t, t.TempDir(), native.Options{Mode: native.ModeLog, FS: native.InjectFS(native.OSFS(), &cnt)})
 	defer be.Close()
 	r, err := m.CreateRegion("d", 4096)
 	require.NoError(t, err)
@@ -162,7 +162,7 @@ func TestCPUDurabilitySyncs(t *testing.T) {
 // one sync for both, and the waiter then returns without one.
 func TestMidLaunchDurabilitySharesSync(t *testing.T) {
 	var cnt native.Counter
-	be, m := open(t, t.TempDir(), native.Options{Mode: native.ModeLog, FS: native.InjectFS(native.OSFS, &cnt)})
+	be, m := open(t, t.TempDir(), native.Options{Mode: native.ModeLog, FS: native.InjectFS(native.OSFS(), &cnt)})
 	defer be.Close()
 	r, err := m.CreateRegion("d", 4096)
 	require.NoError(t, err)
@@ -188,7 +188,7 @@ func TestMidLaunchDurabilitySharesSync(t *testing.T) {
 // next launch with the same error.
 func TestMidLaunchDurabilityError(t *testing.T) {
 	f := &failer{op: native.FSSync, file: "LOG", err: syscall.EIO}
-	be, m := open(t, t.TempDir(), native.Options{Mode: native.ModeLog, FS: native.InjectFS(native.OSFS, f)})
+	be, m := open(t, t.TempDir(), native.Options{Mode: native.ModeLog, FS: native.InjectFS(native.OSFS(), f)})
 	defer be.Close()
 	r, err := m.CreateRegion("d", 4096)
 	require.NoError(t, err)

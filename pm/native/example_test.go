@@ -66,7 +66,7 @@ func ExampleInjectFS() {
 	defer os.RemoveAll(dir)
 
 	failSync := false
-	fs := native.InjectFS(native.OSFS, native.InjectorFunc(func(op native.FSOp, path string) error {
+	fs := native.InjectFS(native.OSFS(), native.InjectorFunc(func(op native.FSOp, path string) error {
 		if failSync && op == native.FSSync {
 			return syscall.EIO
 		}

@@ -76,7 +76,7 @@ func TestIOErrors(t *testing.T) {
 		t.Run(c.name, func(t *testing.T) {
 			dir := t.TempDir()
 			inj := &failer{op: c.op, file: c.file, err: c.errno}
-			opts := native.Options{Mode: native.ModeLog, FS: native.InjectFS(native.OSFS, inj)}
+			opts := native.Options{Mode: native.ModeLog, FS: native.InjectFS(native.OSFS(), inj)}
 			if c.action == "midlaunch" {
 				opts.MaxPending = 4
 			}
@@ -149,7 +149,7 @@ func le(v uint64) []byte { return binary.LittleEndian.AppendUint64(nil, v) }
 // through the FS seam), and nothing to sync costs none.
 func TestSyncsPerDurabilityPoint(t *testing.T) {
 	var cnt native.Counter
-	be, m := open(t, t.TempDir(), native.Options{Mode: native.ModeLog, FS: native.InjectFS(native.OSFS, &cnt)})
+	be, m := open(t, t.TempDir(), native.Options{Mode: native.ModeLog, FS: native.InjectFS(native.OSFS(), &cnt)})
 	defer be.Close()
 	r, err := m.CreateRegion("d", 1<<16)
 	require.NoError(t, err)
@@ -272,7 +272,7 @@ func TestOpenFaultSweep(t *testing.T) {
 	for n := 1; ; n++ {
 		dir := copyDir(t, tmpl)
 		inj := &nthFailer{n: n}
-		be, err := native.Open(dir, native.Options{Mode: native.ModeLog, FS: native.InjectFS(native.OSFS, inj)})
+		be, err := native.Open(dir, native.Options{Mode: native.ModeLog, FS: native.InjectFS(native.OSFS(), inj)})
 		if err == nil {
 			require.Less(t, inj.seen, n, "operation %d failed but Open succeeded", n)
 			inj.mu.Lock()
@@ -303,7 +303,7 @@ func TestSessionFaultSweep(t *testing.T) {
 	for n := 1; ; n++ {
 		dir := t.TempDir()
 		inj := &nthFailer{n: -1}
-		be, m := open(t, dir, native.Options{Mode: native.ModeLog, FS: native.InjectFS(native.OSFS, inj)})
+		be, m := open(t, dir, native.Options{Mode: native.ModeLog, FS: native.InjectFS(native.OSFS(), inj)})
 		inj.mu.Lock()
 		inj.n, inj.seen = n, 0 // count from the end of Open
 		inj.mu.Unlock()
@@ -363,7 +363,7 @@ func TestGroupCommitGoroutines(t *testing.T) {
 	var mu sync.Mutex // the machine's lock
 	var cmu sync.Mutex
 	syncs := 0
-	fs := native.InjectFS(native.OSFS, native.InjectorFunc(func(op native.FSOp, path string) error {
+	fs := native.InjectFS(native.OSFS(), native.InjectorFunc(func(op native.FSOp, path string) error {
 		if op == native.FSSync && strings.HasPrefix(filepath.Base(path), "LOG") {
 			cmu.Lock()
 			syncs++

@@ -13,7 +13,7 @@ import (
 
 // FS is the backend's only way to touch files (Pebble's vfs.FS idea): the
 // region files, the persist log and the directory. Options.FS replaces the
-// operating system's (OSFS) with a wrapper, such as InjectFS, that injects
+// operating system's (OSFS()) with a wrapper, such as InjectFS, that injects
 // faults or counts calls.
 type FS interface {
 	// OpenFile opens a file as os.OpenFile does.
@@ -48,8 +48,8 @@ type File interface {
 	Fd() uintptr
 }
 
-// OSFS is the operating system's file system.
-var OSFS FS = osFS{}
+// OSFS returns the operating system's file system.
+func OSFS() FS { return osFS{} }
 
 type osFS struct{}
 

@@ -93,7 +93,7 @@ type Options struct {
 	Journal bool
 	// Create makes the directory if it does not exist.
 	Create bool
-	// FS is the file system the backend uses (OSFS if nil); tests wrap
+	// FS is the file system the backend uses (OSFS() if nil); tests wrap
 	// it with InjectFS to inject faults or count syncs.
 	FS FS
 
@@ -206,7 +206,7 @@ func Open(dir string, opts Options) (*Backend, error) {
 		opts.GPU = pm.DefaultGPU()
 	}
 	if opts.FS == nil {
-		opts.FS = OSFS
+		opts.FS = OSFS()
 	}
 	fs := opts.FS
 	if opts.Create {

@@ -110,7 +110,7 @@ func writeLog(t *testing.T, path string, vals ...uint64) []int {
 		offs = append(offs, len(b))
 		b = encodeRecord(b, 1, uint64(i+1), p)
 	}
-	f, err := OSFS.OpenFile(path, 0o2|0o100|0o1000, 0o644) // O_RDWR|O_CREATE|O_TRUNC
+	f, err := OSFS().OpenFile(path, 0o2|0o100|0o1000, 0o644) // O_RDWR|O_CREATE|O_TRUNC
 	require.NoError(t, err)
 	_, err = f.WriteAt(b, 0)
 	require.NoError(t, err)
@@ -152,9 +152,9 @@ func TestLogRecovery(t *testing.T) {
 			require.NoError(t, be.Close())
 			path := filepath.Join(dir, logName)
 			offs := writeLog(t, path, 11, 22, 33)
-			raw, err := readAll(OSFS, path)
+			raw, err := readAll(OSFS(), path)
 			require.NoError(t, err)
-			f, err := OSFS.OpenFile(path, 0o2|0o1000, 0)
+			f, err := OSFS().OpenFile(path, 0o2|0o1000, 0)
 			require.NoError(t, err)
 			_, err = f.WriteAt(c.damage(raw, offs), 0)
 			require.NoError(t, err)
@@ -188,7 +188,7 @@ func TestGroupCommitConcurrent(t *testing.T) {
 	dir := t.TempDir()
 	var mu sync.Mutex
 	syncs := 0
-	fs := InjectFS(OSFS, InjectorFunc(func(op FSOp, path string) error {
+	fs := InjectFS(OSFS(), InjectorFunc(func(op FSOp, path string) error {
 		if op == FSSync && strings.HasPrefix(filepath.Base(path), logName) { // LOG.tmp, renamed to LOG
 			mu.Lock()
 			syncs++
@@ -226,7 +226,7 @@ func TestGroupCommitConcurrent(t *testing.T) {
 	t.Logf("%d concurrent commits, %d syncs of the log", callers, syncs)
 	require.Less(t, syncs, callers/2, "callers must share syncs")
 	require.GreaterOrEqual(t, syncs, 1)
-	raw, err := readAll(OSFS, filepath.Join(dir, logName))
+	raw, err := readAll(OSFS(), filepath.Join(dir, logName))
 	require.NoError(t, err)
 	got := map[pm.Addr]uint64{}
 	_, end, records, err := scanLog(raw, func(e logEntry) error {

@@ -318,7 +318,7 @@ func TestPowerCutCPU(t *testing.T) {
 // Stats and by the file system seam.
 func TestGroupCommit(t *testing.T) {
 	var cnt native.Counter
-	be, m := open(t, t.TempDir(), native.Options{Mode: native.ModeLog, FS: native.InjectFS(native.OSFS, &cnt)})
+	be, m := open(t, t.TempDir(), native.Options{Mode: native.ModeLog, FS: native.InjectFS(native.OSFS(), &cnt)})
 	defer be.Close()
 	r, err := m.CreateRegion("d", 8*2*256)
 	require.NoError(t, err)

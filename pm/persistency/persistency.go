@@ -6,9 +6,9 @@
 // checker's refinement test (crash.Refines) verifies that every crash image
 // the timing model produces is one these rules allow.
 //
-// The models are those of DESIGN.md "Persistency models": Strict, Epoch,
-// GPM, SBRP (scoped buffered release persistency), ScopedBarrier (scoped
-// persist barriers), the CPU models X86 and COSPlay, and None.
+// The models: Strict, Epoch, GPM, SBRP (scoped buffered release
+// persistency), ScopedBarrier (scoped persist barriers), the CPU models X86
+// and COSPlay, None, and the write-back GPU's WriteBackADR and WriteBackPCT.
 package persistency
 
 import (
@@ -65,20 +65,21 @@ const (
 	COSPlay
 	// None: no order but each byte's own write order ("Unordered").
 	None
-	// Restudy: the GPU of the persistency re-study (see restudy.go): PM
-	// stores sit in a write-back L2 until a write-through store, a CLWB
-	// of their line or an L2WB writes them back; a MemBar orders the
-	// thread's written-back persists, which are durable once acknowledged
-	// (the write-pending queues are in the persistence domain, ADR).
-	Restudy
-	// RestudyPCT: Restudy with volatile write-pending queues (the
+	// WriteBackADR: the write-back GPU of the persistency re-study (see
+	// writeback.go): PM stores sit in a write-back L2 until a
+	// write-through store, a CLWB of their line or an L2WB writes them
+	// back; a MemBar orders the thread's written-back persists, which are
+	// durable once acknowledged (the write-pending queues are in the
+	// persistence domain, ADR).
+	WriteBackADR
+	// WriteBackPCT: WriteBackADR with volatile write-pending queues (the
 	// re-study's "_pct" variants): a written-back persist is durable only
 	// after a PCommit that follows its acknowledgement.
-	RestudyPCT
+	WriteBackPCT
 	numModels
 )
 
-var names = [...]string{"strict", "epoch", "gpm", "sbrp", "scoped-barrier", "x86", "cosplay", "none", "restudy", "restudy-pct"}
+var names = [...]string{"strict", "epoch", "gpm", "sbrp", "scoped-barrier", "x86", "cosplay", "none", "writeback-adr", "writeback-pct"}
 
 // String returns the model's name as Parse accepts it.
 func (m Model) String() string {
@@ -95,12 +96,21 @@ func (m Model) String() string {
 func (m Model) Valid() bool { return m > Unset && m < numModels }
 
 // Parse returns the model called name (as String prints it, case
-// insensitive).
+// insensitive). It also takes the write-back models' former names,
+// "restudy" and "restudy-pct".
 func Parse(name string) (Model, error) {
 	for i, n := range names {
 		if strings.EqualFold(n, name) {
 			return Model(i + 1), nil
 		}
+	}
+	// Former names: the write-back models were named after the paper
+	// that studied them.
+	switch strings.ToLower(name) {
+	case "restudy":
+		return WriteBackADR, nil
+	case "restudy-pct":
+		return WriteBackPCT, nil
 	}
 	return 0, fmt.Errorf("%w: %q (have %s)", ErrModel, name, strings.Join(names[:], ", "))
 }
@@ -197,13 +207,13 @@ func (e Effect) String() string {
 func (m Model) Verb(k pm.OpKind, s pm.Scope) Effect {
 	switch k {
 	case pm.OpCLWB, pm.OpL2WB, pm.OpPCommit, pm.OpMemBar:
-		return m.restudyVerb(k)
+		return m.wbVerb(k)
 	}
 	switch m {
 	case None:
 		return 0
-	case Restudy, RestudyPCT:
-		return m.restudyLegacy(k, s)
+	case WriteBackADR, WriteBackPCT:
+		return m.wbLegacy(k, s)
 	case Strict:
 		switch k {
 		case pm.OpDFence, pm.OpEpochBarrier, pm.OpSFence, pm.OpCFence, pm.OpJoinStrand:

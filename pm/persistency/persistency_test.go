@@ -19,6 +19,14 @@ func TestParse(t *testing.T) {
 	got, err := persistency.Parse("SBRP")
 	require.NoError(t, err)
 	require.Equal(t, persistency.SBRP, got)
+	// The write-back models' names, and their former ones.
+	require.Equal(t, "writeback-adr", persistency.WriteBackADR.String())
+	require.Equal(t, "writeback-pct", persistency.WriteBackPCT.String())
+	for name, want := range map[string]persistency.Model{"restudy": persistency.WriteBackADR, "Restudy-PCT": persistency.WriteBackPCT} {
+		got, err := persistency.Parse(name)
+		require.NoError(t, err, name)
+		require.Equal(t, want, got, name)
+	}
 	_, err = persistency.Parse("tso")
 	require.ErrorIs(t, err, persistency.ErrModel)
 	require.False(t, persistency.Model(200).Valid())

@@ -131,22 +131,10 @@ Usage: pmbench [flags]
 			opts.Windows = append(opts.Windows, n)
 		}
 	}
-	if len(sets) > 0 {
-		// A bad key or value is found before anything runs.
-		probe := hwmodel.PresetPMNear()
-		if err := probe.Set(sets...); err != nil {
-			return fmt.Errorf("-set: %w", err)
-		}
-		for _, e := range selected {
-			if e.NoSet {
-				return fmt.Errorf("-set does not apply to experiment %s (it runs no hwmodel configuration)", e.Name)
-			}
-			for _, kv := range sets {
-				if k, _, _ := strings.Cut(kv, "="); slices.Contains(e.Sweeps, k) {
-					return fmt.Errorf("-set %s: experiment %s sweeps %s itself (every row would show the -set value)", kv, e.Name, k)
-				}
-			}
-		}
+	// A bad key or value, for any preset the experiments use, is found
+	// before anything runs.
+	if err := bench.CheckSet(selected, sets); err != nil {
+		return err
 	}
 	sweepSets, err := sweepValues(*sweep, sets, selected, *paper)
 	if err != nil {
@@ -235,7 +223,7 @@ func sweepValues(sweep string, sets []string, selected []bench.Experiment, paper
 		return nil, nil
 	}
 	key, vals, ok := strings.Cut(sweep, "=")
-	key = strings.TrimSpace(key)
+	key = hwmodel.CanonicalKey(strings.TrimSpace(key))
 	if !ok || key == "" || strings.TrimSpace(vals) == "" {
 		return nil, fmt.Errorf("bad -sweep %q: want key=v1,v2,...", sweep)
 	}
@@ -243,7 +231,7 @@ func sweepValues(sweep string, sets []string, selected []bench.Experiment, paper
 		return nil, fmt.Errorf("-sweep and -paper exclude each other: the papers' values are for their own machine")
 	}
 	for _, kv := range sets {
-		if k, _, _ := strings.Cut(kv, "="); k == key {
+		if k, _, _ := strings.Cut(kv, "="); hwmodel.CanonicalKey(strings.TrimSpace(k)) == key {
 			return nil, fmt.Errorf("-sweep %s and -set %s name the same key", key, kv)
 		}
 	}
@@ -262,8 +250,7 @@ func sweepValues(sweep string, sets []string, selected []bench.Experiment, paper
 			return nil, fmt.Errorf("bad -sweep %q: an empty value (a stray comma?)", sweep)
 		}
 		kv := key + "=" + v
-		probe := hwmodel.PresetPMNear()
-		if err := probe.Set(append(slices.Clone(sets), kv)...); err != nil {
+		if err := bench.CheckPresets(selected, append(slices.Clone(sets), kv)); err != nil {
 			return nil, fmt.Errorf("-sweep: %w", err)
 		}
 		out = append(out, kv)

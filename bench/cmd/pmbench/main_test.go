@@ -141,6 +141,10 @@ func TestPmbenchStrictFlags(t *testing.T) {
 		{[]string{"-exp", "engine", "-quick", "-sweep", "nvm.write_latency_cycles=200,400"}, "does not apply to experiment engine"},
 		{[]string{"-exp", "micro-persist,cosplay-fig8", "-quick", "-set", "cpu.bmo_cycles=700"}, "sweeps cpu.bmo_cycles itself"},
 		{[]string{"-exp", ",engine"}, "an empty name"},
+		// -set and -sweep are checked against every preset the experiments use.
+		{[]string{"-exp", "micro-persist,lin-fig1", "-quick", "-set", "l2.size_bytes=1048576"}, "on preset volta (experiment lin-fig1)"},
+		{[]string{"-exp", "sbrp-fig6,gope-fig5", "-quick", "-set", "persist.sector_bytes=128"}, "on preset gope (experiment gope-fig5)"},
+		{[]string{"-exp", "lin-fig1", "-quick", "-sweep", "l2.size_bytes=1048576"}, "on preset volta"},
 	} {
 		var out, errb bytes.Buffer
 		err := run(tc.args, &out, &errb)

@@ -71,7 +71,7 @@ func run(args []string, stdout, stderr io.Writer) error {
 	fs.SetOutput(stderr)
 	list := fs.Bool("list", false, "list the workloads and exit")
 	name := fs.String("workload", "", "workload to check (see -list)")
-	modelName := fs.String("model", "sbrp", "persistency model: strict, epoch, gpm, sbrp, scoped-barrier, x86, cosplay, none, restudy, restudy-pct")
+	modelName := fs.String("model", "sbrp", "persistency model: strict, epoch, gpm, sbrp, scoped-barrier, x86, cosplay, none, writeback-adr, writeback-pct (restudy, restudy-pct: their former names)")
 	states := fs.Int("states", 10000, "crash states to check at most (with -timed: cycles per launch; 0 there means every cycle where the durable image changes)")
 	seed := fs.Uint64("seed", 1, "seed for random crash states; a failure replays with the same seed")
 	strategy := fs.String("strategy", "mixed", "mixed (prefixes, then exhaustive if it fits, else single drops and random), prefix, random, exhaustive or single (each persist lost alone)")

@@ -1,7 +1,8 @@
 // Package kerneltest holds the foundation's test kernels as data, so that
 // every backend can be checked against the functional reference: run each
 // case on a fresh machine over the backend under test and compare the final
-// contents of every range (the metamorphic test of DESIGN.md).
+// contents of every range (a metamorphic test: the same kernels under every
+// backend end in the same memory).
 package kerneltest
 
 import (

@@ -14,8 +14,8 @@ import (
 // on any machine with lines at least that long.
 const gpuLine = 128
 
-// restudyState is the PMO builder's state for the write-back models
-// (persistency.Restudy and RestudyPCT).
+// writeBackState is the PMO builder's state for the write-back models
+// (persistency.WriteBackADR and WriteBackPCT).
 //
 // Each persist starts "dirty" (in the agent's unflushed lines and in dirty,
 // the order every agent's dirty persists were made); a write-through store,
@@ -30,9 +30,9 @@ const gpuLine = 128
 // a block barrier the issuer passed. A concurrent block's persist recorded
 // earlier may reach the L2 (or its WPQ) only after the L2WB (or PCommit)
 // in time, so it is not covered (the timing model shows exactly that).
-type restudyState struct {
+type writeBackState struct {
 	dirty []hbPersist // persists not written back by an L2WB, in order
-	wpq   []hbPersist // RestudyPCT: acknowledged by a WPQ, not yet committed
+	wpq   []hbPersist // WriteBackPCT: acknowledged by a WPQ, not yet committed
 	// launch counts the runs begun; cutD and cutW are len(dirty) and
 	// len(wpq) when the current one began.
 	launch     int
@@ -55,17 +55,17 @@ type blockCut struct {
 	launch, d, w int
 }
 
-// restudyLaunch notes that a new run begins at the current event.
-func (b *builder) restudyLaunch() {
+// wbLaunch notes that a new run begins at the current event.
+func (b *builder) wbLaunch() {
 	r := &b.rs
 	r.launch++
 	r.cutD, r.cutW = len(r.dirty), len(r.wpq)
 }
 
-// restudyBarrier notes a barrier of group: a block all of whose live
+// wbBarrier notes a barrier of group: a block all of whose live
 // threads it holds has its block cut moved here. (Groups are whole blocks
 // or warps or grids; a warp barrier moves nothing, which is conservative.)
-func (b *builder) restudyBarrier(group []pm.Agent) {
+func (b *builder) wbBarrier(group []pm.Agent) {
 	r := &b.rs
 	if r.blocks == nil {
 		r.blocks = map[int]blockCut{}
@@ -81,7 +81,7 @@ func (b *builder) restudyBarrier(group []pm.Agent) {
 
 // before reports whether entry i of a list (dirty or wpq, by cut) happened
 // before the current verb of agent a.
-func (r *restudyState) before(list []hbPersist, i int, a *pm.Agent, wpq bool) bool {
+func (r *writeBackState) before(list []hbPersist, i int, a *pm.Agent, wpq bool) bool {
 	e := &list[i]
 	cut := r.cutD
 	if wpq {
@@ -102,7 +102,7 @@ func (r *restudyState) before(list []hbPersist, i int, a *pm.Agent, wpq bool) bo
 
 // cover moves the entries of list that happened before agent a's verb,
 // and are not covered yet, to out.
-func (r *restudyState) cover(list []hbPersist, a *pm.Agent, wpq bool, out []int32) []int32 {
+func (r *writeBackState) cover(list []hbPersist, a *pm.Agent, wpq bool, out []int32) []int32 {
 	for i := range list {
 		if !list[i].done && r.before(list, i, a, wpq) {
 			list[i].done = true
@@ -112,8 +112,8 @@ func (r *restudyState) cover(list []hbPersist, a *pm.Agent, wpq bool, out []int3
 	return out
 }
 
-// restudyPersist files persist node n of event ev under a write-back model.
-func (b *builder) restudyPersist(ev *record.Event, s *agentState, p *pm.Persist, n int32) {
+// wbPersist files persist node n of event ev under a write-back model.
+func (b *builder) wbPersist(ev *record.Event, s *agentState, p *pm.Persist, n int32) {
 	if ev.Op.WT {
 		s.flushed = append(s.flushed, n)
 		return
@@ -123,11 +123,11 @@ func (b *builder) restudyPersist(ev *record.Event, s *agentState, p *pm.Persist,
 	b.rs.dirty = append(b.rs.dirty, hbPersist{node: n, agent: agentKey{ev.Agent.Kind, ev.Agent.ID}, block: ev.Agent.Block})
 }
 
-// restudyVerb applies verb event i of agent s under a write-back model. It
+// wbVerb applies verb event i of agent s under a write-back model. It
 // reports whether it handled the verb; if not, the generic rules of the
 // model's verb table apply, after this call has written back and committed
 // the agent's own persists when the verb's effect says so.
-func (b *builder) restudyVerb(i int, ev *record.Event, s *agentState) bool {
+func (b *builder) wbVerb(i int, ev *record.Event, s *agentState) bool {
 	op := &ev.Op
 	pct := b.g.Model.VolatileWPQ()
 	switch op.Kind {
@@ -177,10 +177,10 @@ func (b *builder) restudyVerb(i int, ev *record.Event, s *agentState) bool {
 	return false
 }
 
-// restudyWhy explains, under a write-back model, why persist event a is
+// wbWhy explains, under a write-back model, why persist event a is
 // not PMO-ordered before event x: which of write-back, MemBar and (with a
 // volatile WPQ) PCommit the program left out between them.
-func (g *Graph) restudyWhy(a, x int) string {
+func (g *Graph) wbWhy(a, x int) string {
 	ea := &g.Events[a]
 	line := ea.Op.Addr &^ (gpuLine - 1)
 	flushed, by := ea.Op.WT, ea.Agent

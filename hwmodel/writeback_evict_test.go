@@ -32,7 +32,7 @@ func durabilities(be *Backend) []uint64 {
 // made (LRU evicts the oldest line of a set first), the lines still in the
 // L2 do not. Under PCT the evicted write-backs wait in the WPQs: nothing
 // is durable until a PCommit, which makes exactly the evicted ones durable.
-func TestRestudyEvictionsWriteBack(t *testing.T) {
+func TestWriteBackEvictionsWriteBack(t *testing.T) {
 	cfg := smallL2()
 	lines := cfg.L2.SizeBytes / cfg.L2.LineBytes
 	for _, tc := range []struct {
@@ -42,10 +42,10 @@ func TestRestudyEvictionsWriteBack(t *testing.T) {
 		loads   int // lines loaded afterwards (other lines)
 		evicted int
 	}{
-		{"store stream, adr", Restudy, 4 * lines, 0, 3 * lines},
-		{"store stream, pct", RestudyPCT, 4 * lines, 0, 3 * lines},
-		{"stores then loads, adr", Restudy, lines, lines, lines},
-		{"fits the L2", Restudy, lines, 0, 0},
+		{"store stream, adr", WriteBackADR, 4 * lines, 0, 3 * lines},
+		{"store stream, pct", WriteBackPCT, 4 * lines, 0, 3 * lines},
+		{"stores then loads, adr", WriteBackADR, lines, lines, lines},
+		{"fits the L2", WriteBackADR, lines, 0, 0},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			be, m := setupHW(t, cfg, tc.model)
@@ -60,7 +60,7 @@ func TestRestudyEvictionsWriteBack(t *testing.T) {
 				}
 			})
 			require.NoError(t, err)
-			st, rs := be.LastLaunch(), be.RestudyStats()
+			st, rs := be.LastLaunch(), be.WriteBackStats()
 			t.Logf("%d evictions, %d NVM bytes written, %d cycles", rs.Evictions, st.NVMWriteBytes, st.Cycles)
 			require.Equal(t, uint64(tc.evicted), rs.Evictions)
 			require.Equal(t, uint64(32*tc.evicted), st.NVMWriteBytes, "a dirty sector per evicted line")
@@ -69,13 +69,13 @@ func TestRestudyEvictionsWriteBack(t *testing.T) {
 			require.Len(t, acks, tc.stores)
 			for i, a := range acks {
 				switch {
-				case i >= tc.evicted || tc.model == RestudyPCT:
+				case i >= tc.evicted || tc.model == WriteBackPCT:
 					require.Equal(t, uint64(math.MaxUint64), a, "store %d", i)
 				case i > 0:
 					require.GreaterOrEqual(t, a, acks[i-1], "store %d durable before store %d", i, i-1)
 				}
 			}
-			if tc.model == RestudyPCT {
+			if tc.model == WriteBackPCT {
 				// Nothing durable at the end of the launch, nor at the
 				// start of the next; a PCommit drains the evicted lines.
 				img, err := be.CrashAt(be.Now())
@@ -116,11 +116,11 @@ func TestRestudyEvictionsWriteBack(t *testing.T) {
 // An evicting store does not wait for the write-back of the line it
 // evicts (the write-back buffer), and no MemBar waits for it: a store
 // stream that evicts costs its stores' issue cycles and nothing more.
-func TestRestudyEvictionDoesNotStall(t *testing.T) {
+func TestWriteBackEvictionDoesNotStall(t *testing.T) {
 	cfg := smallL2()
 	lines := cfg.L2.SizeBytes / cfg.L2.LineBytes
-	run := func(n int) (Stats, RestudyStats) {
-		be, m := setupHW(t, cfg, Restudy)
+	run := func(n int) (Stats, WriteBackStats) {
+		be, m := setupHW(t, cfg, WriteBackADR)
 		p := region(t, m, "p", uint64(n)*128)
 		_, err := scope.Launch(m, scope.Grid{Blocks: 1, Threads: 1}, func(t *scope.Thread) {
 			for i := range n {
@@ -129,7 +129,7 @@ func TestRestudyEvictionDoesNotStall(t *testing.T) {
 			t.MemBar()
 		})
 		require.NoError(t, err)
-		return be.LastLaunch(), be.RestudyStats()
+		return be.LastLaunch(), be.WriteBackStats()
 	}
 	// The same number of stores, to lines that fit and to lines that do
 	// not.
@@ -149,7 +149,7 @@ func TestRestudyEvictionDoesNotStall(t *testing.T) {
 // launch writes it back (CLWB or L2WB, then MemBar) and, under PCT, commits
 // it. A host event that touches PM (here CopyIn to another region) flushes
 // the GPU's caches: the dirty line is durable after it.
-func TestRestudyDirtyAcrossLaunches(t *testing.T) {
+func TestWriteBackDirtyAcrossLaunches(t *testing.T) {
 	for _, tc := range []struct {
 		name    string
 		model   Model
@@ -157,19 +157,19 @@ func TestRestudyDirtyAcrossLaunches(t *testing.T) {
 		host    bool
 		durable bool
 	}{
-		{"nothing", Restudy, func(*scope.Thread, pm.Addr) {}, false, false},
-		{"membar alone", Restudy, func(t *scope.Thread, _ pm.Addr) { t.MemBar() }, false, false},
-		{"l2wb", Restudy, func(t *scope.Thread, _ pm.Addr) { t.L2WB(); t.MemBar() }, false, true},
-		{"clwb", Restudy, func(t *scope.Thread, a pm.Addr) { t.CLWB(a); t.MemBar() }, false, true},
-		{"pct l2wb without pcommit", RestudyPCT, func(t *scope.Thread, _ pm.Addr) { t.L2WB(); t.MemBar() }, false, false},
-		{"pct l2wb, pcommit", RestudyPCT, func(t *scope.Thread, _ pm.Addr) {
+		{"nothing", WriteBackADR, func(*scope.Thread, pm.Addr) {}, false, false},
+		{"membar alone", WriteBackADR, func(t *scope.Thread, _ pm.Addr) { t.MemBar() }, false, false},
+		{"l2wb", WriteBackADR, func(t *scope.Thread, _ pm.Addr) { t.L2WB(); t.MemBar() }, false, true},
+		{"clwb", WriteBackADR, func(t *scope.Thread, a pm.Addr) { t.CLWB(a); t.MemBar() }, false, true},
+		{"pct l2wb without pcommit", WriteBackPCT, func(t *scope.Thread, _ pm.Addr) { t.L2WB(); t.MemBar() }, false, false},
+		{"pct l2wb, pcommit", WriteBackPCT, func(t *scope.Thread, _ pm.Addr) {
 			t.L2WB()
 			t.MemBar()
 			t.PCommit()
 			t.MemBar()
 		}, false, true},
-		{"host copy-in", Restudy, func(*scope.Thread, pm.Addr) {}, true, true},
-		{"pct host copy-in", RestudyPCT, func(*scope.Thread, pm.Addr) {}, true, true},
+		{"host copy-in", WriteBackADR, func(*scope.Thread, pm.Addr) {}, true, true},
+		{"pct host copy-in", WriteBackPCT, func(*scope.Thread, pm.Addr) {}, true, true},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			be, m := setupHW(t, PresetVolta(), tc.model)

@@ -12,8 +12,8 @@ import (
 
 // The machine of the persistency re-study (a GPGPU-Sim 4.0 re-study of
 // "Exploring Memory Persistency Models for GPUs"), timed under the models
-// persistency.Restudy (ADR: the memory controllers' write-pending queues,
-// WPQs, are durable) and persistency.RestudyPCT (volatile WPQs: durable only
+// persistency.WriteBackADR (ADR: the memory controllers' write-pending queues,
+// WPQs, are durable) and persistency.WriteBackPCT (volatile WPQs: durable only
 // after a PCOMMIT).
 //
 // How it is timed:
@@ -21,7 +21,7 @@ import (
 //     for global stores); the L2 is write-back. A plain PM store makes its
 //     L2 line dirty and costs the warp one issue slot; its record is not
 //     durable.
-//   - The L2 is sectored (restudy.sector_bytes): a write-back or a
+//   - The L2 is sectored (writeback.sector_bytes): a write-back or a
 //     write-through sends only the sectors written, and counts as many
 //     bytes against the NVM write bandwidth.
 //   - A dirty line is written back by a write-through store (StoreWT), a
@@ -54,10 +54,10 @@ import (
 //     remembers the entry of its latest store to each of the last 16
 //     lines it stored into (maxOwn); for an older store, or one of an
 //     earlier launch, the CLWB waits for the line's latest write-back.
-//   - L2WB is sent to every L2 bank (restudy.channels ×
-//     restudy.l2_banks_per_channel) and each bank walks its lines in
+//   - L2WB is sent to every L2 bank (writeback.channels ×
+//     writeback.l2_banks_per_channel) and each bank walks its lines in
 //     parallel, as the re-study's GPGPU-Sim does (data_cache::nvm_wb_timing):
-//     each cycle a bank examines its next restudy.l2_tag_checks_per_cycle
+//     each cycle a bank examines its next writeback.l2_tag_checks_per_cycle
 //     lines, stopping at the first dirty PM line, which it writes back that
 //     cycle; the bank is done one cycle after its walk has passed its last
 //     line. The warp waits for the slowest bank; a MemBar waits for the
@@ -68,7 +68,7 @@ import (
 //     durable). (GPGPU-Sim also stalls a bank's walk while its miss
 //     queue is full and serves no other request at that bank during the
 //     walk; neither is modelled.)
-//   - PCommit (RestudyPCT; a no-op under ADR) reaches every memory
+//   - PCommit (WriteBackPCT; a no-op under ADR) reaches every memory
 //     controller after the L2 latency, waits there until every write
 //     acknowledged by a WPQ before it has drained, makes those writes
 //     durable, and is acknowledged after the L2 latency again.
@@ -81,7 +81,7 @@ import (
 //     ended even if another warp's walk or CLWB, timed first, took the
 //     line after that, and a PCommit commits every write that reached its
 //     WPQ by its arrival, even one a PCommit timed first but issued later
-//     committed (restudyTake, restudyFlush, restudyPCommit).
+//     committed (wbTake, wbFlush, wbPCommit).
 //   - MemBar waits until the warp's earlier stores have reached the L2 and
 //     its write-backs and PCommits have been acknowledged.
 //   - The persistency verbs of the other models (DFence, OFence, PRel,
@@ -117,9 +117,9 @@ import (
 // ends with a kernel that does L2WB, MemBar and, under PCT, PCommit and
 // MemBar (the re-study's EP_K epilogue).
 
-// RestudyConfig holds the parameters of the re-study's write-back
+// WriteBackConfig holds the parameters of the re-study's write-back
 // hardware that no other model uses.
-type RestudyConfig struct {
+type WriteBackConfig struct {
 	// Channels is the number of memory channels (memory controllers, each
 	// with a WPQ). The re-study's Table I: 32.
 	Channels int `json:"channels"`
@@ -140,19 +140,19 @@ type RestudyConfig struct {
 	SectorBytes int `json:"sector_bytes"`
 }
 
-// restudyVolta is the write-back hardware of the re-study's Table I.
-func restudyVolta() RestudyConfig {
-	return RestudyConfig{Channels: 32, L2BanksPerChannel: 2, L2TagChecksPerCycle: 24, SectorBytes: 32}
+// wbVolta is the write-back hardware of the re-study's Table I.
+func wbVolta() WriteBackConfig {
+	return WriteBackConfig{Channels: 32, L2BanksPerChannel: 2, L2TagChecksPerCycle: 24, SectorBytes: 32}
 }
 
 // validate checks the fields: zero is allowed (a preset without this
 // hardware; the backend then assumes one bank examining one line per
 // cycle), negative values are not.
-func (r RestudyConfig) validate() error {
+func (r WriteBackConfig) validate() error {
 	for _, p := range []struct {
 		k string
 		v int
-	}{{"restudy.channels", r.Channels}, {"restudy.l2_banks_per_channel", r.L2BanksPerChannel}, {"restudy.l2_tag_checks_per_cycle", r.L2TagChecksPerCycle}} {
+	}{{"writeback.channels", r.Channels}, {"writeback.l2_banks_per_channel", r.L2BanksPerChannel}, {"writeback.l2_tag_checks_per_cycle", r.L2TagChecksPerCycle}} {
 		if p.v < 0 || p.v > 1<<16 {
 			return fmt.Errorf("%w: %s: %d, want 0..65536", ErrConfig, p.k, p.v)
 		}
@@ -160,17 +160,17 @@ func (r RestudyConfig) validate() error {
 	return nil
 }
 
-// validateSectors checks restudy.sector_bytes against the line size.
-func (r RestudyConfig) validateSectors(line int) error {
+// validateSectors checks writeback.sector_bytes against the line size.
+func (r WriteBackConfig) validateSectors(line int) error {
 	sb := r.SectorBytes
 	if sb != 0 && (sb < 8 || sb&(sb-1) != 0 || sb > line || line/sb > 64) {
-		return fmt.Errorf("%w: restudy.sector_bytes: %d, want 0 or a power of two from 8 to l2.line_bytes (%d), at most 64 sectors a line", ErrConfig, sb, line)
+		return fmt.Errorf("%w: writeback.sector_bytes: %d, want 0 or a power of two from 8 to l2.line_bytes (%d), at most 64 sectors a line", ErrConfig, sb, line)
 	}
 	return nil
 }
 
-// restudyHW is the backend's state under the write-back models.
-type restudyHW struct {
+// writeBackHW is the backend's state under the write-back models.
+type writeBackHW struct {
 	pct bool
 	// wt is set while a write-through store instruction is timed.
 	wt bool
@@ -206,16 +206,16 @@ type restudyHW struct {
 	sectors map[int32]uint64
 	// late holds the entries that a store made later than the entry's
 	// first (entry.dirty) joined, with the latest such store's cycle
-	// (restudyTake, restudyFlush).
+	// (wbTake, wbFlush).
 	late map[int32]uint64
 	// rec0 holds, per entry made dirty by a store, a record index no
 	// later than its first record's; recT, per record, the cycle of its
-	// store (restudyTake).
+	// store (wbTake).
 	rec0 []int32
 	recT []uint64
 	// walk is scratch space for an L2WB's dirty lines.
 	walk []walkItem
-	// Counts for RestudyStats.
+	// Counts for WriteBackStats.
 	evictions, evictedBytes, l2wbs, walkCycles uint64
 }
 
@@ -237,16 +237,16 @@ type wpqItem struct {
 	at    uint64
 }
 
-func newRestudyHW(cfg Config, pct bool) *restudyHW {
-	r := cfg.Restudy
+func newWriteBackHW(cfg Config, pct bool) *writeBackHW {
+	r := cfg.WriteBack
 	banks := uint64(max(r.Channels, 1) * max(r.L2BanksPerChannel, 1))
-	return &restudyHW{pct: pct, banks: banks, rate: uint64(max(r.L2TagChecksPerCycle, 1)),
+	return &writeBackHW{pct: pct, banks: banks, rate: uint64(max(r.L2TagChecksPerCycle, 1)),
 		sector: uint64(r.SectorBytes), sectors: map[int32]uint64{}, late: map[int32]uint64{}, wbAck: map[uint64]uint64{}}
 }
 
 // bytesOf returns how many bytes writing entry e back sends: its dirty
 // sectors, or n (the line) without sectors.
-func (r *restudyHW) bytesOf(e int32, n uint64) uint64 {
+func (r *writeBackHW) bytesOf(e int32, n uint64) uint64 {
 	if r.sector == 0 {
 		return n
 	}
@@ -284,24 +284,24 @@ func (b *Backend) sectorMask(line uint64) uint64 {
 	return m
 }
 
-// restudyBegin carries the L2's dirty PM lines and the WPQs' uncommitted
+// wbBegin carries the L2's dirty PM lines and the WPQs' uncommitted
 // write-backs into the new launch unchanged (a kernel's end writes nothing
 // back); it only forgets the dirty-list items that are stale (written back
 // or evicted since), so that the list stays as long as the L2.
-func (b *Backend) restudyBegin() {
+func (b *Backend) wbBegin() {
 	r := b.rs
-	r.dirty = slices.DeleteFunc(r.dirty, func(d dirtyWay) bool { return !b.restudyDirty(d) })
+	r.dirty = slices.DeleteFunc(r.dirty, func(d dirtyWay) bool { return !b.wbDirty(d) })
 }
 
-// restudyDirty reports whether dirty-list item d still names a dirty way:
+// wbDirty reports whether dirty-list item d still names a dirty way:
 // the way holds d's line and entry, and the entry is not written back.
-func (b *Backend) restudyDirty(d dirtyWay) bool {
+func (b *Backend) wbDirty(d dirtyWay) bool {
 	k := b.l2
 	return k.entry[d.way] == d.entry && k.tag[d.way] == d.line+1 && k.gen[d.way] == k.curGen &&
 		b.entries[d.entry].start == noAck
 }
 
-// restudyCompact reports whether compact may fold every record into the
+// wbCompact reports whether compact may fold every record into the
 // durable image and forget the records and entries: only when every record
 // is durable. Otherwise a dirty L2 line or an uncommitted write-back still
 // holds one, and every record stays (from the first launch that began with
@@ -309,7 +309,7 @@ func (b *Backend) restudyDirty(d dirtyWay) bool {
 // write-back of an older record never overwrites a newer durable one.
 // When it reports true it drops the L2's and the WPQs' references to the
 // entries.
-func (b *Backend) restudyCompact() bool {
+func (b *Backend) wbCompact() bool {
 	for i := b.applied; i < b.records.len(); i++ {
 		if b.ackOf(i) == noAck {
 			return false
@@ -328,16 +328,16 @@ func (b *Backend) restudyCompact() bool {
 	return true
 }
 
-// restudyHostFlush makes every persist durable now, as a host event that
+// wbHostFlush makes every persist durable now, as a host event that
 // touches PM does (see the package notes): the host waits for the GPU and
 // flushes its caches, writing back every dirty PM line of the L2 and
 // draining the WPQs. Host work is not timed: the write-backs take no cycles
 // and count no NVM bytes.
-func (b *Backend) restudyHostFlush() {
+func (b *Backend) wbHostFlush() {
 	now := b.Now()
 	r := b.rs
 	for _, d := range r.dirty {
-		if b.restudyDirty(d) {
+		if b.wbDirty(d) {
 			e := &b.entries[d.entry]
 			e.start, e.ack = now, now
 			b.l2.entry[d.way] = -1
@@ -364,17 +364,17 @@ func (b *Backend) l2Insert(line, t uint64) int {
 		b.l2Dirty[way] = 0
 	}
 	if evicted && ve >= 0 && b.rs != nil {
-		b.restudyEvict(ve, t)
+		b.wbEvict(ve, t)
 	}
 	return way
 }
 
-// restudyEvict writes back entry e, whose line the L2 evicted at cycle t,
+// wbEvict writes back entry e, whose line the L2 evicted at cycle t,
 // if it is dirty. The write-back takes the path of every other one; the
 // evicting access does not wait for it (the package notes' write-back
 // buffer) and no warp's MemBar does. Under PCT it waits in its WPQ for a
 // PCommit like any other.
-func (b *Backend) restudyEvict(e int32, t uint64) {
+func (b *Backend) wbEvict(e int32, t uint64) {
 	if b.entries[e].start != noAck {
 		return // written back already
 	}
@@ -383,7 +383,7 @@ func (b *Backend) restudyEvict(e int32, t uint64) {
 		sm = b.warps[b.curWarp].sm
 	}
 	n := b.flushBytes(e)
-	ack := b.restudyFlush(e, t, sm)
+	ack := b.wbFlush(e, t, sm)
 	b.noteWriteBack(b.entries[e].line, ack)
 	b.rs.evictions++
 	b.rs.evictedBytes += n
@@ -393,9 +393,9 @@ func (b *Backend) restudyEvict(e int32, t uint64) {
 	}
 }
 
-// RestudyStats are counts of the re-study's write-back hardware, summed
+// WriteBackStats are counts of the re-study's write-back hardware, summed
 // over the launches since Attach (zero under the other models).
-type RestudyStats struct {
+type WriteBackStats struct {
 	// Evictions is the number of dirty PM lines the L2 wrote back because
 	// a fill evicted them; EvictedBytes the NVM bytes they sent (their
 	// dirty sectors), included in Stats.NVMWriteBytes.
@@ -405,17 +405,17 @@ type RestudyStats struct {
 	L2WBs, WalkCycles uint64
 }
 
-// RestudyStats returns the counts of the re-study's write-back hardware.
-func (b *Backend) RestudyStats() RestudyStats {
+// WriteBackStats returns the counts of the re-study's write-back hardware.
+func (b *Backend) WriteBackStats() WriteBackStats {
 	if b.rs == nil {
-		return RestudyStats{}
+		return WriteBackStats{}
 	}
 	r := b.rs
-	return RestudyStats{Evictions: r.evictions, EvictedBytes: r.evictedBytes, L2WBs: r.l2wbs, WalkCycles: r.walkCycles}
+	return WriteBackStats{Evictions: r.evictions, EvictedBytes: r.evictedBytes, L2WBs: r.l2wbs, WalkCycles: r.walkCycles}
 }
 
-// restudyStore times one PM line of a store instruction at cycle t.
-func (b *Backend) restudyStore(ws *warpState, line uint64, t uint64) (int32, uint64, bool) {
+// wbStore times one PM line of a store instruction at cycle t.
+func (b *Backend) wbStore(ws *warpState, line uint64, t uint64) (int32, uint64, bool) {
 	way := b.l2.lookup(line)
 	if way < 0 {
 		way = b.l2Insert(line, t) // a dirty victim is written back
@@ -426,7 +426,7 @@ func (b *Backend) restudyStore(ws *warpState, line uint64, t uint64) (int32, uin
 		e := b.newEntry(line)
 		b.rs.sectors[e] = mask
 		b.entries[e].dirty = t
-		b.restudyWriteBack(ws, e, t)
+		b.wbWriteBack(ws, e, t)
 		return e, t + 1, false
 	}
 	if e := b.l2.entry[way]; e >= 0 && b.entries[e].start == noAck {
@@ -442,14 +442,14 @@ func (b *Backend) restudyStore(ws *warpState, line uint64, t uint64) (int32, uin
 		}
 		return e, t + 1, true
 	}
-	e := b.restudyDirtyEntry(way, line, t, b.stepRec0)
+	e := b.wbDirtyEntry(way, line, t, b.stepRec0)
 	b.rs.sectors[e] = mask
 	return e, t + 1, false
 }
 
-// restudyDirtyEntry makes a dirty entry for line in L2 way way, its first
+// wbDirtyEntry makes a dirty entry for line in L2 way way, its first
 // store at cycle t and its first record no earlier than rec0.
-func (b *Backend) restudyDirtyEntry(way int, line, t uint64, rec0 int32) int32 {
+func (b *Backend) wbDirtyEntry(way int, line, t uint64, rec0 int32) int32 {
 	r := b.rs
 	e := b.newEntry(line)
 	b.entries[e].dirty = t
@@ -462,15 +462,15 @@ func (b *Backend) restudyDirtyEntry(way int, line, t uint64, rec0 int32) int32 {
 	return e
 }
 
-// restudyStoreCycle notes that record i was stored at cycle t.
-func (r *restudyHW) restudyStoreCycle(i int32, t uint64) {
+// wbStoreCycle notes that record i was stored at cycle t.
+func (r *writeBackHW) wbStoreCycle(i int32, t uint64) {
 	for int(i) >= len(r.recT) {
 		r.recT = append(r.recT, 0)
 	}
 	r.recT[i] = t
 }
 
-// restudyTake reports whether a write-back that takes dirty entry e, of
+// wbTake reports whether a write-back that takes dirty entry e, of
 // L2 way way, at cycle t has anything to carry, and makes the entry hold
 // only stores made by t. Warps are timed a few instructions out of time
 // order, so a warp may take, at its cycle, a line into which a warp timed
@@ -482,7 +482,7 @@ func (r *restudyHW) restudyStoreCycle(i int32, t uint64) {
 // before them (the refiner found such crash images); writing the entry
 // back only once its latest store was made would make the warp that took
 // it wait for stores it never saw.
-func (b *Backend) restudyTake(e int32, way int, t uint64) bool {
+func (b *Backend) wbTake(e int32, way int, t uint64) bool {
 	r := b.rs
 	ent := &b.entries[e]
 	if ent.dirty > t {
@@ -508,7 +508,7 @@ func (b *Backend) restudyTake(e int32, way int, t uint64) bool {
 			continue
 		}
 		if moved < 0 {
-			moved = b.restudyDirtyEntry(way, line, st, i)
+			moved = b.wbDirtyEntry(way, line, st, i)
 			r.sectors[moved] = 0
 		} else if d := &b.entries[moved]; st < d.dirty {
 			r.late[moved] = max(r.late[moved], d.dirty)
@@ -525,9 +525,9 @@ func (b *Backend) restudyTake(e int32, way int, t uint64) bool {
 	return true
 }
 
-// sectorBits returns the restudy.sector_bytes sectors of the size bytes at
+// sectorBits returns the writeback.sector_bytes sectors of the size bytes at
 // offset off of a line; 0 without sectors.
-func (r *restudyHW) sectorBits(off, size uint64) uint64 {
+func (r *writeBackHW) sectorBits(off, size uint64) uint64 {
 	if r.sector == 0 {
 		return 0
 	}
@@ -538,11 +538,11 @@ func (r *restudyHW) sectorBits(off, size uint64) uint64 {
 	return m
 }
 
-// restudyWriteBack writes entry e back from the L2 from cycle t and
+// wbWriteBack writes entry e back from the L2 from cycle t and
 // returns the cycle its WPQ acknowledges it. Under PCT the entry is not
 // durable until a PCommit commits it.
-func (b *Backend) restudyWriteBack(ws *warpState, e int32, t uint64) uint64 {
-	ack := b.restudyFlush(e, t, ws.sm)
+func (b *Backend) wbWriteBack(ws *warpState, e int32, t uint64) uint64 {
+	ack := b.wbFlush(e, t, ws.sm)
 	ws.lastAck = max(ws.lastAck, ack)
 	if b.rs.pct {
 		b.entries[e].ack = noAck
@@ -551,10 +551,10 @@ func (b *Backend) restudyWriteBack(ws *warpState, e int32, t uint64) uint64 {
 	return ack
 }
 
-// restudyFlush writes entry e back, its line taken at cycle t by a warp of
+// wbFlush writes entry e back, its line taken at cycle t by a warp of
 // SM sm (or an eviction), and returns its WPQ's acknowledgement cycle.
 //
-// A warp's write-back holds only stores made by t (restudyTake); an
+// A warp's write-back holds only stores made by t (wbTake); an
 // eviction's, which no warp waits for, leaves no earlier than the entry's
 // latest store (its first, entry.dirty, or a later one in late). And the
 // flush log has the write-back outstanding from the entry's first store if
@@ -563,7 +563,7 @@ func (b *Backend) restudyWriteBack(ws *warpState, e int32, t uint64) uint64 {
 // out of time order) waits for the write-back too: had the warps been
 // timed in time order, its walk would have taken the line itself (the
 // refiner found MemBars after such an L2WB returning early).
-func (b *Backend) restudyFlush(e int32, t uint64, sm int) uint64 {
+func (b *Backend) wbFlush(e int32, t uint64, sm int) uint64 {
 	d := b.entries[e].dirty
 	claim, start := min(t, d), max(t, d)
 	r := b.rs
@@ -593,8 +593,8 @@ type ownLine struct {
 // stored into longer ago waits for the line's latest write-back (wbAck).
 const maxOwn = 16
 
-// restudyOwn notes that record rec is warp ws's latest store to line.
-func (b *Backend) restudyOwn(ws *warpState, line uint64, rec int32) {
+// wbOwn notes that record rec is warp ws's latest store to line.
+func (b *Backend) wbOwn(ws *warpState, line uint64, rec int32) {
 	for i := range ws.rsOwn {
 		o := &ws.rsOwn[i]
 		if o.line != line {
@@ -612,10 +612,10 @@ func (b *Backend) restudyOwn(ws *warpState, line uint64, rec int32) {
 	ws.rsOwn = append(ws.rsOwn, ownLine{line: line, rec: rec})
 }
 
-// restudyOwnAck returns, for a CLWB of line by warp ws, the cycle by which
+// wbOwnAck returns, for a CLWB of line by warp ws, the cycle by which
 // the write-backs that took the warp's stores to the line reach their WPQs
 // (0 if none is on its way), and forgets the line.
-func (b *Backend) restudyOwnAck(ws *warpState, line uint64) uint64 {
+func (b *Backend) wbOwnAck(ws *warpState, line uint64) uint64 {
 	for i, o := range ws.rsOwn {
 		if o.line != line {
 			continue
@@ -647,11 +647,11 @@ func (b *Backend) noteWriteBack(line, ack uint64) {
 	}
 }
 
-// restudyL2WB walks the L2 from cycle t, writing back every dirty PM line,
+// wbL2WB walks the L2 from cycle t, writing back every dirty PM line,
 // and returns when the walk is over (see the package notes: every bank
 // walks its lines in parallel, rate lines a cycle, stopping at each dirty
 // one).
-func (b *Backend) restudyL2WB(ws *warpState, t uint64) uint64 {
+func (b *Backend) wbL2WB(ws *warpState, t uint64) uint64 {
 	r := b.rs
 	t0 := t + b.l2Lat // the request reaches the banks
 	assoc := uint64(b.l2.assoc)
@@ -661,7 +661,7 @@ func (b *Backend) restudyL2WB(ws *warpState, t uint64) uint64 {
 	perBank := (uint64(b.l2.sets) + r.banks - 1) / r.banks * assoc
 	r.walk = r.walk[:0]
 	for _, d := range r.dirty {
-		if !b.restudyDirty(d) {
+		if !b.wbDirty(d) {
 			continue // written back since, or evicted
 		}
 		set := uint64(d.way) / assoc
@@ -676,7 +676,7 @@ func (b *Backend) restudyL2WB(ws *warpState, t uint64) uint64 {
 	})
 	// A bank without dirty lines walks all its lines at rate a cycle.
 	slowest := (perBank+r.rate-1)/r.rate + 1
-	r.dirty = r.dirty[:0]   // what the walk leaves dirty comes back (restudyTake)
+	r.dirty = r.dirty[:0]   // what the walk leaves dirty comes back (wbTake)
 	ws.rsOwn = ws.rsOwn[:0] // the walk and ackBy below cover them
 	for i := 0; i < len(r.walk); {
 		bank := r.walk[i].bank
@@ -684,8 +684,8 @@ func (b *Backend) restudyL2WB(ws *warpState, t uint64) uint64 {
 		for ; i < len(r.walk) && r.walk[i].bank == bank; i++ {
 			w := &r.walk[i]
 			calls += (w.pos-cur)/r.rate + 1 // the cycle that finds it
-			if at := t0 + calls - 1; b.restudyTake(w.d.entry, w.d.way, at) {
-				b.noteWriteBack(w.d.line, b.restudyWriteBack(ws, w.d.entry, at))
+			if at := t0 + calls - 1; b.wbTake(w.d.entry, w.d.way, at) {
+				b.noteWriteBack(w.d.line, b.wbWriteBack(ws, w.d.entry, at))
 				if b.l2.entry[w.d.way] == w.d.entry {
 					b.l2.entry[w.d.way] = -1
 				}
@@ -709,7 +709,7 @@ func (b *Backend) restudyL2WB(ws *warpState, t uint64) uint64 {
 	return done
 }
 
-// restudyPCommit times a PCommit issued at cycle t: every write a WPQ
+// wbPCommit times a PCommit issued at cycle t: every write a WPQ
 // accepted by the time it arrives becomes durable once the queues have
 // drained it, and the PCommit is acknowledged then; it returns the cycle
 // that acknowledgement is back at the SM. With persist.ack_at_queue a
@@ -724,7 +724,7 @@ func (b *Backend) restudyL2WB(ws *warpState, t uint64) uint64 {
 // one if it reached its WPQ by this one's arrival (r.committed). Without
 // either, a warp's MemBar after its PCommit could return before its own
 // write-backs were durable (the refiner's return-time check found both).
-func (b *Backend) restudyPCommit(t uint64) uint64 {
+func (b *Backend) wbPCommit(t uint64) uint64 {
 	r := b.rs
 	arrive := t + b.l2Lat
 	var drain uint64
@@ -765,8 +765,8 @@ func (b *Backend) restudyPCommit(t uint64) uint64 {
 	return drained + b.l2Lat
 }
 
-// restudyVerb times a verb under the write-back models.
-func (b *Backend) restudyVerb(ws *warpState, t uint64, kind pm.OpKind, sc pm.Scope, group []pendOp) uint64 {
+// wbVerb times a verb under the write-back models.
+func (b *Backend) wbVerb(ws *warpState, t uint64, kind pm.OpKind, sc pm.Scope, group []pendOp) uint64 {
 	st := &b.last.Stalls
 	switch kind {
 	case pm.OpCLWB:
@@ -786,8 +786,8 @@ func (b *Backend) restudyVerb(ws *warpState, t uint64, kind pm.OpKind, sc pm.Sco
 			tl := t + uint64(n)
 			ws.lastAck = max(ws.lastAck, tl+b.l2Lat)
 			if way := b.l2.lookup(line); way >= 0 {
-				if e := b.l2.entry[way]; e >= 0 && b.entries[e].start == noAck && b.restudyTake(e, way, tl) {
-					b.noteWriteBack(line, b.restudyWriteBack(ws, e, tl))
+				if e := b.l2.entry[way]; e >= 0 && b.entries[e].start == noAck && b.wbTake(e, way, tl) {
+					b.noteWriteBack(line, b.wbWriteBack(ws, e, tl))
 					if b.l2.entry[way] == e {
 						b.l2.entry[way] = -1
 					}
@@ -797,14 +797,14 @@ func (b *Backend) restudyVerb(ws *warpState, t uint64, kind pm.OpKind, sc pm.Sco
 			// write-back another warp's CLWB or L2WB, or an eviction,
 			// started, which may still be on its way: the CLWB is
 			// acknowledged once it is in.
-			ws.lastAck = max(ws.lastAck, b.restudyOwnAck(ws, line))
+			ws.lastAck = max(ws.lastAck, b.wbOwnAck(ws, line))
 		}
 		return t + uint64(max(len(b.lines), 1))
 	case pm.OpL2WB:
-		return b.restudyL2WB(ws, t)
+		return b.wbL2WB(ws, t)
 	case pm.OpPCommit:
 		if b.rs.pct {
-			if ack := b.restudyPCommit(t); !b.hooks.earlyPCTMemBar {
+			if ack := b.wbPCommit(t); !b.hooks.earlyPCTMemBar {
 				ws.lastAck = max(ws.lastAck, ack)
 			}
 		}
@@ -821,10 +821,10 @@ func (b *Backend) restudyVerb(ws *warpState, t uint64, kind pm.OpKind, sc pm.Sco
 	}
 	// A persistency verb of another model: write back everything, commit,
 	// and wait (see the package's timing notes above).
-	d := b.restudyL2WB(ws, t)
+	d := b.wbL2WB(ws, t)
 	d = waitAcks(d, ws.lastAck, &st.DFence)
 	if b.rs.pct {
-		d = waitAcks(d, b.restudyPCommit(d), &st.DFence)
+		d = waitAcks(d, b.wbPCommit(d), &st.DFence)
 	}
 	switch kind {
 	case pm.OpPAcq:

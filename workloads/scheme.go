@@ -1,102 +1,18 @@
-package persistency
+package workloads
 
 import (
 	"fmt"
 	"strings"
 
-	"github.com/scopedpm/scopedpm/pm"
+	"github.com/scopedpm/scopedpm/pm/persistency"
 )
 
-// The persistency re-study (a GPGPU-Sim 4.0 re-study of "Exploring Memory
-// Persistency Models for GPUs") runs GPU kernels on a machine whose L1 is
-// write-through and whose L2 is a write-back cache in front of the memory
-// controllers' write-pending queues (WPQs). A PM store reaches PM only when
-// it is written back: by a write-through store, by a CLWB of its line, by an
-// L2WB of the whole L2, or by an eviction no program can rely on. A MemBar
-// waits for the thread's earlier write-backs to be acknowledged by a WPQ.
-// Whether the WPQ is in the persistence domain is the one hardware switch:
-// Restudy (ADR, an acknowledged write-back is durable) or RestudyPCT (a
-// volatile WPQ, durable only after a PCommit).
-//
-// A kernel's end is no persistency event: it writes nothing back and
-// orders nothing, so a persist left dirty in the L2 (or uncommitted in a
-// WPQ) by one launch stays so into the next, until a write-back (and a
-// PCommit) of a later launch covers it; an L2WB or PCommit covers every
-// persist of the earlier launches. The rules below have no launch-boundary
-// rule for any model (neither does the crash checker's PMO): hwmodel's
-// write-back GPU keeps such persists not durable across launches, and only
-// a host event that touches PM (the host flushing the GPU's caches) makes
-// them durable without a verb.
-//
-// The paper's persistency models (SP_wt, EP_C_clwb, ...) are not separate
-// machines but disciplines on this one mechanism: where a kernel writes back
-// (Granularity) and with which instruction (Mechanism), on either WPQ
-// (PCT). Scheme names one such configuration; the kernels of package
-// workloads place their verbs by it, and every scheme runs on the same two
-// models, so the crash checker and the timing model treat all of them
-// alike.
-
-// WriteBack reports whether PM stores stay in a write-back cache until a
-// write-through store, CLWB or L2WB writes them back (Restudy, RestudyPCT).
-func (m Model) WriteBack() bool { return m == Restudy || m == RestudyPCT }
-
-// VolatileWPQ reports whether the memory controllers' write-pending queues
-// are outside the persistence domain, so that a written-back persist is
-// durable only after a PCommit (RestudyPCT).
-func (m Model) VolatileWPQ() bool { return m == RestudyPCT }
-
-// restudyVerb is what the re-study's verbs do under m.
-func (m Model) restudyVerb(k pm.OpKind) Effect {
-	switch {
-	case m == None:
-		return 0
-	case m.WriteBack():
-		switch k {
-		case pm.OpCLWB, pm.OpL2WB:
-			return WritesBack
-		case pm.OpPCommit:
-			if m.VolatileWPQ() {
-				return Commits
-			}
-			return 0
-		}
-		return Orders | Durable // MemBar
-	}
-	// Models without write-back caches: the write-back verbs have nothing
-	// to do and the membar, which waits for every earlier memory operation,
-	// is the model's DFence.
-	if k == pm.OpMemBar {
-		return Orders | Durable
-	}
-	return 0
-}
-
-// restudyLegacy maps the other verbs onto the write-back machine. The
-// persistency verbs of the other models (OFence, DFence, PRel, PAcq,
-// PBarrier, EpochBarrier, SFence, CFence, PersistBarrier, JoinStrand) act
-// as under Epoch, after writing back and committing the thread's own
-// persists, so a program written for another model stays crash-consistent;
-// block and warp barriers order what is already durable-ordered but write
-// nothing back.
-func (m Model) restudyLegacy(k pm.OpKind, s pm.Scope) Effect {
-	const full = Orders | Durable | WritesBack | Commits
-	switch k {
-	case pm.OpOFence, pm.OpDFence, pm.OpEpochBarrier, pm.OpSFence, pm.OpCFence, pm.OpPersistBarrier, pm.OpJoinStrand:
-		return full
-	case pm.OpPRel:
-		return full | Releases
-	case pm.OpPAcq:
-		return full | Acquires
-	case pm.OpPBarrier:
-		if s == pm.Thread {
-			return full
-		}
-		return full | Joins
-	case pm.OpSyncThreads, pm.OpSyncWarp:
-		return Orders | Joins
-	}
-	return 0
-}
+// The persistency re-study's models (SP_wt, EP_C_clwb, undo_L+clwb, ...)
+// are not separate machines but disciplines on one mechanism, the write-back
+// GPU of persistency.WriteBackADR and WriteBackPCT: where a kernel writes
+// back (Granularity) and with which instruction (Mechanism), on either
+// write-pending queue (PCT). Scheme names one such configuration; the
+// re-study's kernels (restudy*.go) place their verbs by it.
 
 // Granularity is where a re-study scheme makes a kernel's persists durable.
 type Granularity uint8
@@ -172,13 +88,13 @@ type Scheme struct {
 	Idem bool
 }
 
-// Model returns the hardware model the scheme runs on: RestudyPCT if PCT,
-// else Restudy.
-func (s Scheme) Model() Model {
+// Model returns the hardware model the scheme runs on: WriteBackPCT if PCT,
+// else WriteBackADR.
+func (s Scheme) Model() persistency.Model {
 	if s.PCT {
-		return RestudyPCT
+		return persistency.WriteBackPCT
 	}
-	return Restudy
+	return persistency.WriteBackADR
 }
 
 // String returns the re-study's name for the scheme: "SP_wt",
@@ -230,7 +146,7 @@ func (s Scheme) Valid() bool {
 }
 
 // ParseScheme returns the scheme named name (as String prints it, case
-// insensitive); the error wraps ErrModel.
+// insensitive); the error wraps persistency.ErrModel.
 func ParseScheme(name string) (Scheme, error) {
 	for g := range numGrans {
 		for k := range numMechs {
@@ -246,11 +162,11 @@ func ParseScheme(name string) (Scheme, error) {
 			}
 		}
 	}
-	return Scheme{}, fmt.Errorf("%w: scheme %q (want nvm, SP_wt, SP_clwb, EP_K, EP_C_wt, EP_C_clwb, EP_C_l2wb, EP_L_wt, EP_L_clwb, optionally with _pct, or undo_K, undo_C+wt, undo_L+clwb, ... optionally with +idem)", ErrModel, name)
+	return Scheme{}, fmt.Errorf("%w: scheme %q (want nvm, SP_wt, SP_clwb, EP_K, EP_C_wt, EP_C_clwb, EP_C_l2wb, EP_L_wt, EP_L_clwb, optionally with _pct, or undo_K, undo_C+wt, undo_L+clwb, ... optionally with +idem)", persistency.ErrModel, name)
 }
 
-// NVM is the baseline every figure of the re-study normalises to.
-var NVM = Scheme{Gran: Baseline}
+// NVM returns the baseline every figure of the re-study normalises to.
+func NVM() Scheme { return Scheme{Gran: Baseline} }
 
 // The re-study's schemes as its figures group them; each call returns a
 // fresh slice.

@@ -14,7 +14,7 @@ import (
 // The re-study's verbs reach the backend with their kinds, a
 // write-through store is a store with WT set, and a bad CLWB address
 // faults.
-func TestRestudyVerbsReported(t *testing.T) {
+func TestWriteBackVerbsReported(t *testing.T) {
 	rec := record.New(functional.New(pm.GPULimits{}), false)
 	m, err := pm.NewMachine(rec)
 	require.NoError(t, err)

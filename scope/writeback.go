@@ -6,8 +6,8 @@ import "github.com/scopedpm/scopedpm/pm"
 // "Exploring Memory Persistency Models for GPUs"): a GPU whose L2 is a
 // write-back cache in front of the memory controllers' write-pending queues
 // (WPQs), with explicit write-back instructions. Every model defines them
-// (package persistency): under the re-study's models (persistency.Restudy,
-// persistency.RestudyPCT) they are the only way a plain store reaches PM
+// (package persistency): under the re-study's models (persistency.WriteBackADR,
+// persistency.WriteBackPCT) they are the only way a plain store reaches PM
 // before an eviction; under the other models CLWB, L2WB and PCommit order
 // nothing and MemBar acts as a DFence.
 

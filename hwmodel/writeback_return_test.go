@@ -44,8 +44,8 @@ func refineVoltaHooks(t *testing.T, model Model, g scope.Grid, k func(t *scope.T
 // and return its MemBar (and, under PCT, commit nothing with its PCommit)
 // hundreds of cycles before the warp's store was durable; the refiner's
 // return-time check catches that.
-func TestRestudyCLWBWaitsForInFlightWriteBack(t *testing.T) {
-	for _, model := range []Model{Restudy, RestudyPCT} {
+func TestWriteBackCLWBWaitsForInFlightWriteBack(t *testing.T) {
+	for _, model := range []Model{WriteBackADR, WriteBackPCT} {
 		for _, late := range []int{0, 1} {
 			t.Run(fmt.Sprintf("%v/warp%d-waits", model, late), func(t *testing.T) {
 				ref := refineVolta(t, model, scope.Grid{Blocks: 1, Threads: 64}, func(t *scope.Thread, a pm.Addr) {
@@ -60,7 +60,7 @@ func TestRestudyCLWBWaitsForInFlightWriteBack(t *testing.T) {
 						t.Work(20) // the other warp's CLWB takes the line
 					}
 					t.CLWB(a)
-					restudyFence(t, model)
+					wbFence(t, model)
 				})
 				require.NoError(t, ref.Err())
 				require.Equal(t, 1, ref.ReturnsChecked())
@@ -77,8 +77,8 @@ func TestRestudyCLWBWaitsForInFlightWriteBack(t *testing.T) {
 // fences and commits: its PCommit is timed first, later in time, and
 // takes block 0's write with it. hwmodel used to leave block 0's write
 // durable only at block 1's commit, after block 0's MemBar had returned.
-func TestRestudyPCommitOutOfTimeOrder(t *testing.T) {
-	ref := refineVolta(t, RestudyPCT, scope.Grid{Blocks: 2, Threads: 32}, func(t *scope.Thread, a pm.Addr) {
+func TestWriteBackPCommitOutOfTimeOrder(t *testing.T) {
+	ref := refineVolta(t, WriteBackPCT, scope.Grid{Blocks: 2, Threads: 32}, func(t *scope.Thread, a pm.Addr) {
 		if t.Lane() != 0 {
 			t.SyncThreads()
 			return
@@ -106,10 +106,10 @@ func TestRestudyPCommitOutOfTimeOrder(t *testing.T) {
 // used to start that write-back at warp 1's cycle, carrying b, so b was
 // durable before a, which warp 0's MemBar orders before it: a crash image
 // the PMO forbids (the refiner's Refines check catches it).
-func TestRestudyWriteBackAfterLatestStore(t *testing.T) {
-	for _, model := range []Model{Restudy, RestudyPCT} {
+func TestWriteBackWriteBackAfterLatestStore(t *testing.T) {
+	for _, model := range []Model{WriteBackADR, WriteBackPCT} {
 		t.Run(model.String(), func(t *testing.T) {
-			fence := func(t *scope.Thread) { restudyFence(t, model) }
+			fence := func(t *scope.Thread) { wbFence(t, model) }
 			ref := refineVolta(t, model, scope.Grid{Blocks: 2, Threads: 32}, func(t *scope.Thread, a pm.Addr) {
 				if t.Lane() != 0 {
 					t.SyncThreads()
@@ -140,15 +140,15 @@ func TestRestudyWriteBackAfterLatestStore(t *testing.T) {
 // An L2WB that finds a line clean because another warp's write-back took
 // it waits for that write-back if the line held a store made before the
 // walk ended, even when the write-back leaves later (after a store the
-// engine timed earlier but made later: TestRestudyWriteBackAfterLatestStore).
+// engine timed earlier but made later: TestWriteBackWriteBackAfterLatestStore).
 // Warp 0 stores into a line late; warps 1 and 2 store into it
 // earlier (timed after warp 0) and each write the L2 back; warp 1's walk,
 // timed first, takes the line, its write-back leaving after warp 0's
 // store. Warp 2's walk ends before that and finds the line clean: its
 // MemBar used to return without waiting for the write-back that carries
 // its store.
-func TestRestudyL2WBWaitsForLateWriteBack(t *testing.T) {
-	for _, model := range []Model{Restudy, RestudyPCT} {
+func TestWriteBackL2WBWaitsForLateWriteBack(t *testing.T) {
+	for _, model := range []Model{WriteBackADR, WriteBackPCT} {
 		t.Run(model.String(), func(t *testing.T) {
 			ref := refineVolta(t, model, scope.Grid{Blocks: 3, Threads: 32}, func(t *scope.Thread, a pm.Addr) {
 				if t.Lane() != 0 {
@@ -171,7 +171,7 @@ func TestRestudyL2WBWaitsForLateWriteBack(t *testing.T) {
 					t.Work(10)
 				}
 				t.L2WB()
-				restudyFence(t, model)
+				wbFence(t, model)
 			})
 			require.NoError(t, ref.Err())
 			require.Equal(t, 1, ref.ReturnsChecked())
@@ -187,8 +187,8 @@ func TestRestudyL2WBWaitsForLateWriteBack(t *testing.T) {
 // 0 writes the line back and warp 1 (thread 32 again) writes it back a
 // little later and fences: its MemBar covers its store of the first
 // launch (the refiner checks both launches as one window).
-func TestRestudyCLWBWaitsForEarlierLaunchStore(t *testing.T) {
-	for _, model := range []Model{Restudy, RestudyPCT} {
+func TestWriteBackCLWBWaitsForEarlierLaunchStore(t *testing.T) {
+	for _, model := range []Model{WriteBackADR, WriteBackPCT} {
 		t.Run(model.String(), func(t *testing.T) {
 			be, err := New(PresetVolta(), model)
 			require.NoError(t, err)
@@ -211,7 +211,7 @@ func TestRestudyCLWBWaitsForEarlierLaunchStore(t *testing.T) {
 					t.Work(20) // warp 0's CLWB takes the line first
 				}
 				t.CLWB(a)
-				restudyFence(t, model)
+				wbFence(t, model)
 			})
 			require.NoError(t, err)
 			require.NoError(t, ref.Err())
@@ -220,9 +220,9 @@ func TestRestudyCLWBWaitsForEarlierLaunchStore(t *testing.T) {
 	}
 }
 
-// restudyFence is the re-study's durable fence: a MemBar, and under a
+// wbFence is the re-study's durable fence: a MemBar, and under a
 // volatile WPQ a PCommit and a second MemBar.
-func restudyFence(t *scope.Thread, model Model) {
+func wbFence(t *scope.Thread, model Model) {
 	t.MemBar()
 	if model.VolatileWPQ() {
 		t.PCommit()

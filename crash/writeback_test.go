@@ -59,63 +59,63 @@ const (
 	xB pm.Addr = 1<<40 + 4096
 )
 
-// TestRestudyVerbsOrder checks, on hand-made recordings, which crash
+// TestWriteBackVerbsOrder checks, on hand-made recordings, which crash
 // states each re-study verb rules out: the first persist (A) lost while the
 // last one (B) is kept at the end of the run.
-func TestRestudyVerbsOrder(t *testing.T) {
+func TestWriteBackVerbsOrder(t *testing.T) {
 	for _, tc := range []struct {
 		name    string
 		model   crash.Model
 		build   func(tr *trace)
 		ordered bool // losing A while keeping B is ruled out
 	}{
-		{"plain store, membar", crash.Restudy, func(tr *trace) {
+		{"plain store, membar", crash.WriteBackADR, func(tr *trace) {
 			tr.store(0, xA)
 			tr.verb(0, pm.OpMemBar, 0)
 		}, false},
-		{"clwb, membar", crash.Restudy, func(tr *trace) {
+		{"clwb, membar", crash.WriteBackADR, func(tr *trace) {
 			tr.store(0, xA)
 			tr.verb(0, pm.OpCLWB, xA+8)
 			tr.verb(0, pm.OpMemBar, 0)
 		}, true},
-		{"clwb of another line", crash.Restudy, func(tr *trace) {
+		{"clwb of another line", crash.WriteBackADR, func(tr *trace) {
 			tr.store(0, xA)
 			tr.verb(0, pm.OpCLWB, xA+128)
 			tr.verb(0, pm.OpMemBar, 0)
 		}, false},
-		{"clwb without membar", crash.Restudy, func(tr *trace) {
+		{"clwb without membar", crash.WriteBackADR, func(tr *trace) {
 			tr.store(0, xA)
 			tr.verb(0, pm.OpCLWB, xA)
 		}, false},
-		{"write-through, membar", crash.Restudy, func(tr *trace) {
+		{"write-through, membar", crash.WriteBackADR, func(tr *trace) {
 			tr.storeWT(0, xA)
 			tr.verb(0, pm.OpMemBar, 0)
 		}, true},
-		{"other thread's store, barrier, l2wb, membar", crash.Restudy, func(tr *trace) {
+		{"other thread's store, barrier, l2wb, membar", crash.WriteBackADR, func(tr *trace) {
 			tr.store(1, xA)
 			tr.sync(0, 1)
 			tr.verb(0, pm.OpL2WB, 0)
 			tr.verb(0, pm.OpMemBar, 0)
 		}, true},
-		{"clwb, membar, no pcommit", crash.RestudyPCT, func(tr *trace) {
+		{"clwb, membar, no pcommit", crash.WriteBackPCT, func(tr *trace) {
 			tr.store(0, xA)
 			tr.verb(0, pm.OpCLWB, xA)
 			tr.verb(0, pm.OpMemBar, 0)
 		}, false},
-		{"clwb, membar, pcommit, membar", crash.RestudyPCT, func(tr *trace) {
+		{"clwb, membar, pcommit, membar", crash.WriteBackPCT, func(tr *trace) {
 			tr.store(0, xA)
 			tr.verb(0, pm.OpCLWB, xA)
 			tr.verb(0, pm.OpMemBar, 0)
 			tr.verb(0, pm.OpPCommit, 0)
 			tr.verb(0, pm.OpMemBar, 0)
 		}, true},
-		{"pcommit before the write-back's ack", crash.RestudyPCT, func(tr *trace) {
+		{"pcommit before the write-back's ack", crash.WriteBackPCT, func(tr *trace) {
 			tr.store(0, xA)
 			tr.verb(0, pm.OpCLWB, xA)
 			tr.verb(0, pm.OpPCommit, 0)
 			tr.verb(0, pm.OpMemBar, 0)
 		}, false},
-		{"other threads' acks, barrier, pcommit", crash.RestudyPCT, func(tr *trace) {
+		{"other threads' acks, barrier, pcommit", crash.WriteBackPCT, func(tr *trace) {
 			tr.storeWT(1, xA)
 			tr.verb(1, pm.OpMemBar, 0)
 			tr.sync(0, 1)
@@ -123,41 +123,41 @@ func TestRestudyVerbsOrder(t *testing.T) {
 			tr.verb(0, pm.OpMemBar, 0)
 		}, true},
 		// Across launches: a kernel's end neither writes back nor orders.
-		{"plain store, next launch", crash.Restudy, func(tr *trace) {
+		{"plain store, next launch", crash.WriteBackADR, func(tr *trace) {
 			tr.store(0, xA)
 			tr.verb(0, pm.OpMemBar, 0)
 			tr.next()
 		}, false},
-		{"plain store; next launch: l2wb, membar", crash.Restudy, func(tr *trace) {
+		{"plain store; next launch: l2wb, membar", crash.WriteBackADR, func(tr *trace) {
 			tr.store(1, xA)
 			tr.next()
 			tr.verb(0, pm.OpL2WB, 0)
 			tr.verb(0, pm.OpMemBar, 0)
 		}, true},
-		{"plain store; next launch: clwb by another thread, membar", crash.Restudy, func(tr *trace) {
+		{"plain store; next launch: clwb by another thread, membar", crash.WriteBackADR, func(tr *trace) {
 			tr.store(1, xA)
 			tr.next()
 			tr.verb(0, pm.OpCLWB, xA)
 			tr.verb(0, pm.OpMemBar, 0)
 		}, false},
-		{"plain store; next launch: l2wb, membar, no pcommit", crash.RestudyPCT, func(tr *trace) {
+		{"plain store; next launch: l2wb, membar, no pcommit", crash.WriteBackPCT, func(tr *trace) {
 			tr.store(1, xA)
 			tr.next()
 			tr.verb(0, pm.OpL2WB, 0)
 			tr.verb(0, pm.OpMemBar, 0)
 		}, false},
-		{"write-back acknowledged; next launch: pcommit, membar", crash.RestudyPCT, func(tr *trace) {
+		{"write-back acknowledged; next launch: pcommit, membar", crash.WriteBackPCT, func(tr *trace) {
 			tr.storeWT(1, xA)
 			tr.verb(1, pm.OpMemBar, 0)
 			tr.next()
 			tr.verb(0, pm.OpPCommit, 0)
 			tr.verb(0, pm.OpMemBar, 0)
 		}, true},
-		{"legacy DFence writes back", crash.Restudy, func(tr *trace) {
+		{"legacy DFence writes back", crash.WriteBackADR, func(tr *trace) {
 			tr.store(0, xA)
 			tr.verb(0, pm.OpDFence, 0)
 		}, true},
-		{"legacy DFence under pct", crash.RestudyPCT, func(tr *trace) {
+		{"legacy DFence under pct", crash.WriteBackPCT, func(tr *trace) {
 			tr.store(0, xA)
 			tr.verb(0, pm.OpDFence, 0)
 		}, true},
@@ -199,9 +199,9 @@ func TestRestudyVerbsOrder(t *testing.T) {
 
 // TestDurableReturnsCoverage checks, on hand-made recordings, which
 // persists a durable verb must have waited for when it returned
-// (DurableReturns): under a volatile WPQ (RestudyPCT) exactly those the
+// (DurableReturns): under a volatile WPQ (WriteBackPCT) exactly those the
 // PCommits before a MemBar committed, so a MemBar with no PCommit before
-// it raises no false alarm; under ADR (Restudy) the write-backs before it.
+// it raises no false alarm; under ADR (WriteBackADR) the write-backs before it.
 // Every verb returns at cycle 50 and persist A is durable at cycle 100
 // (the others, unless a case says otherwise, too): the check fails exactly
 // when a durable verb covers A.
@@ -218,18 +218,18 @@ func TestDurableReturnsCoverage(t *testing.T) {
 		covered bool     // a durable verb must wait for A
 		acks    []uint64 // the persists' durable cycles, if not all 100
 	}{
-		{"clwb, membar", crash.Restudy, func(tr *trace) { clwbFence(tr, 0, xA) }, true, nil},
-		{"clwb, membar, no pcommit", crash.RestudyPCT, func(tr *trace) { clwbFence(tr, 0, xA) }, false, nil},
-		{"write-through, membar, no pcommit", crash.RestudyPCT, func(tr *trace) {
+		{"clwb, membar", crash.WriteBackADR, func(tr *trace) { clwbFence(tr, 0, xA) }, true, nil},
+		{"clwb, membar, no pcommit", crash.WriteBackPCT, func(tr *trace) { clwbFence(tr, 0, xA) }, false, nil},
+		{"write-through, membar, no pcommit", crash.WriteBackPCT, func(tr *trace) {
 			tr.storeWT(0, xA)
 			tr.verb(0, pm.OpMemBar, 0)
 		}, false, nil},
-		{"clwb, membar, pcommit, membar", crash.RestudyPCT, func(tr *trace) {
+		{"clwb, membar, pcommit, membar", crash.WriteBackPCT, func(tr *trace) {
 			clwbFence(tr, 0, xA)
 			tr.verb(0, pm.OpPCommit, 0)
 			tr.verb(0, pm.OpMemBar, 0)
 		}, true, nil},
-		{"pcommit before the write-back's ack", crash.RestudyPCT, func(tr *trace) {
+		{"pcommit before the write-back's ack", crash.WriteBackPCT, func(tr *trace) {
 			tr.store(0, xA)
 			tr.verb(0, pm.OpCLWB, xA)
 			tr.verb(0, pm.OpPCommit, 0)
@@ -237,37 +237,37 @@ func TestDurableReturnsCoverage(t *testing.T) {
 		}, false, nil},
 		// B, durable at 40, is committed by the PCommit; A, written back
 		// after it, is only acknowledged by the last MemBar.
-		{"second write-back after the pcommit", crash.RestudyPCT, func(tr *trace) {
+		{"second write-back after the pcommit", crash.WriteBackPCT, func(tr *trace) {
 			clwbFence(tr, 0, xB)
 			tr.verb(0, pm.OpPCommit, 0)
 			clwbFence(tr, 0, xA)
 		}, false, []uint64{40, 100}},
-		{"second write-back after the pcommit, B late", crash.RestudyPCT, func(tr *trace) {
+		{"second write-back after the pcommit, B late", crash.WriteBackPCT, func(tr *trace) {
 			clwbFence(tr, 0, xB)
 			tr.verb(0, pm.OpPCommit, 0)
 			clwbFence(tr, 0, xA)
 		}, true, []uint64{100, 40}},
-		{"other thread's ack, block barrier, pcommit", crash.RestudyPCT, func(tr *trace) {
+		{"other thread's ack, block barrier, pcommit", crash.WriteBackPCT, func(tr *trace) {
 			tr.storeWT(1, xA)
 			tr.verb(1, pm.OpMemBar, 0)
 			tr.sync(0, 1)
 			tr.verb(0, pm.OpPCommit, 0)
 			tr.verb(0, pm.OpMemBar, 0)
 		}, true, nil},
-		{"other block's ack, no barrier, pcommit", crash.RestudyPCT, func(tr *trace) {
+		{"other block's ack, no barrier, pcommit", crash.WriteBackPCT, func(tr *trace) {
 			tr.storeWT(4, xA)
 			tr.verb(4, pm.OpMemBar, 0)
 			tr.verb(0, pm.OpPCommit, 0)
 			tr.verb(0, pm.OpMemBar, 0)
 		}, false, nil},
-		{"ack in an earlier launch, pcommit", crash.RestudyPCT, func(tr *trace) {
+		{"ack in an earlier launch, pcommit", crash.WriteBackPCT, func(tr *trace) {
 			tr.storeWT(4, xA)
 			tr.verb(4, pm.OpMemBar, 0)
 			tr.next()
 			tr.verb(0, pm.OpPCommit, 0)
 			tr.verb(0, pm.OpMemBar, 0)
 		}, true, nil},
-		{"legacy DFence", crash.RestudyPCT, func(tr *trace) {
+		{"legacy DFence", crash.WriteBackPCT, func(tr *trace) {
 			tr.store(0, xA)
 			tr.verb(0, pm.OpDFence, 0)
 		}, true, nil},
