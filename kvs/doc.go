@@ -27,7 +27,9 @@
 //     so the entry persists before the update, updates the way in place,
 //     and waits for its persists (DFence);
 //  3. commit: one thread persists "batch n committed" (the commit point);
-//  4. truncate: one thread per log partition discards its entries.
+//  4. truncate: one thread per log partition the batch wrote discards its
+//     entries (the log is empty before a batch, so the others are too: a
+//     batch of one costs the same on a store of any MaxBatch).
 //
 // Recovery (Store.Recover) reads the flag: if a batch was active, a
 // recovery kernel restores every logged way, waits for the restores, clears

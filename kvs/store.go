@@ -264,9 +264,49 @@ func (s *Store) Table() pm.Range { return s.table }
 // NeedsRecovery reports whether Recover must run before the next batch.
 func (s *Store) NeedsRecovery() bool { return !s.ready }
 
+// batchGrid is the grid of a batch of n requests, one thread per request:
+// whole blocks, or for a batch that fits one block, that block cut to the
+// whole warps the batch needs. Thread i has the same block, warp and lane
+// either way, so it owns the same HCL slot.
 func (s *Store) batchGrid(n int) scope.Grid {
 	bt := int(s.h.block)
+	if n <= bt {
+		return scope.Grid{Blocks: 1, Threads: min(bt, roundWarps(n))}
+	}
 	return scope.Grid{Blocks: (n + bt - 1) / bt, Threads: bt}
+}
+
+// roundWarps rounds n up to whole warps.
+func roundWarps(n int) int { return (n + txn.Lanes - 1) / txn.Lanes * txn.Lanes }
+
+// usedParts returns the grid of a kernel with one thread per log partition
+// that a batch of n requests may have written (thread p serves partition
+// p), and whether partition p is one of them. For HCL, batch thread i
+// writes slot (i/b)·w + i%b, with b threads per block and w of them
+// rounded up to whole warps: the grid is the batch grid with whole warps,
+// and a thread past its block's b threads or past request n has no slot
+// of the batch; a batch that fits one block wrote block 0's first n
+// slots. For a conventional log, thread i writes partition i mod P:
+// the first min(n, P) partitions. At n = MaxBatch with blocks of whole
+// warps and whole blocks, or with at least P requests, this is partGrid
+// and every partition.
+func (s *Store) usedParts(n int) (scope.Grid, func(p int) bool) {
+	if s.hcl != nil {
+		bt := int(s.h.block)
+		if n <= bt {
+			// Block 0's first n slots.
+			return scope.Grid{Blocks: 1, Threads: roundWarps(n)}, func(p int) bool { return p < n }
+		}
+		g := s.batchGrid(n)
+		g.Threads = roundWarps(bt)
+		return g, func(p int) bool {
+			blk, in := p/g.Threads, p%g.Threads
+			return in < bt && blk*bt+in < n
+		}
+	}
+	u := min(n, s.conv.Parts())
+	t := min(u, 256)
+	return scope.Grid{Blocks: (u + t - 1) / t, Threads: t}, func(p int) bool { return p < u }
 }
 
 // partGrid is the grid of the kernels with one thread per log partition:
@@ -274,7 +314,7 @@ func (s *Store) batchGrid(n int) scope.Grid {
 func (s *Store) partGrid() scope.Grid {
 	if s.hcl != nil {
 		b, t := s.hcl.Geometry()
-		return scope.Grid{Blocks: b, Threads: (t + txn.Lanes - 1) / txn.Lanes * txn.Lanes}
+		return scope.Grid{Blocks: b, Threads: roundWarps(t)}
 	}
 	p := s.conv.Parts()
 	t := min(p, 256)
@@ -397,6 +437,9 @@ func (s *Store) batch(op opKind, keys []uint32, vals []uint64) (BatchResult, err
 	}
 	res := BatchResult{Seq: flagSeq(w) + 1}
 	var kerr kernelErr
+	// The log was empty before the batch (ready), so only the partitions
+	// the batch's threads wrote can hold entries: truncate those.
+	tg, used := s.usedParts(len(keys))
 	steps := []struct {
 		name string
 		g    scope.Grid
@@ -405,7 +448,7 @@ func (s *Store) batch(op opKind, keys []uint32, vals []uint64) (BatchResult, err
 		{"gpkvs-begin", scope.Grid{Blocks: 1, Threads: 1}, s.flagKernel(res.Seq, true)},
 		{"gpkvs-" + op.String(), s.batchGrid(len(keys)), s.batchKernel(op, len(keys), &kerr)},
 		{"gpkvs-commit", scope.Grid{Blocks: 1, Threads: 1}, s.flagKernel(res.Seq, false)},
-		{"gpkvs-truncate", s.partGrid(), s.truncateKernel(&kerr)},
+		{"gpkvs-truncate", tg, s.truncateKernel(used, &kerr)},
 	}
 	for i, st := range steps {
 		c, err := s.launch(st.name, st.g, st.k)
@@ -523,7 +566,7 @@ func (s *Store) Recover() (RecoverResult, error) {
 		}
 		res.Cycles += c
 	} else {
-		c, err := s.launch("gpkvs-truncate", s.partGrid(), s.truncateKernel(&kerr))
+		c, err := s.launch("gpkvs-truncate", s.partGrid(), s.truncateKernel(nil, &kerr))
 		if err != nil {
 			return res, err
 		}
