@@ -63,3 +63,20 @@ func BenchmarkGet(b *testing.B) {
 	b.ReportMetric(float64(b.N)/b.Elapsed().Seconds(), "keys/s")
 	b.ReportMetric(float64(b.Elapsed().Nanoseconds())/float64(b.N), "hostns/key")
 }
+
+// BenchmarkGetBatchOne times a GetBatch of one present key: a kernel
+// launch, the path Get took before it read from the host.
+func BenchmarkGetBatchOne(b *testing.B) {
+	st := benchStore(b, 64)
+	keys := []uint32{0}
+	i := 0
+	for b.Loop() {
+		keys[0] = uint32(1 + i%benchKeys)
+		if _, found, err := st.GetBatch(keys); err != nil || !found[0] {
+			b.Fatal(err)
+		}
+		i++
+	}
+	b.ReportMetric(float64(b.N)/b.Elapsed().Seconds(), "keys/s")
+	b.ReportMetric(float64(b.Elapsed().Nanoseconds())/float64(b.N), "hostns/key")
+}

@@ -44,9 +44,13 @@
 // persistency model: with hwmodel they are timed, with the crash checker's
 // recorder their persists are explored.
 //
-// A batch's keys must be distinct: a way changed twice in one batch would
-// be logged twice, and restoring the entries of different threads has no
-// defined order.
+// A SET or DELETE batch's keys must be distinct: a way changed twice in one
+// batch would be logged twice, and restoring the entries of different
+// threads has no defined order. A GET batch may repeat keys: reads log
+// nothing.
+//
+// Store.Get reads one key from the host, in the table's visible image,
+// with the GET kernel's lookup: no launch.
 //
 // A Store is not safe for concurrent use, like the pm.Machine it runs on.
 package kvs
@@ -56,7 +60,8 @@ import "errors"
 // Sentinel errors; functions wrap them with %w and context.
 var (
 	// ErrBadArg: an argument is out of range (a key of 0, a duplicate key
-	// in a batch, a batch larger than the store's, a bad configuration).
+	// in a SET or DELETE batch, a batch larger than the store's, a bad
+	// configuration).
 	ErrBadArg = errors.New("kvs: bad argument")
 	// ErrCorrupt: persistent bytes do not decode (header, flag, log
 	// entries) or break the table's invariant.

@@ -379,23 +379,30 @@ func (s *Store) launch(name string, g scope.Grid, k scope.Kernel) (uint64, error
 }
 
 // stage checks a batch's keys and copies the requests to device memory.
-func (s *Store) stage(keys []uint32, vals []uint64) error {
+// A write batch's keys must be distinct (see the package doc); a read
+// batch may repeat a key.
+func (s *Store) stage(keys []uint32, vals []uint64, distinct bool) error {
 	if len(keys) == 0 || len(keys) > int(s.h.batch) {
 		return fmt.Errorf("%w: batch of %d keys (want 1..%d)", ErrBadArg, len(keys), s.h.batch)
 	}
 	if vals != nil && len(vals) != len(keys) {
 		return fmt.Errorf("%w: %d keys but %d values", ErrBadArg, len(keys), len(vals))
 	}
-	seen := make(map[uint32]struct{}, len(keys))
+	var seen map[uint32]struct{}
+	if distinct {
+		seen = make(map[uint32]struct{}, len(keys))
+	}
 	buf := make([]byte, 16*len(keys))
 	for i, k := range keys {
 		if k == 0 {
 			return fmt.Errorf("%w: key 0 (keys are 1..%d)", ErrBadArg, uint32(1<<32-1))
 		}
-		if _, dup := seen[k]; dup {
-			return fmt.Errorf("%w: key %d twice in one batch", ErrBadArg, k)
+		if distinct {
+			if _, dup := seen[k]; dup {
+				return fmt.Errorf("%w: key %d twice in one write batch", ErrBadArg, k)
+			}
+			seen[k] = struct{}{}
 		}
-		seen[k] = struct{}{}
 		binary.LittleEndian.PutUint32(buf[16*i:], k)
 		if vals != nil {
 			binary.LittleEndian.PutUint64(buf[16*i+8:], vals[i])
@@ -428,7 +435,7 @@ func (s *Store) batch(op opKind, keys []uint32, vals []uint64) (BatchResult, err
 	if !s.ready {
 		return BatchResult{}, ErrNeedsRecovery
 	}
-	if err := s.stage(keys, vals); err != nil {
+	if err := s.stage(keys, vals, true); err != nil {
 		return BatchResult{}, err
 	}
 	w, err := s.flag()
@@ -493,12 +500,14 @@ func (s *Store) batch(op opKind, keys []uint32, vals []uint64) (BatchResult, err
 }
 
 // GetBatch looks keys up, one GPU thread per request, and returns each
-// key's value and whether it was found.
+// key's value and whether it was found. A key may appear more than once:
+// each request reads the table independently, so every copy gets the
+// same answer. Keys must be nonzero.
 func (s *Store) GetBatch(keys []uint32) (vals []uint64, found []bool, err error) {
 	if !s.ready {
 		return nil, nil, ErrNeedsRecovery
 	}
-	if err := s.stage(keys, nil); err != nil {
+	if err := s.stage(keys, nil, false); err != nil {
 		return nil, nil, err
 	}
 	if _, err := s.launch("gpkvs-get", s.batchGrid(len(keys)), s.getKernel(len(keys))); err != nil {
@@ -522,13 +531,37 @@ func (s *Store) Put(key uint32, val uint64) error {
 	return err
 }
 
-// Get looks one key up.
+// Get looks one key up from the host: it reads the key's two candidate
+// buckets in the table's visible image with the GET kernel's rules, so it
+// answers as GetBatch would, without a kernel launch (and, on a timing
+// backend, without simulated time). It reads what committed batches
+// wrote; the store is not changed.
 func (s *Store) Get(key uint32) (uint64, bool, error) {
-	v, f, err := s.GetBatch([]uint32{key})
-	if err != nil {
-		return 0, false, err
+	if !s.ready {
+		return 0, false, ErrNeedsRecovery
 	}
-	return v[0], f[0], nil
+	if key == 0 {
+		return 0, false, fmt.Errorf("%w: key 0 (keys are 1..%d)", ErrBadArg, uint32(1<<32-1))
+	}
+	return s.lookup(key)
+}
+
+// lookup is the GET kernel's lookup (find, then the way's value) on the
+// host: the first way of bucket b1, then of b2, whose signature is key.
+func (s *Store) lookup(key uint32) (uint64, bool, error) {
+	var line [BucketBytes]byte
+	b1, b2 := candidates(key, s.h.buckets)
+	for _, b := range [2]uint64{b1, b2} {
+		if err := s.m.CopyOut(s.bucketAddr(b), line[:]); err != nil {
+			return 0, false, err
+		}
+		for w := range Ways {
+			if binary.LittleEndian.Uint32(line[sigOff+4*w:]) == key {
+				return binary.LittleEndian.Uint64(line[valOff+8*w:]), true, nil
+			}
+		}
+	}
+	return 0, false, nil
 }
 
 // Delete removes one key and reports whether it was present.
