@@ -69,9 +69,13 @@ var (
 	// ErrFull: both candidate buckets of a new key have no free way.
 	ErrFull = errors.New("kvs: table full")
 	// ErrNeedsRecovery: the store holds an uncommitted batch or leftover
-	// log entries; call Recover first.
+	// log entries; call Recover first. When a batch of this handle failed
+	// part-way, the error also wraps that batch's error (an I/O error or
+	// a closed backend, say).
 	ErrNeedsRecovery = errors.New("kvs: store needs recovery")
 	// ErrKernel: a batch kernel reported a failure (a log insert that did
 	// not fit or an undo entry that did not decode).
 	ErrKernel = errors.New("kvs: kernel failed")
+	// ErrClosed: the Store was closed.
+	ErrClosed = errors.New("kvs: store closed")
 )

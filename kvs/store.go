@@ -85,6 +85,8 @@ type Store struct {
 	reqs       pm.Addr // device memory: 16 bytes per request
 	out        pm.Addr // device memory: 16 bytes per request
 	ready      bool    // no uncommitted batch and no leftover log entries
+	failed     error   // why the last failed batch left the store not ready
+	closed     bool
 	skipOFence bool
 }
 
@@ -234,8 +236,14 @@ func (s *Store) alloc() error {
 	return err
 }
 
-// Close frees the store's volatile buffers; the handle is unusable after.
+// Close frees the store's volatile buffers; the handle is unusable after:
+// its operations, and a second Close, return an error wrapping ErrClosed.
+// Every committed batch is already durable; Close writes nothing to PM.
 func (s *Store) Close() error {
+	if s.closed {
+		return s.closedErr()
+	}
+	s.closed = true
 	errs := []error{s.m.Free(s.masks), s.m.Free(s.reqs), s.m.Free(s.out)}
 	if s.conv != nil {
 		errs = append(errs, s.conv.Close(s.m))
@@ -260,6 +268,37 @@ func (s *Store) Log() txn.Log { return s.log }
 
 // Table returns the table's PM region.
 func (s *Store) Table() pm.Range { return s.table }
+
+func (s *Store) closedErr() error { return fmt.Errorf("%w: %q", ErrClosed, s.name) }
+
+// usable returns why the store cannot take an operation now: it was
+// closed, or a batch is unfinished (ErrNeedsRecovery, wrapping the error
+// of this handle's batch that failed part-way, if one did).
+func (s *Store) usable() error {
+	switch {
+	case s.closed:
+		return s.closedErr()
+	case s.ready:
+		return nil
+	case s.failed != nil:
+		return fmt.Errorf("%w: a batch failed part-way: %w", ErrNeedsRecovery, s.failed)
+	}
+	return ErrNeedsRecovery
+}
+
+// abandon records that a batch stopped on err. The store still takes
+// batches if the batch left the visible image clean (it failed before its
+// first kernel changed anything, as when the backend was closed, or after
+// its truncation); otherwise only Recover can continue, and the next
+// operations report err with ErrNeedsRecovery.
+func (s *Store) abandon(err error) {
+	ok, cerr := s.clean()
+	s.ready = cerr == nil && ok
+	s.failed = nil
+	if !s.ready {
+		s.failed = err
+	}
+}
 
 // NeedsRecovery reports whether Recover must run before the next batch.
 func (s *Store) NeedsRecovery() bool { return !s.ready }
@@ -432,8 +471,8 @@ func (s *Store) DeleteBatch(keys []uint32) (BatchResult, error) {
 }
 
 func (s *Store) batch(op opKind, keys []uint32, vals []uint64) (BatchResult, error) {
-	if !s.ready {
-		return BatchResult{}, ErrNeedsRecovery
+	if err := s.usable(); err != nil {
+		return BatchResult{}, err
 	}
 	if err := s.stage(keys, vals, true); err != nil {
 		return BatchResult{}, err
@@ -460,8 +499,9 @@ func (s *Store) batch(op opKind, keys []uint32, vals []uint64) (BatchResult, err
 	for i, st := range steps {
 		c, err := s.launch(st.name, st.g, st.k)
 		if err != nil {
-			// The machine is mid-batch: only a recovery can continue.
-			s.ready = false
+			// The machine may be mid-batch: unless nothing visible
+			// changed, only a recovery can continue.
+			s.abandon(err)
 			return res, err
 		}
 		res.Cycles += c
@@ -470,7 +510,7 @@ func (s *Store) batch(op opKind, keys []uint32, vals []uint64) (BatchResult, err
 		}
 	}
 	if kerr.err != nil {
-		s.ready = false
+		s.ready, s.failed = false, kerr.err
 		return res, kerr.err
 	}
 	out := make([]byte, 16*len(keys))
@@ -504,8 +544,8 @@ func (s *Store) batch(op opKind, keys []uint32, vals []uint64) (BatchResult, err
 // each request reads the table independently, so every copy gets the
 // same answer. Keys must be nonzero.
 func (s *Store) GetBatch(keys []uint32) (vals []uint64, found []bool, err error) {
-	if !s.ready {
-		return nil, nil, ErrNeedsRecovery
+	if err := s.usable(); err != nil {
+		return nil, nil, err
 	}
 	if err := s.stage(keys, nil, false); err != nil {
 		return nil, nil, err
@@ -537,8 +577,8 @@ func (s *Store) Put(key uint32, val uint64) error {
 // backend, without simulated time). It reads what committed batches
 // wrote; the store is not changed.
 func (s *Store) Get(key uint32) (uint64, bool, error) {
-	if !s.ready {
-		return 0, false, ErrNeedsRecovery
+	if err := s.usable(); err != nil {
+		return 0, false, err
 	}
 	if key == 0 {
 		return 0, false, fmt.Errorf("%w: key 0 (keys are 1..%d)", ErrBadArg, uint32(1<<32-1))
@@ -576,6 +616,9 @@ func (s *Store) Delete(key uint32) (bool, error) {
 // durable and clears its partition, then the flag is cleared; otherwise
 // leftover entries of a committed batch are discarded. It is idempotent.
 func (s *Store) Recover() (RecoverResult, error) {
+	if s.closed {
+		return RecoverResult{}, s.closedErr()
+	}
 	w, err := s.flag()
 	if err != nil {
 		return RecoverResult{}, err
@@ -611,7 +654,7 @@ func (s *Store) Recover() (RecoverResult, error) {
 	if err := s.rebuildMasks(); err != nil {
 		return res, err
 	}
-	s.ready = true
+	s.ready, s.failed = true, nil
 	return res, nil
 }
 
