@@ -101,3 +101,31 @@ func TestRepeatedKeys(t *testing.T) {
 	_, _, err = st.Get(0)
 	require.ErrorIs(t, err, kvs.ErrBadArg)
 }
+
+// FuzzGetMatchesGetBatch: on a table whose bucket bytes are arbitrary,
+// Get of a key answers as GetBatch of that key, never panics.
+func FuzzGetMatchesGetBatch(f *testing.F) {
+	f.Add([]byte{7, 0, 0, 0}, uint32(7))
+	f.Add(make([]byte, 4*kvs.BucketBytes), uint32(1))
+	f.Add([]byte("\x2a\x00\x00\x00\x05\x00\x00\x00...arbitrary...."), uint32(42))
+	f.Fuzz(func(t *testing.T, table []byte, key uint32) {
+		if key == 0 {
+			key = 1
+		}
+		const buckets = 4
+		m := newMachine(t)
+		st, err := kvs.Create(m, kvs.Config{Buckets: buckets, MaxBatch: 2})
+		require.NoError(t, err)
+		body := st.Table().Base.Add(2 * kvs.BucketBytes) // after the header and flag lines
+		table = table[:min(len(table), buckets*kvs.BucketBytes)]
+		require.NoError(t, m.CopyIn(body, table))
+		for _, k := range []uint32{key, 7, 42} {
+			v, ok, err := st.Get(k)
+			require.NoError(t, err)
+			vs, found, err := st.GetBatch([]uint32{k})
+			require.NoError(t, err)
+			require.Equal(t, found[0], ok, "key %d", k)
+			require.Equal(t, vs[0], v, "key %d", k)
+		}
+	})
+}
