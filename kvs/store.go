@@ -321,7 +321,7 @@ func roundWarps(n int) int { return (n + txn.Lanes - 1) / txn.Lanes * txn.Lanes 
 // usedParts returns the grid of a kernel with one thread per log partition
 // that a batch of n requests may have written (thread p serves partition
 // p), and whether partition p is one of them. For HCL, batch thread i
-// writes slot (i/b)·w + i%b, with b threads per block and w of them
+// writes slot (i/b)·w + i%b, where b is the threads per block and w is b
 // rounded up to whole warps: the grid is the batch grid with whole warps,
 // and a thread past its block's b threads or past request n has no slot
 // of the batch; a batch that fits one block wrote block 0's first n
