@@ -13,8 +13,12 @@ const maxProblems = 32
 // checking the store's invariant: no batch is active and the log is empty
 // (else ErrNeedsRecovery); every key sits in one of its two candidate
 // buckets, so a lookup finds it; and no key is stored twice (else
-// ErrCorrupt, listing the problems found).
+// ErrCorrupt, listing the problems found). On a closed store it returns
+// ErrClosed.
 func (s *Store) Contents() (map[uint32]uint64, error) {
+	if s.closed {
+		return nil, s.closedErr()
+	}
 	ok, err := s.clean()
 	if err != nil {
 		return nil, err

@@ -27,7 +27,9 @@
 //     so the entry persists before the update, updates the way in place,
 //     and waits for its persists (DFence);
 //  3. commit: one thread persists "batch n committed" (the commit point);
-//  4. truncate: one thread per log partition discards its entries.
+//  4. truncate: one thread per log partition the batch wrote discards its
+//     entries (the log is empty before a batch, so the others are too: a
+//     batch of one costs the same on a store of any MaxBatch).
 //
 // Recovery (Store.Recover) reads the flag: if a batch was active, a
 // recovery kernel restores every logged way, waits for the restores, clears
@@ -42,9 +44,13 @@
 // persistency model: with hwmodel they are timed, with the crash checker's
 // recorder their persists are explored.
 //
-// A batch's keys must be distinct: a way changed twice in one batch would
-// be logged twice, and restoring the entries of different threads has no
-// defined order.
+// A SET or DELETE batch's keys must be distinct: a way changed twice in one
+// batch would be logged twice, and restoring the entries of different
+// threads has no defined order. A GET batch may repeat keys: reads log
+// nothing.
+//
+// Store.Get reads one key from the host, in the table's visible image,
+// with the GET kernel's lookup: no launch.
 //
 // A Store is not safe for concurrent use, like the pm.Machine it runs on.
 package kvs
@@ -54,7 +60,8 @@ import "errors"
 // Sentinel errors; functions wrap them with %w and context.
 var (
 	// ErrBadArg: an argument is out of range (a key of 0, a duplicate key
-	// in a batch, a batch larger than the store's, a bad configuration).
+	// in a SET or DELETE batch, a batch larger than the store's, a bad
+	// configuration).
 	ErrBadArg = errors.New("kvs: bad argument")
 	// ErrCorrupt: persistent bytes do not decode (header, flag, log
 	// entries) or break the table's invariant.
@@ -62,9 +69,13 @@ var (
 	// ErrFull: both candidate buckets of a new key have no free way.
 	ErrFull = errors.New("kvs: table full")
 	// ErrNeedsRecovery: the store holds an uncommitted batch or leftover
-	// log entries; call Recover first.
+	// log entries; call Recover first. When a batch of this handle failed
+	// part-way, the error also wraps that batch's error (an I/O error or
+	// a closed backend, say).
 	ErrNeedsRecovery = errors.New("kvs: store needs recovery")
 	// ErrKernel: a batch kernel reported a failure (a log insert that did
 	// not fit or an undo entry that did not decode).
 	ErrKernel = errors.New("kvs: kernel failed")
+	// ErrClosed: the Store was closed.
+	ErrClosed = errors.New("kvs: store closed")
 )

@@ -200,13 +200,13 @@ func (s *Store) getKernel(n int) scope.Kernel {
 	}
 }
 
-// truncateKernel discards the entries of every log partition, one thread
-// per partition.
-func (s *Store) truncateKernel(kerr *kernelErr) scope.Kernel {
+// truncateKernel discards the entries of the log partitions used reports
+// (every partition if used is nil), thread p serving partition p.
+func (s *Store) truncateKernel(used func(p int) bool, kerr *kernelErr) scope.Kernel {
 	parts := s.log.Parts()
 	return func(t *scope.Thread) {
 		p := t.ID()
-		if p >= parts {
+		if p >= parts || used != nil && !used(p) {
 			return
 		}
 		x := txn.GPU(t)

@@ -85,6 +85,8 @@ type Store struct {
 	reqs       pm.Addr // device memory: 16 bytes per request
 	out        pm.Addr // device memory: 16 bytes per request
 	ready      bool    // no uncommitted batch and no leftover log entries
+	failed     error   // why the last failed batch left the store not ready
+	closed     bool
 	skipOFence bool
 }
 
@@ -234,8 +236,14 @@ func (s *Store) alloc() error {
 	return err
 }
 
-// Close frees the store's volatile buffers; the handle is unusable after.
+// Close frees the store's volatile buffers; the handle is unusable after:
+// its operations, and a second Close, return an error wrapping ErrClosed.
+// Every committed batch is already durable; Close writes nothing to PM.
 func (s *Store) Close() error {
+	if s.closed {
+		return s.closedErr()
+	}
+	s.closed = true
 	errs := []error{s.m.Free(s.masks), s.m.Free(s.reqs), s.m.Free(s.out)}
 	if s.conv != nil {
 		errs = append(errs, s.conv.Close(s.m))
@@ -261,12 +269,83 @@ func (s *Store) Log() txn.Log { return s.log }
 // Table returns the table's PM region.
 func (s *Store) Table() pm.Range { return s.table }
 
+func (s *Store) closedErr() error { return fmt.Errorf("%w: %q", ErrClosed, s.name) }
+
+// usable returns why the store cannot take an operation now: it was
+// closed, or a batch is unfinished (ErrNeedsRecovery, wrapping the error
+// of this handle's batch that failed part-way, if one did).
+func (s *Store) usable() error {
+	switch {
+	case s.closed:
+		return s.closedErr()
+	case s.ready:
+		return nil
+	case s.failed != nil:
+		return fmt.Errorf("%w: a batch failed part-way: %w", ErrNeedsRecovery, s.failed)
+	}
+	return ErrNeedsRecovery
+}
+
+// abandon records that a batch stopped on err. The store still takes
+// batches if the batch left the visible image clean (it failed before its
+// first kernel changed anything, as when the backend was closed, or after
+// its truncation); otherwise only Recover can continue, and the next
+// operations report err with ErrNeedsRecovery.
+func (s *Store) abandon(err error) {
+	ok, cerr := s.clean()
+	s.ready = cerr == nil && ok
+	s.failed = nil
+	if !s.ready {
+		s.failed = err
+	}
+}
+
 // NeedsRecovery reports whether Recover must run before the next batch.
 func (s *Store) NeedsRecovery() bool { return !s.ready }
 
+// batchGrid is the grid of a batch of n requests, one thread per request:
+// whole blocks, or for a batch that fits one block, that block cut to the
+// whole warps the batch needs. Thread i has the same block, warp and lane
+// either way, so it owns the same HCL slot.
 func (s *Store) batchGrid(n int) scope.Grid {
 	bt := int(s.h.block)
+	if n <= bt {
+		return scope.Grid{Blocks: 1, Threads: min(bt, roundWarps(n))}
+	}
 	return scope.Grid{Blocks: (n + bt - 1) / bt, Threads: bt}
+}
+
+// roundWarps rounds n up to whole warps.
+func roundWarps(n int) int { return (n + txn.Lanes - 1) / txn.Lanes * txn.Lanes }
+
+// usedParts returns the grid of a kernel with one thread per log partition
+// that a batch of n requests may have written (thread p serves partition
+// p), and whether partition p is one of them. For HCL, batch thread i
+// writes slot (i/b)·w + i%b, where b is the threads per block and w is b
+// rounded up to whole warps: the grid is the batch grid with whole warps,
+// and a thread past its block's b threads or past request n has no slot
+// of the batch; a batch that fits one block wrote block 0's first n
+// slots. For a conventional log, thread i writes partition i mod P:
+// the first min(n, P) partitions. At n = MaxBatch with blocks of whole
+// warps and whole blocks, or with at least P requests, this is partGrid
+// and every partition.
+func (s *Store) usedParts(n int) (scope.Grid, func(p int) bool) {
+	if s.hcl != nil {
+		bt := int(s.h.block)
+		if n <= bt {
+			// Block 0's first n slots.
+			return scope.Grid{Blocks: 1, Threads: roundWarps(n)}, func(p int) bool { return p < n }
+		}
+		g := s.batchGrid(n)
+		g.Threads = roundWarps(bt)
+		return g, func(p int) bool {
+			blk, in := p/g.Threads, p%g.Threads
+			return in < bt && blk*bt+in < n
+		}
+	}
+	u := min(n, s.conv.Parts())
+	t := min(u, 256)
+	return scope.Grid{Blocks: (u + t - 1) / t, Threads: t}, func(p int) bool { return p < u }
 }
 
 // partGrid is the grid of the kernels with one thread per log partition:
@@ -274,7 +353,7 @@ func (s *Store) batchGrid(n int) scope.Grid {
 func (s *Store) partGrid() scope.Grid {
 	if s.hcl != nil {
 		b, t := s.hcl.Geometry()
-		return scope.Grid{Blocks: b, Threads: (t + txn.Lanes - 1) / txn.Lanes * txn.Lanes}
+		return scope.Grid{Blocks: b, Threads: roundWarps(t)}
 	}
 	p := s.conv.Parts()
 	t := min(p, 256)
@@ -339,23 +418,30 @@ func (s *Store) launch(name string, g scope.Grid, k scope.Kernel) (uint64, error
 }
 
 // stage checks a batch's keys and copies the requests to device memory.
-func (s *Store) stage(keys []uint32, vals []uint64) error {
+// A write batch's keys must be distinct (see the package doc); a read
+// batch may repeat a key.
+func (s *Store) stage(keys []uint32, vals []uint64, distinct bool) error {
 	if len(keys) == 0 || len(keys) > int(s.h.batch) {
 		return fmt.Errorf("%w: batch of %d keys (want 1..%d)", ErrBadArg, len(keys), s.h.batch)
 	}
 	if vals != nil && len(vals) != len(keys) {
 		return fmt.Errorf("%w: %d keys but %d values", ErrBadArg, len(keys), len(vals))
 	}
-	seen := make(map[uint32]struct{}, len(keys))
+	var seen map[uint32]struct{}
+	if distinct {
+		seen = make(map[uint32]struct{}, len(keys))
+	}
 	buf := make([]byte, 16*len(keys))
 	for i, k := range keys {
 		if k == 0 {
 			return fmt.Errorf("%w: key 0 (keys are 1..%d)", ErrBadArg, uint32(1<<32-1))
 		}
-		if _, dup := seen[k]; dup {
-			return fmt.Errorf("%w: key %d twice in one batch", ErrBadArg, k)
+		if distinct {
+			if _, dup := seen[k]; dup {
+				return fmt.Errorf("%w: key %d twice in one write batch", ErrBadArg, k)
+			}
+			seen[k] = struct{}{}
 		}
-		seen[k] = struct{}{}
 		binary.LittleEndian.PutUint32(buf[16*i:], k)
 		if vals != nil {
 			binary.LittleEndian.PutUint64(buf[16*i+8:], vals[i])
@@ -385,10 +471,10 @@ func (s *Store) DeleteBatch(keys []uint32) (BatchResult, error) {
 }
 
 func (s *Store) batch(op opKind, keys []uint32, vals []uint64) (BatchResult, error) {
-	if !s.ready {
-		return BatchResult{}, ErrNeedsRecovery
+	if err := s.usable(); err != nil {
+		return BatchResult{}, err
 	}
-	if err := s.stage(keys, vals); err != nil {
+	if err := s.stage(keys, vals, true); err != nil {
 		return BatchResult{}, err
 	}
 	w, err := s.flag()
@@ -397,6 +483,9 @@ func (s *Store) batch(op opKind, keys []uint32, vals []uint64) (BatchResult, err
 	}
 	res := BatchResult{Seq: flagSeq(w) + 1}
 	var kerr kernelErr
+	// The log was empty before the batch (ready), so only the partitions
+	// the batch's threads wrote can hold entries: truncate those.
+	tg, used := s.usedParts(len(keys))
 	steps := []struct {
 		name string
 		g    scope.Grid
@@ -405,13 +494,14 @@ func (s *Store) batch(op opKind, keys []uint32, vals []uint64) (BatchResult, err
 		{"gpkvs-begin", scope.Grid{Blocks: 1, Threads: 1}, s.flagKernel(res.Seq, true)},
 		{"gpkvs-" + op.String(), s.batchGrid(len(keys)), s.batchKernel(op, len(keys), &kerr)},
 		{"gpkvs-commit", scope.Grid{Blocks: 1, Threads: 1}, s.flagKernel(res.Seq, false)},
-		{"gpkvs-truncate", s.partGrid(), s.truncateKernel(&kerr)},
+		{"gpkvs-truncate", tg, s.truncateKernel(used, &kerr)},
 	}
 	for i, st := range steps {
 		c, err := s.launch(st.name, st.g, st.k)
 		if err != nil {
-			// The machine is mid-batch: only a recovery can continue.
-			s.ready = false
+			// The machine may be mid-batch: unless nothing visible
+			// changed, only a recovery can continue.
+			s.abandon(err)
 			return res, err
 		}
 		res.Cycles += c
@@ -420,7 +510,7 @@ func (s *Store) batch(op opKind, keys []uint32, vals []uint64) (BatchResult, err
 		}
 	}
 	if kerr.err != nil {
-		s.ready = false
+		s.ready, s.failed = false, kerr.err
 		return res, kerr.err
 	}
 	out := make([]byte, 16*len(keys))
@@ -450,12 +540,14 @@ func (s *Store) batch(op opKind, keys []uint32, vals []uint64) (BatchResult, err
 }
 
 // GetBatch looks keys up, one GPU thread per request, and returns each
-// key's value and whether it was found.
+// key's value and whether it was found. A key may appear more than once:
+// each request reads the table independently, so every copy gets the
+// same answer. Keys must be nonzero.
 func (s *Store) GetBatch(keys []uint32) (vals []uint64, found []bool, err error) {
-	if !s.ready {
-		return nil, nil, ErrNeedsRecovery
+	if err := s.usable(); err != nil {
+		return nil, nil, err
 	}
-	if err := s.stage(keys, nil); err != nil {
+	if err := s.stage(keys, nil, false); err != nil {
 		return nil, nil, err
 	}
 	if _, err := s.launch("gpkvs-get", s.batchGrid(len(keys)), s.getKernel(len(keys))); err != nil {
@@ -479,13 +571,37 @@ func (s *Store) Put(key uint32, val uint64) error {
 	return err
 }
 
-// Get looks one key up.
+// Get looks one key up from the host: it reads the key's two candidate
+// buckets in the table's visible image with the GET kernel's rules, so it
+// answers as GetBatch would, without a kernel launch (and, on a timing
+// backend, without simulated time). It reads what committed batches
+// wrote; the store is not changed.
 func (s *Store) Get(key uint32) (uint64, bool, error) {
-	v, f, err := s.GetBatch([]uint32{key})
-	if err != nil {
+	if err := s.usable(); err != nil {
 		return 0, false, err
 	}
-	return v[0], f[0], nil
+	if key == 0 {
+		return 0, false, fmt.Errorf("%w: key 0 (keys are 1..%d)", ErrBadArg, uint32(1<<32-1))
+	}
+	return s.lookup(key)
+}
+
+// lookup is the GET kernel's lookup (find, then the way's value) on the
+// host: the first way of bucket b1, then of b2, whose signature is key.
+func (s *Store) lookup(key uint32) (uint64, bool, error) {
+	var line [BucketBytes]byte
+	b1, b2 := candidates(key, s.h.buckets)
+	for _, b := range [2]uint64{b1, b2} {
+		if err := s.m.CopyOut(s.bucketAddr(b), line[:]); err != nil {
+			return 0, false, err
+		}
+		for w := range Ways {
+			if binary.LittleEndian.Uint32(line[sigOff+4*w:]) == key {
+				return binary.LittleEndian.Uint64(line[valOff+8*w:]), true, nil
+			}
+		}
+	}
+	return 0, false, nil
 }
 
 // Delete removes one key and reports whether it was present.
@@ -500,6 +616,9 @@ func (s *Store) Delete(key uint32) (bool, error) {
 // durable and clears its partition, then the flag is cleared; otherwise
 // leftover entries of a committed batch are discarded. It is idempotent.
 func (s *Store) Recover() (RecoverResult, error) {
+	if s.closed {
+		return RecoverResult{}, s.closedErr()
+	}
 	w, err := s.flag()
 	if err != nil {
 		return RecoverResult{}, err
@@ -523,7 +642,7 @@ func (s *Store) Recover() (RecoverResult, error) {
 		}
 		res.Cycles += c
 	} else {
-		c, err := s.launch("gpkvs-truncate", s.partGrid(), s.truncateKernel(&kerr))
+		c, err := s.launch("gpkvs-truncate", s.partGrid(), s.truncateKernel(nil, &kerr))
 		if err != nil {
 			return res, err
 		}
@@ -535,7 +654,7 @@ func (s *Store) Recover() (RecoverResult, error) {
 	if err := s.rebuildMasks(); err != nil {
 		return res, err
 	}
-	s.ready = true
+	s.ready, s.failed = true, nil
 	return res, nil
 }
 
