@@ -28,10 +28,11 @@ func init() {
 	Register(Experiment{
 		Name: "hw-validate",
 		Description: "hwmodel's h100 preset under GPM against measurements of an NVIDIA H100 with pinned host memory over PCIe Gen5 (GPM-eADR): " +
-			"fence costs by scope, a system fence after pending lines, zero-copy write bandwidth, per-SM write parallelism; measured, modelled and model/measured",
-		Paper:  "GPM",
-		Figure: "real silicon (bench/h100)",
-		Run:    runHWValidate,
+			"fence costs by scope, a system fence after pending lines, zero-copy write bandwidth, per-SM write parallelism, warps storing and fencing at once, GPM Fig. 11(b)'s logging (HCL, conventional) against threads; measured, modelled and model/measured",
+		Paper:   "GPM",
+		Presets: []string{"h100"},
+		Figure:  "real silicon (bench/h100)",
+		Run:     runHWValidate,
 	})
 }
 
