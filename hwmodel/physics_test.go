@@ -36,16 +36,17 @@ func TestPersistDFenceLatency(t *testing.T) {
 		cfg, err := Preset(preset)
 		require.NoError(t, err)
 		// The least a persist can take from its store to its ack: to the
-		// NVM and through its write latency, or with persist.ack_at_queue
-		// through the L2 to the PM queue.
+		// NVM and through its write latency; with persist.ack_at_queue
+		// through the L2 to the GPU's memory partition (PM-far's link
+		// latency comes after the ack); under eADR to the eADR point.
 		floor := uint64(cfg.NVM.WriteLatencyCycles)
 		switch {
-		case cfg.Persist.Point == pointEADR:
-			floor = uint64(cfg.Persist.EADRLatencyCycles)
 		case cfg.Persist.AckAtQueue:
 			floor = uint64(cfg.L2.LatencyCycles)
+		case cfg.Persist.Point == pointEADR:
+			floor = uint64(cfg.Persist.EADRLatencyCycles)
 		}
-		if cfg.PCIe.PMFar {
+		if cfg.PCIe.PMFar && !cfg.Persist.AckAtQueue {
 			floor += uint64(cfg.PCIe.LatencyCycles)
 		}
 		for _, model := range durableModels {
@@ -70,30 +71,37 @@ func TestPersistDFenceLatency(t *testing.T) {
 	}
 }
 
-func TestEADRLatency(t *testing.T) {
-	// Under eADR a persist is durable once it reaches the host LLC: the L2,
-	// the link and the eADR point's latency, plus the link transfer, and no
-	// NVM write latency.
-	for _, preset := range []string{"pm-far", "pm-far-eadr"} {
-		cfg, err := Preset(preset)
-		require.NoError(t, err)
-		be, m := setupHW(t, cfg, SBRP)
-		r := region(t, m, "p", 64)
-		_, err = scope.Launch(m, scope.Grid{Blocks: 1, Threads: 1}, func(t *scope.Thread) { t.Store64(r.Base, 1) })
-		require.NoError(t, err)
-		require.Len(t, be.entries, 1)
-		e := be.entries[0]
-		lat := e.ack - e.start
-		base := uint64(cfg.L2.LatencyCycles + cfg.PCIe.LatencyCycles)
-		xfer := uint64(128*cfg.GPU.ClockMHz/(cfg.PCIe.GBps*1e3)) + 1
-		if preset == "pm-far-eadr" {
-			require.GreaterOrEqual(t, lat, base+uint64(cfg.Persist.EADRLatencyCycles))
-			require.LessOrEqual(t, lat, base+uint64(cfg.Persist.EADRLatencyCycles)+xfer)
-		} else {
-			require.True(t, cfg.Persist.AckAtQueue) // acked at the PM queue: no NVM write latency either
+func TestAckPointLatency(t *testing.T) {
+	// A persist's ack on PM-far: with persist.ack_at_queue (the SBRP
+	// artifact, ADR and eADR alike) when the GPU's memory partition passes
+	// it on, after the L2 and the link's transfer but before the link's
+	// latency; without it under eADR when it reaches the host's LLC (the
+	// link's latency and the eADR point's too), never the NVM write
+	// latency.
+	for _, tc := range []struct {
+		preset string
+		atQ    bool
+	}{{"pm-far", true}, {"pm-far-eadr", true}, {"pm-far-eadr", false}, {"h100", false}} {
+		t.Run(fmt.Sprintf("%s/ack_at_queue=%v", tc.preset, tc.atQ), func(t *testing.T) {
+			cfg, err := Preset(tc.preset)
+			require.NoError(t, err)
+			require.NoError(t, cfg.Set(fmt.Sprintf("persist.ack_at_queue=%v", tc.atQ)))
+			be, m := setupHW(t, cfg, SBRP)
+			r := region(t, m, "p", 64)
+			_, err = scope.Launch(m, scope.Grid{Blocks: 1, Threads: 1}, func(t *scope.Thread) { t.Store64(r.Base, 1) })
+			require.NoError(t, err)
+			require.Len(t, be.entries, 1)
+			e := be.entries[0]
+			lat := e.ack - e.start
+			base := uint64(cfg.L2.LatencyCycles)
+			if !tc.atQ {
+				require.Equal(t, pointEADR, cfg.Persist.Point)
+				base += uint64(cfg.PCIe.LatencyCycles + cfg.Persist.EADRLatencyCycles)
+			}
+			xfer := uint64(float64(128+cfg.PCIe.TLPBytes)*cfg.GPU.ClockMHz/(cfg.PCIe.GBps*1e3)) + 1
 			require.GreaterOrEqual(t, lat, base)
 			require.LessOrEqual(t, lat, base+2*xfer)
-		}
+		})
 	}
 }
 
