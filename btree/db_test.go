@@ -208,3 +208,19 @@ func TestDBConcurrent(t *testing.T) {
 	require.Equal(t, 100, n)
 	require.NoError(t, db.Check())
 }
+
+// A DB opened with the zero options has the default pool, not Create's:
+// 20,480 random keys fit.
+func TestDBDefaultCapacity(t *testing.T) {
+	db := openDB(t, t.TempDir(), &btree.DirOptions{Mode: native.ModeUnsafeNoSync})
+	ks := make([]uint64, 4096)
+	for b := range 5 {
+		for i := range ks {
+			ks[i] = uint64(b)<<48 | uint64(i)*0x9E3779B9
+		}
+		require.NoError(t, db.PutBatch(ks, ks))
+	}
+	n, err := db.Len()
+	require.NoError(t, err)
+	require.Equal(t, 5*4096, n)
+}
