@@ -293,6 +293,15 @@ func (db *DB) Check() error {
 	return t.Check()
 }
 
+// Stats returns the counts of the DB's backend since OpenDir: in log mode,
+// Syncs is the fdatasyncs of the persist log and SyncBytes the bytes
+// logged (see native.Stats). They stay readable after Close.
+func (db *DB) Stats() native.Stats {
+	db.mu.Lock()
+	defer db.mu.Unlock()
+	return db.be.Stats()
+}
+
 // Dir returns the directory the DB is stored in.
 func (db *DB) Dir() string { return db.dir }
 

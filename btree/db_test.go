@@ -74,6 +74,9 @@ func TestDBReopen(t *testing.T) {
 	require.Equal(t, []uint64{3, 6, 12, 15, 18}, scanned)
 	require.NoError(t, db.Check())
 	require.Equal(t, dir, db.Dir())
+	s0 := db.Stats()
+	require.NoError(t, db.Put(5, 5))
+	require.Greater(t, db.Stats().Syncs, s0.Syncs, "a durable Put syncs the log")
 }
 
 // OpenDir refuses what is not a usable directory, with the sentinel that
