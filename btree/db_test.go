@@ -74,9 +74,18 @@ func TestDBReopen(t *testing.T) {
 	require.Equal(t, []uint64{3, 6, 12, 15, 18}, scanned)
 	require.NoError(t, db.Check())
 	require.Equal(t, dir, db.Dir())
-	s0 := db.Stats()
-	require.NoError(t, db.Put(5, 5))
-	require.Greater(t, db.Stats().Syncs, s0.Syncs, "a durable Put syncs the log")
+	for _, tc := range []struct {
+		name  string
+		write func() error
+	}{
+		{"Put", func() error { return db.Put(5, 5) }},
+		{"PutBatch", func() error { return db.PutBatch([]uint64{4, 8, 2000}, []uint64{1, 2, 3}) }},
+		{"Delete", func() error { _, err := db.Delete(4); return err }},
+	} {
+		s0 := db.Stats()
+		require.NoError(t, tc.write(), tc.name)
+		require.Equal(t, s0.Syncs+1, db.Stats().Syncs, "%s: one sync of the persist log", tc.name)
+	}
 }
 
 // OpenDir refuses what is not a usable directory, with the sentinel that
