@@ -3,6 +3,7 @@
 package bench
 
 import (
+	"fmt"
 	"testing"
 
 	"github.com/stretchr/testify/require"
@@ -22,7 +23,7 @@ func TestBtreeVsPebbleSides(t *testing.T) {
 	}
 	for _, w := range ordWorks() {
 		for _, s := range sides {
-			t.Run(s.name+"/"+w.name, func(t *testing.T) {
+			t.Run(fmt.Sprintf("%s/%s/b%d", s.name, w.name, w.batch), func(t *testing.T) {
 				r, err := startOrd(sh, s, t.TempDir(), w)
 				require.NoError(t, err)
 				require.NoError(t, r.run(0, minOps))
