@@ -4,6 +4,14 @@
 // lookups as kernels and from the host, and a plain Go API (Create, Open,
 // Put, Get, Delete, Scan, Len, Check).
 //
+// # An embedded store
+//
+// OpenDir is the one-call way to use the tree as an embedded ordered store:
+// it opens (or creates) a tree in a directory on the real backend
+// (pm/native) and returns a DB, safe for concurrent use, whose writes are
+// durable when they return; Close releases the directory. Create and Open
+// are the general form, on any machine (the simulated backends included).
+//
 // # Layout
 //
 // The region starts with a header line (magic, geometry, format version,

@@ -392,25 +392,33 @@ func route(n *node, key uint64) int {
 
 // findLeaf returns the leaf for key.
 func (t *Tree) findLeaf(key uint64) (*node, error) {
+	n := &node{}
+	if err := t.findLeafInto(key, make([]byte, t.g.nodeBytes), n); err != nil {
+		return nil, err
+	}
+	return n, nil
+}
+
+// findLeafInto is findLeaf into n, through b (nodeBytes long): one node
+// and one buffer for the whole descent, not one per level.
+func (t *Tree) findLeafInto(key uint64, b []byte, n *node) error {
 	id := t.cur.root
 	for range t.cur.height - 1 {
-		n, err := t.readNode(id)
-		if err != nil {
-			return nil, err
+		if err := t.readNodeInto(id, b, n); err != nil {
+			return err
 		}
 		if n.leaf {
-			return nil, fmt.Errorf("%w: leaf above the leaf level", ErrCorrupt)
+			return fmt.Errorf("%w: leaf above the leaf level", ErrCorrupt)
 		}
 		id = uint32(n.vals[route(n, key)])
 	}
-	n, err := t.readNode(id)
-	if err != nil {
-		return nil, err
+	if err := t.readNodeInto(id, b, n); err != nil {
+		return err
 	}
 	if !n.leaf {
-		return nil, fmt.Errorf("%w: internal node at the leaf level", ErrCorrupt)
+		return fmt.Errorf("%w: internal node at the leaf level", ErrCorrupt)
 	}
-	return n, nil
+	return nil
 }
 
 // Get returns the value of key and whether the tree holds it, as of the
@@ -455,8 +463,9 @@ func (t *Tree) scan(lo, hi uint64, yield func(uint64, uint64) bool) error {
 	if lo > hi {
 		return nil
 	}
-	n, err := t.findLeaf(lo)
-	if err != nil {
+	// One node and one buffer for the descent and every leaf of the chain.
+	n, b := &node{}, make([]byte, t.g.nodeBytes)
+	if err := t.findLeafInto(lo, b, n); err != nil {
 		return err
 	}
 	for steps := uint64(0); ; steps++ {
@@ -474,7 +483,7 @@ func (t *Tree) scan(lo, hi uint64, yield func(uint64, uint64) bool) error {
 		if n.next == 0 || (len(n.keys) > 0 && n.keys[len(n.keys)-1] >= hi) {
 			return nil // the next leaf's keys are all above hi
 		}
-		if n, err = t.readNode(n.next); err != nil {
+		if err := t.readNodeInto(n.next, b, n); err != nil {
 			return err
 		}
 		if !n.leaf {

@@ -1,0 +1,661 @@
+//go:build unix
+
+package bench
+
+import (
+	"bufio"
+	"context"
+	"encoding/binary"
+	"fmt"
+	"math/rand/v2"
+	"os"
+	"path/filepath"
+	"runtime"
+	"runtime/debug"
+	"slices"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/cockroachdb/pebble/v2"
+	bolt "go.etcd.io/bbolt"
+
+	"github.com/scopedpm/scopedpm/btree"
+	"github.com/scopedpm/scopedpm/pm/native"
+)
+
+func init() {
+	Register(Experiment{
+		Name: "btree-vs-pebble",
+		Description: "WALL-CLOCK time, not simulated: the B+tree as an embedded store (btree.OpenDir on pm/native, " +
+			"durable mode) against Pebble (pebble.Sync per write) and bbolt (fsync per transaction), same keys, same " +
+			"directory, interleaved time slices, on disk and on tmpfs: one durable Put, batches of 100 and 1,000, " +
+			"random Get, GetBatch of 1,000, Scan of 1,000, Delete; keys/s, p50/p99 latency per operation, bytes " +
+			"written per key, RSS growth at open; directory from $" + EnvBenchDir,
+		NoSet: true,
+		Run:   runBtreeVsPebble,
+	})
+}
+
+// ordStore is one ordered store under test in btree-vs-pebble. Every write
+// is durable when it returns.
+type ordStore interface {
+	putBatch(keys, vals []uint64) error // one atomic write (a Put when len is 1)
+	get(key uint64) error               // the key must be found
+	getBatch(keys []uint64) error       // every key must be found
+	scan(lo uint64, n int) error        // n entries from lo on must exist
+	del(key uint64) error               // the key must be there
+	close() error
+	extra(keys int) []metric // side-specific metrics, per key
+}
+
+// ordSys is a side of btree-vs-pebble: a name for its rows and how to open
+// it in dir with keys preloaded (not timed, not synced one by one).
+type ordSys struct {
+	name string
+	open func(dir string, keys []uint64) (ordStore, error)
+}
+
+// ordShape sizes btree-vs-pebble.
+type ordShape struct {
+	keys   int           // preloaded keys
+	budget time.Duration // timed run per workload and side (at least minOps operations)
+}
+
+const minOps = 3
+
+func ordShapeFor(quick bool) ordShape {
+	if quick {
+		return ordShape{keys: 1 << 13, budget: 200 * time.Millisecond}
+	}
+	return ordShape{keys: 1 << 16, budget: time.Second}
+}
+
+// ordWork is one workload: an operation of batch keys.
+type ordWork struct {
+	name  string
+	batch int
+}
+
+func ordWorks() []ordWork {
+	return []ordWork{
+		{"put", 1}, {"put", 100}, {"put", 1000}, {"get", 1}, {"getbatch", 1000}, {"scan", 1000}, {"delete", 1},
+	}
+}
+
+// ordKey is the i-th preloaded key: spread over the key space, in order.
+func ordKey(i int) uint64 { return uint64(i)*0x9E37 + 1 }
+
+func ordVal(k, round uint64) uint64 { return k<<16 | round&0xffff }
+
+func runBtreeVsPebble(ctx context.Context, o Options) ([]Row, error) {
+	sh := ordShapeFor(o.Quick)
+	disk := os.Getenv(EnvBenchDir)
+	if disk == "" {
+		disk = os.TempDir()
+	}
+	type fsDir struct{ label, dir string }
+	dirs := []fsDir{{"disk", disk}}
+	if st, err := os.Stat("/dev/shm"); err == nil && st.IsDir() {
+		dirs = append(dirs, fsDir{"tmpfs", "/dev/shm"})
+	}
+	works := ordWorks()
+	var rows []Row
+	item := 0
+	o.progress(len(dirs)*len(works), 0)
+	for _, fd := range dirs {
+		fsLabel := fd.label + "(" + fsName(fd.dir) + ")"
+		durable := native.ModeLog
+		if native.DAXSupport(fd.dir) == nil {
+			durable = native.ModeDAX
+		}
+		systems := []ordSys{
+			{"btree-native-" + durable.String(), func(dir string, keys []uint64) (ordStore, error) {
+				return openBtreeDB(dir, durable, keys)
+			}},
+			{"pebble-sync", openPebbleOrd},
+			{"bbolt", openBolt},
+		}
+		for _, w := range works {
+			item++
+			if !o.mine(item - 1) {
+				continue
+			}
+			workload := fmt.Sprintf("%s/b%d", w.name, w.batch)
+			ms, err := runOrdInterleaved(ctx, sh, systems, fd.dir, w)
+			if err != nil {
+				return rows, fmt.Errorf("bench: btree-vs-pebble %s %s: %w", fsLabel, workload, err)
+			}
+			tput := map[string]float64{}
+			for i, s := range systems {
+				for _, m := range ms[i] {
+					rows = append(rows, Row{Experiment: "btree-vs-pebble", Workload: workload, Config: fsLabel + "/" + s.name, Metric: m.name, Value: m.v})
+					if m.name == "keys_per_s" {
+						tput[s.name] = m.v
+					}
+				}
+			}
+			bt := systems[0].name
+			for _, base := range []string{"pebble-sync", "bbolt"} {
+				if p := tput[base]; p > 0 {
+					rows = append(rows, Row{Experiment: "btree-vs-pebble", Workload: workload, Config: fsLabel + "/" + bt,
+						Metric: "x_" + strings.TrimSuffix(base, "-sync") + "_keys_per_s", Value: tput[bt] / p})
+				}
+			}
+			o.progress(0, 1)
+		}
+	}
+	return rows, nil
+}
+
+// runOrdInterleaved opens every side in its own directory under parent
+// (preloaded with the same keys) and runs workload w on them in
+// alternating time slices, so that all sides see the same background
+// load; then closes them and returns each side's metrics.
+func runOrdInterleaved(ctx context.Context, sh ordShape, systems []ordSys, parent string, w ordWork) ([][]metric, error) {
+	runs := make([]*ordRun, len(systems))
+	defer func() {
+		for _, r := range runs {
+			if r != nil {
+				r.st.close()
+			}
+		}
+	}()
+	for i, s := range systems {
+		dir, err := os.MkdirTemp(parent, "btree-vs-pebble-")
+		if err != nil {
+			return nil, err
+		}
+		defer os.RemoveAll(dir)
+		if runs[i], err = startOrd(sh, s, dir, w); err != nil {
+			return nil, fmt.Errorf("%s: %w", s.name, err)
+		}
+	}
+	for k := range timeSlices {
+		for i, r := range runs {
+			if err := ctx.Err(); err != nil {
+				return nil, err
+			}
+			minN := 1
+			if k == timeSlices-1 {
+				minN = max(1, minOps-len(r.lat))
+			}
+			if err := r.run(sh.budget/timeSlices, minN); err != nil {
+				return nil, fmt.Errorf("%s: %w", systems[i].name, err)
+			}
+		}
+	}
+	out := make([][]metric, len(runs))
+	for i, r := range runs {
+		ms, err := r.finish()
+		runs[i] = nil
+		if err != nil {
+			return nil, fmt.Errorf("%s: %w", systems[i].name, err)
+		}
+		out[i] = ms
+	}
+	return out, nil
+}
+
+// ordRun is one side of btree-vs-pebble in progress.
+type ordRun struct {
+	st       ordStore
+	w        ordWork
+	keys     []uint64 // the preloaded keys, in order
+	order    []int    // delete: the order keys are deleted in
+	rng      *rand.Rand
+	round    uint64
+	lat      []time.Duration
+	done     int // keys operated on
+	elapsed  time.Duration
+	cpu      time.Duration
+	wbytes   uint64
+	rssBytes uint64
+	ks, vs   []uint64
+}
+
+// startOrd opens side s in dir, preloaded, and measures the RSS the open
+// and the preload added.
+func startOrd(sh ordShape, s ordSys, dir string, w ordWork) (*ordRun, error) {
+	keys := make([]uint64, sh.keys)
+	for i := range keys {
+		keys[i] = ordKey(i)
+	}
+	r := &ordRun{w: w, keys: keys, rng: rand.New(rand.NewPCG(uint64(w.batch), 0x6274))}
+	if w.name == "delete" {
+		r.order = r.rng.Perm(len(keys))
+	}
+	rss0 := settledRSS()
+	st, err := s.open(dir, keys)
+	if err != nil {
+		return nil, err
+	}
+	r.st = st
+	if rss1 := settledRSS(); rss1 > rss0 {
+		r.rssBytes = rss1 - rss0
+	}
+	return r, nil
+}
+
+// settledRSS returns the process's resident set after a GC that returns
+// freed memory to the operating system (0 where /proc is missing).
+func settledRSS() uint64 {
+	runtime.GC()
+	debug.FreeOSMemory()
+	f, err := os.Open("/proc/self/status")
+	if err != nil {
+		return 0
+	}
+	defer f.Close()
+	sc := bufio.NewScanner(f)
+	for sc.Scan() {
+		if v, ok := strings.CutPrefix(sc.Text(), "VmRSS:"); ok {
+			kb, err := strconv.ParseUint(strings.TrimSpace(strings.TrimSuffix(strings.TrimSpace(v), "kB")), 10, 64)
+			if err != nil {
+				return 0
+			}
+			return kb << 10
+		}
+	}
+	return 0
+}
+
+// run runs operations until this slice lasted budget and ran at least
+// minN (delete: until the preloaded keys run out).
+func (r *ordRun) run(budget time.Duration, minN int) error {
+	w0, err := procWriteBytes()
+	if err != nil {
+		return err
+	}
+	c0 := cpuTime()
+	start := time.Now()
+	for n := 0; n < minN || time.Since(start) < budget; n++ {
+		r.round++
+		if r.w.name == "delete" && len(r.lat) >= len(r.order) {
+			break
+		}
+		r.ks, r.vs = r.ks[:0], r.vs[:0]
+		switch r.w.name {
+		case "put", "get", "getbatch":
+			for range r.w.batch {
+				k := r.keys[r.rng.IntN(len(r.keys))]
+				r.ks, r.vs = append(r.ks, k), append(r.vs, ordVal(k, r.round))
+			}
+		case "scan":
+			r.ks = append(r.ks, r.keys[r.rng.IntN(len(r.keys)-r.w.batch)])
+		case "delete":
+			r.ks = append(r.ks, r.keys[r.order[len(r.lat)]])
+		}
+		t0 := time.Now()
+		switch r.w.name {
+		case "put":
+			err = r.st.putBatch(r.ks, r.vs)
+		case "get":
+			err = r.st.get(r.ks[0])
+		case "getbatch":
+			err = r.st.getBatch(r.ks)
+		case "scan":
+			err = r.st.scan(r.ks[0], r.w.batch)
+		case "delete":
+			err = r.st.del(r.ks[0])
+		}
+		if err != nil {
+			return err
+		}
+		r.lat = append(r.lat, time.Since(t0))
+		r.done += r.w.batch
+	}
+	r.elapsed += time.Since(start)
+	r.cpu += cpuTime() - c0
+	w1, err := procWriteBytes()
+	if err != nil {
+		return err
+	}
+	r.wbytes += w1 - w0
+	return nil
+}
+
+// finish closes the side (its closing writes count) and returns its
+// metrics.
+func (r *ordRun) finish() ([]metric, error) {
+	w0, err := procWriteBytes()
+	if err != nil {
+		r.st.close()
+		return nil, err
+	}
+	extra := r.st.extra(r.done)
+	if err := r.st.close(); err != nil {
+		return nil, err
+	}
+	w1, err := procWriteBytes()
+	if err != nil {
+		return nil, err
+	}
+	r.wbytes += w1 - w0
+	slices.Sort(r.lat)
+	pct := func(p float64) float64 { return float64(r.lat[min(len(r.lat)-1, int(p*float64(len(r.lat))))]) / 1e3 }
+	// dev_write_bytes_per_key is kvs-vs-pebble's measure (procWriteBytes):
+	// the kernel counts a page cache folio whole each time a write dirties
+	// it again, so a small record appended after a sync counts the size of
+	// its folio (256 KiB for the native log's zeroed chunks on the 6.x
+	// kernel of the development machine), not its bytes.
+	return append([]metric{
+		{"keys_per_s", float64(r.done) / r.elapsed.Seconds()},
+		{"op_p50_us", pct(0.50)},
+		{"op_p99_us", pct(0.99)},
+		{"ops", float64(len(r.lat))},
+		{"dev_write_bytes_per_key", float64(r.wbytes) / float64(r.done)},
+		{"cpu_per_wall", r.cpu.Seconds() / r.elapsed.Seconds()},
+		{"open_rss_mib", float64(r.rssBytes) / (1 << 20)},
+	}, extra...), nil
+}
+
+// btreeStore is the B+tree as an embedded store (btree.DB).
+type btreeStore struct {
+	db *btree.DB
+	s0 native.Stats
+}
+
+// openBtreeDB preloads keys with durability off (not timed), then reopens
+// the directory in mode.
+func openBtreeDB(dir string, mode native.Mode, keys []uint64) (*btreeStore, error) {
+	const maxBatch = 4096
+	capacity := max(btree.DefaultDirCapacity, len(keys)/2+4*maxBatch)
+	db, err := btree.OpenDir(dir, &btree.DirOptions{Mode: native.ModeUnsafeNoSync, Capacity: capacity, MaxBatch: maxBatch})
+	if err != nil {
+		return nil, err
+	}
+	for i := 0; i < len(keys); i += maxBatch {
+		ks := keys[i:min(i+maxBatch, len(keys))]
+		vs := make([]uint64, len(ks))
+		for j, k := range ks {
+			vs[j] = ordVal(k, 0)
+		}
+		if err := db.PutBatch(ks, vs); err != nil {
+			db.Close()
+			return nil, err
+		}
+	}
+	if err := db.Close(); err != nil {
+		return nil, err
+	}
+	if db, err = btree.OpenDir(dir, &btree.DirOptions{Mode: mode, NoCreate: true}); err != nil {
+		return nil, err
+	}
+	return &btreeStore{db: db, s0: db.Stats()}, nil
+}
+
+func (b *btreeStore) putBatch(keys, vals []uint64) error {
+	if len(keys) == 1 {
+		return b.db.Put(keys[0], vals[0])
+	}
+	return b.db.PutBatch(keys, vals)
+}
+
+func (b *btreeStore) get(key uint64) error {
+	_, ok, err := b.db.Get(key)
+	if err == nil && !ok {
+		err = fmt.Errorf("bench: btree lost key %d", key)
+	}
+	return err
+}
+
+func (b *btreeStore) getBatch(keys []uint64) error {
+	_, found, err := b.db.GetBatch(keys)
+	if err != nil {
+		return err
+	}
+	if i := slices.Index(found, false); i >= 0 {
+		return fmt.Errorf("bench: btree lost key %d", keys[i])
+	}
+	return nil
+}
+
+func (b *btreeStore) scan(lo uint64, n int) error {
+	got := 0
+	err := b.db.Scan(lo, ^uint64(0), func(uint64, uint64) bool {
+		got++
+		return got < n
+	})
+	if err == nil && got < n {
+		err = fmt.Errorf("bench: btree scan from %d: %d entries, want %d", lo, got, n)
+	}
+	return err
+}
+
+func (b *btreeStore) del(key uint64) error {
+	ok, err := b.db.Delete(key)
+	if err == nil && !ok {
+		err = fmt.Errorf("bench: btree lost key %d", key)
+	}
+	return err
+}
+
+func (b *btreeStore) close() error { return b.db.Close() }
+
+// extra reports the log's fdatasyncs and logged bytes per key since the
+// measured open (the preload ran in another open).
+func (b *btreeStore) extra(keys int) []metric {
+	s, k := b.db.Stats(), float64(max(keys, 1))
+	return []metric{
+		{"syncs_per_key", float64(s.Syncs-b.s0.Syncs) / k},
+		{"logged_bytes_per_key", float64(s.SyncBytes-b.s0.SyncBytes) / k},
+	}
+}
+
+// pebbleOrd is Pebble with pebble.Sync on every write.
+type pebbleOrd struct {
+	db   *pebble.DB
+	lsm0 uint64 // bytes written by the preload
+}
+
+func ordBytes(k uint64, buf *[8]byte) []byte {
+	binary.BigEndian.PutUint64(buf[:], k)
+	return buf[:]
+}
+
+func ordValBytes(v uint64, buf *[8]byte) []byte {
+	binary.LittleEndian.PutUint64(buf[:], v)
+	return buf[:]
+}
+
+func openPebbleOrd(dir string, keys []uint64) (ordStore, error) {
+	db, err := pebble.Open(dir, &pebble.Options{Logger: quietLogger{}})
+	if err != nil {
+		return nil, err
+	}
+	b := db.NewBatch()
+	var kb, vb [8]byte
+	for _, k := range keys {
+		if err := b.Set(ordBytes(k, &kb), ordValBytes(ordVal(k, 0), &vb), nil); err != nil {
+			db.Close()
+			return nil, err
+		}
+	}
+	if err := db.Apply(b, pebble.NoSync); err != nil {
+		db.Close()
+		return nil, err
+	}
+	if err := db.Flush(); err != nil {
+		db.Close()
+		return nil, err
+	}
+	p := &pebbleOrd{db: db}
+	p.lsm0 = p.lsmBytes()
+	return p, nil
+}
+
+func (p *pebbleOrd) putBatch(keys, vals []uint64) error {
+	var kb, vb [8]byte
+	if len(keys) == 1 {
+		return p.db.Set(ordBytes(keys[0], &kb), ordValBytes(vals[0], &vb), pebble.Sync)
+	}
+	b := p.db.NewBatchWithSize(len(keys) * 32)
+	for i, k := range keys {
+		if err := b.Set(ordBytes(k, &kb), ordValBytes(vals[i], &vb), nil); err != nil {
+			return err
+		}
+	}
+	return p.db.Apply(b, pebble.Sync)
+}
+
+func (p *pebbleOrd) get(key uint64) error {
+	var kb [8]byte
+	_, c, err := p.db.Get(ordBytes(key, &kb))
+	if err != nil {
+		return fmt.Errorf("bench: pebble key %d: %w", key, err)
+	}
+	return c.Close()
+}
+
+// getBatch is one Get per key: Pebble has no batched lookup.
+func (p *pebbleOrd) getBatch(keys []uint64) error {
+	for _, k := range keys {
+		if err := p.get(k); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+func (p *pebbleOrd) scan(lo uint64, n int) error {
+	var kb [8]byte
+	it, err := p.db.NewIter(nil)
+	if err != nil {
+		return err
+	}
+	got := 0
+	for ok := it.SeekGE(ordBytes(lo, &kb)); ok && got < n; ok = it.Next() {
+		_ = it.Value()
+		got++
+	}
+	if err := it.Close(); err != nil {
+		return err
+	}
+	if got < n {
+		return fmt.Errorf("bench: pebble scan from %d: %d entries, want %d", lo, got, n)
+	}
+	return nil
+}
+
+func (p *pebbleOrd) del(key uint64) error {
+	var kb [8]byte
+	return p.db.Delete(ordBytes(key, &kb), pebble.Sync)
+}
+
+func (p *pebbleOrd) close() error { return p.db.Close() }
+
+// lsmBytes returns the bytes Pebble wrote: WAL, flushes, compactions.
+func (p *pebbleOrd) lsmBytes() uint64 {
+	m := p.db.Metrics()
+	t := m.Total()
+	return m.WAL.BytesWritten + t.TableBytesFlushed + t.TableBytesCompacted + t.BlobBytesFlushed + t.BlobBytesCompacted
+}
+
+// extra reports the bytes Pebble wrote per key since the measured open.
+func (p *pebbleOrd) extra(keys int) []metric {
+	return []metric{{"lsm_bytes_per_key", float64(p.lsmBytes()-p.lsm0) / float64(max(keys, 1))}}
+}
+
+// boltStore is bbolt with its defaults: every Update fsyncs before it
+// returns.
+type boltStore struct {
+	db *bolt.DB
+	w0 int64 // page writes of the preload
+}
+
+var boltBucket = []byte("kv")
+
+func openBolt(dir string, keys []uint64) (ordStore, error) {
+	db, err := bolt.Open(filepath.Join(dir, "bolt.db"), 0o644, nil)
+	if err != nil {
+		return nil, err
+	}
+	// Preload in one transaction (keys ascending, as bbolt fills best).
+	err = db.Update(func(tx *bolt.Tx) error {
+		b, err := tx.CreateBucketIfNotExists(boltBucket)
+		if err != nil {
+			return err
+		}
+		for _, k := range keys {
+			var kb, vb [8]byte
+			if err := b.Put(ordBytes(k, &kb), ordValBytes(ordVal(k, 0), &vb)); err != nil {
+				return err
+			}
+		}
+		return nil
+	})
+	if err != nil {
+		db.Close()
+		return nil, err
+	}
+	st := db.Stats()
+	return &boltStore{db: db, w0: st.TxStats.GetWrite()}, nil
+}
+
+func (s *boltStore) putBatch(keys, vals []uint64) error {
+	return s.db.Update(func(tx *bolt.Tx) error {
+		b := tx.Bucket(boltBucket)
+		for i, k := range keys {
+			// bbolt keeps the slices until the transaction ends.
+			var kb, vb [8]byte
+			if err := b.Put(ordBytes(k, &kb), ordValBytes(vals[i], &vb)); err != nil {
+				return err
+			}
+		}
+		return nil
+	})
+}
+
+func (s *boltStore) get(key uint64) error { return s.getBatch([]uint64{key}) }
+
+// getBatch is one read transaction with one Get per key: bbolt has no
+// batched lookup.
+func (s *boltStore) getBatch(keys []uint64) error {
+	return s.db.View(func(tx *bolt.Tx) error {
+		b := tx.Bucket(boltBucket)
+		var kb [8]byte
+		for _, k := range keys {
+			if b.Get(ordBytes(k, &kb)) == nil {
+				return fmt.Errorf("bench: bbolt lost key %d", k)
+			}
+		}
+		return nil
+	})
+}
+
+func (s *boltStore) scan(lo uint64, n int) error {
+	return s.db.View(func(tx *bolt.Tx) error {
+		var kb [8]byte
+		c := tx.Bucket(boltBucket).Cursor()
+		got := 0
+		for k, _ := c.Seek(ordBytes(lo, &kb)); k != nil && got < n; k, _ = c.Next() {
+			got++
+		}
+		if got < n {
+			return fmt.Errorf("bench: bbolt scan from %d: %d entries, want %d", lo, got, n)
+		}
+		return nil
+	})
+}
+
+func (s *boltStore) del(key uint64) error {
+	return s.db.Update(func(tx *bolt.Tx) error {
+		b := tx.Bucket(boltBucket)
+		var kb [8]byte
+		if b.Get(ordBytes(key, &kb)) == nil {
+			return fmt.Errorf("bench: bbolt lost key %d", key)
+		}
+		return b.Delete(ordBytes(key, &kb))
+	})
+}
+
+func (s *boltStore) close() error { return s.db.Close() }
+
+// extra reports bbolt's page writes (writeAt calls of whole pages, meta
+// pages included) per key since the measured open.
+func (s *boltStore) extra(keys int) []metric {
+	st := s.db.Stats()
+	w := st.TxStats.GetWrite() - s.w0
+	return []metric{{"bolt_page_writes_per_key", float64(w) / float64(max(keys, 1))}}
+}
