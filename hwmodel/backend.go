@@ -1063,11 +1063,14 @@ func (b *Backend) sharedAccess(ws *warpState, t uint64, kind pm.OpKind, sc pm.Sc
 		}
 		first, last := uint64(p.addr)>>2, (uint64(p.addr)+uint64(max(p.size, 1))-1)>>2
 		for w := first; w <= last; w++ {
-			if !slices.Contains(words, w) {
+			if n := len(words); n == 0 || words[n-1] != w {
 				words = append(words, w)
 			}
 		}
 	}
+	// Distinct words: lanes on one word share its pass.
+	slices.Sort(words)
+	words = slices.Compact(words)
 	b.smemWords = words
 	if len(words) == 0 {
 		return 0
