@@ -210,6 +210,7 @@ func TestWritePathKeysAreLive(t *testing.T) {
 		{"persist.window", "1", SBRP, false},
 		{"persist.nvw_fifo_l2", "16", ScopedBarrier, false},
 		{"pcie.gbps", "2", Epoch, true},
+		{"pcie.tlp_bytes", "256", Epoch, true},
 	}
 	presets := []string{"pm-near", "pm-far", "volta", "gope"}
 	if !long.Enabled() {
@@ -219,7 +220,7 @@ func TestWritePathKeysAreLive(t *testing.T) {
 		for _, c := range cases {
 			base, err := Preset(preset)
 			require.NoError(t, err)
-			if c.far != base.PCIe.PMFar || c.key == "nvm.write_gbps" && base.NVM.SharedBus {
+			if c.far != base.PCIe.PMFar {
 				continue
 			}
 			t.Run(preset+"/"+c.key, func(t *testing.T) {
