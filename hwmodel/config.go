@@ -201,11 +201,15 @@ type PersistConfig struct {
 	// invalidated whole. The SBRP machines set it.
 	EpochOwnAcks bool `json:"epoch_own_acks"`
 	// EpochWriteThrough makes Epoch and GPM write every PM store through
-	// the L1 as it is executed, without waiting for it, as the SBRP
-	// artifact's simulator does (gpu-cache.cc writes PM through under its
-	// epoch model; a fence only waits for the warp's outstanding persists).
-	// Off, a PM store leaves its L1 line dirty and the next fence writes
-	// the SM's dirty lines back. The SBRP machines set it.
+	// the L1 as it is executed (the store waits only for its write to
+	// leave the SM), as NVIDIA's L1 does (the h100 preset sets it). Off, a
+	// PM store leaves its L1 line dirty and the next ordering verb writes
+	// the SM's dirty PM lines back, as on the SBRP machines: the
+	// artifact's epoch and GPM configurations run -pm_model 3
+	// (PM_UNBUFF_SRP), whose L1 is write-back (-gpgpu_cache:dl1 ...L:B)
+	// and whose every persistent op flushes the L1's PM lines and waits
+	// (shader.cc, perform_ordering_ops), as the SBRP paper describes
+	// Epoch.
 	EpochWriteThrough bool `json:"epoch_write_through"`
 	// SectorBytes makes a PM line's write-back, write-through or
 	// persist-buffer flush send only the sectors of this size that were
@@ -312,7 +316,8 @@ func PresetPMNear() Config {
 // acknowledged when the GPU's memory partition passes it to the PM queue,
 // an Epoch or GPM fence waits for its own warp's persists, a PM line's
 // write-back sends only its written 32-byte sectors, and Epoch and GPM
-// write PM stores through the L1. PM reads and writes share one bus: the
+// keep PM stores dirty in the L1 until an ordering verb writes the SM's
+// PM lines back (the artifact's -pm_model 3). PM reads and writes share one bus: the
 // artifact's PM is a GDDR channel model with its bursts scaled down per
 // direction (dram.cc), near (1/4 read, 1/8 write) and far (1/12 both ways,
 // -pm_bw_scale_read/-write 12: the 28 GB/s of PCIe, so the far link is
@@ -320,7 +325,7 @@ func PresetPMNear() Config {
 func artifactPhysics(c *Config) {
 	c.Persist.AckAtQueue = true
 	c.Persist.EpochOwnAcks = true
-	c.Persist.EpochWriteThrough = true
+	c.Persist.EpochWriteThrough = false
 	c.Persist.SectorBytes = 32
 	c.NVM.SharedBus = true
 	c.PCIe.FullDuplex = false
