@@ -3,6 +3,7 @@
 package native_test
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"syscall"
@@ -299,5 +300,91 @@ func TestKillMidLaunchDFence(t *testing.T) {
 	require.NoError(t, m.CopyOut(r.Base, buf))
 	for i := range 64 {
 		require.Equal(t, uint64(i+1), pm.GetLE(buf[8*i:8*i+8]), "thread %d's word", i)
+	}
+}
+
+// A thread held at a durability point is served within bounded progress of
+// the others: a thread that keeps running (a loop of stores, or a spin
+// loop that stores while it waits for a flag the held thread sets after
+// its DFence) cannot hold it back forever, so the launch ends and the
+// held DFence returns before the other thread's loop is done. Each case
+// runs under a context deadline, so a hang fails the test instead of
+// blocking it.
+func TestDurabilityPointProgress(t *testing.T) {
+	const loop = 1 << 18
+	type env struct {
+		pmw, flag, gate, ctr pm.Addr
+		progress             *uint64 // the writer's stores when the DFence returned
+	}
+	cases := []struct {
+		name   string
+		grid   scope.Grid
+		kernel func(e env) scope.Kernel
+		// bounded: the DFence returned before the writer's loop ended
+		bounded bool
+	}{
+		{"writer spins on the held thread's flag", scope.Grid{Blocks: 1, Threads: 2}, func(e env) scope.Kernel {
+			return func(t *scope.Thread) {
+				if t.ID() == 0 {
+					t.Store64(e.pmw, 1)
+					t.DFence()
+					t.Store32(e.flag, 1)
+					return
+				}
+				for i := uint64(1); t.Load32(e.flag) == 0; i++ {
+					t.Store64(e.ctr, i)
+				}
+			}
+		}, false},
+		{"writer woken after the hold spins on its flag", scope.Grid{Blocks: 2, Threads: 32}, func(e env) scope.Kernel {
+			return func(t *scope.Thread) {
+				switch t.ID() {
+				case 0: // warp 0: waits for the gate, then spins storing
+					for t.Load32(e.gate) == 0 {
+					}
+					for i := uint64(1); t.Load32(e.flag) == 0; i++ {
+						t.Store64(e.ctr, i)
+					}
+				case 32: // warp 1: opens the gate and holds at its DFence
+					t.Store32(e.gate, 1)
+					t.Store64(e.pmw, 1)
+					t.DFence()
+					t.Store32(e.flag, 1)
+				}
+			}
+		}, false},
+		{"long loop of stores", scope.Grid{Blocks: 1, Threads: 2}, func(e env) scope.Kernel {
+			return func(t *scope.Thread) {
+				if t.ID() == 0 {
+					t.Store64(e.pmw, 1)
+					t.DFence()
+					*e.progress = t.Load64(e.ctr)
+					return
+				}
+				for i := uint64(1); i <= loop; i++ {
+					t.Store64(e.ctr, i)
+				}
+			}
+		}, true},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			be, m := open(t, t.TempDir(), native.Options{Mode: native.ModeLog})
+			defer be.Close()
+			r, err := m.CreateRegion("d", 4096)
+			require.NoError(t, err)
+			v, err := m.Alloc(pm.DeviceMem, 64)
+			require.NoError(t, err)
+			var progress uint64
+			e := env{pmw: r.Base, flag: v, gate: v.Add(8), ctr: v.Add(16), progress: &progress}
+			ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+			defer cancel()
+			_, err = scope.Launch(m, c.grid, c.kernel(e), scope.WithContext(ctx))
+			require.NoError(t, err, "the held thread was never served")
+			if c.bounded {
+				require.Less(t, progress, uint64(loop), "the DFence returned only after the writer's loop ended")
+				t.Logf("DFence returned after %d of the writer's %d stores", progress, loop)
+			}
+		})
 	}
 }
