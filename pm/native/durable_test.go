@@ -130,32 +130,111 @@ func TestMidLaunchDurabilitySyncs(t *testing.T) {
 	}
 }
 
-// A CPU task's SFence (x86: durable on return) syncs the log before the
-// task goes on; one task runs at a time, so each SFence with persists
-// pending costs one sync, and one with nothing pending none.
+// A CPU task's durability point (an SFence, or COSPlay's CFence, with
+// persists pending: durable on return) holds the task while the other
+// contexts of the window run, and one sync of the log serves every task
+// held together (group commit): n tasks that each store and fence cost
+// one sync per window of tasks, not one each, and each task's fence
+// returns only after the sync that covers it (the task reads the count
+// of syncs through the FS seam right after its fence). A fence with
+// nothing pending costs none.
 func TestCPUDurabilitySyncs(t *testing.T) {
-	var cnt native.Counter
-	be, m := open(t, t.TempDir(), native.Options{Mode: native.ModeLog, FS: native.InjectFS(native.OSFS(), &cnt)})
-	defer be.Close()
-	r, err := m.CreateRegion("d", 4096)
-	require.NoError(t, err)
-	s0 := cnt.Count(native.FSSync)
-	seen := make([][2]uint64, 4)
-	task := func(c *coro.Ctx) {
-		a := r.Base.Add(8 * uint64(c.ID()))
-		c.Store64(a, 1)
-		c.CLWB(a)
-		c.SFence()
-		seen[c.ID()][0] = cnt.Count(native.FSSync) - s0
-		c.SFence()
-		seen[c.ID()][1] = cnt.Count(native.FSSync) - s0
+	const n = 64
+	storeFence := func(d pm.Addr, seen []uint64, syncs func() uint64) coro.Task {
+		return func(c *coro.Ctx) {
+			a := d.Add(8 * uint64(c.ID()))
+			c.Store64(a, 1)
+			c.CLWB(a)
+			c.Fence()
+			seen[c.ID()] = syncs()
+			c.SFence() // nothing pending
+		}
 	}
-	_, err = coro.Run(m, []coro.Task{task, task, task, task})
-	require.NoError(t, err)
-	for i, s := range seen {
-		require.Equal(t, [2]uint64{uint64(i + 1), uint64(i + 1)}, s, "task %d", i)
+	cases := []struct {
+		name  string
+		cfg   coro.Config
+		tasks int
+		// want: the syncs task i has seen after its fence; total: the run's
+		want  func(i int) uint64
+		total uint64
+	}{
+		{"baseline, every task active", coro.Config{Mode: coro.Baseline}, n, func(int) uint64 { return 1 }, 1},
+		{"baseline, 4 tasks", coro.Config{Mode: coro.Baseline}, 4, func(int) uint64 { return 1 }, 1},
+		{"baseline, window of 8", coro.Config{Mode: coro.Baseline, Window: 8}, n, func(i int) uint64 { return uint64(i/8 + 1) }, n / 8},
+		{"cosplay, window of 8", coro.Config{Mode: coro.COSPlay, Window: 8}, n, func(i int) uint64 { return uint64(i/8 + 1) }, n / 8},
+		{"baseline, window of 1", coro.Config{Mode: coro.Baseline, Window: 1}, 8, func(i int) uint64 { return uint64(i + 1) }, 8},
 	}
-	require.Equal(t, uint64(4), cnt.Count(native.FSSync)-s0)
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			var cnt native.Counter
+			be, m := open(t, t.TempDir(), native.Options{Mode: native.ModeLog, FS: native.InjectFS(native.OSFS(), &cnt)})
+			defer be.Close()
+			r, err := m.CreateRegion("d", 8*n)
+			require.NoError(t, err)
+			s0 := cnt.Count(native.FSSync)
+			syncs := func() uint64 { return cnt.Count(native.FSSync) - s0 }
+			seen := make([]uint64, c.tasks)
+			tasks := make([]coro.Task, c.tasks)
+			for i := range tasks {
+				tasks[i] = storeFence(r.Base, seen, syncs)
+			}
+			_, err = coro.Run(m, tasks, coro.WithConfig(c.cfg))
+			require.NoError(t, err)
+			require.Equal(t, c.total, syncs(), "syncs of the run (%d tasks, each a store and a fence)", c.tasks)
+			for i, s := range seen {
+				require.Equal(t, c.want(i), s, "syncs task %d saw after its fence", i)
+			}
+			buf := make([]byte, 8*c.tasks)
+			require.NoError(t, m.CopyOut(r.Base, buf))
+			for i := range c.tasks {
+				require.Equal(t, uint64(1), pm.GetLE(buf[8*i:8*i+8]), "task %d's word", i)
+			}
+		})
+	}
+}
+
+// A CPU task held at a durability point is served within bounded progress
+// of the others: a task that waits for the held task's flag by yielding,
+// with or without storing between its yields, does not wait forever. A
+// deadline turns a hang into a failure.
+func TestCPUDurabilityPointProgress(t *testing.T) {
+	for _, stores := range []bool{false, true} {
+		t.Run(fmt.Sprintf("stores=%v", stores), func(t *testing.T) {
+			be, m := open(t, t.TempDir(), native.Options{Mode: native.ModeLog})
+			defer be.Close()
+			r, err := m.CreateRegion("d", 4096)
+			require.NoError(t, err)
+			v, err := m.Alloc(pm.DeviceMem, 64)
+			require.NoError(t, err)
+			tasks := []coro.Task{
+				func(c *coro.Ctx) {
+					c.Store64(r.Base, 1)
+					c.CLWB(r.Base)
+					c.SFence()
+					c.Store64(v, 1)
+				},
+				func(c *coro.Ctx) {
+					for i := uint64(1); c.Load64(v) == 0; i++ {
+						if stores {
+							c.Store64(v.Add(8), i)
+						}
+						c.Yield()
+					}
+				},
+			}
+			done := make(chan error, 1)
+			go func() {
+				_, err := coro.Run(m, tasks)
+				done <- err
+			}()
+			select {
+			case err := <-done:
+				require.NoError(t, err)
+			case <-time.After(20 * time.Second):
+				t.Fatal("the held task was never served") // the run's goroutine is left behind
+			}
+		})
+	}
 }
 
 // A launch's mid-launch durability point shares its sync with a commit
