@@ -1087,6 +1087,8 @@ func (t *Thread) waitDesc() string {
 		return fmt.Sprintf("spins on %s at %v (read %d)", t.waitOp, t.parkAt, t.lastVal)
 	case stBarrier:
 		return "waits at " + t.waitOp
+	case stDurable:
+		return "waits at a durability point"
 	}
 	// Running or runnable: what it read last between writes anywhere
 	// (the flags a spin that also writes polls).
