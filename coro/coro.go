@@ -121,6 +121,7 @@ type runner struct {
 	// reached it; heldVerbs counts the verbs reported since the first.
 	held      []*Ctx
 	heldVerbs int
+	shared    bool // the verb being issued is SBatch's shared SFence
 	tasks     []Task
 	slots     []*slot
 	spawned   int

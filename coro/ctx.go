@@ -89,11 +89,13 @@ const durBound = 1 << 16
 // every live task is held, when a round of the scheduler passes with
 // nothing written and no task ended, or when the others have reported
 // durBound verbs since the first was held. Alone in the window, or the
-// last live task to reach one, the task makes them durable at once. On
-// resuming, its persist context is restored, as after a Yield.
+// last live task to reach one, the task makes them durable at once, as
+// it does at SBatch's shared SFence, which other tasks' ordering points
+// rely on. On resuming, its persist context is restored, as after a
+// Yield.
 func (c *Ctx) awaitDurable() {
 	r := c.r
-	if len(r.held) >= r.live-1 {
+	if r.shared || len(r.held) >= r.live-1 {
 		c.makeDurable()
 		return
 	}
@@ -386,7 +388,12 @@ func (c *Ctx) resumed() {
 	r := c.r
 	if r.mode == SBatch && c.need > r.batch {
 		r.batch++
+		// The shared SFence covers the ordering points of every task
+		// resumed after it: it is durable before any of them goes on, so
+		// it is not held (see awaitDurable).
+		r.shared = true
 		c.SFence()
+		r.shared = false
 	}
 	switch {
 	case r.mode == COSPlay || r.mode == FreeSwitch:

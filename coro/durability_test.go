@@ -90,6 +90,8 @@ func TestDurabilityGroupCommit(t *testing.T) {
 			[]int{6, 6, 6, 6}, func(i int) int { return i/6 + 1 }},
 		{"cosplay, window of 4", coro.Config{Mode: coro.COSPlay, Window: 4}, storeFence,
 			[]int{4, 4, 4, 4, 4, 4}, func(i int) int { return i/4 + 1 }},
+		{"sbatch, window of 4: the shared SFence is not held", coro.Config{Mode: coro.SBatch, Window: 4}, storeFence,
+			[]int{4, 4, 4, 4, 4, 4}, func(i int) int { return i/4 + 1 }},
 		{"baseline, window of 1", coro.Config{Mode: coro.Baseline, Window: 1}, storeFence,
 			fill(n, 1), func(i int) int { return i + 1 }},
 		{"lock held across the durability point", coro.Config{Mode: coro.Baseline, Window: 4}, locked,

@@ -162,6 +162,7 @@ func TestCPUDurabilitySyncs(t *testing.T) {
 		{"baseline, 4 tasks", coro.Config{Mode: coro.Baseline}, 4, func(int) uint64 { return 1 }, 1},
 		{"baseline, window of 8", coro.Config{Mode: coro.Baseline, Window: 8}, n, func(i int) uint64 { return uint64(i/8 + 1) }, n / 8},
 		{"cosplay, window of 8", coro.Config{Mode: coro.COSPlay, Window: 8}, n, func(i int) uint64 { return uint64(i/8 + 1) }, n / 8},
+		{"sbatch, window of 8", coro.Config{Mode: coro.SBatch, Window: 8}, n, func(i int) uint64 { return uint64(i/8 + 1) }, n / 8},
 		{"baseline, window of 1", coro.Config{Mode: coro.Baseline, Window: 1}, 8, func(i int) uint64 { return uint64(i + 1) }, 8},
 	}
 	for _, c := range cases {
