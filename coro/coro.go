@@ -116,14 +116,19 @@ type runner struct {
 	mode     Mode
 	switchCy uint64
 	clock    clock
-	dur      pm.Durability // the backend's, if it has one: see Ctx.report
-	tasks    []Task
-	slots    []*slot
-	spawned  int
-	finished int
-	live     int // slots with a task to run
-	wgen     uint64
-	soloIdle int // consecutive solo yields with nothing written
+	dur      pm.Durability // the backend's, if it has one: see Ctx.awaitDurable
+	// held are the tasks waiting at a durability point, in the order they
+	// reached it; heldVerbs counts the verbs reported since the first.
+	held      []*Ctx
+	heldVerbs int
+	shared    bool // the verb being issued is SBatch's shared SFence
+	tasks     []Task
+	slots     []*slot
+	spawned   int
+	finished  int
+	live      int // slots with a task to run
+	wgen      uint64
+	soloIdle  int // consecutive solo yields with nothing written
 	// coreCtx is the core's context register (the last SetCtx).
 	coreCtx uint64
 	// batch counts the SFences SBatch's scheduler issued.
@@ -250,13 +255,22 @@ func (r *runner) schedule(slots []*slot) error {
 	for r.live > 0 && r.err == nil {
 		gen, finished := r.wgen, r.finished
 		for _, s := range slots {
-			if s.done {
+			if s.done || (s.cur != nil && s.cur.held) {
 				continue
 			}
 			s.next()
 			if r.err != nil {
 				return r.err
 			}
+		}
+		if len(r.held) > 0 && (len(r.held) >= r.live || (r.finished == finished && gen == r.wgen)) {
+			// Every live task is held, or the others made no progress
+			// (they may wait for a held one): make the held durable.
+			if err := r.makeDurable(); err != nil {
+				return err
+			}
+			idle = 0
+			continue
 		}
 		if r.finished == finished && gen == r.wgen && r.live > 0 {
 			idle++
@@ -268,6 +282,23 @@ func (r *runner) schedule(slots []*slot) error {
 		}
 	}
 	return r.err
+}
+
+// makeDurable makes every persist reported so far durable with one
+// MakeDurable call and releases the held tasks. An error fails the run;
+// the held tasks' verbs never return.
+func (r *runner) makeDurable() error {
+	if err := r.dur.MakeDurable(); err != nil {
+		r.fail(fmt.Errorf("%w: durability point of %s on %s: %w", pm.ErrBackend, r.cfg.name, r.be.Name(), err))
+		return r.err
+	}
+	for _, c := range r.held {
+		c.held = false
+	}
+	clear(r.held)
+	r.held = r.held[:0]
+	r.heldVerbs = 0
+	return nil
 }
 
 // deadlock names the first tasks that were live, what each did last, and

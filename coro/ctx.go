@@ -28,6 +28,8 @@ type Ctx struct {
 	need uint64
 	// yieldGen is the write generation at the task's last yield.
 	yieldGen uint64
+	// held: the task waits at a durability point (awaitDurable).
+	held bool
 }
 
 // Spin limits: a task that rereads one address this many times with nothing
@@ -61,15 +63,62 @@ func (c *Ctx) report() {
 	}
 	if r.ops {
 		r.be.Op(&c.Agent, &r.op)
-		// A durability point: one task runs at a time, so the task waits
-		// for it on the spot (the backend still shares the sync with
-		// other goroutines' commits).
-		if r.dur != nil && r.dur.WaitDurable(&c.Agent, &r.op) {
-			if err := r.dur.MakeDurable(); err != nil {
-				r.fail(fmt.Errorf("%w: durability point of %s on %s: %w", pm.ErrBackend, r.cfg.name, r.be.Name(), err))
-				panic(abortSignal{})
+		if r.dur != nil {
+			switch {
+			case r.dur.WaitDurable(&c.Agent, &r.op):
+				c.awaitDurable()
+			case len(r.held) > 0:
+				if r.heldVerbs++; r.heldVerbs >= durBound {
+					c.makeDurable()
+				}
 			}
 		}
+	}
+}
+
+// durBound is how many verbs the tasks that run may report after a task
+// began to wait at a durability point before the waiting tasks are made
+// durable, if they are not sooner (see awaitDurable): a task that keeps
+// the core (a long loop of stores, or a loop that stores and yields while
+// it waits for a waiting task) holds them back for a bounded time.
+const durBound = 1 << 16
+
+// awaitDurable holds the task at a durability point (its verb returns
+// when what it persisted is durable) and lets the other contexts run:
+// the tasks held together share one MakeDurable (group commit), made when
+// every live task is held, when a round of the scheduler passes with
+// nothing written and no task ended, or when the others have reported
+// durBound verbs since the first was held. Alone in the window, or the
+// last live task to reach one, the task makes them durable at once, as
+// it does at SBatch's shared SFence, which other tasks' ordering points
+// rely on. On resuming, its persist context is restored, as after a
+// Yield.
+func (c *Ctx) awaitDurable() {
+	r := c.r
+	if r.shared || len(r.held) >= r.live-1 {
+		c.makeDurable()
+		return
+	}
+	if len(r.held) == 0 {
+		r.heldVerbs = 0
+	}
+	c.held = true
+	r.held = append(r.held, c)
+	for c.held {
+		if !c.yield(struct{}{}) {
+			panic(abortSignal{})
+		}
+	}
+	if c.hasCid && r.coreCtx != c.cid {
+		c.SetCtx(c.cid)
+	}
+}
+
+// makeDurable makes the held tasks durable from the running task, which
+// fails the run and unwinds if the backend fails.
+func (c *Ctx) makeDurable() {
+	if err := c.r.makeDurable(); err != nil {
+		panic(abortSignal{})
 	}
 }
 
@@ -339,7 +388,12 @@ func (c *Ctx) resumed() {
 	r := c.r
 	if r.mode == SBatch && c.need > r.batch {
 		r.batch++
+		// The shared SFence covers the ordering points of every task
+		// resumed after it: it is durable before any of them goes on, so
+		// it is not held (see awaitDurable).
+		r.shared = true
 		c.SFence()
+		r.shared = false
 	}
 	switch {
 	case r.mode == COSPlay || r.mode == FreeSwitch:

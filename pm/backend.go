@@ -244,8 +244,12 @@ type Waker interface {
 // returns true the verb is a durability point with persists still to make
 // durable, and the agent must not go on until MakeDurable has returned.
 // The executor may first run the other agents that can run and then call
-// MakeDurable once for every agent waiting (group commit). An executor
-// that does not know the interface leaves durability to End.
+// MakeDurable once for every agent waiting (group commit), but it serves
+// the waiting agents within bounded progress of the others (packages scope
+// and coro: once no agent can run, or once the others have run 65,536
+// verbs since the first began to wait), so that an agent that never waits
+// cannot hold them back for ever. An executor that does not know the
+// interface leaves durability to End.
 type Durability interface {
 	// WaitDurable reports whether op, just reported by a's Op, must wait
 	// for MakeDurable before a goes on.

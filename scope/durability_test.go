@@ -1,8 +1,10 @@
 package scope_test
 
 import (
+	"context"
 	"errors"
 	"testing"
+	"time"
 
 	"github.com/stretchr/testify/require"
 
@@ -97,6 +99,38 @@ func TestDurabilityGroupCommit(t *testing.T) {
 		require.NoError(t, err)
 		require.Equal(t, 63, got)
 		require.Equal(t, []int{1}, be.calls)
+	})
+	t.Run("a writer that never waits does not hold a waiting thread back", func(t *testing.T) {
+		// Thread 1 stores while it spins on a flag that thread 0 sets
+		// after its DFence: it never waits, so the waiting thread is
+		// served after a bounded number of its verbs, not when no thread
+		// can run (never). The deadline turns a hang into a failure.
+		be := &durable{Backend: functional.New(pm.GPULimits{})}
+		m, err := pm.NewMachine(be)
+		require.NoError(t, err)
+		r, err := m.CreateRegion("d", 4096)
+		require.NoError(t, err)
+		v, err := m.Alloc(pm.DeviceMem, 64)
+		require.NoError(t, err)
+		ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+		defer cancel()
+		var spins uint64
+		_, err = scope.Launch(m, scope.Grid{Blocks: 1, Threads: 2}, func(t *scope.Thread) {
+			if t.ID() == 0 {
+				t.Store64(r.Base, 7)
+				t.DFence()
+				t.Store32(v, 1)
+				return
+			}
+			for t.Load32(v) == 0 {
+				spins++
+				t.Store64(v.Add(8), spins)
+			}
+		}, scope.WithContext(ctx))
+		require.NoError(t, err)
+		require.Equal(t, []int{1}, be.calls)
+		require.Positive(t, spins)
+		t.Logf("the writer spun %d times before the DFence returned", spins)
 	})
 	t.Run("a failed call fails the launch", func(t *testing.T) {
 		boom := errors.New("boom")

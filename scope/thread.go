@@ -160,8 +160,13 @@ func (t *Thread) report() {
 			data, e.opData = e.opData, nil
 		}
 		e.callOp(&t.Agent, &e.op, data)
-		if e.dur != nil && e.dur.WaitDurable(&t.Agent, &e.callScratch) {
-			e.awaitDurable(t)
+		if e.dur != nil {
+			switch {
+			case e.dur.WaitDurable(&t.Agent, &e.callScratch):
+				e.awaitDurable(t)
+			case len(e.durWait) > 0:
+				e.countDurable(t)
+			}
 		}
 	}
 	if e.batch > 0 {

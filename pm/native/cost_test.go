@@ -16,6 +16,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/scopedpm/scopedpm/btree"
+	"github.com/scopedpm/scopedpm/coro"
 	"github.com/scopedpm/scopedpm/pm"
 	"github.com/scopedpm/scopedpm/pm/native"
 	"github.com/scopedpm/scopedpm/scope"
@@ -164,6 +165,54 @@ func BenchmarkMidLaunchDFence(b *testing.B) {
 	}
 	b.ReportMetric(256*float64(b.N)/b.Elapsed().Seconds(), "DFences/s")
 	b.ReportMetric(float64(cnt.Count(native.FSSync)-s0)/float64(b.N), "syncs/op")
+}
+
+// BenchmarkCPUStoreFence: a CPU run of 64 tasks, each storing a word,
+// writing it back and fencing (an SFence, or COSPlay's CFence: durable on
+// return), one run per op, under three configurations: every task active
+// (Baseline), a window of 8 (Baseline), and COSPlay with a window of 8.
+// The tasks held at their fences together share a sync (group commit):
+// 1, 8 and 8 syncs per run, where each Baseline fence once cost its own
+// (64; COSPlay's switch before the CFence already let 8 share one).
+func BenchmarkCPUStoreFence(b *testing.B) {
+	const tasks = 64
+	for _, c := range []struct {
+		name string
+		cfg  coro.Config
+	}{
+		{"baseline", coro.Config{Mode: coro.Baseline}},
+		{"baseline-w8", coro.Config{Mode: coro.Baseline, Window: 8}},
+		{"cosplay-w8", coro.Config{Mode: coro.COSPlay, Window: 8}},
+	} {
+		b.Run(c.name, func(b *testing.B) {
+			var cnt native.Counter
+			be, err := native.Open(b.TempDir(), native.Options{Mode: native.ModeLog, FS: native.InjectFS(native.OSFS(), &cnt)})
+			require.NoError(b, err)
+			defer be.Close()
+			m, err := pm.NewMachine(be)
+			require.NoError(b, err)
+			r, err := m.CreateRegion("d", 8*tasks)
+			require.NoError(b, err)
+			ts := make([]coro.Task, tasks)
+			for i := range ts {
+				ts[i] = func(c *coro.Ctx) {
+					a := r.Base.Add(8 * uint64(c.ID()))
+					c.Store64(a, c.Load64(a)+1)
+					c.CLWB(a)
+					c.Fence()
+				}
+			}
+			s0 := cnt.Count(native.FSSync)
+			b.ResetTimer()
+			for b.Loop() {
+				if _, err := coro.Run(m, ts, coro.WithConfig(c.cfg)); err != nil {
+					b.Fatal(err)
+				}
+			}
+			b.ReportMetric(tasks*float64(b.N)/b.Elapsed().Seconds(), "fences/s")
+			b.ReportMetric(float64(cnt.Count(native.FSSync)-s0)/float64(b.N), "syncs/op")
+		})
+	}
 }
 
 // BenchmarkPebbleSyncSet is the yardstick for BenchmarkStoreDFence and

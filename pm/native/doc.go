@@ -99,9 +99,16 @@
 //     executor holds each thread at its durability verb until no thread
 //     can run, then one sync of the log serves every thread waiting
 //     (group commit: 1,024 threads that each store and DFence cost one
-//     sync, and the launch's end none if nothing followed); a CPU task,
-//     which has its core alone, syncs on the spot. A verb with nothing
-//     pending costs nothing. With Options.SBRPReleases a PRel only
+//     sync, and the launch's end none if nothing followed); the CPU
+//     executor likewise holds a task while the other contexts of its
+//     window run, until every live task is held or a round passes with
+//     nothing written (say, tasks yielding on a lock the held task has):
+//     n tasks that each store and fence cost one sync per window of tasks.
+//     Either executor serves the held ones sooner, once the others have
+//     run 65,536 verbs since the first was held (the GPU executor makes
+//     the running thread yield for it), so a thread or task that never
+//     waits cannot hold them back for ever. A verb with nothing pending
+//     costs nothing. With Options.SBRPReleases a PRel only
 //     orders, as under SBRP. Inside Defer these verbs only order (the
 //     Defer's end is the durability point). In dax mode they order and
 //     the launch's end makes them durable.

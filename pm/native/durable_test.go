@@ -3,6 +3,7 @@
 package native_test
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"syscall"
@@ -129,32 +130,112 @@ func TestMidLaunchDurabilitySyncs(t *testing.T) {
 	}
 }
 
-// A CPU task's SFence (x86: durable on return) syncs the log before the
-// task goes on; one task runs at a time, so each SFence with persists
-// pending costs one sync, and one with nothing pending none.
+// A CPU task's durability point (an SFence, or COSPlay's CFence, with
+// persists pending: durable on return) holds the task while the other
+// contexts of the window run, and one sync of the log serves every task
+// held together (group commit): n tasks that each store and fence cost
+// one sync per window of tasks, not one each, and each task's fence
+// returns only after the sync that covers it (the task reads the count
+// of syncs through the FS seam right after its fence). A fence with
+// nothing pending costs none.
 func TestCPUDurabilitySyncs(t *testing.T) {
-	var cnt native.Counter
-	be, m := open(t, t.TempDir(), native.Options{Mode: native.ModeLog, FS: native.InjectFS(native.OSFS(), &cnt)})
-	defer be.Close()
-	r, err := m.CreateRegion("d", 4096)
-	require.NoError(t, err)
-	s0 := cnt.Count(native.FSSync)
-	seen := make([][2]uint64, 4)
-	task := func(c *coro.Ctx) {
-		a := r.Base.Add(8 * uint64(c.ID()))
-		c.Store64(a, 1)
-		c.CLWB(a)
-		c.SFence()
-		seen[c.ID()][0] = cnt.Count(native.FSSync) - s0
-		c.SFence()
-		seen[c.ID()][1] = cnt.Count(native.FSSync) - s0
+	const n = 64
+	storeFence := func(d pm.Addr, seen []uint64, syncs func() uint64) coro.Task {
+		return func(c *coro.Ctx) {
+			a := d.Add(8 * uint64(c.ID()))
+			c.Store64(a, 1)
+			c.CLWB(a)
+			c.Fence()
+			seen[c.ID()] = syncs()
+			c.SFence() // nothing pending
+		}
 	}
-	_, err = coro.Run(m, []coro.Task{task, task, task, task})
-	require.NoError(t, err)
-	for i, s := range seen {
-		require.Equal(t, [2]uint64{uint64(i + 1), uint64(i + 1)}, s, "task %d", i)
+	cases := []struct {
+		name  string
+		cfg   coro.Config
+		tasks int
+		// want: the syncs task i has seen after its fence; total: the run's
+		want  func(i int) uint64
+		total uint64
+	}{
+		{"baseline, every task active", coro.Config{Mode: coro.Baseline}, n, func(int) uint64 { return 1 }, 1},
+		{"baseline, 4 tasks", coro.Config{Mode: coro.Baseline}, 4, func(int) uint64 { return 1 }, 1},
+		{"baseline, window of 8", coro.Config{Mode: coro.Baseline, Window: 8}, n, func(i int) uint64 { return uint64(i/8 + 1) }, n / 8},
+		{"cosplay, window of 8", coro.Config{Mode: coro.COSPlay, Window: 8}, n, func(i int) uint64 { return uint64(i/8 + 1) }, n / 8},
+		{"sbatch, window of 8", coro.Config{Mode: coro.SBatch, Window: 8}, n, func(i int) uint64 { return uint64(i/8 + 1) }, n / 8},
+		{"baseline, window of 1", coro.Config{Mode: coro.Baseline, Window: 1}, 8, func(i int) uint64 { return uint64(i + 1) }, 8},
 	}
-	require.Equal(t, uint64(4), cnt.Count(native.FSSync)-s0)
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			var cnt native.Counter
+			be, m := open(t, t.TempDir(), native.Options{Mode: native.ModeLog, FS: native.InjectFS(native.OSFS(), &cnt)})
+			defer be.Close()
+			r, err := m.CreateRegion("d", 8*n)
+			require.NoError(t, err)
+			s0 := cnt.Count(native.FSSync)
+			syncs := func() uint64 { return cnt.Count(native.FSSync) - s0 }
+			seen := make([]uint64, c.tasks)
+			tasks := make([]coro.Task, c.tasks)
+			for i := range tasks {
+				tasks[i] = storeFence(r.Base, seen, syncs)
+			}
+			_, err = coro.Run(m, tasks, coro.WithConfig(c.cfg))
+			require.NoError(t, err)
+			require.Equal(t, c.total, syncs(), "syncs of the run (%d tasks, each a store and a fence)", c.tasks)
+			for i, s := range seen {
+				require.Equal(t, c.want(i), s, "syncs task %d saw after its fence", i)
+			}
+			buf := make([]byte, 8*c.tasks)
+			require.NoError(t, m.CopyOut(r.Base, buf))
+			for i := range c.tasks {
+				require.Equal(t, uint64(1), pm.GetLE(buf[8*i:8*i+8]), "task %d's word", i)
+			}
+		})
+	}
+}
+
+// A CPU task held at a durability point is served within bounded progress
+// of the others: a task that waits for the held task's flag by yielding,
+// with or without storing between its yields, does not wait forever. A
+// deadline turns a hang into a failure.
+func TestCPUDurabilityPointProgress(t *testing.T) {
+	for _, stores := range []bool{false, true} {
+		t.Run(fmt.Sprintf("stores=%v", stores), func(t *testing.T) {
+			be, m := open(t, t.TempDir(), native.Options{Mode: native.ModeLog})
+			defer be.Close()
+			r, err := m.CreateRegion("d", 4096)
+			require.NoError(t, err)
+			v, err := m.Alloc(pm.DeviceMem, 64)
+			require.NoError(t, err)
+			tasks := []coro.Task{
+				func(c *coro.Ctx) {
+					c.Store64(r.Base, 1)
+					c.CLWB(r.Base)
+					c.SFence()
+					c.Store64(v, 1)
+				},
+				func(c *coro.Ctx) {
+					for i := uint64(1); c.Load64(v) == 0; i++ {
+						if stores {
+							c.Store64(v.Add(8), i)
+						}
+						c.Yield()
+					}
+				},
+			}
+			done := make(chan error, 1)
+			go func() {
+				_, err := coro.Run(m, tasks)
+				done <- err
+			}()
+			select {
+			case err := <-done:
+				require.NoError(t, err)
+			case <-time.After(20 * time.Second):
+				t.Fatal("the held task was never served") // the run's goroutine is left behind
+			}
+		})
+	}
 }
 
 // A launch's mid-launch durability point shares its sync with a commit
@@ -299,5 +380,91 @@ func TestKillMidLaunchDFence(t *testing.T) {
 	require.NoError(t, m.CopyOut(r.Base, buf))
 	for i := range 64 {
 		require.Equal(t, uint64(i+1), pm.GetLE(buf[8*i:8*i+8]), "thread %d's word", i)
+	}
+}
+
+// A thread held at a durability point is served within bounded progress of
+// the others: a thread that keeps running (a loop of stores, or a spin
+// loop that stores while it waits for a flag the held thread sets after
+// its DFence) cannot hold it back forever, so the launch ends and the
+// held DFence returns before the other thread's loop is done. Each case
+// runs under a context deadline, so a hang fails the test instead of
+// blocking it.
+func TestDurabilityPointProgress(t *testing.T) {
+	const loop = 1 << 18
+	type env struct {
+		pmw, flag, gate, ctr pm.Addr
+		progress             *uint64 // the writer's stores when the DFence returned
+	}
+	cases := []struct {
+		name   string
+		grid   scope.Grid
+		kernel func(e env) scope.Kernel
+		// bounded: the DFence returned before the writer's loop ended
+		bounded bool
+	}{
+		{"writer spins on the held thread's flag", scope.Grid{Blocks: 1, Threads: 2}, func(e env) scope.Kernel {
+			return func(t *scope.Thread) {
+				if t.ID() == 0 {
+					t.Store64(e.pmw, 1)
+					t.DFence()
+					t.Store32(e.flag, 1)
+					return
+				}
+				for i := uint64(1); t.Load32(e.flag) == 0; i++ {
+					t.Store64(e.ctr, i)
+				}
+			}
+		}, false},
+		{"writer woken after the hold spins on its flag", scope.Grid{Blocks: 2, Threads: 32}, func(e env) scope.Kernel {
+			return func(t *scope.Thread) {
+				switch t.ID() {
+				case 0: // warp 0: waits for the gate, then spins storing
+					for t.Load32(e.gate) == 0 {
+					}
+					for i := uint64(1); t.Load32(e.flag) == 0; i++ {
+						t.Store64(e.ctr, i)
+					}
+				case 32: // warp 1: opens the gate and holds at its DFence
+					t.Store32(e.gate, 1)
+					t.Store64(e.pmw, 1)
+					t.DFence()
+					t.Store32(e.flag, 1)
+				}
+			}
+		}, false},
+		{"long loop of stores", scope.Grid{Blocks: 1, Threads: 2}, func(e env) scope.Kernel {
+			return func(t *scope.Thread) {
+				if t.ID() == 0 {
+					t.Store64(e.pmw, 1)
+					t.DFence()
+					*e.progress = t.Load64(e.ctr)
+					return
+				}
+				for i := uint64(1); i <= loop; i++ {
+					t.Store64(e.ctr, i)
+				}
+			}
+		}, true},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			be, m := open(t, t.TempDir(), native.Options{Mode: native.ModeLog})
+			defer be.Close()
+			r, err := m.CreateRegion("d", 4096)
+			require.NoError(t, err)
+			v, err := m.Alloc(pm.DeviceMem, 64)
+			require.NoError(t, err)
+			var progress uint64
+			e := env{pmw: r.Base, flag: v, gate: v.Add(8), ctr: v.Add(16), progress: &progress}
+			ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+			defer cancel()
+			_, err = scope.Launch(m, c.grid, c.kernel(e), scope.WithContext(ctx))
+			require.NoError(t, err, "the held thread was never served")
+			if c.bounded {
+				require.Less(t, progress, uint64(loop), "the DFence returned only after the writer's loop ended")
+				t.Logf("DFence returned after %d of the writer's %d stores", progress, loop)
+			}
+		})
 	}
 }
