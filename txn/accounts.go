@@ -393,8 +393,8 @@ func (a *Accounts) plan(ts []Transfer) error {
 	return nil
 }
 
-// apply writes a planned batch as one undo-log transaction: log every
-// touched balance, store the new ones, commit. The caller defers its
+// apply writes a planned batch as one undo-log transaction: for every
+// touched balance, log the old value, then store the new one; commit. The caller defers its
 // durability points to one.
 func (a *Accounts) apply() error {
 	x := Host(a.m)
@@ -406,8 +406,6 @@ func (a *Accounts) apply() error {
 		if err := tx.Add(a.addr(id), 8); err != nil {
 			return a.abort(tx, err)
 		}
-	}
-	for _, id := range a.order {
 		if err := tx.Store64(a.addr(id), a.next[id]); err != nil {
 			return a.abort(tx, err)
 		}

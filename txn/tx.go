@@ -137,7 +137,10 @@ func (tx *Tx) covered(a pm.Addr, n uint64) error {
 	if tx.depth == 0 {
 		return ErrNotActive
 	}
-	for _, s := range tx.spans {
+	// Newest first: an update most often follows the Add of its range,
+	// which keeps a transaction of many ranges linear.
+	for i := len(tx.spans) - 1; i >= 0; i-- {
+		s := tx.spans[i]
 		if a >= s.a && a-s.a <= pm.Addr(s.n) && n <= s.n-uint64(a-s.a) {
 			return nil
 		}
