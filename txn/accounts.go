@@ -99,6 +99,7 @@ type Accounts struct {
 	// and the touched ids in first-touch order.
 	next  map[uint64]uint64
 	order []uint64
+	addrs []pm.Addr
 }
 
 // OpenDir opens the accounts store in directory dir, creating the
@@ -393,8 +394,9 @@ func (a *Accounts) plan(ts []Transfer) error {
 	return nil
 }
 
-// apply writes a planned batch as one undo-log transaction: for every
-// touched balance, log the old value, then store the new one; commit. The caller defers its
+// apply writes a planned batch as one undo-log transaction: log the old
+// value of every touched balance (one write of the undo entries, one
+// store of the log's control word), store the new ones, commit. The caller defers its
 // durability points to one.
 func (a *Accounts) apply() error {
 	x := Host(a.m)
@@ -402,11 +404,15 @@ func (a *Accounts) apply() error {
 	if err != nil {
 		return err
 	}
+	a.addrs = a.addrs[:0]
 	for _, id := range a.order {
-		if err := tx.Add(a.addr(id), 8); err != nil {
-			return a.abort(tx, err)
-		}
-		if err := tx.Store64(a.addr(id), a.next[id]); err != nil {
+		a.addrs = append(a.addrs, a.addr(id))
+	}
+	if err := tx.AddMany(a.addrs, 8); err != nil {
+		return a.abort(tx, err)
+	}
+	for i, id := range a.order {
+		if err := tx.Store64(a.addrs[i], a.next[id]); err != nil {
 			return a.abort(tx, err)
 		}
 	}
