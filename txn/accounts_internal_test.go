@@ -95,3 +95,27 @@ func TestAccountsPowerCut(t *testing.T) {
 		})
 	}
 }
+
+// A creation that a crash stopped before the balances' header (written
+// last) is started again by the next OpenDir, with the options it gives.
+func TestAccountsUnfinishedCreate(t *testing.T) {
+	dir := t.TempDir()
+	be, err := native.Open(dir, native.Options{Mode: native.ModeLog})
+	require.NoError(t, err)
+	m, err := pm.NewMachine(be)
+	require.NoError(t, err)
+	_, err = CreateConv(m, undoRegion, 1, 1024)
+	require.NoError(t, err)
+	_, err = m.CreateRegion(accountsRegion, Line+8*4) // no header yet
+	require.NoError(t, err)
+	require.NoError(t, be.Close())
+
+	a, err := OpenDir(dir, &DirOptions{Accounts: 5, Balance: 7})
+	require.NoError(t, err)
+	defer a.Close()
+	require.Equal(t, 5, a.Len())
+	total, err := a.Total()
+	require.NoError(t, err)
+	require.Equal(t, uint64(35), total)
+	require.NoError(t, a.Transfer(0, 4, 7))
+}
