@@ -546,11 +546,7 @@ func (p *pebbleOrd) del(key uint64) error {
 func (p *pebbleOrd) close() error { return p.db.Close() }
 
 // lsmBytes returns the bytes Pebble wrote: WAL, flushes, compactions.
-func (p *pebbleOrd) lsmBytes() uint64 {
-	m := p.db.Metrics()
-	t := m.Total()
-	return m.WAL.BytesWritten + t.TableBytesFlushed + t.TableBytesCompacted + t.BlobBytesFlushed + t.BlobBytesCompacted
-}
+func (p *pebbleOrd) lsmBytes() uint64 { return pebbleWritten(p.db) }
 
 // extra reports the bytes Pebble wrote per key since the measured open.
 func (p *pebbleOrd) extra(keys int) []metric {

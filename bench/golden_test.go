@@ -26,9 +26,9 @@ var update = flag.Bool("update", false, "rewrite bench/testdata/golden/*.csv fro
 var goldenDir = filepath.Join("testdata", "golden")
 
 // notGolden are the experiments that measure the host, not the simulated
-// machine: every value of kvs-vs-pebble and btree-vs-pebble is wall-clock
+// machine: every value of kvs-vs-pebble, btree-vs-pebble and txn-vs-pebble is wall-clock
 // time, disk bytes, memory or CPU share of real runs.
-var notGolden = map[string]bool{"kvs-vs-pebble": true, "btree-vs-pebble": true}
+var notGolden = map[string]bool{"kvs-vs-pebble": true, "btree-vs-pebble": true, "txn-vs-pebble": true}
 
 // goldenDrop are the metrics of an experiment left out of its golden
 // file: engine's verbs_per_s is wall-clock speed, and its coroutines counts

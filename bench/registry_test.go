@@ -34,7 +34,7 @@ var longExperiments = map[string]bool{
 func skipSlow(t *testing.T, name string) {
 	t.Helper()
 	switch {
-	case testing.Short() && (name == "kvs-vs-pebble" || name == "btree-vs-pebble"):
+	case testing.Short() && (name == "kvs-vs-pebble" || name == "btree-vs-pebble" || name == "txn-vs-pebble"):
 		t.Skip("wall-clock disk benchmark; runs without -short")
 	case !testing.Short() && longExperiments[name]:
 		long.Skip(t, name+" takes over 8 s at quick size")

@@ -143,6 +143,23 @@ func (l *ConvLog) Insert(x Exec, part int, data []byte) error {
 	return execErr(x)
 }
 
+// InsertMany appends the entries to partition part as Insert appends
+// each, in order, but with one write of their bytes and one store of the
+// control word, which makes all of them live at once (a crash before it
+// leaves none). Tx.AddMany uses it.
+func (l *ConvLog) InsertMany(x Exec, part int, data [][]byte) error {
+	if err := l.checkPart(x, part); err != nil {
+		return err
+	}
+	l.lock(x, part)
+	defer l.unlock(x, part)
+	if err := l.insertMany(x, part, data); err != nil {
+		return err
+	}
+	x.Durable()
+	return execErr(x)
+}
+
 // Read returns the newest entry of partition part.
 func (l *ConvLog) Read(x Exec, part int) ([]byte, error) {
 	if err := l.checkPart(x, part); err != nil {

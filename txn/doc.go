@@ -28,6 +28,13 @@
 //   - the epoch status table: one word per lane;
 //   - a checkpoint group: its index word, which names the consistent copy.
 //
+// # Accounts on pm/native
+//
+// OpenDir opens a directory as an Accounts store: a table of uint64
+// balances on the real backend whose Transfer and TransferBatch are
+// undo-logged transactions run by the host, atomic and durable on return
+// with one durability point (one sync of the persist log) per call.
+//
 // # Errors
 //
 // Bad arguments and corrupt bytes are reported as errors wrapping the
@@ -64,4 +71,13 @@ var (
 	ErrNoCheckpoint = errors.New("txn: no checkpoint saved")
 	// ErrHost: a host-side access failed (see Host).
 	ErrHost = errors.New("txn: host access failed")
+	// ErrClosed: an Accounts store was closed; every later call on it
+	// returns an error wrapping ErrClosed.
+	ErrClosed = errors.New("txn: store closed")
+	// ErrNoAccount: a transfer or a balance names an account id the
+	// store does not have.
+	ErrNoAccount = errors.New("txn: no such account")
+	// ErrInsufficient: a transfer moves more than its source account
+	// holds.
+	ErrInsufficient = errors.New("txn: insufficient funds")
 )

@@ -114,6 +114,39 @@ func (c *core) insert(x Exec, part int, data []byte) error {
 	return execErr(x)
 }
 
+// insertMany appends several entries with one write of their bytes and
+// one store of the control word, which makes them live together.
+func (c *core) insertMany(x Exec, part int, datas [][]byte) error {
+	gen, tail, err := c.ctrl(x, part)
+	if err != nil {
+		return err
+	}
+	total := uint64(0)
+	for _, d := range datas {
+		if uint64(len(d)) > maxEntry {
+			return fmt.Errorf("%w: partition %d: %d-byte entry", ErrFull, part, len(d))
+		}
+		total += entrySize(uint64(len(d)), c.unit)
+	}
+	if tail+total > c.cap {
+		return fmt.Errorf("%w: partition %d: %d entries of %d bytes at %d, capacity %d", ErrFull, part, len(datas), total, tail, c.cap)
+	}
+	if len(datas) == 0 {
+		return nil
+	}
+	buf := make([]byte, 0, total)
+	pos := tail
+	for _, d := range datas {
+		buf = append(buf, encodeEntry(c.kind, gen, uint32(part), uint32(pos), d, c.unit)...)
+		pos += entrySize(uint64(len(d)), c.unit)
+	}
+	c.l.write(x, part, tail, buf)
+	x.Order()
+	x.Store64(c.l.ctrlAddr(part), ctrlWord(gen, uint32(pos)))
+	x.Order()
+	return execErr(x)
+}
+
 // last decodes the newest entry.
 func (c *core) last(x Exec, part int) (payload []byte, start uint64, gen uint32, err error) {
 	gen, tail, err := c.ctrl(x, part)

@@ -13,10 +13,15 @@ const undoHeader = 16
 
 func encodeUndo(a pm.Addr, epoch uint64, old []byte) []byte {
 	b := make([]byte, undoHeader+len(old))
-	binary.LittleEndian.PutUint64(b, uint64(a))
-	binary.LittleEndian.PutUint64(b[8:], epoch)
+	putUndoHeader(b, a, epoch)
 	copy(b[undoHeader:], old)
 	return b
+}
+
+// putUndoHeader writes an undo entry's header (address, epoch) into b.
+func putUndoHeader(b []byte, a pm.Addr, epoch uint64) {
+	binary.LittleEndian.PutUint64(b, uint64(a))
+	binary.LittleEndian.PutUint64(b[8:], epoch)
 }
 
 // DecodeUndo decodes an undo entry's payload into the address of the range,
@@ -55,6 +60,7 @@ type Tx struct {
 	part   int
 	depth  int
 	spans  []span
+	starts map[pm.Addr]uint64 // start -> longest span there, once spans is long
 	est    *EST
 	lane   int
 	epoch  uint64
@@ -128,8 +134,66 @@ func (tx *Tx) Add(a pm.Addr, n int) error {
 	if err := tx.log.Insert(tx.x, tx.part, encodeUndo(a, tx.epoch, old)); err != nil {
 		return err
 	}
-	tx.spans = append(tx.spans, span{a, uint64(n)})
+	tx.addSpan(a, uint64(n))
 	tx.logged++
+	return nil
+}
+
+// indexedSpans is the number of added ranges from which covered looks a
+// range's start up in a map before it scans.
+const indexedSpans = 32
+
+func (tx *Tx) addSpan(a pm.Addr, n uint64) {
+	tx.spans = append(tx.spans, span{a, n})
+	if tx.starts == nil && len(tx.spans) >= indexedSpans {
+		tx.starts = make(map[pm.Addr]uint64, 2*len(tx.spans))
+		for _, s := range tx.spans {
+			tx.starts[s.a] = max(tx.starts[s.a], s.n)
+		}
+	} else if tx.starts != nil {
+		tx.starts[a] = max(tx.starts[a], n)
+	}
+}
+
+// AddMany logs the n bytes at each address of as, as Add does for each,
+// and orders the entries before the agent's later persists. On a log that
+// can append several entries at once (ConvLog) they are one write and one
+// store of the partition's control word, not one of each per range.
+func (tx *Tx) AddMany(as []pm.Addr, n int) error {
+	if tx.depth == 0 {
+		return ErrNotActive
+	}
+	if n <= 0 || n > tx.log.Capacity() {
+		return fmt.Errorf("%w: range of %d bytes", ErrBadArg, n)
+	}
+	ml, ok := tx.log.(interface {
+		InsertMany(x Exec, part int, data [][]byte) error
+	})
+	if !ok {
+		for _, a := range as {
+			if err := tx.Add(a, n); err != nil {
+				return err
+			}
+		}
+		return nil
+	}
+	es := make([][]byte, len(as))
+	for i, a := range as {
+		e := make([]byte, undoHeader+n)
+		tx.x.LoadBytes(a, e[undoHeader:])
+		putUndoHeader(e, a, tx.epoch)
+		es[i] = e
+	}
+	if err := execErr(tx.x); err != nil {
+		return err
+	}
+	if err := ml.InsertMany(tx.x, tx.part, es); err != nil {
+		return err
+	}
+	for _, a := range as {
+		tx.addSpan(a, uint64(n))
+	}
+	tx.logged += len(as)
 	return nil
 }
 
@@ -137,7 +201,13 @@ func (tx *Tx) covered(a pm.Addr, n uint64) error {
 	if tx.depth == 0 {
 		return ErrNotActive
 	}
-	for _, s := range tx.spans {
+	if m, ok := tx.starts[a]; ok && n <= m {
+		return nil
+	}
+	// Newest first: an update most often follows the Add of its range,
+	// which keeps a transaction of many ranges linear.
+	for i := len(tx.spans) - 1; i >= 0; i-- {
+		s := tx.spans[i]
 		if a >= s.a && a-s.a <= pm.Addr(s.n) && n <= s.n-uint64(a-s.a) {
 			return nil
 		}
@@ -176,7 +246,7 @@ func (tx *Tx) Commit() error {
 	if tx.depth > 0 {
 		return nil
 	}
-	tx.spans = nil
+	tx.spans, tx.starts = nil, nil
 	join(tx.x)
 	if tx.est != nil {
 		if err := tx.est.Complete(tx.x, tx.lane, tx.epoch); err != nil {
@@ -193,7 +263,7 @@ func (tx *Tx) Abort() error {
 		return ErrNotActive
 	}
 	tx.depth = 0
-	tx.spans = nil
+	tx.spans, tx.starts = nil, nil
 	_, err := rollback(tx.x, tx.log, tx.part, nil, 0)
 	return err
 }

@@ -3,6 +3,7 @@
 package native
 
 import (
+	"cmp"
 	"errors"
 	"fmt"
 	"io"
@@ -1117,7 +1118,8 @@ func (b *Backend) startCheckpoint() error {
 }
 
 // writeFromLog writes the entries of the log at path to the region files
-// (in log order), syncs the files it wrote, then removes the log and
+// (what they leave in log order, each byte written once: overlapping and
+// adjacent entries merged into one write), syncs the files it wrote, then removes the log and
 // syncs the directory. It runs without the backend: regs are the regions
 // the log's entries may touch.
 func writeFromLog(fs FS, dir, path string, regs map[uint64]ckptRegion) error {
@@ -1125,23 +1127,32 @@ func writeFromLog(fs FS, dir, path string, regs map[uint64]ckptRegion) error {
 	if err != nil {
 		return fmt.Errorf("%w: checkpoint: read %s: %w", ErrIO, path, err)
 	}
-	touched := map[uint64]bool{}
+	// The entries, in log order, per region: merged into extents below so
+	// that a byte written many times is written to its file once.
+	writes := map[uint64][]ckptWrite{}
 	_, _, _, err = scanLog(raw, func(e logEntry) error {
 		i := uint64(e.addr) >> pm.OffsetBits
 		r, ok := regs[i]
 		if !ok || e.addr < r.base || uint64(e.addr-r.base)+uint64(len(e.data)) > r.size {
 			return fmt.Errorf("%w: checkpoint: log entry of %d bytes at %v outside every region", pm.ErrCorrupt, len(e.data), e.addr)
 		}
-		if _, err := r.f.WriteAt(e.data, int64(HeaderSize+uint64(e.addr-r.base))); err != nil {
-			return fmt.Errorf("%w: checkpoint: write region %s: %w", ErrIO, r.name, err)
+		if len(e.data) > 0 {
+			writes[i] = append(writes[i], ckptWrite{off: uint64(e.addr - r.base), data: e.data})
 		}
-		touched[i] = true
 		return nil
 	})
 	if err != nil {
 		return fmt.Errorf("checkpoint from %s: %w", path, err)
 	}
-	for _, i := range slices.Sorted(maps.Keys(touched)) {
+	for _, i := range slices.Sorted(maps.Keys(writes)) {
+		r := regs[i]
+		for _, x := range mergeWrites(writes[i]) {
+			if _, err := r.f.WriteAt(x.data, int64(HeaderSize+x.off)); err != nil {
+				return fmt.Errorf("%w: checkpoint: write region %s: %w", ErrIO, r.name, err)
+			}
+		}
+	}
+	for _, i := range slices.Sorted(maps.Keys(writes)) {
 		if err := regs[i].f.Sync(); err != nil {
 			return fmt.Errorf("%w: checkpoint: sync region %s: %w", ErrIO, regs[i].name, err)
 		}
@@ -1153,6 +1164,50 @@ func writeFromLog(fs FS, dir, path string, regs map[uint64]ckptRegion) error {
 		return fmt.Errorf("%w: checkpoint: sync directory %s: %w", ErrIO, dir, err)
 	}
 	return nil
+}
+
+// ckptWrite is a log entry's bytes at an offset of its region.
+type ckptWrite struct {
+	off  uint64
+	data []byte
+}
+
+// mergeWrites returns the bytes that the writes ws, applied in order,
+// leave, as extents in ascending order: the writes that overlap or touch
+// are merged into one, later bytes over earlier ones. The extents hold no
+// byte that no write wrote, so writing them (in any order) writes what
+// writing ws in order would.
+func mergeWrites(ws []ckptWrite) []ckptWrite {
+	ivs := make([]ckptWrite, len(ws))
+	copy(ivs, ws)
+	slices.SortFunc(ivs, func(a, b ckptWrite) int { return cmp.Compare(a.off, b.off) })
+	type extent struct{ lo, hi uint64 }
+	var ext []extent
+	for _, w := range ivs {
+		end := w.off + uint64(len(w.data))
+		if n := len(ext); n > 0 && w.off <= ext[n-1].hi {
+			ext[n-1].hi = max(ext[n-1].hi, end)
+			continue
+		}
+		ext = append(ext, extent{w.off, end})
+	}
+	out := make([]ckptWrite, len(ext))
+	for j, e := range ext {
+		out[j] = ckptWrite{off: e.lo, data: make([]byte, e.hi-e.lo)}
+	}
+	for _, w := range ws {
+		j, _ := slices.BinarySearchFunc(ext, w.off, func(e extent, off uint64) int {
+			if e.hi <= off {
+				return -1
+			}
+			if e.lo > off {
+				return 1
+			}
+			return 0
+		})
+		copy(out[j].data[w.off-ext[j].lo:], w.data)
+	}
+	return out
 }
 
 // pollCheckpoint collects a background checkpoint that has finished: its
