@@ -19,10 +19,12 @@ package hwmodel
 //     passed, so latency and bandwidth both reach the writer through the
 //     queue's occupancy (Little's law);
 //   - PCIe for PM-far, each direction its own bandwidth when full duplex;
-//   - the persistence point: ADR (durable once the PM queue has taken the
-//     write, with persist.ack_at_queue, else once the NVM has written it) or
-//     eADR (durable once it reaches the last-level cache; the bytes still
-//     drain through the queues).
+//   - the persistence point: with persist.ack_at_queue, the GPU's memory
+//     partition, which acknowledges a write when its PM queue has room for
+//     it, before PM-far's link latency (the SBRP artifact, ADR and eADR
+//     alike); otherwise ADR (durable once the NVM has written it) or eADR
+//     (durable once it reaches the last-level cache; the bytes still drain
+//     through the queues).
 //
 // Reads that miss in the L2 take the L2 bank's port, the channel's read
 // bandwidth and latency, and PCIe when PM is far; a warp's own loads are
