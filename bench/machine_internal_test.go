@@ -3,6 +3,7 @@ package bench
 import (
 	"context"
 	"fmt"
+	"slices"
 	"testing"
 
 	"github.com/stretchr/testify/require"
@@ -64,7 +65,7 @@ func TestUndeclaredPresetFails(t *testing.T) {
 		seen = o
 		return nil, nil
 	}}
-	saved := registry
+	saved := slices.Clone(registry)
 	t.Cleanup(func() { registry = saved })
 	Register(e)
 	got, ok := Lookup("test-presets")
