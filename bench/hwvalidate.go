@@ -121,8 +121,8 @@ func h100Launch(o Options, g scope.Grid, mk func(m *pm.Machine) (scope.Kernel, e
 	return h100Result{be.LastLaunch(), launchLatency(be)}, nil
 }
 
-// hv is one hw-validate run: the measurements, the rows so far and the
-// sizes.
+// hv is one hw-validate run: its options, the measurements, the
+// machine's clock and the rows so far.
 type hv struct {
 	ctx  context.Context
 	o    Options
