@@ -148,54 +148,24 @@ func runBtreeVsPebble(ctx context.Context, o Options) ([]Row, error) {
 	return rows, nil
 }
 
-// runOrdInterleaved opens every side in its own directory under parent
-// (preloaded with the same keys) and runs workload w on them in
-// alternating time slices, so that all sides see the same background
-// load; then closes them and returns each side's metrics.
+// runOrdInterleaved runs workload w on every side (preloaded with the
+// same keys), interleaved in time slices (interleave).
 func runOrdInterleaved(ctx context.Context, sh ordShape, systems []ordSys, parent string, w ordWork) ([][]metric, error) {
-	runs := make([]*ordRun, len(systems))
-	defer func() {
-		for _, r := range runs {
-			if r != nil {
-				r.st.close()
-			}
-		}
-	}()
+	names := make([]string, len(systems))
 	for i, s := range systems {
-		dir, err := os.MkdirTemp(parent, "btree-vs-pebble-")
+		names[i] = s.name
+	}
+	return interleave(ctx, parent, "btree-vs-pebble", names, sh.budget, minOps, func(i int, dir string) (slicedRun, error) {
+		r, err := startOrd(sh, systems[i], dir, w)
 		if err != nil {
 			return nil, err
 		}
-		defer os.RemoveAll(dir)
-		if runs[i], err = startOrd(sh, s, dir, w); err != nil {
-			return nil, fmt.Errorf("%s: %w", s.name, err)
-		}
-	}
-	for k := range timeSlices {
-		for i, r := range runs {
-			if err := ctx.Err(); err != nil {
-				return nil, err
-			}
-			minN := 1
-			if k == timeSlices-1 {
-				minN = max(1, minOps-len(r.lat))
-			}
-			if err := r.run(sh.budget/timeSlices, minN); err != nil {
-				return nil, fmt.Errorf("%s: %w", systems[i].name, err)
-			}
-		}
-	}
-	out := make([][]metric, len(runs))
-	for i, r := range runs {
-		ms, err := r.finish()
-		runs[i] = nil
-		if err != nil {
-			return nil, fmt.Errorf("%s: %w", systems[i].name, err)
-		}
-		out[i] = ms
-	}
-	return out, nil
+		return r, nil
+	})
 }
+
+func (r *ordRun) timed() int { return len(r.lat) }
+func (r *ordRun) abort()     { r.st.close() }
 
 // ordRun is one side of btree-vs-pebble in progress.
 type ordRun struct {

@@ -405,27 +405,43 @@ func runKVSVsPebble(ctx context.Context, o Options) ([]Row, error) {
 // configuration gets.
 const timeSlices = 4
 
-// runInterleaved opens every side in its own directory under parent and
-// runs them in alternating slices of the budget (each at least one batch,
-// each side at least minBatches in all), so all sides see the same
-// background load; then closes them and returns each side's metrics.
-func runInterleaved(ctx context.Context, sh kvsBenchShape, systems []sys, parent, mix string, batch int) ([][]metric, error) {
-	runs := make([]*sideRun, len(systems))
+// slicedRun is one side of a wall-clock comparison in progress: a store
+// opened and preloaded, timing its operations slice by slice.
+type slicedRun interface {
+	// run times operations until this slice lasted budget and ran at
+	// least minN of them.
+	run(budget time.Duration, minN int) error
+	// timed is how many operations (or batches) it has timed so far.
+	timed() int
+	// finish closes the store and returns the side's metrics.
+	finish() ([]metric, error)
+	// abort closes the store after a failure.
+	abort()
+}
+
+// interleave starts every side (start opens side i in a fresh directory
+// named after prefix under parent) and runs them in alternating slices of
+// budget, each at least one operation and each side at least minTotal in
+// all, so all sides see the same background load; then it finishes them
+// and returns each side's metrics.
+func interleave(ctx context.Context, parent, prefix string, names []string, budget time.Duration, minTotal int, start func(i int, dir string) (slicedRun, error)) ([][]metric, error) {
+	runs := make([]slicedRun, len(names))
 	defer func() {
 		for _, r := range runs {
 			if r != nil {
-				r.side.close()
+				r.abort()
 			}
 		}
 	}()
-	for i, s := range systems {
-		dir, err := os.MkdirTemp(parent, "kvs-vs-pebble-")
+	for i, name := range names {
+		dir, err := os.MkdirTemp(parent, prefix+"-")
 		if err != nil {
 			return nil, err
 		}
 		defer os.RemoveAll(dir)
-		if runs[i], err = startSide(sh, s.open, dir, mix, batch); err != nil {
-			return nil, fmt.Errorf("%s: %w", s.name, err)
+		if runs[i], err = start(i, dir); err != nil {
+			runs[i] = nil
+			return nil, fmt.Errorf("%s: %w", name, err)
 		}
 	}
 	for k := range timeSlices {
@@ -433,25 +449,51 @@ func runInterleaved(ctx context.Context, sh kvsBenchShape, systems []sys, parent
 			if err := ctx.Err(); err != nil {
 				return nil, err
 			}
-			minB := 1
+			minN := 1
 			if k == timeSlices-1 {
-				minB = max(1, minBatches-len(r.lat))
+				minN = max(1, minTotal-r.timed())
 			}
-			if err := r.run(sh.budget/timeSlices, minB); err != nil {
-				return nil, fmt.Errorf("%s: %w", systems[i].name, err)
+			if err := r.run(budget/timeSlices, minN); err != nil {
+				return nil, fmt.Errorf("%s: %w", names[i], err)
 			}
 		}
 	}
 	out := make([][]metric, len(runs))
 	for i, r := range runs {
-		ms, _, err := r.finish(false)
+		ms, err := r.finish()
 		runs[i] = nil
 		if err != nil {
-			return nil, fmt.Errorf("%s: %w", systems[i].name, err)
+			return nil, fmt.Errorf("%s: %w", names[i], err)
 		}
 		out[i] = ms
 	}
 	return out, nil
+}
+
+// runInterleaved runs the kvs-vs-pebble sides of one configuration
+// (interleave).
+func runInterleaved(ctx context.Context, sh kvsBenchShape, systems []sys, parent, mix string, batch int) ([][]metric, error) {
+	names := make([]string, len(systems))
+	for i, s := range systems {
+		names[i] = s.name
+	}
+	return interleave(ctx, parent, "kvs-vs-pebble", names, sh.budget, minBatches, func(i int, dir string) (slicedRun, error) {
+		r, err := startSide(sh, systems[i].open, dir, mix, batch)
+		if err != nil {
+			return nil, err
+		}
+		return kvsSliced{r}, nil
+	})
+}
+
+// kvsSliced is a kvs-vs-pebble side as a slicedRun.
+type kvsSliced struct{ *sideRun }
+
+func (r kvsSliced) timed() int { return len(r.lat) }
+func (r kvsSliced) abort()     { r.side.close() }
+func (r kvsSliced) finish() ([]metric, error) {
+	ms, _, err := r.sideRun.finish(false)
+	return ms, err
 }
 
 // runKVSSideFinal runs one configuration alone: preload (GET mix), then

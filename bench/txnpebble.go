@@ -129,54 +129,24 @@ func runTxnVsPebble(ctx context.Context, o Options) ([]Row, error) {
 	return rows, nil
 }
 
-// runBankInterleaved opens every side in its own directory under parent
-// and runs batches of batch transfers on them in alternating time slices,
-// so that all sides see the same background load; then closes them and
-// returns each side's metrics.
+// runBankInterleaved runs batches of batch transfers on every side,
+// interleaved in time slices (interleave).
 func runBankInterleaved(ctx context.Context, sh bankShape, systems []bankSys, parent string, batch int) ([][]metric, error) {
-	runs := make([]*bankRun, len(systems))
-	defer func() {
-		for _, r := range runs {
-			if r != nil {
-				r.st.close()
-			}
-		}
-	}()
+	names := make([]string, len(systems))
 	for i, s := range systems {
-		dir, err := os.MkdirTemp(parent, "txn-vs-pebble-")
+		names[i] = s.name
+	}
+	return interleave(ctx, parent, "txn-vs-pebble", names, sh.budget, minOps, func(i int, dir string) (slicedRun, error) {
+		r, err := startBank(sh, systems[i], dir, batch)
 		if err != nil {
 			return nil, err
 		}
-		defer os.RemoveAll(dir)
-		if runs[i], err = startBank(sh, s, dir, batch); err != nil {
-			return nil, fmt.Errorf("%s: %w", s.name, err)
-		}
-	}
-	for k := range timeSlices {
-		for i, r := range runs {
-			if err := ctx.Err(); err != nil {
-				return nil, err
-			}
-			minN := 1
-			if k == timeSlices-1 {
-				minN = max(1, minOps-len(r.lat))
-			}
-			if err := r.run(sh.budget/timeSlices, minN); err != nil {
-				return nil, fmt.Errorf("%s: %w", systems[i].name, err)
-			}
-		}
-	}
-	out := make([][]metric, len(runs))
-	for i, r := range runs {
-		ms, err := r.finish()
-		runs[i] = nil
-		if err != nil {
-			return nil, fmt.Errorf("%s: %w", systems[i].name, err)
-		}
-		out[i] = ms
-	}
-	return out, nil
+		return r, nil
+	})
 }
+
+func (r *bankRun) timed() int { return len(r.lat) }
+func (r *bankRun) abort()     { r.st.close() }
 
 // bankRun is one side of txn-vs-pebble in progress. Every side draws the
 // same transfers (the same seed).
