@@ -169,19 +169,14 @@ func (r *ordRun) abort()     { r.st.close() }
 
 // ordRun is one side of btree-vs-pebble in progress.
 type ordRun struct {
-	st       ordStore
-	w        ordWork
-	keys     []uint64 // the preloaded keys, in order
-	order    []int    // delete: the order keys are deleted in
-	rng      *rand.Rand
-	round    uint64
-	lat      []time.Duration
-	done     int // keys operated on
-	elapsed  time.Duration
-	cpu      time.Duration
-	wbytes   uint64
-	rssBytes uint64
-	ks, vs   []uint64
+	st        ordStore
+	w         ordWork
+	keys      []uint64 // the preloaded keys, in order
+	order     []int    // delete: the order keys are deleted in
+	rng       *rand.Rand
+	round     uint64
+	wallMeter // done counts keys operated on
+	ks, vs    []uint64
 }
 
 // startOrd opens side s in dir, preloaded, and measures the RSS the open
@@ -233,16 +228,10 @@ func settledRSS() uint64 {
 // run runs operations until this slice lasted budget and ran at least
 // minN (delete: until the preloaded keys run out).
 func (r *ordRun) run(budget time.Duration, minN int) error {
-	w0, err := procWriteBytes()
-	if err != nil {
-		return err
-	}
-	c0 := cpuTime()
-	start := time.Now()
-	for n := 0; n < minN || time.Since(start) < budget; n++ {
+	prepare := func() bool {
 		r.round++
 		if r.w.name == "delete" && len(r.lat) >= len(r.order) {
-			break
+			return false
 		}
 		r.ks, r.vs = r.ks[:0], r.vs[:0]
 		switch r.w.name {
@@ -256,68 +245,33 @@ func (r *ordRun) run(budget time.Duration, minN int) error {
 		case "delete":
 			r.ks = append(r.ks, r.keys[r.order[len(r.lat)]])
 		}
-		t0 := time.Now()
+		return true
+	}
+	return r.timeSlice(budget, minN, r.w.batch, prepare, func() error {
 		switch r.w.name {
 		case "put":
-			err = r.st.putBatch(r.ks, r.vs)
+			return r.st.putBatch(r.ks, r.vs)
 		case "get":
-			err = r.st.get(r.ks[0])
+			return r.st.get(r.ks[0])
 		case "getbatch":
-			err = r.st.getBatch(r.ks)
+			return r.st.getBatch(r.ks)
 		case "scan":
-			err = r.st.scan(r.ks[0], r.w.batch)
+			return r.st.scan(r.ks[0], r.w.batch)
 		case "delete":
-			err = r.st.del(r.ks[0])
+			return r.st.del(r.ks[0])
 		}
-		if err != nil {
-			return err
-		}
-		r.lat = append(r.lat, time.Since(t0))
-		r.done += r.w.batch
-	}
-	r.elapsed += time.Since(start)
-	r.cpu += cpuTime() - c0
-	w1, err := procWriteBytes()
-	if err != nil {
-		return err
-	}
-	r.wbytes += w1 - w0
-	return nil
+		return nil
+	})
 }
 
 // finish closes the side (its closing writes count) and returns its
 // metrics.
 func (r *ordRun) finish() ([]metric, error) {
-	w0, err := procWriteBytes()
-	if err != nil {
-		r.st.close()
-		return nil, err
-	}
 	extra := r.st.extra(r.done)
-	if err := r.st.close(); err != nil {
+	if err := r.closeCounted(r.st.close); err != nil {
 		return nil, err
 	}
-	w1, err := procWriteBytes()
-	if err != nil {
-		return nil, err
-	}
-	r.wbytes += w1 - w0
-	slices.Sort(r.lat)
-	pct := func(p float64) float64 { return float64(r.lat[min(len(r.lat)-1, int(p*float64(len(r.lat))))]) / 1e3 }
-	// dev_write_bytes_per_key is kvs-vs-pebble's measure (procWriteBytes):
-	// the kernel counts a page cache folio whole each time a write dirties
-	// it again, so a small record appended after a sync counts the size of
-	// its folio (256 KiB for the native log's zeroed chunks on the 6.x
-	// kernel of the development machine), not its bytes.
-	return append([]metric{
-		{"keys_per_s", float64(r.done) / r.elapsed.Seconds()},
-		{"op_p50_us", pct(0.50)},
-		{"op_p99_us", pct(0.99)},
-		{"ops", float64(len(r.lat))},
-		{"dev_write_bytes_per_key", float64(r.wbytes) / float64(r.done)},
-		{"cpu_per_wall", r.cpu.Seconds() / r.elapsed.Seconds()},
-		{"open_rss_mib", float64(r.rssBytes) / (1 << 20)},
-	}, extra...), nil
+	return append(r.metrics("key"), extra...), nil
 }
 
 // btreeStore is the B+tree as an embedded store (btree.DB).

@@ -496,6 +496,85 @@ func (r kvsSliced) finish() ([]metric, error) {
 	return ms, err
 }
 
+// wallMeter is what one side of a wall-clock comparison measured: its
+// operations' latencies, the units they did (keys, transfers), its wall
+// and CPU time, the bytes the process wrote and the RSS its open added.
+type wallMeter struct {
+	lat      []time.Duration
+	done     int
+	elapsed  time.Duration
+	cpu      time.Duration
+	wbytes   uint64
+	rssBytes uint64
+}
+
+// timeSlice runs operations of units units each until the slice lasted
+// budget and ran at least minN of them, or prepare returns false, and adds
+// what it measured. prepare draws the next operation's inputs (untimed),
+// op does it (timed).
+func (m *wallMeter) timeSlice(budget time.Duration, minN, units int, prepare func() bool, op func() error) error {
+	w0, err := procWriteBytes()
+	if err != nil {
+		return err
+	}
+	c0 := cpuTime()
+	start := time.Now()
+	for n := 0; (n < minN || time.Since(start) < budget) && prepare(); n++ {
+		t0 := time.Now()
+		if err := op(); err != nil {
+			return err
+		}
+		m.lat = append(m.lat, time.Since(t0))
+		m.done += units
+	}
+	m.elapsed += time.Since(start)
+	m.cpu += cpuTime() - c0
+	w1, err := procWriteBytes()
+	if err != nil {
+		return err
+	}
+	m.wbytes += w1 - w0
+	return nil
+}
+
+// closeCounted closes the side with close, counting the writes it makes.
+func (m *wallMeter) closeCounted(close func() error) error {
+	w0, err := procWriteBytes()
+	if err != nil {
+		close()
+		return err
+	}
+	if err := close(); err != nil {
+		return err
+	}
+	w1, err := procWriteBytes()
+	if err != nil {
+		return err
+	}
+	m.wbytes += w1 - w0
+	return nil
+}
+
+// metrics returns <unit>s_per_s, the p50 and p99 latency, the operations,
+// dev_write_bytes_per_<unit> (procWriteBytes: the kernel counts a page
+// cache folio whole each time a write dirties it again, so a small record
+// appended after a sync counts its folio's size, 256 KiB for the native
+// log's zeroed chunks on a 6.x kernel, not its bytes), CPU per wall second
+// and the RSS the open added.
+func (m *wallMeter) metrics(unit string) []metric {
+	slices.Sort(m.lat)
+	pct := func(p float64) float64 { return float64(m.lat[min(len(m.lat)-1, int(p*float64(len(m.lat))))]) / 1e3 }
+	return []metric{
+		{unit + "s_per_s", float64(m.done) / m.elapsed.Seconds()},
+		{"op_p50_us", pct(0.50)},
+		{"op_p99_us", pct(0.99)},
+		{"ops", float64(len(m.lat))},
+		{"dev_write_bytes_per_" + unit, float64(m.wbytes) / float64(m.done)},
+		{"cpu_per_wall", m.cpu.Seconds() / m.elapsed.Seconds()},
+		{"open_rss_mib", float64(m.rssBytes) / (1 << 20)},
+	}
+}
+
 // runKVSSideFinal runs one configuration alone: preload (GET mix), then
 // batches for the time budget (at least minBatches); with final set it
 // also returns every key's value after the run (0: absent), for tests that

@@ -10,7 +10,6 @@ import (
 	"math/rand/v2"
 	"os"
 	"path/filepath"
-	"slices"
 	"strings"
 	"time"
 
@@ -151,17 +150,12 @@ func (r *bankRun) abort()     { r.st.close() }
 // bankRun is one side of txn-vs-pebble in progress. Every side draws the
 // same transfers (the same seed).
 type bankRun struct {
-	st       bankStore
-	n        uint64 // accounts
-	batch    int
-	rng      *rand.Rand
-	ts       []txn.Transfer
-	lat      []time.Duration
-	done     int // transfers
-	elapsed  time.Duration
-	cpu      time.Duration
-	wbytes   uint64
-	rssBytes uint64
+	st        bankStore
+	n         uint64 // accounts
+	batch     int
+	rng       *rand.Rand
+	ts        []txn.Transfer
+	wallMeter // done counts transfers
 }
 
 // startBank opens side s in dir with sh.accounts accounts and measures
@@ -182,65 +176,24 @@ func startBank(sh bankShape, s bankSys, dir string, batch int) (*bankRun, error)
 
 // run runs batches until this slice lasted budget and ran at least minN.
 func (r *bankRun) run(budget time.Duration, minN int) error {
-	w0, err := procWriteBytes()
-	if err != nil {
-		return err
-	}
-	c0 := cpuTime()
-	start := time.Now()
-	for n := 0; n < minN || time.Since(start) < budget; n++ {
+	prepare := func() bool {
 		for i := range r.ts {
 			from := r.rng.Uint64N(r.n)
 			r.ts[i] = txn.Transfer{From: from, To: (from + 1 + r.rng.Uint64N(r.n-1)) % r.n, Amount: 1 + r.rng.Uint64N(100)}
 		}
-		t0 := time.Now()
-		if err := r.st.transfer(r.ts); err != nil {
-			return err
-		}
-		r.lat = append(r.lat, time.Since(t0))
-		r.done += r.batch
+		return true
 	}
-	r.elapsed += time.Since(start)
-	r.cpu += cpuTime() - c0
-	w1, err := procWriteBytes()
-	if err != nil {
-		return err
-	}
-	r.wbytes += w1 - w0
-	return nil
+	return r.timeSlice(budget, minN, r.batch, prepare, func() error { return r.st.transfer(r.ts) })
 }
 
 // finish closes the side (its closing writes count) and returns its
 // metrics.
 func (r *bankRun) finish() ([]metric, error) {
-	w0, err := procWriteBytes()
-	if err != nil {
-		r.st.close()
-		return nil, err
-	}
 	extra := r.st.extra(r.done)
-	if err := r.st.close(); err != nil {
+	if err := r.closeCounted(r.st.close); err != nil {
 		return nil, err
 	}
-	w1, err := procWriteBytes()
-	if err != nil {
-		return nil, err
-	}
-	r.wbytes += w1 - w0
-	slices.Sort(r.lat)
-	pct := func(p float64) float64 { return float64(r.lat[min(len(r.lat)-1, int(p*float64(len(r.lat))))]) / 1e3 }
-	// dev_write_bytes_per_transfer counts as kvs-vs-pebble's
-	// dev_write_bytes_per_key does (procWriteBytes: whole page cache
-	// folios each time a write dirties one again).
-	return append([]metric{
-		{"transfers_per_s", float64(r.done) / r.elapsed.Seconds()},
-		{"op_p50_us", pct(0.50)},
-		{"op_p99_us", pct(0.99)},
-		{"ops", float64(len(r.lat))},
-		{"dev_write_bytes_per_transfer", float64(r.wbytes) / float64(r.done)},
-		{"cpu_per_wall", r.cpu.Seconds() / r.elapsed.Seconds()},
-		{"open_rss_mib", float64(r.rssBytes) / (1 << 20)},
-	}, extra...), nil
+	return append(r.metrics("transfer"), extra...), nil
 }
 
 // txnBank is the accounts store of package txn.
