@@ -126,36 +126,26 @@ func runBtreeVsPebble(ctx context.Context, o Options) ([]Row, error) {
 			if err != nil {
 				return rows, fmt.Errorf("bench: btree-vs-pebble %s %s: %w", fsLabel, workload, err)
 			}
-			tput := map[string]float64{}
-			for i, s := range systems {
-				for _, m := range ms[i] {
-					rows = append(rows, Row{Experiment: "btree-vs-pebble", Workload: workload, Config: fsLabel + "/" + s.name, Metric: m.name, Value: m.v})
-					if m.name == "keys_per_s" {
-						tput[s.name] = m.v
-					}
-				}
-			}
-			bt := systems[0].name
-			for _, base := range []string{"pebble-sync", "bbolt"} {
-				if p := tput[base]; p > 0 {
-					rows = append(rows, Row{Experiment: "btree-vs-pebble", Workload: workload, Config: fsLabel + "/" + bt,
-						Metric: "x_" + strings.TrimSuffix(base, "-sync") + "_keys_per_s", Value: tput[bt] / p})
-				}
-			}
+			rows = append(rows, sideRows("btree-vs-pebble", workload, fsLabel, ordNames(systems), ms, "keys_per_s")...)
 			o.progress(0, 1)
 		}
 	}
 	return rows, nil
 }
 
-// runOrdInterleaved runs workload w on every side (preloaded with the
-// same keys), interleaved in time slices (interleave).
-func runOrdInterleaved(ctx context.Context, sh ordShape, systems []ordSys, parent string, w ordWork) ([][]metric, error) {
+// ordNames returns the sides' names.
+func ordNames(systems []ordSys) []string {
 	names := make([]string, len(systems))
 	for i, s := range systems {
 		names[i] = s.name
 	}
-	return interleave(ctx, parent, "btree-vs-pebble", names, sh.budget, minOps, func(i int, dir string) (slicedRun, error) {
+	return names
+}
+
+// runOrdInterleaved runs workload w on every side (preloaded with the
+// same keys), interleaved in time slices (interleave).
+func runOrdInterleaved(ctx context.Context, sh ordShape, systems []ordSys, parent string, w ordWork) ([][]metric, error) {
+	return interleave(ctx, parent, "btree-vs-pebble", ordNames(systems), sh.budget, minOps, func(i int, dir string) (slicedRun, error) {
 		r, err := startOrd(sh, systems[i], dir, w)
 		if err != nil {
 			return nil, err

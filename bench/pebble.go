@@ -496,6 +496,30 @@ func (r kvsSliced) finish() ([]metric, error) {
 	return ms, err
 }
 
+// sideRows returns the rows of one configuration of a wall-clock
+// comparison: every side's metrics, and the first side's rate (metric
+// rate) over Pebble's and bbolt's where they ran, as x_pebble_<rate> and
+// x_bbolt_<rate>.
+func sideRows(exp, workload, fsLabel string, names []string, ms [][]metric, rate string) []Row {
+	var rows []Row
+	tput := map[string]float64{}
+	for i, name := range names {
+		for _, m := range ms[i] {
+			rows = append(rows, Row{Experiment: exp, Workload: workload, Config: fsLabel + "/" + name, Metric: m.name, Value: m.v})
+			if m.name == rate {
+				tput[name] = m.v
+			}
+		}
+	}
+	for _, base := range []string{"pebble-sync", "bbolt"} {
+		if p := tput[base]; p > 0 {
+			rows = append(rows, Row{Experiment: exp, Workload: workload, Config: fsLabel + "/" + names[0],
+				Metric: "x_" + strings.TrimSuffix(base, "-sync") + "_" + rate, Value: tput[names[0]] / p})
+		}
+	}
+	return rows
+}
+
 // wallMeter is what one side of a wall-clock comparison measured: its
 // operations' latencies, the units they did (keys, transfers), its wall
 // and CPU time, the bytes the process wrote and the RSS its open added.

@@ -10,7 +10,6 @@ import (
 	"math/rand/v2"
 	"os"
 	"path/filepath"
-	"strings"
 	"time"
 
 	"github.com/cockroachdb/pebble/v2"
@@ -106,36 +105,26 @@ func runTxnVsPebble(ctx context.Context, o Options) ([]Row, error) {
 			if err != nil {
 				return rows, fmt.Errorf("bench: txn-vs-pebble %s %s: %w", fsLabel, workload, err)
 			}
-			tput := map[string]float64{}
-			for i, s := range systems {
-				for _, m := range ms[i] {
-					rows = append(rows, Row{Experiment: "txn-vs-pebble", Workload: workload, Config: fsLabel + "/" + s.name, Metric: m.name, Value: m.v})
-					if m.name == "transfers_per_s" {
-						tput[s.name] = m.v
-					}
-				}
-			}
-			tx := systems[0].name
-			for _, base := range []string{"pebble-sync", "bbolt"} {
-				if p := tput[base]; p > 0 {
-					rows = append(rows, Row{Experiment: "txn-vs-pebble", Workload: workload, Config: fsLabel + "/" + tx,
-						Metric: "x_" + strings.TrimSuffix(base, "-sync") + "_transfers_per_s", Value: tput[tx] / p})
-				}
-			}
+			rows = append(rows, sideRows("txn-vs-pebble", workload, fsLabel, bankNames(systems), ms, "transfers_per_s")...)
 			o.progress(0, 1)
 		}
 	}
 	return rows, nil
 }
 
-// runBankInterleaved runs batches of batch transfers on every side,
-// interleaved in time slices (interleave).
-func runBankInterleaved(ctx context.Context, sh bankShape, systems []bankSys, parent string, batch int) ([][]metric, error) {
+// bankNames returns the sides' names.
+func bankNames(systems []bankSys) []string {
 	names := make([]string, len(systems))
 	for i, s := range systems {
 		names[i] = s.name
 	}
-	return interleave(ctx, parent, "txn-vs-pebble", names, sh.budget, minOps, func(i int, dir string) (slicedRun, error) {
+	return names
+}
+
+// runBankInterleaved runs batches of batch transfers on every side,
+// interleaved in time slices (interleave).
+func runBankInterleaved(ctx context.Context, sh bankShape, systems []bankSys, parent string, batch int) ([][]metric, error) {
+	return interleave(ctx, parent, "txn-vs-pebble", bankNames(systems), sh.budget, minOps, func(i int, dir string) (slicedRun, error) {
 		r, err := startBank(sh, systems[i], dir, batch)
 		if err != nil {
 			return nil, err
