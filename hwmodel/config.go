@@ -87,9 +87,9 @@ type GPUConfig struct {
 	// round trip (l2.latency_cycles), and GPM's fence after every
 	// persistency verb adds that round trip to the write-backs' acks. Set
 	// (the h100 preset's measured costs), a system fence and GPM's persist
-	// take the fence's cost overlapped with the acks they wait for, as
-	// measured: the fence waits for the last ack, not for one round trip
-	// per line.
+	// end at the later of their own round trip and the last ack plus the
+	// ack's way back (half the round trip), as measured: the fence waits
+	// for the last ack, not for one round trip per line.
 	FenceBlockCycles  int `json:"fence_block_cycles"`
 	FenceDeviceCycles int `json:"fence_device_cycles"`
 	FenceSystemCycles int `json:"fence_system_cycles"`
