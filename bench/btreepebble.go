@@ -90,25 +90,13 @@ func ordVal(k, round uint64) uint64 { return k<<16 | round&0xffff }
 
 func runBtreeVsPebble(ctx context.Context, o Options) ([]Row, error) {
 	sh := ordShapeFor(o.Quick)
-	disk := os.Getenv(EnvBenchDir)
-	if disk == "" {
-		disk = os.TempDir()
-	}
-	type fsDir struct{ label, dir string }
-	dirs := []fsDir{{"disk", disk}}
-	if st, err := os.Stat("/dev/shm"); err == nil && st.IsDir() {
-		dirs = append(dirs, fsDir{"tmpfs", "/dev/shm"})
-	}
+	dirs := benchFilesystems()
 	works := ordWorks()
 	var rows []Row
 	item := 0
 	o.progress(len(dirs)*len(works), 0)
 	for _, fd := range dirs {
-		fsLabel := fd.label + "(" + fsName(fd.dir) + ")"
-		durable := native.ModeLog
-		if native.DAXSupport(fd.dir) == nil {
-			durable = native.ModeDAX
-		}
+		fsLabel, durable := fd.label, fd.durable
 		systems := []ordSys{
 			{"btree-native-" + durable.String(), func(dir string, keys []uint64) (ordStore, error) {
 				return openBtreeDB(dir, durable, keys)

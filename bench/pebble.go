@@ -328,8 +328,16 @@ func kvsBenchShapeFor(quick bool) kvsBenchShape {
 	return kvsBenchShape{batches: []int{1, 100, 1000, 65536}, keySpace: 1 << 18, budget: 2 * time.Second}
 }
 
-func runKVSVsPebble(ctx context.Context, o Options) ([]Row, error) {
-	sh := kvsBenchShapeFor(o.Quick)
+// benchFS is one filesystem the wall-clock comparisons run on.
+type benchFS struct {
+	label   string      // "disk(ext4)", "tmpfs(tmpfs)"
+	dir     string      // where the sides' directories go
+	durable native.Mode // the native backend's durable mode there: dax on a DAX filesystem, else log
+}
+
+// benchFilesystems returns the disk ($SCOPEDPM_BENCH_DIR, else the
+// temporary directory) and tmpfs (/dev/shm) where it exists.
+func benchFilesystems() []benchFS {
 	disk := os.Getenv(EnvBenchDir)
 	if disk == "" {
 		disk = os.TempDir()
@@ -339,17 +347,27 @@ func runKVSVsPebble(ctx context.Context, o Options) ([]Row, error) {
 	if st, err := os.Stat("/dev/shm"); err == nil && st.IsDir() {
 		dirs = append(dirs, fsDir{"tmpfs", "/dev/shm"})
 	}
+	out := make([]benchFS, len(dirs))
+	for i, d := range dirs {
+		durable := native.ModeLog
+		if native.DAXSupport(d.dir) == nil {
+			durable = native.ModeDAX
+		}
+		out[i] = benchFS{d.label + "(" + fsName(d.dir) + ")", d.dir, durable}
+	}
+	return out
+}
+
+func runKVSVsPebble(ctx context.Context, o Options) ([]Row, error) {
+	sh := kvsBenchShapeFor(o.Quick)
+	dirs := benchFilesystems()
 	buckets := sh.keySpace / 2
 	// systemsFor lists the sides on the filesystem of dir: gpKVS in the
 	// durable mode the native backend picks there (dax on a DAX
 	// filesystem with CLWB or CLFLUSHOPT, else log), gpKVS with no
 	// durability at all (the bound the syncs are measured against), and
 	// Pebble with a synced batch.
-	systemsFor := func(dir string) []sys {
-		durable := native.ModeLog
-		if native.DAXSupport(dir) == nil {
-			durable = native.ModeDAX
-		}
+	systemsFor := func(durable native.Mode) []sys {
 		return []sys{
 			{"gpkvs-native-" + durable.String(), func(dir string, batch int, pre []uint32) (kvSide, error) {
 				return openNative(dir, durable, buckets, batch, pre)
@@ -365,8 +383,8 @@ func runKVSVsPebble(ctx context.Context, o Options) ([]Row, error) {
 	total := len(dirs) * 2 * len(sh.batches)
 	o.progress(total, 0)
 	for _, fd := range dirs {
-		fsLabel := fd.label + "(" + fsName(fd.dir) + ")"
-		systems := systemsFor(fd.dir)
+		fsLabel := fd.label
+		systems := systemsFor(fd.durable)
 		for _, mix := range []string{"set", "get95"} {
 			for _, batch := range sh.batches {
 				item++

@@ -8,7 +8,6 @@ import (
 	"errors"
 	"fmt"
 	"math/rand/v2"
-	"os"
 	"path/filepath"
 	"time"
 
@@ -72,24 +71,12 @@ var bankBatches = [...]int{1, 100, 1000}
 
 func runTxnVsPebble(ctx context.Context, o Options) ([]Row, error) {
 	sh := bankShapeFor(o.Quick)
-	disk := os.Getenv(EnvBenchDir)
-	if disk == "" {
-		disk = os.TempDir()
-	}
-	type fsDir struct{ label, dir string }
-	dirs := []fsDir{{"disk", disk}}
-	if st, err := os.Stat("/dev/shm"); err == nil && st.IsDir() {
-		dirs = append(dirs, fsDir{"tmpfs", "/dev/shm"})
-	}
+	dirs := benchFilesystems()
 	var rows []Row
 	item := 0
 	o.progress(len(dirs)*len(bankBatches), 0)
 	for _, fd := range dirs {
-		fsLabel := fd.label + "(" + fsName(fd.dir) + ")"
-		durable := native.ModeLog
-		if native.DAXSupport(fd.dir) == nil {
-			durable = native.ModeDAX
-		}
+		fsLabel, durable := fd.label, fd.durable
 		systems := []bankSys{
 			{"txn-native-" + durable.String(), func(dir string, n int) (bankStore, error) { return openTxnBank(dir, durable, n) }},
 			{"pebble-sync", openPebbleBank},
