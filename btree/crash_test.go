@@ -223,7 +223,7 @@ func TestRecoveryResumesLanes(t *testing.T) {
 	}
 	lo, hi := be.LastStart(), be.Now()
 	partial := 0
-	for c := lo + (hi-lo)/10; c < hi; c += (hi - lo) / 10 {
+	for c := lo + (hi-lo)/40; c < hi; c += (hi - lo) / 40 {
 		img, err := be.CrashAt(c)
 		require.NoError(t, err)
 		m2, err := pm.Reopen(img, functional.New(pm.GPULimits{}))

@@ -136,7 +136,8 @@ type Event struct {
 // buffer entry, a dirty PM line of an L1, or a write-through.
 type entry struct {
 	line  uint64
-	dirty uint64 // Epoch/GPM/None and the re-study's write-back models: cycle of the first store into the dirty line
+	dirty uint64 // Epoch/GPM/None, ScopedBarrier and the re-study's write-back models: cycle of the first store into the dirty line
+	last  uint64 // ScopedBarrier: cycle of the latest store into it
 	start uint64 // cycle its flush started (noAck: not yet)
 	pbi   int64  // SBRP: its item in its SM's persist buffer
 	ack   uint64 // cycle it is durable (noAck: not yet)
@@ -207,11 +208,10 @@ type warpState struct {
 
 type smState struct {
 	l1      *cache
-	issue   resource  // warp schedulers: Schedulers instructions per cycle
-	alu     resource  // the schedulers' execution units: Schedulers cycles of Work per cycle
-	smem    resource  // shared memory: one bank-conflict pass per cycle
-	log     []span    // recent flushes of the SM (those not known to be over)
-	slots   occupancy // ScopedBarrier: the L1 NVW-FIFO (SBRP's window is its buffer's, pbuffer.go)
+	issue   resource // warp schedulers: Schedulers instructions per cycle
+	alu     resource // the schedulers' execution units: Schedulers cycles of Work per cycle
+	smem    resource // shared memory: one bank-conflict pass per cycle
+	log     []span   // recent flushes of the SM (those not known to be over)
 	pruneAt int
 	pb      pbState          // SBRP: the persist buffer's drain (pbuffer.go)
 	pbLine  map[uint64]int32 // SBRP: newest buffer entry per line
@@ -288,10 +288,9 @@ type Backend struct {
 	waking     bool           // the executor handles pm.Blocked this launch (pm.Waker)
 	woken      []pm.WarpReady // warps the drain woke since the last Wake
 	wokenOut   []pm.WarpReady
-	l2Slots    occupancy // ScopedBarrier: the L2 NVW-FIFO
-	sent       uint64    // set by flush: when the write entered its PM queue
-	left       uint64    // set by flush: when the write's bytes left the SM
-	first      uint64    // the launch's first issue cycle: its start plus gpu.launch_latency_cycles
+	sent       uint64 // set by flush: when the write entered its PM queue
+	left       uint64 // set by flush: when the write's bytes left the SM
+	first      uint64 // the launch's first issue cycle: its start plus gpu.launch_latency_cycles
 	steps      uint64
 	syncStamp  uint64
 
@@ -530,10 +529,8 @@ func (b *Backend) Begin(l pm.Launch) error {
 		b.sms[i].issue.reset(b.start)
 		b.sms[i].alu.reset(b.start)
 		b.sms[i].smem.reset(b.start)
-		b.sms[i].slots.reset(b.start)
 		b.sms[i].log = b.sms[i].log[:0]
 	}
-	b.l2Slots.reset(b.start)
 	if b.rs != nil {
 		b.wbBegin()
 	}
@@ -812,9 +809,7 @@ func (b *Backend) trim() {
 		b.sms[i].issue.trim(at)
 		b.sms[i].alu.trim(at)
 		b.sms[i].smem.trim(at)
-		b.sms[i].slots.trim(at)
 	}
-	b.l2Slots.trim(at)
 }
 
 // issue takes a scheduler slot of the warp's SM and returns the issue cycle.
@@ -1139,10 +1134,7 @@ func (b *Backend) l1Fill(ws *warpState, line uint64, t uint64) uint64 {
 		}
 		return t
 	}
-	if e.ack == noAck {
-		// A dirty PM line (Epoch, GPM, None): write it back in the background.
-		b.flush(ve, t, ws.sm)
-	}
+	b.pol.evict(ws.sm, ve, t)
 	return t
 }
 
@@ -1544,6 +1536,7 @@ func (b *Backend) End() (pm.Stats, error) {
 		}
 	}
 	b.last.Retired = end - b.start
+	b.pol.finish(end)
 	for i := range b.sms {
 		s := &b.sms[i]
 		for _, e := range s.dirty {

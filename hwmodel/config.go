@@ -219,7 +219,9 @@ type PersistConfig struct {
 	// machines set it to 32.
 	SectorBytes int `json:"sector_bytes"`
 	// NVWFIFOL1 and NVWFIFOL2 are the NVW-FIFO sizes of the scoped persist
-	// barrier hardware (scoped persist barrier paper): outstanding PM writes per L1 and in the L2.
+	// barrier hardware (scoped persist barrier paper, ScopedBarrier): the
+	// dirty PM lines each L1, and the L2, tracks; a full FIFO sends its
+	// head on (L1 to L2, L2 to NVM).
 	NVWFIFOL1 int `json:"nvw_fifo_l1"`
 	NVWFIFOL2 int `json:"nvw_fifo_l2"`
 	// None turns off all persist work: PM behaves as device memory and every

@@ -212,22 +212,40 @@ func (m *memSystem) writePM(sm int, line, n, t uint64, st *Stats) pmWrite {
 	var w pmWrite
 	w.start = p.writes.firstFree(t, m.writesMax)
 	w.left = m.inject(sm, n, w.start)
-	x, ch := m.toPartition(line, n, w.left, st)
+	x, ch := m.toPartition(line, n, w.left+m.l2Lat, st)
+	w.queued, w.ack = m.toPM(ch, n, x)
+	p.writes.add(w.start, w.ack)
+	return w
+}
+
+// writeFromL2 writes n bytes of PM line back from its L2 bank, no earlier
+// than cycle t, to the persistence point (a write-back that starts at the
+// L2, as ScopedBarrier's L2 NVW-FIFO issues them: no SM port, no L2
+// latency from an SM), and returns its times. st counts its bytes.
+func (m *memSystem) writeFromL2(line, n, t uint64, st *Stats) pmWrite {
+	x, ch := m.toPartition(line, n, t, st)
+	w := pmWrite{start: t, left: t}
+	w.queued, w.ack = m.toPM(ch, n, x)
+	return w
+}
+
+// toPM puts n bytes that reached channel ch's partition at cycle x into its
+// PM write queue and returns when the queue took them and when they are
+// durable (the persistence point's ack).
+func (m *memSystem) toPM(ch, n, x uint64) (queued, ack uint64) {
 	in, done := m.nvm[ch].write(x, n, m.queueMax)
-	w.queued = in
 	switch {
 	case m.ackAtQueue:
 		// The GPU's memory partition acknowledges the write when the PM
 		// queue takes it; the far link's latency lies after the ack.
-		w.ack = in - m.farLat()
+		ack = in - m.farLat()
 	case m.eadr:
-		w.ack = x + m.eadrLat
+		ack = x + m.eadrLat
 	default:
-		w.ack = done
+		ack = done
 	}
-	p.writes.add(w.start, w.ack)
-	m.drained = max(m.drained, w.ack, in)
-	return w
+	m.drained = max(m.drained, ack, in)
+	return in, ack
 }
 
 // farLat is the latency PM writes pay to reach PM beyond the GPU's memory
@@ -244,7 +262,7 @@ func (m *memSystem) farLat() uint64 {
 // ports and bandwidth in the same burst; its ack stays.
 func (m *memSystem) moreBytes(sm int, line, n, start uint64, st *Stats) {
 	left := m.inject(sm, n, start)
-	x, ch := m.toPartition(line, n, left, st)
+	x, ch := m.toPartition(line, n, left+m.l2Lat, st)
 	m.drained = max(m.drained, m.nvm[ch].writeBus(x, n))
 }
 
@@ -254,12 +272,10 @@ func (m *memSystem) inject(sm int, n, t uint64) uint64 {
 	return m.sms[sm].inject.transfer(t, n)
 }
 
-// toPartition sends n bytes of PM line that left an SM's injection port at
-// cycle left over the L2 and its bank's port, and PCIe when PM is far, and
-// returns when they reach the memory partition and its channel. st counts
-// the bytes.
-func (m *memSystem) toPartition(line, n, left uint64, st *Stats) (x, ch uint64) {
-	x = left + m.l2Lat
+// toPartition sends n bytes of PM line that reached the L2 at cycle x over
+// its bank's port, and PCIe when PM is far, and returns when they reach the
+// memory partition and its channel. st counts the bytes.
+func (m *memSystem) toPartition(line, n, x uint64, st *Stats) (uint64, uint64) {
 	bank, ch := m.bank(line)
 	x = m.ports[bank].transfer(x, n)
 	if m.far {

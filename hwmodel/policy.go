@@ -27,6 +27,11 @@ type policy interface {
 	// and scope sc orders have drained, once its group arrived at at (0:
 	// nothing to wait for).
 	barrier(group []*pm.Agent, kind pm.OpKind, sc pm.Scope, at uint64) uint64
+	// evict handles dirty PM entry e, whose line SM sm's L1 evicted at t.
+	evict(sm int, e int32, t uint64)
+	// finish writes back what the model still buffers at the kernel's
+	// end, cycle t.
+	finish(t uint64)
 }
 
 // newPolicy returns the policy of b's model.
@@ -42,7 +47,7 @@ func newPolicy(b *Backend) policy {
 	case SBRP:
 		return sbrpPolicy{base}
 	case ScopedBarrier:
-		return scopedBarrierPolicy{base}
+		return scopedBarrierPolicy{base, newNVWFIFOs(b.cfg.GPU.SMs)}
 	case WriteBackADR, WriteBackPCT:
 		return writeBackPolicy{base}
 	}
@@ -58,6 +63,15 @@ func (p basePolicy) acquireL1(ws *warpState, t uint64) { p.sms[ws.sm].l1.invalid
 func (basePolicy) ordersEvictions() bool { return false }
 
 func (basePolicy) barrier([]*pm.Agent, pm.OpKind, pm.Scope, uint64) uint64 { return 0 }
+
+// evict writes a dirty PM line back in the background (Epoch, GPM, None).
+func (p basePolicy) evict(sm int, e int32, t uint64) {
+	if p.entries[e].ack == noAck {
+		p.flush(e, t, sm)
+	}
+}
+
+func (basePolicy) finish(uint64) {}
 
 // writeBackPolicy is the re-study's write-back ADR and PCT models: PM
 // lines stay dirty in the L2 until a write-through store, CLWB, L2WB or

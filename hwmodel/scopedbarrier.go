@@ -1,57 +1,253 @@
 package hwmodel
 
-import "github.com/scopedpm/scopedpm/pm"
+import (
+	"math/bits"
+	"slices"
 
-// scopedBarrierPolicy is the scoped persist barrier paper's hardware: PM
-// stores are written through NVW-FIFOs (persist.nvw_fifo_l1 per L1,
-// persist.nvw_fifo_l2 in the L2); PBarrier(s) waits for the members of s,
-// then for the FIFOs covering s to drain.
-type scopedBarrierPolicy struct{ basePolicy }
+	"github.com/scopedpm/scopedpm/pm"
+)
+
+// scopedBarrierPolicy is the scoped persist barrier paper's hardware (its
+// §3 and §6, Table 2): the L1 is write-combining and the L2 write-back, so
+// a PM store leaves its line dirty in the L1; an NVW-FIFO beside each cache
+// tracks the PM lines that cache holds dirty, one entry per line
+// (persist.nvw_fifo_l1 per L1, persist.nvw_fifo_l2 in the L2).
+//
+//   - A store into a line the L1 FIFO already tracks joins its entry. A
+//     store into another line takes a new entry; when the FIFO is full,
+//     its head leaves first: the line is written from the L1 to the L2
+//     (the SM's port, the L2's latency and bank port) and its entry joins
+//     the L2 FIFO (or the entry the L2 FIFO already has for the line).
+//     The store waits until the head has left.
+//   - When the L2 FIFO is full, its head leaves: the line is written back
+//     to NVM from its L2 bank, and the entry is free once the memory's PM
+//     queue has taken the write. A line is durable at the write's ack.
+//   - An L1 that evicts a tracked line writes it to the L2 as its head
+//     would leave.
+//   - A persist barrier (and every other verb that orders or makes
+//     durable: OFence, DFence, PRel, the epoch barrier) appends a p_flush
+//     marker to the L1 FIFOs its scope covers: the SM's for thread, warp
+//     and block scope, every SM's for device and system scope. The marker
+//     sends every line ahead of it to the L2 FIFO; there it sends every
+//     line ahead of it to NVM, and the verb returns once the L2 has the
+//     acks of every write-back it issued (§6.1: "the L2 cache controller
+//     then waits for acknowledgement of the completion of all writebacks
+//     to the NVRAM"). Lines first stored after the verb's cycle (by a warp
+//     the engine ran ahead) stay behind the marker.
+//   - A kernel's end drains every FIFO.
+//
+// The paper's NVW-FIFO entries are 8 bytes, one physical address each;
+// each time a cache block is updated an entry is added. Here a line has at
+// most one entry per FIFO: a second entry for a line already queued would
+// write nothing when it left.
+type scopedBarrierPolicy struct {
+	basePolicy
+	f *nvwFIFOs
+}
+
+// nvwFIFOs are the NVW-FIFOs: one per L1, one in the L2.
+type nvwFIFOs struct {
+	l1 [][]int32 // per SM: entries in order, head first
+	l2 []nvwItem // head first
+	// l2At holds, per line with an L2 item, the item's index in l2 plus
+	// l2Gone (the items that have left before it).
+	l2At   map[uint64]uint64
+	l2Gone uint64
+	// wb holds the L2's write-backs: issued at start, acknowledged at ack
+	// (pruned once over before the engine's current time).
+	wb      []span
+	pruneAt int
+}
+
+// nvwItem is an L2 NVW-FIFO entry: a line and the L1 entries whose
+// stores it carries.
+type nvwItem struct {
+	line    uint64
+	enq     uint64 // its first L1 write reached the L2
+	dirty   uint64 // the first store into its entries
+	sectors uint64
+	ents    []int32
+}
+
+func newNVWFIFOs(sms int) *nvwFIFOs {
+	return &nvwFIFOs{l1: make([][]int32, sms), l2At: map[uint64]uint64{}}
+}
 
 func (p scopedBarrierPolicy) store(ws *warpState, line, sectors, t uint64) (int32, uint64, bool) {
 	s := &p.sms[ws.sm]
-	if s.l1.lookup(line) < 0 {
-		t = p.l1Fill(ws, line, t)
+	way := s.l1.lookup(line)
+	if way >= 0 {
+		if e := s.l1.entry[way]; e >= 0 && p.entries[e].start == noAck {
+			ent := &p.entries[e]
+			ent.dirty, ent.last = min(ent.dirty, t), max(ent.last, t)
+			ent.sectors |= sectors
+			return e, t + 1, true
+		}
+	} else {
+		// Write-combining: a store allocates its line without reading it.
+		var ve int32
+		var evicted bool
+		way, _, ve, evicted = s.l1.insert(line)
+		if evicted && ve >= 0 {
+			p.evict(ws.sm, ve, t)
+		}
 	}
 	start := t
-	for {
-		a := s.slots.firstFree(start, p.cfg.Persist.NVWFIFOL1)
-		g := p.l2Slots.firstFree(a, p.cfg.Persist.NVWFIFOL2)
-		if g == a {
-			start = a
-			break
-		}
-		start = g
+	q := &p.f.l1[ws.sm]
+	for len(*q) >= p.cfg.Persist.NVWFIFOL1 {
+		start = max(start, p.l1Leave(ws.sm, (*q)[0], t))
+		*q = (*q)[1:]
 	}
 	e := p.newEntry(line)
+	p.entries[e].dirty, p.entries[e].last = start, start
 	p.entries[e].sectors = sectors
-	ack := p.flush(e, start, ws.sm)
-	// An NVW-FIFO tracks the NV writes its cache still holds (the
-	// scoped persist barrier paper, §6): the L1's entry is dequeued
-	// when the line's write-back to the L2 is issued, the L2's when
-	// the line's write-back towards NVRAM is accepted. Barriers still
-	// wait for the acks.
-	s.slots.add(start, min(start+1, ack))
-	p.l2Slots.add(start, min(p.sent, ack))
-	ws.lastAck = max(ws.lastAck, ack)
+	s.l1.entry[way] = e
+	*q = append(*q, e)
 	p.last.Stalls.NVWFull += start - t
 	return e, start + 1, false
+}
+
+// l1Leave writes entry e's line from SM sm's L1 to the L2 from cycle t
+// (its FIFO's head leaving, an eviction or a p_flush marker) and returns
+// when its L1 FIFO entry is free: its bytes have left the SM, and a full
+// L2 FIFO that takes the line late holds it back as long (the
+// interconnect between them buffers nothing). An entry that left already
+// (evicted) costs nothing.
+func (p scopedBarrierPolicy) l1Leave(sm int, e int32, t uint64) uint64 {
+	ent := &p.entries[e]
+	if ent.start != noAck {
+		return t
+	}
+	t = max(t, ent.last) // its latest store is in the write
+	ent.start = t
+	left, in := p.ms.toL2(sm, ent.line, p.flushBytes(e), t)
+	if p.l2.lookup(ent.line) < 0 {
+		p.l2Insert(ent.line, in)
+	}
+	return max(left, p.l2Join(e, in)-(in-left))
+}
+
+// l2Join puts entry e, whose line reached the L2 at cycle in, into the L2
+// FIFO and returns when the FIFO took it.
+func (p scopedBarrierPolicy) l2Join(e int32, in uint64) uint64 {
+	f := p.f
+	ent := &p.entries[e]
+	if at, ok := f.l2At[ent.line]; ok {
+		it := &f.l2[at-f.l2Gone]
+		it.ents = append(it.ents, e)
+		it.sectors |= ent.sectors
+		it.dirty = min(it.dirty, ent.dirty)
+		return in
+	}
+	for len(f.l2) >= p.cfg.Persist.NVWFIFOL2 {
+		in = max(in, p.l2Leave(in))
+	}
+	f.l2At[ent.line] = f.l2Gone + uint64(len(f.l2))
+	f.l2 = append(f.l2, nvwItem{line: ent.line, enq: in, dirty: ent.dirty, sectors: ent.sectors, ents: []int32{e}})
+	return in
+}
+
+// l2Leave writes the L2 FIFO's head back to NVM from cycle t and returns
+// when the memory's PM queue took it (the entry is free then).
+func (p scopedBarrierPolicy) l2Leave(t uint64) uint64 {
+	f := p.f
+	it := f.l2[0]
+	f.l2 = f.l2[1:]
+	f.l2Gone++
+	delete(f.l2At, it.line)
+	n := p.lineBytes
+	if it.sectors != 0 {
+		n = uint64(bits.OnesCount64(it.sectors)) << p.secShift
+	}
+	start := max(t, it.enq)
+	w := p.ms.writeFromL2(it.line, n, start, &p.last)
+	for _, e := range it.ents {
+		p.entries[e].ack = w.ack
+	}
+	p.last.Flushes++
+	p.globalAck = max(p.globalAck, w.ack)
+	f.wb = append(f.wb, span{start: start, ack: w.ack, dirty: it.dirty})
+	if len(f.wb) > f.pruneAt {
+		safe := p.safeTime()
+		f.wb = slices.DeleteFunc(f.wb, func(s span) bool { return s.ack <= safe })
+		f.pruneAt = 2*len(f.wb) + 64
+	}
+	return w.queued
+}
+
+// evict writes a line the L1 of SM sm evicts at t to the L2 if its FIFO
+// still tracks it there.
+func (p scopedBarrierPolicy) evict(sm int, e int32, t uint64) { p.l1Leave(sm, e, t) }
+
+// drain is a p_flush marker appended at cycle t to the L1 FIFOs of the SMs
+// sms (nil: every SM): it returns when every line ahead of it is durable
+// and every write-back the L2 issued for stores made by t is acknowledged.
+// What was stored after t (by a warp the engine ran ahead) is behind the
+// marker and stays.
+func (p scopedBarrierPolicy) drain(sms []int, t uint64) uint64 {
+	f := p.f
+	each := func(sm int) {
+		q := f.l1[sm]
+		kept := q[:0]
+		for _, e := range q {
+			if p.entries[e].dirty > t {
+				kept = append(kept, e)
+				continue
+			}
+			p.l1Leave(sm, e, t)
+		}
+		f.l1[sm] = kept
+	}
+	if sms == nil {
+		for sm := range f.l1 {
+			each(sm)
+		}
+	} else {
+		for _, sm := range sms {
+			each(sm)
+		}
+	}
+	// The L2 FIFO: every item ahead of the marker leaves.
+	kept := f.l2[:0]
+	var late []nvwItem
+	for len(f.l2) > 0 {
+		if f.l2[0].dirty > t {
+			late = append(late, f.l2[0])
+			f.l2 = f.l2[1:]
+			f.l2Gone++
+			continue
+		}
+		p.l2Leave(t)
+	}
+	// The items behind the marker keep their order.
+	f.l2 = append(kept, late...)
+	f.l2Gone -= uint64(len(late))
+	for i, it := range f.l2 {
+		f.l2At[it.line] = f.l2Gone + uint64(i)
+	}
+	done := t + 1
+	for _, s := range f.wb {
+		if s.dirty <= t {
+			done = max(done, s.ack)
+		}
+	}
+	return done
 }
 
 func (p scopedBarrierPolicy) verb(ws *warpState, t uint64, kind pm.OpKind, sc pm.Scope, group []pendOp) uint64 {
 	st := &p.last.Stalls
 	switch kind {
 	case pm.OpOFence, pm.OpDFence:
-		return waitAcks(t, ws.lastAck, &st.DFence)
+		return waitAcks(t, p.drain(p.scopeSMs(ws, pm.Thread), t), &st.DFence)
 	case pm.OpEpochBarrier:
-		return waitAcks(t, p.ackBy(t), &st.DFence)
+		return waitAcks(t, p.drain(nil, t), &st.DFence)
 	case pm.OpPBarrier:
 		if sc == pm.Thread {
-			return waitAcks(t, ws.lastAck, &st.PBarrier)
+			return waitAcks(t, p.drain(p.scopeSMs(ws, sc), t), &st.PBarrier)
 		}
 		return t + 1 // the drain is timed when the scope has arrived (barrier)
 	case pm.OpPRel:
-		d := waitAcks(t, p.drainOf(ws, sc, t), &st.Release)
+		d := waitAcks(t, p.drain(p.scopeSMs(ws, sc), t), &st.Release)
 		return max(d, p.persistOps(ws, d, kind, sc, group))
 	case pm.OpPAcq:
 		return p.acquire(ws, t, sc, group)
@@ -59,36 +255,46 @@ func (p scopedBarrierPolicy) verb(ws *warpState, t uint64, kind pm.OpKind, sc pm
 	return t + 1
 }
 
-// barrier is the conservative scoped barrier: once the scope has arrived,
-// the NVW-FIFOs covering it drain and the scope waits for the acks.
+// scopeSMs returns the SMs whose L1 FIFOs a marker of scope sc from warp
+// ws goes to (nil: every SM).
+func (p scopedBarrierPolicy) scopeSMs(ws *warpState, sc pm.Scope) []int {
+	if sc >= pm.Device {
+		return nil
+	}
+	return []int{ws.sm}
+}
+
+// barrier is the conservative scoped barrier (§6.1): once the scope has
+// arrived, a marker drains the FIFOs covering it and the scope waits for
+// the acks.
 func (p scopedBarrierPolicy) barrier(group []*pm.Agent, kind pm.OpKind, sc pm.Scope, at uint64) uint64 {
 	if kind != pm.OpPBarrier {
 		return 0
 	}
 	if sc >= pm.Device {
-		return p.ackBy(at)
+		return p.drain(nil, at)
 	}
-	var acks uint64
-	p.syncStamp++
+	var sms []int
 	for _, a := range group {
-		ws := p.warp(a.Warp)
-		if ws.stamp != p.syncStamp {
-			ws.stamp = p.syncStamp
-			acks = max(acks, p.drainOf(ws, pm.Block, at))
+		if sm := p.warp(a.Warp).sm; !slices.Contains(sms, sm) {
+			sms = append(sms, sm)
 		}
 	}
-	return acks
+	return p.drain(sms, at)
 }
 
-// drainOf returns the cycle by which the NVW-FIFOs covering scope sc of the
-// warp have drained (ScopedBarrier): the warp's own writes for thread and
-// warp scope, its SM's L1 FIFO for block scope, every FIFO otherwise.
-func (b *Backend) drainOf(ws *warpState, sc pm.Scope, t uint64) uint64 {
-	switch sc {
-	case pm.Thread, pm.Warp:
-		return ws.lastAck
-	case pm.Block:
-		return b.sms[ws.sm].ackBy(t)
+// finish drains every FIFO at the kernel's end, cycle t.
+func (p scopedBarrierPolicy) finish(t uint64) {
+	f := p.f
+	for sm, q := range f.l1 {
+		for _, e := range q {
+			p.l1Leave(sm, e, t)
+		}
+		f.l1[sm] = q[:0]
 	}
-	return b.ackBy(t)
+	for len(f.l2) > 0 {
+		p.l2Leave(t)
+	}
+	f.l2, f.l2Gone, f.wb = f.l2[:0], 0, f.wb[:0]
+	clear(f.l2At)
 }
