@@ -94,9 +94,15 @@ func (p scopedBarrierPolicy) store(ws *warpState, line, sectors, t uint64) (int3
 	}
 	start := t
 	q := &p.f.l1[ws.sm]
-	for len(*q) >= p.cfg.Persist.NVWFIFOL1 {
-		start = max(start, p.l1Leave(ws.sm, (*q)[0], t))
-		*q = (*q)[1:]
+	for {
+		// The FIFO as it stands at t: entries first stored after t (by a
+		// warp the engine ran ahead) are not in it yet.
+		i, n := firstBy(*q, t, func(e int32) uint64 { return p.entries[e].dirty })
+		if n < p.cfg.Persist.NVWFIFOL1 {
+			break
+		}
+		start = max(start, p.l1Leave(ws.sm, (*q)[i], t))
+		*q = slices.Delete(*q, i, i+1)
 	}
 	e := p.newEntry(line)
 	p.entries[e].dirty, p.entries[e].last = start, start
@@ -139,22 +145,49 @@ func (p scopedBarrierPolicy) l2Join(e int32, in uint64) uint64 {
 		it.dirty = min(it.dirty, ent.dirty)
 		return in
 	}
-	for len(f.l2) >= p.cfg.Persist.NVWFIFOL2 {
-		in = max(in, p.l2Leave(in))
+	for {
+		i, n := firstBy(f.l2, in, func(it nvwItem) uint64 { return it.enq })
+		if n < p.cfg.Persist.NVWFIFOL2 {
+			break
+		}
+		in = max(in, p.l2Leave(i, in))
 	}
 	f.l2At[ent.line] = f.l2Gone + uint64(len(f.l2))
 	f.l2 = append(f.l2, nvwItem{line: ent.line, enq: in, dirty: ent.dirty, sectors: ent.sectors, ents: []int32{e}})
 	return in
 }
 
-// l2Leave writes the L2 FIFO's head back to NVM from cycle t and returns
+// firstBy returns the index of the first of q present at cycle t (at(x) <=
+// t) and how many are present then.
+func firstBy[T any](q []T, t uint64, at func(T) uint64) (first, n int) {
+	first = -1
+	for i, x := range q {
+		if at(x) <= t {
+			if first < 0 {
+				first = i
+			}
+			n++
+		}
+	}
+	return first, n
+}
+
+// l2Leave writes item i of the L2 FIFO (its head, but for items a warp the
+// engine ran ahead put before it) back to NVM from cycle t and returns
 // when the memory's PM queue took it (the entry is free then).
-func (p scopedBarrierPolicy) l2Leave(t uint64) uint64 {
+func (p scopedBarrierPolicy) l2Leave(i int, t uint64) uint64 {
 	f := p.f
-	it := f.l2[0]
-	f.l2 = f.l2[1:]
-	f.l2Gone++
+	it := f.l2[i]
 	delete(f.l2At, it.line)
+	if i == 0 {
+		f.l2 = f.l2[1:]
+		f.l2Gone++
+	} else {
+		f.l2 = slices.Delete(f.l2, i, i+1)
+		for _, later := range f.l2[i:] {
+			f.l2At[later.line]--
+		}
+	}
 	n := p.lineBytes
 	if it.sectors != 0 {
 		n = uint64(bits.OnesCount64(it.sectors)) << p.secShift
@@ -217,7 +250,7 @@ func (p scopedBarrierPolicy) drain(sms []int, t uint64) uint64 {
 			f.l2Gone++
 			continue
 		}
-		p.l2Leave(t)
+		p.l2Leave(0, t)
 	}
 	// The items behind the marker keep their order.
 	f.l2 = append(kept, late...)
@@ -293,7 +326,7 @@ func (p scopedBarrierPolicy) finish(t uint64) {
 		f.l1[sm] = q[:0]
 	}
 	for len(f.l2) > 0 {
-		p.l2Leave(t)
+		p.l2Leave(0, t)
 	}
 	f.l2, f.l2Gone, f.wb = f.l2[:0], 0, f.wb[:0]
 	clear(f.l2At)
