@@ -216,6 +216,7 @@ type smState struct {
 	pb      pbState          // SBRP: the persist buffer's drain (pbuffer.go)
 	pbLine  map[uint64]int32 // SBRP: newest buffer entry per line
 	dirty   []int32          // Epoch/GPM/None: dirty PM entries in order
+	wc      []wcLine         // mem.sfifo_l1: the write-combining L1's dirty volatile lines (sfifo.go)
 }
 
 // span is one flush: it is outstanding from start until ack. dirty is when
@@ -514,6 +515,7 @@ func (b *Backend) Begin(l pm.Launch) error {
 		s.l1.invalidate()
 		clear(s.pbLine)
 		s.dirty = s.dirty[:0]
+		s.wc = s.wc[:0]
 		s.pb.reset()
 	}
 	clear(b.relFront)
@@ -1155,34 +1157,14 @@ func (b *Backend) stores(ws *warpState, t uint64, kind pm.OpKind, sc pm.Scope, g
 	b.collect(group, kind, sc, false)
 	b.volatileSectors(group, kind, sc)
 	for i, l := range b.lines {
+		tl := t + uint64(i)
+		if b.cfg.Mem.SFIFOL1 > 0 {
+			done = max(done, b.wcStore(ws, l, b.lineMask[i], tl)) // a write-combining L1 (sfifo.go)
+			continue
+		}
 		// A volatile line goes to the L2 (write-back) over the SM's port,
 		// which the warp waits for, and is dirty there.
-		tl := t + uint64(i)
-		way := b.l2.lookup(l)
-		if way < 0 {
-			way = b.l2Insert(l, tl)
-		}
-		n := b.lineBytes
-		if b.secShift != 0 {
-			n = uint64(bits.OnesCount64(b.lineMask[i])) << b.secShift
-		}
-		left, _ := b.ms.toL2(ws.sm, l, n, tl)
-		if b.l2Dirty[way] == 0 {
-			if len(b.dirtyWays) >= max(b.dirtyLimit, len(b.l2Dirty)) {
-				// Without a flush at every kernel's end (mem.l2_flush_at_end
-				// off) the list only grows: keep the ways still dirty,
-				// and let it grow to twice those before the next pass.
-				b.dirtyWays = b.dirtyWays[:0]
-				for w, m := range b.l2Dirty {
-					if m != 0 {
-						b.dirtyWays = append(b.dirtyWays, int32(w))
-					}
-				}
-				b.dirtyLimit = 2 * len(b.dirtyWays)
-			}
-			b.dirtyWays = append(b.dirtyWays, int32(way))
-		}
-		b.l2Dirty[way] |= max(b.lineMask[i], 1)
+		left, _ := b.volatileToL2(ws.sm, l, b.lineMask[i], tl)
 		done = max(done, tl+1, left)
 	}
 	done = max(done, b.persistOps(ws, t, kind, sc, group))
@@ -1428,6 +1410,7 @@ func (b *Backend) verb(ws *warpState, t uint64, kind pm.OpKind, sc pm.Scope, gro
 	if kind == pm.OpMemBar {
 		kind = pm.OpDFence // the membar waits for every earlier access: the model's DFence
 	}
+	t = b.wcRelease(ws, t, kind, sc)
 	switch kind {
 	case pm.OpFence:
 		g := &b.cfg.GPU
@@ -1536,6 +1519,9 @@ func (b *Backend) End() (pm.Stats, error) {
 		}
 	}
 	b.last.Retired = end - b.start
+	for i := range b.sms {
+		b.wcFlush(i, end) // a write-combining L1's dirty volatile lines (sfifo.go)
+	}
 	b.pol.finish(end)
 	for i := range b.sms {
 		s := &b.sms[i]

@@ -144,6 +144,12 @@ type MemSysConfig struct {
 	// have taken them (GPGPU-Sim's -gpgpu_flush_l2_cache). Off, they stay
 	// dirty in the L2 until evicted.
 	L2FlushAtEnd bool `json:"l2_flush_at_end"`
+	// SFIFOL1 makes the L1 write-combining for volatile stores: each L1
+	// keeps up to this many dirty volatile lines, tracked by an S-FIFO
+	// (synchronization FIFO); a full S-FIFO writes its head's line to the
+	// L2, and a device- or system-scope release, and the kernel's end,
+	// write them all. 0: the L1 writes volatile stores through to the L2.
+	SFIFOL1 int `json:"sfifo_l1"`
 }
 
 // LinkConfig is the PCIe link.
@@ -383,6 +389,7 @@ func PresetGOPE() Config {
 	c.DRAM.ReadLatencyCycles, c.DRAM.WriteLatencyCycles = 25, 25                           // Table 2: 25 ns
 	c.NVM.ReadLatencyCycles, c.NVM.WriteLatencyCycles = 75, 250                            // Table 2: 75 ns read, 250 ns write
 	c.Persist.NVWFIFOL1, c.Persist.NVWFIFOL2 = 16, 64                                      // Table 2
+	c.Mem.SFIFOL1 = 16                                                                     // Table 2: L1 S-FIFO 16 (§3: the L1 is write-combining)
 	c.Persist.EADRLatencyCycles = 25                                                       // DRAM-side base latency of Table 2
 	// Table 2 gives no memory-system sizes: the SBRP artifact's (sbrpMem),
 	// except that gem5 does not flush the L2 at a kernel's end.
@@ -809,6 +816,9 @@ func (c *Config) Validate() error {
 	}
 	if g.FenceBlockCycles < 0 || g.FenceDeviceCycles < 0 || g.FenceSystemCycles < 0 || g.FenceSystemCycles > 1<<20 || g.FenceDeviceCycles > 1<<20 || g.FenceBlockCycles > 1<<20 {
 		return bad("gpu.fence_system_cycles", "fence costs must be from 0 to 2^20 cycles")
+	}
+	if c.Mem.SFIFOL1 < 0 || c.Mem.SFIFOL1 > 1<<16 {
+		return bad("mem.sfifo_l1", "%d, want 0 to 65536", c.Mem.SFIFOL1)
 	}
 	if m := c.Mem; m.InjectBytesPerCycle > 1<<16 || m.L2PortBytesPerCycle > 1<<16 || m.SMWrites > 1<<16 || m.WriteQueueEntries > 1<<16 || m.Channels*m.BanksPerChannel > 1<<12 {
 		return bad("mem", "a port, queue or partition count too large to model")

@@ -27,8 +27,9 @@ type policy interface {
 	// and scope sc orders have drained, once its group arrived at at (0:
 	// nothing to wait for).
 	barrier(group []*pm.Agent, kind pm.OpKind, sc pm.Scope, at uint64) uint64
-	// evict handles dirty PM entry e, whose line SM sm's L1 evicted at t.
-	evict(sm int, e int32, t uint64)
+	// evict handles dirty PM entry e, whose line SM sm's L1 evicts at t,
+	// and returns when the line has left the L1.
+	evict(sm int, e int32, t uint64) uint64
 	// finish writes back what the model still buffers at the kernel's
 	// end, cycle t.
 	finish(t uint64)
@@ -65,10 +66,11 @@ func (basePolicy) ordersEvictions() bool { return false }
 func (basePolicy) barrier([]*pm.Agent, pm.OpKind, pm.Scope, uint64) uint64 { return 0 }
 
 // evict writes a dirty PM line back in the background (Epoch, GPM, None).
-func (p basePolicy) evict(sm int, e int32, t uint64) {
+func (p basePolicy) evict(sm int, e int32, t uint64) uint64 {
 	if p.entries[e].ack == noAck {
 		p.flush(e, t, sm)
 	}
+	return t
 }
 
 func (basePolicy) finish(uint64) {}

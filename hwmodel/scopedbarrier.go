@@ -109,6 +109,7 @@ func (p scopedBarrierPolicy) store(ws *warpState, line, sectors, t uint64) (int3
 	p.entries[e].sectors = sectors
 	s.l1.entry[way] = e
 	*q = append(*q, e)
+	start = p.wcTrackPM(ws.sm, e, start) // the S-FIFO tracks it too (sfifo.go)
 	p.last.Stalls.NVWFull += start - t
 	return e, start + 1, false
 }
@@ -208,9 +209,10 @@ func (p scopedBarrierPolicy) l2Leave(i int, t uint64) uint64 {
 	return w.queued
 }
 
-// evict writes a line the L1 of SM sm evicts at t to the L2 if its FIFO
-// still tracks it there.
-func (p scopedBarrierPolicy) evict(sm int, e int32, t uint64) { p.l1Leave(sm, e, t) }
+// evict writes a line the L1 of SM sm evicts at t (a cache eviction, or
+// its S-FIFO's head leaving) to the L2 if it is still dirty there, and
+// returns when it has left.
+func (p scopedBarrierPolicy) evict(sm int, e int32, t uint64) uint64 { return p.l1Leave(sm, e, t) }
 
 // drain is a p_flush marker appended at cycle t to the L1 FIFOs of the SMs
 // sms (nil: every SM): it returns when every line ahead of it is durable
