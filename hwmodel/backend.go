@@ -201,6 +201,9 @@ type warpState struct {
 	// warp stored into since it last wrote them back (CLWB, L2WB), the
 	// latest few (writeback.go).
 	rsOwn []ownLine
+	// relDone is when the dirty volatile lines a persist barrier of the
+	// warp wrote to the L2 are there (sfifo.go); its barrier waits for it.
+	relDone uint64
 	// loadsBack is when the data of the warp's gathered loads is back:
 	// its next instruction that is not a gathered load issues no earlier.
 	loadsBack uint64
@@ -1402,7 +1405,7 @@ func waitAcks(t, ack uint64, stall *uint64) uint64 {
 }
 
 // verb times fences, persistency verbs and barriers.
-func (b *Backend) verb(ws *warpState, t uint64, kind pm.OpKind, sc pm.Scope, group []pendOp) uint64 {
+func (b *Backend) verb(ws *warpState, t uint64, kind pm.OpKind, sc pm.Scope, group []pendOp) (done uint64) {
 	defer b.markDone(group, kind, sc)
 	if b.rs != nil {
 		return b.pol.verb(ws, t, kind, sc, group) // the write-back models time every verb themselves
@@ -1410,9 +1413,11 @@ func (b *Backend) verb(ws *warpState, t uint64, kind pm.OpKind, sc pm.Scope, gro
 	if kind == pm.OpMemBar {
 		kind = pm.OpDFence // the membar waits for every earlier access: the model's DFence
 	}
-	t = b.wcRelease(ws, t, kind, sc)
 	switch kind {
 	case pm.OpFence:
+		if sc >= pm.Device {
+			defer func(t uint64) { done = max(done, b.wcRelease(ws, t, kind, sc)) }(t)
+		}
 		g := &b.cfg.GPU
 		switch {
 		case sc >= pm.System && g.FenceSystemCycles > 0:
@@ -1431,7 +1436,16 @@ func (b *Backend) verb(ws *warpState, t uint64, kind pm.OpKind, sc pm.Scope, gro
 	case pm.OpSyncWarp:
 		return t + 1 // an execution barrier of the warp: no persist work
 	}
-	return b.pol.verb(ws, t, kind, sc, group)
+	// A release of device or system scope also writes a write-combining
+	// L1's dirty volatile lines to the L2 (sfifo.go): the release's own
+	// round trip to the L2 covers their way there. A persist barrier's is
+	// timed once its scope has arrived (Sync), and covers them there.
+	rel := b.wcRelease(ws, t, kind, sc)
+	if kind == pm.OpPBarrier {
+		ws.relDone = max(ws.relDone, rel)
+		rel = t
+	}
+	return max(b.pol.verb(ws, t, kind, sc, group), rel)
 }
 
 // acquire times a PAcq's flag read: block scope reads through the L1,
@@ -1456,7 +1470,7 @@ func (b *Backend) Sync(group []*pm.Agent) {
 		b.timePending(b.curWarp, b.warp(b.curWarp))
 	}
 	b.syncStamp++
-	var at, acks, front uint64
+	var at, acks, front, rel uint64
 	var kind pm.OpKind
 	var sc pm.Scope
 	for _, a := range group {
@@ -1468,8 +1482,13 @@ func (b *Backend) Sync(group []*pm.Agent) {
 		at = max(at, ws.clock)
 		kind, sc = ws.bar, ws.barS
 		front = max(front, b.warpAcks(ws))
+		rel = max(rel, ws.relDone)
+		ws.relDone = 0
 	}
 	acks = b.pol.barrier(group, kind, sc, at)
+	if rel > at {
+		acks = max(acks, rel) // the members' dirty volatile lines reach the L2 (verb)
+	}
 	if acks > at {
 		b.last.Stalls.PBarrier += acks - at
 		at = acks

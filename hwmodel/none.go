@@ -21,13 +21,28 @@ func (p nonePolicy) verb(ws *warpState, t uint64, kind pm.OpKind, sc pm.Scope, g
 			p.publish(ws, t)
 		}
 		return p.persistOps(ws, t, kind, sc, group)
-	case pm.OpPBarrier, pm.OpEpochBarrier:
+	case pm.OpPBarrier:
+		if sc >= pm.Device {
+			p.publish(ws, t) // the barrier's round trip is timed once its scope has arrived (barrier)
+		}
+	case pm.OpEpochBarrier:
 		if sc >= pm.Device {
 			p.publish(ws, t)
 			return t + p.l2Lat
 		}
 	}
 	return t + 1
+}
+
+// barrier: a persist barrier of device scope or wider is a release of that
+// scope once its members have arrived: an L2 round trip. It is timed once
+// per barrier, not per warp instruction that arrives (a warp whose lanes
+// arrive in several steps pays it once), as ScopedBarrier's drain is.
+func (p nonePolicy) barrier(_ []*pm.Agent, kind pm.OpKind, sc pm.Scope, at uint64) uint64 {
+	if kind == pm.OpPBarrier && sc >= pm.Device {
+		return at + p.l2Lat
+	}
+	return 0
 }
 
 // acquireL1 writes the L1's dirty lines back and invalidates it.

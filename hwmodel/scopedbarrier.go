@@ -215,8 +215,9 @@ func (p scopedBarrierPolicy) l2Leave(i int, t uint64) uint64 {
 func (p scopedBarrierPolicy) evict(sm int, e int32, t uint64) uint64 { return p.l1Leave(sm, e, t) }
 
 // drain is a p_flush marker appended at cycle t to the L1 FIFOs of the SMs
-// sms (nil: every SM): it returns when every line ahead of it is durable
-// and every write-back the L2 issued for stores made by t is acknowledged.
+// sms (nil: every SM): it returns when every line ahead of it is durable,
+// every write-back the L2 issued for stores made by t is acknowledged, and
+// the acknowledgement is back at the SM (an L2 round trip at least).
 // What was stored after t (by a warp the engine ran ahead) is behind the
 // marker and stays.
 func (p scopedBarrierPolicy) drain(sms []int, t uint64) uint64 {
@@ -260,7 +261,9 @@ func (p scopedBarrierPolicy) drain(sms []int, t uint64) uint64 {
 	for i, it := range f.l2 {
 		f.l2At[it.line] = f.l2Gone + uint64(i)
 	}
-	done := t + 1
+	// The marker reaches the L2 and its acknowledgement comes back: an L2
+	// round trip even with nothing to drain.
+	done := t + p.l2Lat
 	for _, s := range f.wb {
 		if s.dirty <= t {
 			done = max(done, s.ack)

@@ -8,9 +8,10 @@ import "github.com/scopedpm/scopedpm/pm"
 // synchronization FIFO), one entry per line.
 //
 //   - A store into a line the S-FIFO tracks joins its entry; the warp goes
-//     on at once. A store into another line takes a new entry; when the
-//     S-FIFO is full its head leaves first: the line is written to the L2
-//     over the SM's port, and the store waits until it has left.
+//     on at once. A store into another line takes a new entry, and the line
+//     a place in the L1 (without reading it: later loads of it hit); when
+//     the S-FIFO is full its head leaves first: the line is written to the
+//     L2 over the SM's port, and the store waits until it has left.
 //   - A release of device or system scope (a fence, a PRel, a persist or
 //     epoch barrier of that scope) writes every tracked line to the L2 and
 //     waits until they are there; so does the kernel's end.
@@ -45,6 +46,14 @@ func (b *Backend) wcStore(ws *warpState, l, mask, t uint64) uint64 {
 		}
 	}
 	start := b.wcRoom(ws.sm, t)
+	if s.l1.lookup(l) < 0 {
+		// The store allocates its line in the L1 without reading it, so
+		// the SM's later loads of it hit there, as they do a PM line's
+		// under ScopedBarrier.
+		if _, _, ve, evicted := s.l1.insert(l); evicted && ve >= 0 {
+			b.pol.evict(ws.sm, ve, start)
+		}
+	}
 	s.wc = append(s.wc, wcLine{line: l, mask: mask, first: start, last: start, e: -1})
 	b.last.Stalls.Memory += start - t
 	return start + 1
