@@ -53,9 +53,9 @@ type nvwFIFOs struct {
 	// l2Gone (the items that have left before it).
 	l2At   map[uint64]uint64
 	l2Gone uint64
-	// wb holds the L2's write-backs: issued at start, acknowledged at ack
-	// (pruned once over before the engine's current time).
-	wb      []span
+	// wb holds the L2's write-backs (pruned once over before the engine's
+	// current time).
+	wb      []nvwSpan
 	pruneAt int
 }
 
@@ -65,9 +65,18 @@ type nvwItem struct {
 	line    uint64
 	enq     uint64 // its first L1 write reached the L2
 	dirty   uint64 // the first store into its entries
+	sms     uint64 // smBit of the SMs whose entries it carries
 	sectors uint64
 	ents    []int32
 }
+
+// nvwSpan is a write-back of the L2: issued at start, acknowledged at ack,
+// carrying stores from cycle dirty on of the SMs sms (smBit).
+type nvwSpan struct{ start, ack, dirty, sms uint64 }
+
+// smBit is SM sm's bit in a set of SMs (SMs 64 apart share one: a barrier
+// may wait for more than its scope, never less).
+func smBit(sm int) uint64 { return 1 << (sm % 64) }
 
 func newNVWFIFOs(sms int) *nvwFIFOs {
 	return &nvwFIFOs{l1: make([][]int32, sms), l2At: map[uint64]uint64{}}
@@ -131,12 +140,13 @@ func (p scopedBarrierPolicy) l1Leave(sm int, e int32, t uint64) uint64 {
 	if p.l2.lookup(ent.line) < 0 {
 		p.l2Insert(ent.line, in)
 	}
-	return max(left, p.l2Join(e, in)-(in-left))
+	return max(left, p.l2Join(sm, e, in)-(in-left))
 }
 
-// l2Join puts entry e, whose line reached the L2 at cycle in, into the L2
+// l2Join puts entry e of SM sm, whose line reached the L2 at cycle in,
+// into the L2
 // FIFO and returns when the FIFO took it.
-func (p scopedBarrierPolicy) l2Join(e int32, in uint64) uint64 {
+func (p scopedBarrierPolicy) l2Join(sm int, e int32, in uint64) uint64 {
 	f := p.f
 	ent := &p.entries[e]
 	if at, ok := f.l2At[ent.line]; ok {
@@ -144,6 +154,7 @@ func (p scopedBarrierPolicy) l2Join(e int32, in uint64) uint64 {
 		it.ents = append(it.ents, e)
 		it.sectors |= ent.sectors
 		it.dirty = min(it.dirty, ent.dirty)
+		it.sms |= smBit(sm)
 		return in
 	}
 	for {
@@ -154,7 +165,7 @@ func (p scopedBarrierPolicy) l2Join(e int32, in uint64) uint64 {
 		in = max(in, p.l2Leave(i, in))
 	}
 	f.l2At[ent.line] = f.l2Gone + uint64(len(f.l2))
-	f.l2 = append(f.l2, nvwItem{line: ent.line, enq: in, dirty: ent.dirty, sectors: ent.sectors, ents: []int32{e}})
+	f.l2 = append(f.l2, nvwItem{line: ent.line, enq: in, dirty: ent.dirty, sms: smBit(sm), sectors: ent.sectors, ents: []int32{e}})
 	return in
 }
 
@@ -200,10 +211,10 @@ func (p scopedBarrierPolicy) l2Leave(i int, t uint64) uint64 {
 	}
 	p.last.Flushes++
 	p.globalAck = max(p.globalAck, w.ack)
-	f.wb = append(f.wb, span{start: start, ack: w.ack, dirty: it.dirty})
+	f.wb = append(f.wb, nvwSpan{start: start, ack: w.ack, dirty: it.dirty, sms: it.sms})
 	if len(f.wb) > f.pruneAt {
 		safe := p.safeTime()
-		f.wb = slices.DeleteFunc(f.wb, func(s span) bool { return s.ack <= safe })
+		f.wb = slices.DeleteFunc(f.wb, func(s nvwSpan) bool { return s.ack <= safe })
 		f.pruneAt = 2*len(f.wb) + 64
 	}
 	return w.queued
@@ -216,8 +227,9 @@ func (p scopedBarrierPolicy) evict(sm int, e int32, t uint64) uint64 { return p.
 
 // drain is a p_flush marker appended at cycle t to the L1 FIFOs of the SMs
 // sms (nil: every SM): it returns when every line ahead of it is durable,
-// every write-back the L2 issued for stores made by t is acknowledged, and
-// the acknowledgement is back at the SM (an L2 round trip at least).
+// every write-back the L2 had in flight by t and every one that carries
+// the scope's stores made by t is acknowledged, and the acknowledgement is
+// back at the SM (an L2 round trip at least).
 // What was stored after t (by a warp the engine ran ahead) is behind the
 // marker and stays.
 func (p scopedBarrierPolicy) drain(sms []int, t uint64) uint64 {
@@ -264,8 +276,18 @@ func (p scopedBarrierPolicy) drain(sms []int, t uint64) uint64 {
 	// The marker reaches the L2 and its acknowledgement comes back: an L2
 	// round trip even with nothing to drain.
 	done := t + p.l2Lat
+	scope := ^uint64(0)
+	if sms != nil {
+		scope = 0
+		for _, sm := range sms {
+			scope |= smBit(sm)
+		}
+	}
 	for _, s := range f.wb {
-		if s.dirty <= t {
+		// The write-backs in flight when the marker arrives, and those
+		// that carry stores of the scope made by t, wherever the engine
+		// timed them.
+		if s.start <= t || s.dirty <= t && s.sms&scope != 0 {
 			done = max(done, s.ack)
 		}
 	}
