@@ -159,5 +159,6 @@ func (c Config) launch() pm.CPURun {
 		Strands:      c.Mode == StrandWeaver,
 		StrandWidth:  c.StrandWidth,
 		StrandDepth:  c.StrandDepth,
+		Unordered:    c.Mode == Unordered,
 	}
 }

@@ -42,7 +42,11 @@ import (
 // depth): it takes one of the buffer's depth entries, which are freed in
 // order, and its write-back starts only once every CLWB of its strand
 // before the strand's last PersistBarrier is durable; JoinStrand waits
-// like an SFence.
+// like an SFence. Under Unordered (pm.CPURun.Unordered; COSPlay §5's
+// upper bound, "completely free of any persist-induced CPU stalls") a
+// CLWB leaves the SQ head without waiting for a WBB entry or a pending
+// CLWB of its line; its write-back is timed as above, off the core's
+// critical path.
 //
 // A coroutine switch costs SwitchCycles of instructions (0 under
 // FreeSwitch; a run's coro.Config.SwitchCycles, when set, overrides it).
@@ -259,9 +263,10 @@ type cpuCore struct {
 	rdBW, wrBW                resource
 	sharedBus                 bool // cpu.pm.shared_bus: writes take rdBW's calendar at their own rate
 
-	switchCy uint64
-	strands  bool // StrandWeaver: CLWBs go to the strand buffers
-	sbW, sbD uint64
+	switchCy  uint64
+	strands   bool // StrandWeaver: CLWBs go to the strand buffers
+	unordered bool // Unordered: no persist-induced stall (see clwb)
+	sbW, sbD  uint64
 
 	start      uint64 // the run's first cycle
 	dispPos    uint64 // next dispatch slot (cycle*w + k)
@@ -359,6 +364,7 @@ func (b *Backend) cpuBegin(run pm.CPURun) {
 		c.switchCy = run.SwitchCycles
 	}
 	c.strands = run.Strands
+	c.unordered = run.Unordered
 	c.sbW, c.sbD = 4, 4
 	if run.StrandWidth > 0 {
 		c.sbW = uint64(run.StrandWidth)
@@ -658,12 +664,22 @@ func (b *Backend) clwb(line uint64) {
 	r := c.retire(1, d+1)
 	start := max(c.sqHead, r)
 	pendingAck := c.lineAck[line] // same-line order: write back after it
-	if a := pendingAck; a > start && !c.cfg.SameLineInWBB {
+	if a := pendingAck; a > start && !c.cfg.SameLineInWBB && !c.unordered {
 		c.st.SameLine += a - start
 		start = a
 	}
 	var buf *strandBuf
-	if c.strands {
+	switch {
+	case c.unordered:
+		// COSPlay §5's Unordered is "completely free of any
+		// persist-induced CPU stalls" and "an upper performance bound":
+		// its CLWB leaves the SQ head at once, waiting neither for a WBB
+		// entry nor for a pending CLWB of its line (§4.3's rule, which
+		// otherwise holds up every SQ entry behind it); the write-back
+		// still starts then, durable no earlier than the pending one, and
+		// still takes its share of the PM write bandwidth, and the run
+		// lasts until it is durable.
+	case c.strands:
 		buf = &c.sb[c.strand%c.sbW]
 		if buf.n >= c.sbD {
 			if f := buf.free[buf.n%c.sbD]; f > start {
@@ -671,7 +687,7 @@ func (b *Backend) clwb(line uint64) {
 				start = f
 			}
 		}
-	} else {
+	default:
 		for len(c.wbb) > 0 && c.wbb[0] <= start {
 			heap.Pop(&c.wbb)
 		}
@@ -707,7 +723,7 @@ func (b *Backend) clwb(line uint64) {
 		buf.n++
 		buf.last = f
 		c.strandMax = max(c.strandMax, ack)
-	} else if ack > leave {
+	} else if ack > leave && !c.unordered {
 		heap.Push(&c.wbb, ack)
 	}
 	c.lineAck[line] = ack

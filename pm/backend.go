@@ -130,6 +130,11 @@ type CPURun struct {
 	// 0 means 4.
 	Strands                  bool
 	StrandWidth, StrandDepth int
+	// Unordered runs the tasks on a core free of every persist-induced
+	// stall (COSPlay §5's Unordered, its upper bound): a CLWB never waits
+	// for a write-back buffer entry or for a pending write-back of its
+	// line; its write-back still happens, in the background.
+	Unordered bool
 }
 
 // Stats are a run's statistics as a backend counts them. Untimed backends

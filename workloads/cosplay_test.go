@@ -306,3 +306,53 @@ func TestCPUMutants(t *testing.T) {
 		})
 	}
 }
+
+// cpuCycles runs w on a fresh cosplay machine with the BMO latency bmo
+// and returns its cycles and the core's statistics.
+func cpuCycles(t *testing.T, w *CPUWorkload, bmo int) hwmodel.CPUStats {
+	t.Helper()
+	c := hwmodel.PresetCOSPlay()
+	c.CPU.BMOCycles = bmo
+	be, err := hwmodel.New(c, hwmodel.SBRP)
+	require.NoError(t, err)
+	runCPU(t, w, be)
+	return be.LastCPU()
+}
+
+// TestCPUUnorderedUpperBound: Unordered, the core free of every
+// persist-induced stall (COSPlay §5), is never slower than any other
+// configuration at any window, on every benchmark and at every BMO, and
+// no CLWB of it ever waits (for a WBB entry or a pending CLWB of its
+// line).
+func TestCPUUnorderedUpperBound(t *testing.T) {
+	windows := []int{1, 2, 4, 8, 16, 32}
+	configs := []coro.Config{
+		{Mode: coro.Baseline, Window: 1},
+		{Mode: coro.StrandWeaver, Window: 1, StrandWidth: 4, StrandDepth: 4},
+		{Mode: coro.StrandWeaver, Window: 1, StrandWidth: 8, StrandDepth: 8},
+	}
+	for _, m := range []coro.Mode{coro.COSPlay, coro.SBatch, coro.FreeSwitch} {
+		for _, win := range windows {
+			configs = append(configs, coro.Config{Mode: m, Window: win})
+		}
+	}
+	shape := func(cfg coro.Config) CPUShape {
+		return CPUShape{Tasks: shortOr(64, 128), Config: cfg, Seed: 1, Scale: 8}
+	}
+	for _, app := range cpuApps {
+		t.Run(app.name, func(t *testing.T) {
+			for _, bmo := range hwmodel.BMOs() {
+				w, err := NewCPU(app.name, shape(coro.Config{Mode: coro.Unordered, Window: 1}), NoBug)
+				require.NoError(t, err)
+				un := cpuCycles(t, w, bmo.Cycles)
+				require.Zero(t, un.SameLine+un.WBBFull+un.SFence+un.CFence, "%s %s: %+v", app.name, bmo.Name, un)
+				for _, cfg := range configs {
+					w, err := NewCPU(app.name, shape(cfg), NoBug)
+					require.NoError(t, err)
+					st := cpuCycles(t, w, bmo.Cycles)
+					require.LessOrEqual(t, un.Cycles, st.Cycles, "%s %s: unordered %d cycles, %s %d", app.name, bmo.Name, un.Cycles, cfg.Name(), st.Cycles)
+				}
+			}
+		})
+	}
+}
