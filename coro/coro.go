@@ -76,6 +76,8 @@ type Result struct {
 	// Fences counts the persist fences issued: SFence, CFence,
 	// PersistBarrier and JoinStrand.
 	Fences uint64
+	// Works counts the Work verbs and WorkCycles the cycles they charged.
+	Works, WorkCycles uint64
 	// Latency holds each task's start and end, indexed by task id.
 	Latency []Latency
 	// Clock says what Latency counts: "cycles" or "verbs".

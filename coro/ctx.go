@@ -30,6 +30,8 @@ type Ctx struct {
 	yieldGen uint64
 	// held: the task waits at a durability point (awaitDurable).
 	held bool
+	// mem counts the task's loads, stores and CLWBs.
+	mem uint64
 }
 
 // Spin limits: a task that rereads one address this many times with nothing
@@ -56,8 +58,11 @@ func (c *Ctx) report() {
 	r.res.Verbs++
 	c.lastOp = r.op.Kind
 	switch r.op.Kind {
+	case pm.OpLoad, pm.OpStore:
+		c.mem++
 	case pm.OpCLWB:
 		r.res.CLWBs++
+		c.mem++
 	case pm.OpSFence, pm.OpCFence, pm.OpPersistBarrier, pm.OpJoinStrand:
 		r.res.Fences++
 	}
@@ -347,7 +352,17 @@ func (c *Ctx) Join() {
 }
 
 // Work charges cycles of computation the model cannot see.
-func (c *Ctx) Work(cycles uint64) { c.verb(pm.OpWork, 0, cycles) }
+func (c *Ctx) Work(cycles uint64) {
+	c.r.res.Works++
+	c.r.res.WorkCycles += cycles
+	c.verb(pm.OpWork, 0, cycles)
+}
+
+// MemVerbs returns the number of loads, stores and CLWBs the task has
+// issued so far: its own program's, the same under every Mode (atomics,
+// whose lock retries depend on the other tasks, and the verbs a Mode adds
+// at an ordering point are not counted).
+func (c *Ctx) MemVerbs() uint64 { return c.mem }
 
 // switched reports a coroutine switch, with its cost for a timing backend.
 func (c *Ctx) switched() {

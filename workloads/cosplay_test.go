@@ -226,24 +226,31 @@ func TestCPUSeededBugsFound(t *testing.T) {
 	}
 }
 
-// TestCPURates computes each benchmark's CLWBs and fences per 1,000 verbs
-// under Baseline (every fence an SFence) and logs them beside COSPlay
-// Table 3's CKI and SKI (per 1,000 instructions: a verb is not an
-// instruction, so only the ratios and ranking compare).
+// TestCPURates measures each benchmark's CLWBs and fences per 1,000
+// instructions under Baseline (every fence an SFence; a verb counts as
+// one, Work at the core's width) against COSPlay Table 3's CKI and SKI:
+// within 25% of both, except CQ, whose tasks issue 3.5 CLWBs per 3
+// fences where Table 3 has 8.5 per fence (its queue entries must span
+// several lines; ours are a word), so its task length, the geometric
+// mean of the two Table 3 implies, misses each by the same factor.
 func TestCPURates(t *testing.T) {
 	sh := cpuShape(Quick)
 	sh.Config = coro.Config{Mode: coro.Baseline, Window: 1}
 	var sb strings.Builder
-	fmt.Fprintf(&sb, "%-5s %8s %9s %9s %9s %9s %11s\n", "bench", "verbs", "clwb/kv", "fence/kv", "paperCKI", "paperSKI", "clwb/fence")
+	fmt.Fprintf(&sb, "%-5s %8s %8s %7s %7s %9s %9s %11s\n", "bench", "instrs", "instr/t", "CKI", "SKI", "paperCKI", "paperSKI", "clwb/fence")
 	for _, app := range cpuApps {
 		r, err := MeasureCPURates(app.name, sh)
 		require.NoError(t, err)
 		require.Equal(t, app.name, r.Name)
-		require.Positive(t, r.CLWBPerK)
-		require.Positive(t, r.FencePerK)
-		require.InDelta(t, 1000*float64(r.CLWBs)/float64(r.Verbs), r.CLWBPerK, 1e-9)
-		require.Positive(t, r.PaperCKI)
-		fmt.Fprintf(&sb, "%-5s %8d %9.1f %9.1f %9.1f %9.1f %11.2f\n", r.Name, r.Verbs, r.CLWBPerK, r.FencePerK, r.PaperCKI, r.PaperSKI, float64(r.CLWBs)/float64(r.Fences))
+		require.InDelta(t, 1000*float64(r.CLWBs)/float64(r.Instructions), r.CKI, 1e-9)
+		fmt.Fprintf(&sb, "%-5s %8d %8.0f %7.1f %7.1f %9.1f %9.1f %11.2f\n", r.Name, r.Instructions, float64(r.Instructions)/float64(r.Tasks),
+			r.CKI, r.SKI, r.PaperCKI, r.PaperSKI, float64(r.CLWBs)/float64(r.Fences))
+		tol := 0.25
+		if strings.HasPrefix(app.name, "cq") {
+			tol = 2 // the factor sqrt(8.5/(3.5/3)) = 2.7 each way
+		}
+		require.InEpsilon(t, r.PaperCKI, r.CKI, tol, "%s CKI", app.name)
+		require.InEpsilon(t, r.PaperSKI, r.SKI, tol, "%s SKI", app.name)
 	}
 	t.Log("\n" + sb.String())
 	_, err := MeasureCPURates("nope", sh)
