@@ -204,6 +204,7 @@ func logName(k int) string { return fmt.Sprintf("%s-%d", cpuLog, k) }
 // cpuTask is what a benchmark's task code works with.
 type cpuTask struct {
 	c     *coro.Ctx
+	x     *txn.CPUExec // the transaction's Exec, or the one a bugExec wraps
 	tx    *txn.Tx
 	rng   *rand.Rand
 	data  pm.Addr
@@ -214,6 +215,15 @@ type cpuTask struct {
 	// records), the rest, less the loads, stores and CLWBs it issued,
 	// compute before its commit (the new values).
 	instrs uint64
+}
+
+// newStrand starts a StrandWeaver strand after writing back the lines the
+// last one stored to (CLWB, unordered): they belong to it, and written
+// back after the new strand's CLWBs and before its PersistBarrier they
+// would order the new strand behind the old one.
+func (t *cpuTask) newStrand() {
+	t.x.Flush()
+	t.c.NewStrand()
 }
 
 // work charges n instructions of compute at the core's width.
@@ -273,11 +283,12 @@ func (w *CPUWorkload) Run(m *pm.Machine) error {
 	for i := range tasks {
 		tasks[i] = func(c *coro.Ctx) {
 			log := logs[c.Context()]
-			var x txn.Exec = txn.CPU(c)
+			cx := txn.CPU(c)
+			var x txn.Exec = cx
 			if w.bug != NoBug {
-				x = &bugExec{CPUExec: txn.CPU(c), c: c, bug: w.bug, stream: log.Stream(0)}
+				x = &bugExec{CPUExec: cx, c: c, bug: w.bug, stream: log.Stream(0)}
 			}
-			t := &cpuTask{c: c, rng: taskRNG(w.sh.Seed, c.ID()), data: rg.Base, locks: locks, seed: w.sh.Seed, instrs: w.app.instructions()}
+			t := &cpuTask{c: c, x: cx, rng: taskRNG(w.sh.Seed, c.ID()), data: rg.Base, locks: locks, seed: w.sh.Seed, instrs: w.app.instructions()}
 			t.work(t.instrs / 2)
 			tx, err := txn.Begin(x, log, 0)
 			if err == nil {

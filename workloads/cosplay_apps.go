@@ -316,7 +316,7 @@ func (b *tpccBench) task(t *cpuTask) error {
 	}})
 	if t.c.Mode() == coro.StrandWeaver {
 		for _, p := range pairs {
-			t.c.NewStrand()
+			t.newStrand()
 			if err := t.tx.AddRanges([]pm.Range{p.r}); err != nil { // tpcc: log a strand's range
 				return err
 			}
