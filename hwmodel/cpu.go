@@ -56,6 +56,12 @@ import (
 // no DRAM). PM lines no CLWB wrote back stay dirty in the caches until
 // the run ends, when they are written back; the run lasts until its last
 // persist is durable.
+//
+// A run may have several cores (pm.CPURun.Cores; a verb runs on core
+// Agent.Unit mod Cores), each with this configuration's pipeline, SQ,
+// WBB, Store-Clwb Tracker, L1d and L2, sharing one LLC and one memory
+// controller (the PM read and write bandwidths); a core's LLC eviction
+// drops the line from its own inner caches only.
 type CPUConfig struct {
 	ClockMHz      float64 `json:"clock_mhz"`       // core clock; converts bandwidth to bytes per cycle
 	DispatchWidth int     `json:"dispatch_width"`  // instructions dispatched and retired per cycle
@@ -261,9 +267,16 @@ type cpuCore struct {
 	rdLat, wrLat, bmo         uint64
 	lineShift                 uint
 	lineBytes                 uint64
-	l1, l2, llc               *cache
-	rdBW, wrBW                resource
-	sharedBus                 bool // cpu.pm.shared_bus: writes take rdBW's calendar at their own rate
+	l1, l2, llc               *cache    // the LLC is the cores' (see home)
+	rdBW, wrBW                *resource // the memory controller's, the cores'
+	sharedBus                 bool      // cpu.pm.shared_bus: writes take rdBW's calendar at their own rate
+
+	// home is core 0, which holds the run's cores (all, core k at k):
+	// they share its LLC, its memory controller (rdBW, wrBW) and the
+	// lines' pending records; each has its own pipeline, SQ, WBB, L1d
+	// and L2.
+	home *cpuCore
+	all  []*cpuCore
 
 	switchCy  uint64
 	strands   bool // StrandWeaver: CLWBs go to the strand buffers
@@ -322,10 +335,12 @@ func newCPUCore(c CPUConfig) *cpuCore {
 		l1Lat: uint64(c.L1D.LatencyCycles), l2Lat: uint64(c.L2.LatencyCycles), llcLat: uint64(c.LLC.LatencyCycles),
 		noc: uint64(c.NoCCycles), rdLat: uint64(c.PM.ReadLatencyCycles), wrLat: uint64(c.PM.WriteLatencyCycles),
 		bmo: uint64(c.BMOCycles), lineBytes: uint64(c.L1D.LineBytes),
-		l1: newCache(c.L1D), l2: newCache(c.L2), llc: newCache(c.LLC),
-		rdBW: newResource(c.PM.ReadGBps, c.ClockMHz), wrBW: newResource(c.PM.WriteGBps, c.ClockMHz), sharedBus: c.PM.SharedBus,
+		l1: newCache(c.L1D), l2: newCache(c.L2), llc: newCache(c.LLC), sharedBus: c.PM.SharedBus,
 		lineAck: map[uint64]uint64{}, pending: map[uint64][]pendRec{},
 	}
+	rd, wr := newResource(c.PM.ReadGBps, c.ClockMHz), newResource(c.PM.WriteGBps, c.ClockMHz)
+	k.rdBW, k.wrBW = &rd, &wr
+	k.home, k.all = k, []*cpuCore{k}
 	k.lineShift = uint(bits.TrailingZeros64(k.lineBytes))
 	k.sq = make([]uint64, k.sqN)
 	k.ctxDrain = make([]uint64, k.ctxN)
@@ -340,10 +355,31 @@ func (b *Backend) cpuBegin(run pm.CPURun) {
 	if b.cpu == nil {
 		b.cpu = newCPUCore(b.cfg.CPU)
 	}
-	c := b.cpu
+	h := b.cpu.home
+	b.cpu = h
 	t := b.drained
 	b.start, b.floor = t, t
 	b.last = Stats{}
+	clear(h.pending)
+	h.rdBW.reset(t)
+	h.wrBW.reset(t)
+	// The run's cores (pm.CPURun.Cores): core 0 and more sharing its LLC,
+	// memory controller and pending records.
+	n := max(run.Cores, 1)
+	for len(h.all) < n {
+		k := newCPUCore(b.cfg.CPU)
+		k.llc, k.rdBW, k.wrBW, k.pending, k.home = h.llc, h.rdBW, h.wrBW, h.pending, h
+		h.all = append(h.all, k)
+	}
+	h.all = h.all[:n]
+	for _, c := range h.all {
+		c.begin(t, run)
+	}
+	b.opSeq, b.verbDone = 0, b.verbDone[:0]
+}
+
+// begin resets the core for a run from cycle t.
+func (c *cpuCore) begin(t uint64, run pm.CPURun) {
 	c.st = CPUStats{}
 	c.start = t
 	c.dispPos, c.retPos, c.lastRetire = t*c.w, t*c.w, t
@@ -353,10 +389,7 @@ func (b *Backend) cpuBegin(run pm.CPURun) {
 	clear(c.lineAck)
 	clear(c.ctxDrain)
 	c.allDrain, c.cur = t, 0
-	clear(c.pending)
 	c.dirtyOrder = c.dirtyOrder[:0]
-	c.rdBW.reset(t)
-	c.wrBW.reset(t)
 	// The run's scheduling (pm.Launch.CPU).
 	c.switchCy = uint64(c.cfg.SwitchCycles)
 	switch {
@@ -381,7 +414,6 @@ func (b *Backend) cpuBegin(run pm.CPURun) {
 		}
 	}
 	c.strand, c.front, c.strandMax = 0, 0, 0
-	b.opSeq, b.verbDone = 0, b.verbDone[:0]
 }
 
 // now is the core's current cycle: when its next instruction can
@@ -534,13 +566,20 @@ var earlySFence = false
 // cpuOp times one verb of a CPU task and returns the cycle it returned at:
 // when its last instruction retired (the core's current cycle for a verb
 // of no instruction, a free coroutine switch).
-func (b *Backend) cpuOp(op *pm.Op) uint64 {
-	c := b.cpu
+func (b *Backend) cpuOp(a *pm.Agent, op *pm.Op) uint64 {
+	h := b.cpu.home
+	c := h.all[max(a.Unit, 0)%len(h.all)]
+	b.cpu = c // Now is this core's
 	n := c.n
 	c.st.Verbs++
 	b.last.Verbs++
 	if c.st.Verbs&4095 == 0 {
+		// Forget the controller's reservations before every core's
+		// current cycle.
 		t := c.dispPos / c.w
+		for _, k := range h.all {
+			t = min(t, k.dispPos/k.w)
+		}
 		c.rdBW.trim(t)
 		c.wrBW.trim(t)
 	}
@@ -772,28 +811,63 @@ func (b *Backend) cpuRecords(op *pm.Op) {
 // (in the order they were first made dirty), and the run lasts until every
 // persist is durable.
 func (b *Backend) cpuEnd() pm.Stats {
-	c := b.cpu
-	t := max(c.now(), c.sqHead)
-	end := max(t, c.allDrain)
-	for _, line := range c.dirtyOrder {
-		if recs := c.pending[line]; len(recs) > 0 {
-			from := max(t, c.lineAck[line])
-			ack := c.writeLine(from)
-			b.carry(line, recs, from, ack)
-			c.lineAck[line] = ack
-			end = max(end, ack)
-		}
+	h := b.cpu.home
+	b.cpu = h
+	var t, end uint64
+	for _, c := range h.all {
+		t = max(t, c.now(), c.sqHead)
+		end = max(end, c.allDrain)
 	}
-	c.dirtyOrder = slices.Delete(c.dirtyOrder, 0, len(c.dirtyOrder))
+	end = max(end, t)
+	for _, c := range h.all {
+		for _, line := range c.dirtyOrder {
+			if recs := c.pending[line]; len(recs) > 0 {
+				from := max(t, c.lineAck[line])
+				ack := c.writeLine(from)
+				b.carry(line, recs, from, ack)
+				c.lineAck[line] = ack
+				end = max(end, ack)
+			}
+		}
+		c.dirtyOrder = slices.Delete(c.dirtyOrder, 0, len(c.dirtyOrder))
+	}
 	b.cpuRun = false
 	b.end, b.now, b.drained = end, end, end
-	c.st.Cycles = end - b.start
-	c.last = c.st
-	b.last.Cycles = c.st.Cycles
-	b.last.Loads, b.last.L1Misses, b.last.L2Misses = c.st.Loads, c.st.L1Misses, c.st.L2Misses
-	b.last.Instructions = c.st.Instructions
+	// The run's statistics: the cores' counts added up.
+	st := h.st
+	for _, c := range h.all[1:] {
+		st.add(&c.st)
+	}
+	st.Cycles = end - b.start
+	h.last = st
+	b.last.Cycles = st.Cycles
+	b.last.Loads, b.last.L1Misses, b.last.L2Misses = st.Loads, st.L1Misses, st.L2Misses
+	b.last.Instructions = st.Instructions
 	b.st.add(&b.last)
 	return pm.Stats{Cycles: b.last.Cycles, Persists: b.last.Persists}
+}
+
+// add adds o's counts to s (Cycles too).
+func (s *CPUStats) add(o *CPUStats) {
+	s.Cycles += o.Cycles
+	s.Instructions += o.Instructions
+	s.Verbs += o.Verbs
+	s.Persists += o.Persists
+	s.CLWBs += o.CLWBs
+	s.WriteBacks += o.WriteBacks
+	s.Loads += o.Loads
+	s.L1Misses += o.L1Misses
+	s.L2Misses += o.L2Misses
+	s.LLCMisses += o.LLCMisses
+	s.Switches += o.Switches
+	s.SwitchCycles += o.SwitchCycles
+	s.SQFull += o.SQFull
+	s.SFence += o.SFence
+	s.CFence += o.CFence
+	s.ROBFull += o.ROBFull
+	s.WBBFull += o.WBBFull
+	s.StrandFull += o.StrandFull
+	s.SameLine += o.SameLine
 }
 
 // cpuKeyDocs documents the CPU keys (see keyDocs): every preset has the
