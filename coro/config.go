@@ -91,6 +91,10 @@ type Config struct {
 	// (w,d) = (4,4) by default; a timing backend reads them from
 	// pm.Launch.CPU. They do not change what the tasks issue.
 	StrandWidth, StrandDepth int
+	// Cores is the number of cores the run's tasks share (0 means 1),
+	// one thread per core: each core runs Window contexts of its own, and
+	// a task is spawned into whichever core's context frees first.
+	Cores int
 	// SwitchCycles is the cost of one coroutine switch and of the
 	// scheduler, in cycles; each switch reports it as the Value of an
 	// OpYield for a timing backend to charge. 0 means DefaultSwitchCycles;
@@ -98,8 +102,14 @@ type Config struct {
 	SwitchCycles uint64
 }
 
-// Name returns "cosplay(w=4)", "strandweaver(4,4)", "baseline".
+// Name returns "cosplay(w=4)", "strandweaver(4,4)", "baseline", with
+// "x4" after it on 4 cores.
 func (c Config) Name() string {
+	if c.Cores > 1 {
+		one := c
+		one.Cores = 0
+		return fmt.Sprintf("%sx%d", one.Name(), c.Cores)
+	}
 	switch {
 	case c.Mode == StrandWeaver:
 		w, d := c.strandShape()
@@ -141,6 +151,8 @@ func (c Config) Validate() error {
 		return fmt.Errorf("%w: window %d", ErrBadArg, c.Window)
 	case c.Mode == StrandWeaver && c.Window > 1:
 		return fmt.Errorf("%w: StrandWeaver runs one task at a time, not a window of %d", ErrBadArg, c.Window)
+	case c.Cores < 0:
+		return fmt.Errorf("%w: %d cores", ErrBadArg, c.Cores)
 	case c.StrandWidth < 0 || c.StrandDepth < 0:
 		return fmt.Errorf("%w: strand buffer (%d,%d)", ErrBadArg, c.StrandWidth, c.StrandDepth)
 	}
@@ -160,5 +172,6 @@ func (c Config) launch() pm.CPURun {
 		StrandWidth:  c.StrandWidth,
 		StrandDepth:  c.StrandDepth,
 		Unordered:    c.Mode == Unordered,
+		Cores:        max(c.Cores, 1),
 	}
 }

@@ -474,3 +474,27 @@ func TestCPUVerbReturns(t *testing.T) {
 		})
 	}
 }
+
+// Cores run their tasks side by side: Baseline tasks that each wait for
+// their persists at every SFence scale with the cores until the memory
+// controller's shared PM write bandwidth (70.4 cycles a line) bounds them,
+// and no number of cores beats that bound; every core's persists are
+// durable when the run ends.
+func TestCPUCoresShareController(t *testing.T) {
+	const tasks, rounds = 32, 16
+	lines := uint64(tasks * rounds)
+	cfg := cosplayCPU(t)
+	bound := float64(lines) * 64 * cfg.CPU.ClockMHz / (cfg.CPU.PM.WriteGBps * 1e3)
+	var cycles []uint64
+	for _, n := range []int{1, 2, 4, 8, 16} {
+		cy, res, st := runCPU(t, cfg, coro.Config{Mode: coro.Baseline, Window: 1, Cores: n}, 64*lines, func(r pm.Range) []coro.Task {
+			return independentTasks(r, tasks, rounds)
+		})
+		require.Equal(t, uint64(lines), res.Stats.Persists)
+		require.Equal(t, uint64(lines), st.WriteBacks)
+		require.GreaterOrEqual(t, float64(cy), bound, "%d cores beat the write bandwidth", n)
+		cycles = append(cycles, cy)
+	}
+	require.Less(t, float64(cycles[1]), 0.6*float64(cycles[0]), "two cores nearly halve the time: %v", cycles)
+	require.Less(t, float64(cycles[4]), 1.2*bound, "sixteen cores reach the bandwidth bound: %v", cycles)
+}

@@ -167,14 +167,17 @@ func (w *CPUWorkload) Name() string {
 	return n
 }
 
-// contexts is the number of window contexts. Each has an undo log of its
+// contexts is the number of window contexts, of every core. Each has an undo log of its
 // own (a CPU log of one partition in a region of its own), so that its
 // control word (the generation, which every commit writes back) is on a
 // CPU line of its own: contexts are independent tasks (COSPlay §3), and
 // sharing a line would make one context's CLWB of it wait for another's
 // pending CLWB of the same line (COSPlay §4.3's write-back buffer rule),
 // serializing the contexts' persists.
-func (w *CPUWorkload) contexts() int {
+func (w *CPUWorkload) contexts() int { return w.window() * max(w.sh.Config.Cores, 1) }
+
+// window is the number of contexts on each core.
+func (w *CPUWorkload) window() int {
 	if w.sh.Config.Window == 0 {
 		return w.sh.Tasks
 	}
@@ -282,7 +285,7 @@ func (w *CPUWorkload) Run(m *pm.Machine) error {
 	tasks := make([]coro.Task, w.sh.Tasks)
 	for i := range tasks {
 		tasks[i] = func(c *coro.Ctx) {
-			log := logs[c.Context()]
+			log := logs[c.Unit*w.window()+c.Context()] // core c.Unit's context
 			cx := txn.CPU(c)
 			var x txn.Exec = cx
 			if w.bug != NoBug {
