@@ -93,7 +93,10 @@ type Config struct {
 	StrandWidth, StrandDepth int
 	// Cores is the number of cores the run's tasks share (0 means 1),
 	// one thread per core: each core runs Window contexts of its own, and
-	// a task is spawned into whichever core's context frees first.
+	// a task is spawned into whichever core's context frees first. The
+	// cores take turns a context at a time; a task's Latency reads the
+	// backend's clock, which on several cores is the core's that issued
+	// the last verb, so latencies are approximate there.
 	Cores int
 	// SwitchCycles is the cost of one coroutine switch and of the
 	// scheduler, in cycles; each switch reports it as the Value of an
