@@ -32,6 +32,7 @@ func init() {
 		{Name: "cosplay-fig10", Paper: "COSPlay", Presets: []string{"cosplay"}, Sweeps: []string{"cpu.bmo_cycles"}, Figure: "Fig. 10", Description: "COSPlay Fig. 10: TPCC speedup of StrandWeaver(4,4), StrandWeaver(8,8) and COSPlay at its best window over Baseline per BMO, cosplay preset", Run: runCosplayFig10},
 		{Name: "cosplay-fig11", Paper: "COSPlay", Presets: []string{"cosplay"}, Sweeps: []string{"cpu.bmo_cycles"}, Figure: "Fig. 11", Description: "COSPlay Fig. 11: speedup of COSPlay over SBatch, (a) at COSPlay's best window for both, (b) each at its best window, with the windows, per benchmark and BMO, cosplay preset", Run: runCosplayFig11},
 		{Name: "cosplay-fig12", Paper: "COSPlay", Presets: []string{"cosplay"}, Sweeps: []string{"cpu.bmo_cycles"}, Figure: "Fig. 12", Description: "COSPlay Fig. 12: task-latency CDFs (cycles at percentiles 5..100) with the LD BMO of COSPlay at its best window, SBatch at that window and SBatch at its best window, with median ratios, cosplay preset", Run: runCosplayFig12},
+		{Name: "cosplay-fig14", Paper: "COSPlay", Presets: []string{"cosplay"}, Sweeps: []string{"cpu.bmo_cycles"}, Figure: "Fig. 14", Description: "COSPlay Fig. 14: multicore, one thread per core on a shared LLC and memory controller, LD BMO: (a) throughput of Baseline and of COSPlay at its best window over Baseline's on one core, (b) COSPlay's speedup over Baseline at the same thread count, threads 1-8, cosplay preset", Run: runCosplayFig14},
 		{Name: "cosplay-fig13", Paper: "COSPlay", Presets: []string{"cosplay"}, Sweeps: []string{"cpu.bmo_cycles"}, Figure: "Fig. 13", Description: "COSPlay Fig. 13: performance of Baseline, COSPlay and FreeSwitch (each at its best window) normalised to Unordered for the Enc and HD BMOs, with slowdowns over Unordered, cosplay preset", Run: runCosplayFig13},
 	} {
 		Register(e)
@@ -486,6 +487,54 @@ func runCosplayFig1(ctx context.Context, o Options) ([]Row, error) {
 	}
 	for _, lat := range fig1Latencies {
 		rows = minMax(o, rows, exp, "bmo="+strconv.Itoa(lat), "slowdown")
+	}
+	return rows, nil
+}
+
+// fig14Threads are Fig. 14's thread counts, one thread per core.
+var fig14Threads = []int{1, 2, 3, 4, 5, 6, 7, 8}
+
+func runCosplayFig14(ctx context.Context, o Options) ([]Row, error) {
+	labels, apps := o.myApps()
+	ld := hwmodel.BMOs()[2].Cycles // LD, 200 cycles
+	base := func(n int) coro.Config { return coro.Config{Mode: coro.Baseline, Window: 1, Cores: n} }
+	cos := func(n int) []coro.Config {
+		cs := windowed(coro.COSPlay, o.windows(cosplayWindows))
+		for i := range cs {
+			cs[i].Cores = n
+		}
+		return cs
+	}
+	var jobs []cpuJob
+	for _, app := range apps {
+		for _, n := range fig14Threads {
+			jobs = append(jobs, cpuJob{app, base(n), ld})
+			for _, c := range cos(n) {
+				jobs = append(jobs, cpuJob{app, c, ld})
+			}
+		}
+	}
+	res, err := cpuSweep(ctx, o, jobs, false)
+	if err != nil {
+		return nil, err
+	}
+	const exp = "cosplay-fig14"
+	var rows []Row
+	for k, app := range apps {
+		one := float64(res[cpuJob{app, base(1), ld}].cycles)
+		for _, n := range fig14Threads {
+			cfg := "threads=" + strconv.Itoa(n)
+			b := float64(res[cpuJob{app, base(n), ld}].cycles)
+			bc, cy := best(res, app, ld, cos(n))
+			rows = append(rows,
+				Row{exp, labels[k], cfg, "baseline_throughput", one / b},
+				Row{exp, labels[k], cfg, "cosplay_throughput", one / float64(cy)},
+				Row{exp, labels[k], cfg, "speedup", b / float64(cy)},
+				Row{exp, labels[k], cfg, "best_window", float64(bc.Window)})
+		}
+	}
+	for _, n := range fig14Threads {
+		rows = minMax(o, rows, exp, "threads="+strconv.Itoa(n), "speedup")
 	}
 	return rows, nil
 }

@@ -128,3 +128,23 @@ func TestCosplayWindowsOption(t *testing.T) {
 	}
 	require.Equal(t, 5, n)
 }
+
+// cosplay-fig14: one thread per core on a shared LLC and memory
+// controller, LD BMO: Baseline's throughput rises from one thread to two,
+// no thread count is slower than one thread, and COSPlay's speedup over
+// Baseline falls from one thread to eight (the shared PM bandwidth caps
+// both).
+func TestCosplayFig14(t *testing.T) {
+	v := rowsBy(quickRows(t, "cosplay-fig14"))
+	for _, app := range cosplayLabels {
+		require.Equal(t, 1.0, v[[3]string{app, "threads=1", "baseline_throughput"}], app)
+		require.Greater(t, v[[3]string{app, "threads=2", "baseline_throughput"}], 1.0, app)
+		for n := 1; n <= 8; n++ {
+			cfg := fmt.Sprintf("threads=%d", n)
+			require.GreaterOrEqual(t, v[[3]string{app, cfg, "baseline_throughput"}], 1.0, "%s %s", app, cfg)
+			require.Positive(t, v[[3]string{app, cfg, "speedup"}], "%s %s", app, cfg)
+			require.GreaterOrEqual(t, v[[3]string{app, cfg, "best_window"}], 1.0, "%s %s", app, cfg)
+		}
+		require.Greater(t, v[[3]string{app, "threads=1", "speedup"}], v[[3]string{app, "threads=8", "speedup"}], app)
+	}
+}

@@ -91,6 +91,13 @@ type Config struct {
 	// (w,d) = (4,4) by default; a timing backend reads them from
 	// pm.Launch.CPU. They do not change what the tasks issue.
 	StrandWidth, StrandDepth int
+	// Cores is the number of cores the run's tasks share (0 means 1),
+	// one thread per core: each core runs Window contexts of its own, and
+	// a task is spawned into whichever core's context frees first. The
+	// cores take turns a context at a time; a task's Latency reads the
+	// backend's clock, which on several cores is the core's that issued
+	// the last verb, so latencies are approximate there.
+	Cores int
 	// SwitchCycles is the cost of one coroutine switch and of the
 	// scheduler, in cycles; each switch reports it as the Value of an
 	// OpYield for a timing backend to charge. 0 means DefaultSwitchCycles;
@@ -98,8 +105,14 @@ type Config struct {
 	SwitchCycles uint64
 }
 
-// Name returns "cosplay(w=4)", "strandweaver(4,4)", "baseline".
+// Name returns "cosplay(w=4)", "strandweaver(4,4)", "baseline", with
+// "x4" after it on 4 cores.
 func (c Config) Name() string {
+	if c.Cores > 1 {
+		one := c
+		one.Cores = 0
+		return fmt.Sprintf("%sx%d", one.Name(), c.Cores)
+	}
 	switch {
 	case c.Mode == StrandWeaver:
 		w, d := c.strandShape()
@@ -141,6 +154,8 @@ func (c Config) Validate() error {
 		return fmt.Errorf("%w: window %d", ErrBadArg, c.Window)
 	case c.Mode == StrandWeaver && c.Window > 1:
 		return fmt.Errorf("%w: StrandWeaver runs one task at a time, not a window of %d", ErrBadArg, c.Window)
+	case c.Cores < 0:
+		return fmt.Errorf("%w: %d cores", ErrBadArg, c.Cores)
 	case c.StrandWidth < 0 || c.StrandDepth < 0:
 		return fmt.Errorf("%w: strand buffer (%d,%d)", ErrBadArg, c.StrandWidth, c.StrandDepth)
 	}
@@ -159,5 +174,7 @@ func (c Config) launch() pm.CPURun {
 		Strands:      c.Mode == StrandWeaver,
 		StrandWidth:  c.StrandWidth,
 		StrandDepth:  c.StrandDepth,
+		Unordered:    c.Mode == Unordered,
+		Cores:        max(c.Cores, 1),
 	}
 }

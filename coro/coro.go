@@ -76,6 +76,8 @@ type Result struct {
 	// Fences counts the persist fences issued: SFence, CFence,
 	// PersistBarrier and JoinStrand.
 	Fences uint64
+	// Works counts the Work verbs and WorkCycles the cycles they charged.
+	Works, WorkCycles uint64
 	// Latency holds each task's start and end, indexed by task id.
 	Latency []Latency
 	// Clock says what Latency counts: "cycles" or "verbs".
@@ -121,13 +123,10 @@ type runner struct {
 	// reached it; heldVerbs counts the verbs reported since the first.
 	held      []*Ctx
 	heldVerbs int
-	shared    bool // the verb being issued is SBatch's shared SFence
-	tasks     []Task
+	shared    bool  // the verb being issued is SBatch's shared SFence
+	p         *pool // what the run's cores share
 	slots     []*slot
-	spawned   int
-	finished  int
 	live      int // slots with a task to run
-	wgen      uint64
 	soloIdle  int // consecutive solo yields with nothing written
 	// coreCtx is the core's context register (the last SetCtx).
 	coreCtx uint64
@@ -135,8 +134,18 @@ type runner struct {
 	batch   uint64
 	strands uint64
 	op      pm.Op
-	err     error
-	res     Result
+}
+
+// pool is what the cores of a run share: the tasks, spawned in order
+// into whichever core's context frees first, the write generation, the
+// first error and the result.
+type pool struct {
+	tasks             []Task
+	cores             int
+	spawned, finished int
+	wgen              uint64
+	err               error
+	res               Result
 }
 
 type abortSignal struct{}
@@ -155,7 +164,7 @@ func Run(m *pm.Machine, tasks []Task, opts ...Option) (Result, error) {
 	if len(tasks) == 0 {
 		return Result{}, fmt.Errorf("%w: no tasks", ErrBadArg)
 	}
-	r := &runner{mem: m.Memory(), be: m.Backend(), ops: m.Caps().Ops, cfg: config{name: "cpu", idleRounds: 4096}, tasks: tasks}
+	r := &runner{mem: m.Memory(), be: m.Backend(), ops: m.Caps().Ops, cfg: config{name: "cpu", idleRounds: 4096}, p: &pool{tasks: tasks}}
 	for _, o := range opts {
 		o(&r.cfg)
 	}
@@ -167,13 +176,18 @@ func Run(m *pm.Machine, tasks []Task, opts ...Option) (Result, error) {
 			return Result{}, fmt.Errorf("%w: task %d is nil", ErrBadArg, i)
 		}
 	}
+	p := r.p
+	p.cores = max(r.cfg.run.Cores, 1)
 	r.mode, r.switchCy = r.cfg.run.Mode, r.cfg.run.Switch()
-	r.res.Tasks, r.res.Clock = len(tasks), "verbs"
-	r.res.Latency = make([]Latency, len(tasks))
+	p.res.Tasks, p.res.Clock = len(tasks), "verbs"
+	p.res.Latency = make([]Latency, len(tasks))
 	if c, ok := pm.As[clock](r.be); ok {
-		r.clock, r.res.Clock = c, "cycles"
+		r.clock, p.res.Clock = c, "cycles"
 	}
 	if d, ok := pm.As[pm.Durability](r.be); ok && r.ops {
+		if p.cores > 1 {
+			return Result{}, fmt.Errorf("%w: %d cores on backend %s, whose durability points hold tasks (one core only)", ErrBadArg, p.cores, r.be.Name())
+		}
 		r.dur = d
 	}
 	if err := r.be.Begin(pm.Launch{Name: r.cfg.name, Threads: len(tasks), CPU: r.cfg.run.launch()}); err != nil {
@@ -183,26 +197,38 @@ func Run(m *pm.Machine, tasks []Task, opts ...Option) (Result, error) {
 	if w == 0 || w > len(tasks) {
 		w = len(tasks)
 	}
-	slots := make([]*slot, w)
-	for i := range slots {
-		s := &slot{id: i}
-		s.next, s.stop = iter.Pull(func(yield func(struct{}) bool) { r.context(s, yield) })
-		slots[i] = s
+	// One runner per core, core k on Agent.Unit base+k, each with its
+	// window of contexts.
+	rs := make([]*runner, p.cores)
+	for k := range rs {
+		rk := *r
+		rk.cfg.core = r.cfg.core + k
+		rs[k] = &rk
 	}
-	r.live, r.slots = w, slots
-	runErr := r.schedule(slots)
-	for _, s := range slots {
+	var all []*slot
+	for _, rk := range rs {
+		slots := make([]*slot, w)
+		for i := range slots {
+			s := &slot{id: i}
+			s.next, s.stop = iter.Pull(func(yield func(struct{}) bool) { rk.context(s, yield) })
+			slots[i] = s
+		}
+		rk.live, rk.slots = w, slots
+		all = append(all, slots...)
+	}
+	runErr := schedule(rs, all)
+	for _, s := range all {
 		s.stop()
 	}
 	stats, err := r.be.End()
-	r.res.Stats = stats
+	p.res.Stats = stats
 	if runErr != nil {
-		return r.res, runErr
+		return p.res, runErr
 	}
 	if err != nil {
-		return r.res, fmt.Errorf("%w: end %s: %w", pm.ErrBackend, r.be.Name(), err)
+		return p.res, fmt.Errorf("%w: end %s: %w", pm.ErrBackend, r.be.Name(), err)
 	}
-	return r.res, nil
+	return p.res, nil
 }
 
 // now is the latency clock.
@@ -210,27 +236,27 @@ func (r *runner) now() uint64 {
 	if r.clock != nil {
 		return r.clock.Now()
 	}
-	return r.res.Verbs
+	return r.p.res.Verbs
 }
 
 // context is the body of a window slot's coroutine: it runs the tasks
 // spawned into the slot, giving the core back to the scheduler after each.
 func (r *runner) context(s *slot, yield func(struct{}) bool) {
-	for r.err == nil && r.spawned < len(r.tasks) {
-		id := r.spawned
-		r.spawned++
+	for r.p.err == nil && r.p.spawned < len(r.p.tasks) {
+		id := r.p.spawned
+		r.p.spawned++
 		c := &Ctx{Agent: pm.Agent{Kind: pm.CPUTask, ID: id, Unit: r.cfg.core}, r: r, slot: s.id, yield: yield}
 		s.cur = c
-		r.res.Latency[id].Start = r.now()
-		if !r.runTask(c, r.tasks[id]) {
+		r.p.res.Latency[id].Start = r.now()
+		if !r.runTask(c, r.p.tasks[id]) {
 			return
 		}
-		r.res.Latency[id].End = r.now()
-		r.finished++
-		if r.err != nil {
+		r.p.res.Latency[id].End = r.now()
+		r.p.finished++
+		if r.p.err != nil {
 			break
 		}
-		more := r.spawned < len(r.tasks)
+		more := r.p.spawned < len(r.p.tasks)
 		if r.mode.coroutines() && (more || r.live > 1) {
 			// TASK_END: back to the scheduler, which moves on to the
 			// next context.
@@ -239,7 +265,7 @@ func (r *runner) context(s *slot, yield func(struct{}) bool) {
 		if !more {
 			break
 		}
-		if r.live > 1 && !yield(struct{}{}) {
+		if (r.live > 1 || r.p.cores > 1) && !yield(struct{}{}) {
 			return
 		}
 	}
@@ -247,41 +273,56 @@ func (r *runner) context(s *slot, yield func(struct{}) bool) {
 	r.live--
 }
 
-// schedule resumes the live contexts round robin until every task has
-// ended, failing if whole rounds pass in which nothing is written and no
-// task ends.
-func (r *runner) schedule(slots []*slot) error {
+// schedule resumes the live contexts of each core round robin, core
+// after core, until every task has ended, failing if whole rounds pass in
+// which nothing is written and no task ends.
+func schedule(rs []*runner, all []*slot) error {
+	p := rs[0].p
 	idle := 0
-	for r.live > 0 && r.err == nil {
-		gen, finished := r.wgen, r.finished
-		for _, s := range slots {
-			if s.done || (s.cur != nil && s.cur.held) {
+	for p.err == nil {
+		gen, finished := p.wgen, p.finished
+		live, durable := 0, false
+		for _, r := range rs {
+			if r.live == 0 {
 				continue
 			}
-			s.next()
-			if r.err != nil {
-				return r.err
+			for _, s := range r.slots {
+				if s.done || (s.cur != nil && s.cur.held) {
+					continue
+				}
+				s.next()
+				if p.err != nil {
+					return p.err
+				}
 			}
+			if len(r.held) > 0 && (len(r.held) >= r.live || (p.finished == finished && gen == p.wgen)) {
+				// Every live task is held, or the others made no
+				// progress (they may wait for a held one): make the
+				// held durable.
+				if err := r.makeDurable(); err != nil {
+					return err
+				}
+				durable = true
+			}
+			live += r.live
 		}
-		if len(r.held) > 0 && (len(r.held) >= r.live || (r.finished == finished && gen == r.wgen)) {
-			// Every live task is held, or the others made no progress
-			// (they may wait for a held one): make the held durable.
-			if err := r.makeDurable(); err != nil {
-				return err
-			}
+		if live == 0 {
+			break
+		}
+		if durable {
 			idle = 0
 			continue
 		}
-		if r.finished == finished && gen == r.wgen && r.live > 0 {
+		if p.finished == finished && gen == p.wgen {
 			idle++
-			if idle >= r.cfg.idleRounds {
-				return r.deadlock(slots)
+			if idle >= rs[0].cfg.idleRounds {
+				return rs[0].deadlock(all)
 			}
 		} else {
 			idle = 0
 		}
 	}
-	return r.err
+	return p.err
 }
 
 // makeDurable makes every persist reported so far durable with one
@@ -290,7 +331,7 @@ func (r *runner) schedule(slots []*slot) error {
 func (r *runner) makeDurable() error {
 	if err := r.dur.MakeDurable(); err != nil {
 		r.fail(fmt.Errorf("%w: durability point of %s on %s: %w", pm.ErrBackend, r.cfg.name, r.be.Name(), err))
-		return r.err
+		return r.p.err
 	}
 	for _, c := range r.held {
 		c.held = false
@@ -348,7 +389,7 @@ func (r *runner) runTask(c *Ctx, task Task) (ok bool) {
 }
 
 func (r *runner) fail(err error) {
-	if r.err == nil {
-		r.err = err
+	if r.p.err == nil {
+		r.p.err = err
 	}
 }

@@ -320,6 +320,54 @@ func TestTryLockContention(t *testing.T) {
 	require.Greater(t, res.Yields, uint64(len(tasks)), "contended locks yield")
 }
 
+// TestCores: tasks on several cores, each with its own window, run on
+// Agent.Unit 0..Cores-1, all of them, in spawn order, and a lock held by a
+// task of one core across a switch is waited for by the other cores'.
+func TestCores(t *testing.T) {
+	for _, tc := range []struct {
+		cfg  coro.Config
+		name string
+	}{
+		{coro.Config{Mode: coro.COSPlay, Window: 2, Cores: 3}, "cosplay(w=2)x3"},
+		{coro.Config{Mode: coro.Baseline, Window: 1, Cores: 4}, "baseline(w=1)x4"},
+		{coro.Config{Mode: coro.Unordered, Window: 1, Cores: 2}, "unordered(w=1)x2"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			require.Equal(t, tc.name, tc.cfg.Name())
+			m, err := pm.NewMachine(functional.New(pm.GPULimits{}))
+			require.NoError(t, err)
+			lock, err := m.Alloc(pm.HostMem, 16)
+			require.NoError(t, err)
+			counter := lock.Add(8)
+			tasks := make([]coro.Task, 24)
+			units := make([]int, len(tasks))
+			for i := range tasks {
+				tasks[i] = func(c *coro.Ctx) {
+					units[c.ID()] = c.Unit
+					c.Lock(lock)
+					v := c.Load64(counter)
+					c.Yield() // hold the lock across a switch
+					c.Store64(counter, v+1)
+					c.Unlock(lock)
+				}
+			}
+			res, err := coro.Run(m, tasks, coro.WithConfig(tc.cfg))
+			require.NoError(t, err)
+			require.Equal(t, len(tasks), res.Tasks)
+			v, err := m.Memory().Load(counter, 8)
+			require.NoError(t, err)
+			require.Equal(t, uint64(len(tasks)), v)
+			seen := map[int]bool{}
+			for _, u := range units {
+				require.GreaterOrEqual(t, u, 0)
+				require.Less(t, u, tc.cfg.Cores)
+				seen[u] = true
+			}
+			require.Len(t, seen, tc.cfg.Cores, "every core ran tasks")
+		})
+	}
+}
+
 // TestDeterministic: the same run twice gives the same verbs, counts and
 // latencies.
 func TestDeterministic(t *testing.T) {
@@ -350,6 +398,7 @@ func TestConfigErrors(t *testing.T) {
 		{"window", coro.Config{Window: -1}, "window -1"},
 		{"strands-window", coro.Config{Mode: coro.StrandWeaver, Window: 2}, "one task at a time"},
 		{"strand-shape", coro.Config{Mode: coro.StrandWeaver, StrandDepth: -4}, "strand buffer"},
+		{"cores", coro.Config{Cores: -1}, "-1 cores"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			_, err := coro.Run(m, nop, coro.WithConfig(tc.cfg))

@@ -30,6 +30,8 @@ type Ctx struct {
 	yieldGen uint64
 	// held: the task waits at a durability point (awaitDurable).
 	held bool
+	// mem counts the task's loads, stores and CLWBs.
+	mem uint64
 }
 
 // Spin limits: a task that rereads one address this many times with nothing
@@ -53,13 +55,16 @@ func (c *Ctx) Mode() Mode { return c.r.mode }
 
 func (c *Ctx) report() {
 	r := c.r
-	r.res.Verbs++
+	r.p.res.Verbs++
 	c.lastOp = r.op.Kind
 	switch r.op.Kind {
+	case pm.OpLoad, pm.OpStore:
+		c.mem++
 	case pm.OpCLWB:
-		r.res.CLWBs++
+		r.p.res.CLWBs++
+		c.mem++
 	case pm.OpSFence, pm.OpCFence, pm.OpPersistBarrier, pm.OpJoinStrand:
-		r.res.Fences++
+		r.p.res.Fences++
 	}
 	if r.ops {
 		r.be.Op(&c.Agent, &r.op)
@@ -134,9 +139,9 @@ func (c *Ctx) access(a pm.Addr, n, align uint64) ([]byte, bool) {
 
 // observe fails the run if the task keeps rereading a word nobody can change.
 func (c *Ctx) observe(a pm.Addr, limit int) {
-	if a != c.lastRead || c.r.wgen != c.lastGen {
+	if a != c.lastRead || c.r.p.wgen != c.lastGen {
 		c.spins = 0
-		c.lastRead, c.lastGen = a, c.r.wgen
+		c.lastRead, c.lastGen = a, c.r.p.wgen
 		return
 	}
 	c.spins++
@@ -148,7 +153,7 @@ func (c *Ctx) observe(a pm.Addr, limit int) {
 
 // wrote notes a write; a persistent one is something to order.
 func (c *Ctx) wrote(persistent bool) {
-	c.r.wgen++
+	c.r.p.wgen++
 	if persistent {
 		c.dirty, c.joinDirty = true, true
 	}
@@ -347,11 +352,21 @@ func (c *Ctx) Join() {
 }
 
 // Work charges cycles of computation the model cannot see.
-func (c *Ctx) Work(cycles uint64) { c.verb(pm.OpWork, 0, cycles) }
+func (c *Ctx) Work(cycles uint64) {
+	c.r.p.res.Works++
+	c.r.p.res.WorkCycles += cycles
+	c.verb(pm.OpWork, 0, cycles)
+}
+
+// MemVerbs returns the number of loads, stores and CLWBs the task has
+// issued so far: its own program's, the same under every Mode (atomics,
+// whose lock retries depend on the other tasks, and the verbs a Mode adds
+// at an ordering point are not counted).
+func (c *Ctx) MemVerbs() uint64 { return c.mem }
 
 // switched reports a coroutine switch, with its cost for a timing backend.
 func (c *Ctx) switched() {
-	c.r.res.Switches++
+	c.r.p.res.Switches++
 	c.verb(pm.OpYield, 0, c.r.switchCy)
 }
 
@@ -361,15 +376,16 @@ func (c *Ctx) switched() {
 // covers the task's last ordering point.
 func (c *Ctx) Yield() {
 	r := c.r
-	r.res.Yields++
+	r.p.res.Yields++
 	c.spins, c.lastRead = 0, 0
 	c.switched()
-	if r.live > 1 {
+	if r.live > 1 || r.p.cores > 1 {
+		// Another context, or another core's, may run.
 		if !c.yield(struct{}{}) {
 			panic(abortSignal{})
 		}
 		r.soloIdle = 0
-	} else if c.yieldGen == r.wgen {
+	} else if c.yieldGen == r.p.wgen {
 		// Alone in the window: the task resumes at once. Yielding with
 		// nothing written since its last yield can never change anything.
 		if r.soloIdle++; r.soloIdle >= r.cfg.idleRounds {
@@ -379,7 +395,7 @@ func (c *Ctx) Yield() {
 	} else {
 		r.soloIdle = 0
 	}
-	c.yieldGen = r.wgen
+	c.yieldGen = r.p.wgen
 	c.resumed()
 }
 

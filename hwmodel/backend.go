@@ -565,7 +565,7 @@ func (b *Backend) warp(w int) *warpState {
 // Op records one verb of the warp being stepped; Step times them.
 func (b *Backend) Op(a *pm.Agent, op *pm.Op) {
 	if b.cpuRun && a.Kind == pm.CPUTask {
-		done := b.cpuOp(op)
+		done := b.cpuOp(a, op)
 		if b.timeVerb {
 			b.verbDone = append(b.verbDone, done)
 		}

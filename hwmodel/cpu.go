@@ -42,7 +42,11 @@ import (
 // depth): it takes one of the buffer's depth entries, which are freed in
 // order, and its write-back starts only once every CLWB of its strand
 // before the strand's last PersistBarrier is durable; JoinStrand waits
-// like an SFence.
+// like an SFence. Under Unordered (pm.CPURun.Unordered; COSPlay §5's
+// upper bound, "completely free of any persist-induced CPU stalls") a
+// CLWB leaves the SQ head without waiting for a WBB entry or a pending
+// CLWB of its line; its write-back is timed as above, off the core's
+// critical path.
 //
 // A coroutine switch costs SwitchCycles of instructions (0 under
 // FreeSwitch; a run's coro.Config.SwitchCycles, when set, overrides it).
@@ -52,6 +56,12 @@ import (
 // no DRAM). PM lines no CLWB wrote back stay dirty in the caches until
 // the run ends, when they are written back; the run lasts until its last
 // persist is durable.
+//
+// A run may have several cores (pm.CPURun.Cores; a verb runs on core
+// Agent.Unit mod Cores), each with this configuration's pipeline, SQ,
+// WBB, Store-Clwb Tracker, L1d and L2, sharing one LLC and one memory
+// controller (the PM read and write bandwidths); a core's LLC eviction
+// drops the line from its own inner caches only.
 type CPUConfig struct {
 	ClockMHz      float64 `json:"clock_mhz"`       // core clock; converts bandwidth to bytes per cycle
 	DispatchWidth int     `json:"dispatch_width"`  // instructions dispatched and retired per cycle
@@ -108,10 +118,12 @@ func cosplayCPU() CPUConfig {
 		LLC:       CacheConfig{SizeBytes: 16 << 20, LineBytes: 64, Assoc: 16, LatencyCycles: 30},
 		NoCCycles: 8,
 		PM:        MemConfig{ReadLatencyCycles: 600, WriteLatencyCycles: 200, ReadGBps: 4, WriteGBps: 2},
-		// 220 instructions of coroutine library per yield (COSPlay Table 3:
-		// (CII-1)*1000/SKI is 229, 215, 234 and 217 for SPS, PC, TATP and
-		// CQ) at 4 a cycle.
-		SwitchCycles: 55,
+		// 165 instructions of coroutine library per switch at 4 a cycle:
+		// COSPlay Table 3's (CII-1)*1000/SKI, the instructions the library
+		// adds per sfence (229, 215, 234 and 217 for SPS, PC, TATP and
+		// CQ; 220), spread over a task's switches, one per sfence and one
+		// at its end: 3 sfences, 4 switches, 220*3/4.
+		SwitchCycles: 41,
 	}
 }
 
@@ -255,13 +267,21 @@ type cpuCore struct {
 	rdLat, wrLat, bmo         uint64
 	lineShift                 uint
 	lineBytes                 uint64
-	l1, l2, llc               *cache
-	rdBW, wrBW                resource
-	sharedBus                 bool // cpu.pm.shared_bus: writes take rdBW's calendar at their own rate
+	l1, l2, llc               *cache    // the LLC is the cores' (see home)
+	rdBW, wrBW                *resource // the memory controller's, the cores'
+	sharedBus                 bool      // cpu.pm.shared_bus: writes take rdBW's calendar at their own rate
 
-	switchCy uint64
-	strands  bool // StrandWeaver: CLWBs go to the strand buffers
-	sbW, sbD uint64
+	// home is core 0, which holds the run's cores (all, core k at k):
+	// they share its LLC, its memory controller (rdBW, wrBW) and the
+	// lines' pending records; each has its own pipeline, SQ, WBB, L1d
+	// and L2.
+	home *cpuCore
+	all  []*cpuCore
+
+	switchCy  uint64
+	strands   bool // StrandWeaver: CLWBs go to the strand buffers
+	unordered bool // Unordered: no persist-induced stall (see clwb)
+	sbW, sbD  uint64
 
 	start      uint64 // the run's first cycle
 	dispPos    uint64 // next dispatch slot (cycle*w + k)
@@ -315,10 +335,12 @@ func newCPUCore(c CPUConfig) *cpuCore {
 		l1Lat: uint64(c.L1D.LatencyCycles), l2Lat: uint64(c.L2.LatencyCycles), llcLat: uint64(c.LLC.LatencyCycles),
 		noc: uint64(c.NoCCycles), rdLat: uint64(c.PM.ReadLatencyCycles), wrLat: uint64(c.PM.WriteLatencyCycles),
 		bmo: uint64(c.BMOCycles), lineBytes: uint64(c.L1D.LineBytes),
-		l1: newCache(c.L1D), l2: newCache(c.L2), llc: newCache(c.LLC),
-		rdBW: newResource(c.PM.ReadGBps, c.ClockMHz), wrBW: newResource(c.PM.WriteGBps, c.ClockMHz), sharedBus: c.PM.SharedBus,
+		l1: newCache(c.L1D), l2: newCache(c.L2), llc: newCache(c.LLC), sharedBus: c.PM.SharedBus,
 		lineAck: map[uint64]uint64{}, pending: map[uint64][]pendRec{},
 	}
+	rd, wr := newResource(c.PM.ReadGBps, c.ClockMHz), newResource(c.PM.WriteGBps, c.ClockMHz)
+	k.rdBW, k.wrBW = &rd, &wr
+	k.home, k.all = k, []*cpuCore{k}
 	k.lineShift = uint(bits.TrailingZeros64(k.lineBytes))
 	k.sq = make([]uint64, k.sqN)
 	k.ctxDrain = make([]uint64, k.ctxN)
@@ -333,10 +355,31 @@ func (b *Backend) cpuBegin(run pm.CPURun) {
 	if b.cpu == nil {
 		b.cpu = newCPUCore(b.cfg.CPU)
 	}
-	c := b.cpu
+	h := b.cpu.home
+	b.cpu = h
 	t := b.drained
 	b.start, b.floor = t, t
 	b.last = Stats{}
+	clear(h.pending)
+	h.rdBW.reset(t)
+	h.wrBW.reset(t)
+	// The run's cores (pm.CPURun.Cores): core 0 and more sharing its LLC,
+	// memory controller and pending records.
+	n := max(run.Cores, 1)
+	for len(h.all) < n {
+		k := newCPUCore(b.cfg.CPU)
+		k.llc, k.rdBW, k.wrBW, k.pending, k.home = h.llc, h.rdBW, h.wrBW, h.pending, h
+		h.all = append(h.all, k)
+	}
+	h.all = h.all[:n]
+	for _, c := range h.all {
+		c.begin(t, run)
+	}
+	b.opSeq, b.verbDone = 0, b.verbDone[:0]
+}
+
+// begin resets the core for a run from cycle t.
+func (c *cpuCore) begin(t uint64, run pm.CPURun) {
 	c.st = CPUStats{}
 	c.start = t
 	c.dispPos, c.retPos, c.lastRetire = t*c.w, t*c.w, t
@@ -346,10 +389,7 @@ func (b *Backend) cpuBegin(run pm.CPURun) {
 	clear(c.lineAck)
 	clear(c.ctxDrain)
 	c.allDrain, c.cur = t, 0
-	clear(c.pending)
 	c.dirtyOrder = c.dirtyOrder[:0]
-	c.rdBW.reset(t)
-	c.wrBW.reset(t)
 	// The run's scheduling (pm.Launch.CPU).
 	c.switchCy = uint64(c.cfg.SwitchCycles)
 	switch {
@@ -359,6 +399,7 @@ func (b *Backend) cpuBegin(run pm.CPURun) {
 		c.switchCy = run.SwitchCycles
 	}
 	c.strands = run.Strands
+	c.unordered = run.Unordered
 	c.sbW, c.sbD = 4, 4
 	if run.StrandWidth > 0 {
 		c.sbW = uint64(run.StrandWidth)
@@ -373,7 +414,6 @@ func (b *Backend) cpuBegin(run pm.CPURun) {
 		}
 	}
 	c.strand, c.front, c.strandMax = 0, 0, 0
-	b.opSeq, b.verbDone = 0, b.verbDone[:0]
 }
 
 // now is the core's current cycle: when its next instruction can
@@ -526,13 +566,20 @@ var earlySFence = false
 // cpuOp times one verb of a CPU task and returns the cycle it returned at:
 // when its last instruction retired (the core's current cycle for a verb
 // of no instruction, a free coroutine switch).
-func (b *Backend) cpuOp(op *pm.Op) uint64 {
-	c := b.cpu
+func (b *Backend) cpuOp(a *pm.Agent, op *pm.Op) uint64 {
+	h := b.cpu.home
+	c := h.all[max(a.Unit, 0)%len(h.all)]
+	b.cpu = c // Now is this core's
 	n := c.n
 	c.st.Verbs++
 	b.last.Verbs++
 	if c.st.Verbs&4095 == 0 {
+		// Forget the controller's reservations before every core's
+		// current cycle.
 		t := c.dispPos / c.w
+		for _, k := range h.all {
+			t = min(t, k.dispPos/k.w)
+		}
 		c.rdBW.trim(t)
 		c.wrBW.trim(t)
 	}
@@ -658,12 +705,22 @@ func (b *Backend) clwb(line uint64) {
 	r := c.retire(1, d+1)
 	start := max(c.sqHead, r)
 	pendingAck := c.lineAck[line] // same-line order: write back after it
-	if a := pendingAck; a > start && !c.cfg.SameLineInWBB {
+	if a := pendingAck; a > start && !c.cfg.SameLineInWBB && !c.unordered {
 		c.st.SameLine += a - start
 		start = a
 	}
 	var buf *strandBuf
-	if c.strands {
+	switch {
+	case c.unordered:
+		// COSPlay §5's Unordered is "completely free of any
+		// persist-induced CPU stalls" and "an upper performance bound":
+		// its CLWB leaves the SQ head at once, waiting neither for a WBB
+		// entry nor for a pending CLWB of its line (§4.3's rule, which
+		// otherwise holds up every SQ entry behind it); the write-back
+		// still starts then, durable no earlier than the pending one, and
+		// still takes its share of the PM write bandwidth, and the run
+		// lasts until it is durable.
+	case c.strands:
 		buf = &c.sb[c.strand%c.sbW]
 		if buf.n >= c.sbD {
 			if f := buf.free[buf.n%c.sbD]; f > start {
@@ -671,7 +728,7 @@ func (b *Backend) clwb(line uint64) {
 				start = f
 			}
 		}
-	} else {
+	default:
 		for len(c.wbb) > 0 && c.wbb[0] <= start {
 			heap.Pop(&c.wbb)
 		}
@@ -707,7 +764,7 @@ func (b *Backend) clwb(line uint64) {
 		buf.n++
 		buf.last = f
 		c.strandMax = max(c.strandMax, ack)
-	} else if ack > leave {
+	} else if ack > leave && !c.unordered {
 		heap.Push(&c.wbb, ack)
 	}
 	c.lineAck[line] = ack
@@ -754,28 +811,63 @@ func (b *Backend) cpuRecords(op *pm.Op) {
 // (in the order they were first made dirty), and the run lasts until every
 // persist is durable.
 func (b *Backend) cpuEnd() pm.Stats {
-	c := b.cpu
-	t := max(c.now(), c.sqHead)
-	end := max(t, c.allDrain)
-	for _, line := range c.dirtyOrder {
-		if recs := c.pending[line]; len(recs) > 0 {
-			from := max(t, c.lineAck[line])
-			ack := c.writeLine(from)
-			b.carry(line, recs, from, ack)
-			c.lineAck[line] = ack
-			end = max(end, ack)
-		}
+	h := b.cpu.home
+	b.cpu = h
+	var t, end uint64
+	for _, c := range h.all {
+		t = max(t, c.now(), c.sqHead)
+		end = max(end, c.allDrain)
 	}
-	c.dirtyOrder = slices.Delete(c.dirtyOrder, 0, len(c.dirtyOrder))
+	end = max(end, t)
+	for _, c := range h.all {
+		for _, line := range c.dirtyOrder {
+			if recs := c.pending[line]; len(recs) > 0 {
+				from := max(t, c.lineAck[line])
+				ack := c.writeLine(from)
+				b.carry(line, recs, from, ack)
+				c.lineAck[line] = ack
+				end = max(end, ack)
+			}
+		}
+		c.dirtyOrder = slices.Delete(c.dirtyOrder, 0, len(c.dirtyOrder))
+	}
 	b.cpuRun = false
 	b.end, b.now, b.drained = end, end, end
-	c.st.Cycles = end - b.start
-	c.last = c.st
-	b.last.Cycles = c.st.Cycles
-	b.last.Loads, b.last.L1Misses, b.last.L2Misses = c.st.Loads, c.st.L1Misses, c.st.L2Misses
-	b.last.Instructions = c.st.Instructions
+	// The run's statistics: the cores' counts added up.
+	st := h.st
+	for _, c := range h.all[1:] {
+		st.add(&c.st)
+	}
+	st.Cycles = end - b.start
+	h.last = st
+	b.last.Cycles = st.Cycles
+	b.last.Loads, b.last.L1Misses, b.last.L2Misses = st.Loads, st.L1Misses, st.L2Misses
+	b.last.Instructions = st.Instructions
 	b.st.add(&b.last)
 	return pm.Stats{Cycles: b.last.Cycles, Persists: b.last.Persists}
+}
+
+// add adds o's counts to s (Cycles too).
+func (s *CPUStats) add(o *CPUStats) {
+	s.Cycles += o.Cycles
+	s.Instructions += o.Instructions
+	s.Verbs += o.Verbs
+	s.Persists += o.Persists
+	s.CLWBs += o.CLWBs
+	s.WriteBacks += o.WriteBacks
+	s.Loads += o.Loads
+	s.L1Misses += o.L1Misses
+	s.L2Misses += o.L2Misses
+	s.LLCMisses += o.LLCMisses
+	s.Switches += o.Switches
+	s.SwitchCycles += o.SwitchCycles
+	s.SQFull += o.SQFull
+	s.SFence += o.SFence
+	s.CFence += o.CFence
+	s.ROBFull += o.ROBFull
+	s.WBBFull += o.WBBFull
+	s.StrandFull += o.StrandFull
+	s.SameLine += o.SameLine
 }
 
 // cpuKeyDocs documents the CPU keys (see keyDocs): every preset has the
@@ -808,7 +900,7 @@ var cpuKeyDocs = map[string][3]string{
 	"cpu.pm.write_gbps":           {"GB/s", "PM write bandwidth: a 64-byte write-back occupies it 64/bandwidth", "COSPlay Table 2 (2 GB/s)"},
 	"cpu.pm.shared_bus":           {"bool", "PM reads and writes share one bus, each direction at its own bandwidth", "off: COSPlay Table 2 gives a read and a write bandwidth"},
 	"cpu.bmo_cycles":              {"cycles", "backend memory operation latency added to every line reaching the memory controller (latency, not throughput)", "COSPlay §5 (0 plain ADR; Enc 100, LD 200, HD 700, Comb 1000)"},
-	"cpu.switch_cycles":           {"cycles", "cost of one coroutine switch and the round-robin scheduler (FreeSwitch: 0; a run's coro.Config.SwitchCycles overrides it)", "COSPlay Table 3: (CII-1)*1000/SKI is 215-234 instructions per yield for SPS, PC, TATP, CQ; 220 at 4 a cycle"},
+	"cpu.switch_cycles":           {"cycles", "cost of one coroutine switch and the round-robin scheduler (FreeSwitch: 0; a run's coro.Config.SwitchCycles overrides it)", "COSPlay Table 3: (CII-1)*1000/SKI is 215-234 instructions per sfence for SPS, PC, TATP, CQ (220); a task of 3 sfences switches 4 times (one at its end), so 220*3/4 = 165 per switch, 41 cycles at 4 a cycle"},
 }
 
 func init() { maps.Copy(keyDocs, cpuKeyDocs) }

@@ -474,3 +474,60 @@ func TestCPUVerbReturns(t *testing.T) {
 		})
 	}
 }
+
+// Cores run their tasks side by side: Baseline tasks that each wait for
+// their persists at every SFence scale with the cores until the memory
+// controller's shared PM write bandwidth (70.4 cycles a line) bounds them,
+// and no number of cores beats that bound; every core's persists are
+// durable when the run ends.
+func TestCPUCoresShareController(t *testing.T) {
+	const tasks, rounds = 32, 16
+	lines := uint64(tasks * rounds)
+	cfg := cosplayCPU(t)
+	bound := float64(lines) * 64 * cfg.CPU.ClockMHz / (cfg.CPU.PM.WriteGBps * 1e3)
+	var cycles []uint64
+	for _, n := range []int{1, 2, 4, 8, 16} {
+		cy, res, st := runCPU(t, cfg, coro.Config{Mode: coro.Baseline, Window: 1, Cores: n}, 64*lines, func(r pm.Range) []coro.Task {
+			return independentTasks(r, tasks, rounds)
+		})
+		require.Equal(t, uint64(lines), res.Stats.Persists)
+		require.Equal(t, uint64(lines), st.WriteBacks)
+		require.GreaterOrEqual(t, float64(cy), bound, "%d cores beat the write bandwidth", n)
+		cycles = append(cycles, cy)
+	}
+	require.Less(t, float64(cycles[1]), 0.6*float64(cycles[0]), "two cores nearly halve the time: %v", cycles)
+	require.Less(t, float64(cycles[4]), 1.2*bound, "sixteen cores reach the bandwidth bound: %v", cycles)
+}
+
+// Under Unordered a CLWB never waits: repeated CLWBs of one busy line (a
+// log's tail) and more CLWBs than the WBB holds leave the SQ head at
+// once, while the same task without Unordered's rule waits at the head
+// for each pending write-back of its line (COSPlay §4.3); the last
+// write-back is still durable when the run ends.
+func TestCPUUnorderedNeverStalls(t *testing.T) {
+	const n = 200
+	task := func(r pm.Range) []coro.Task {
+		return []coro.Task{func(c *coro.Ctx) {
+			for i := range n {
+				c.Store64(r.Base, uint64(i+1)) // the busy line
+				c.CLWB(r.Base)
+				a := r.Base.Add(uint64(64 * (1 + i)))
+				c.Store64(a, 1)
+				c.CLWB(a)
+			}
+		}}
+	}
+	cfg := cosplayCPU(t, "cpu.bmo_cycles=700")
+	un, _, su := runCPU(t, cfg, coro.Config{Mode: coro.Unordered, Window: 1}, 64*(n+1), task)
+	require.Zero(t, su.SameLine+su.WBBFull, "%+v", su)
+	cfg.CPU.SameLineInWBB = false
+	// The same verbs as a Baseline run (no fence is issued: no Fence call).
+	base, _, sb := runCPU(t, cfg, coro.Config{Mode: coro.Baseline, Window: 1}, 64*(n+1), task)
+	require.Positive(t, sb.SameLine)
+	require.Less(t, un, base)
+	t.Logf("unordered %d cycles (%d write-backs), the same task with §4.3's rule %d (%d cycles at the SQ head for a busy line)", un, su.WriteBacks, base, sb.SameLine)
+	// Unordered is bound by the PM write bandwidth, not by the line's
+	// write-backs one after another.
+	perLine := 64 * cfg.CPU.ClockMHz / (cfg.CPU.PM.WriteGBps * 1e3)
+	require.Less(t, float64(un), 1.2*perLine*float64(su.WriteBacks)+float64(cfg.CPU.PM.WriteLatencyCycles+cfg.CPU.BMOCycles)+1000)
+}

@@ -130,6 +130,14 @@ type CPURun struct {
 	// 0 means 4.
 	Strands                  bool
 	StrandWidth, StrandDepth int
+	// Unordered runs the tasks on a core free of every persist-induced
+	// stall (COSPlay §5's Unordered, its upper bound): a CLWB never waits
+	// for a write-back buffer entry or for a pending write-back of its
+	// line; its write-back still happens, in the background.
+	Unordered bool
+	// Cores is the number of cores the run's tasks run on (0 means 1):
+	// each verb runs on core Agent.Unit mod Cores.
+	Cores int
 }
 
 // Stats are a run's statistics as a backend counts them. Untimed backends

@@ -25,6 +25,8 @@ func TestTxAddMany(t *testing.T) {
 		{"conv indexed", "conv", 100, 4096, nil},
 		{"hcl", "hcl", 40, 2048, nil},
 		{"conv full", "conv", 10, 256, txn.ErrFull},
+		{"cpu", "cpu", 40, 2048, nil},
+		{"cpu full", "cpu", 10, 256, txn.ErrFull},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			m := newMachine(t)
@@ -32,9 +34,12 @@ func TestTxAddMany(t *testing.T) {
 			data, err := m.CreateRegion("data", 8*128)
 			require.NoError(t, err)
 			var l txn.Log
-			if tc.log == "hcl" {
+			switch tc.log {
+			case "hcl":
 				l, err = txn.CreateHCL(m, "log", 1, 1, tc.cap)
-			} else {
+			case "cpu":
+				l, err = txn.CreateCPU(m, "log", 1, tc.cap)
+			default:
 				l, err = txn.CreateConv(m, "log", 1, tc.cap)
 			}
 			require.NoError(t, err)

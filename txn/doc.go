@@ -1,7 +1,9 @@
 // Package txn builds crash-consistent persistent structures on the scopedpm
 // API: write-ahead undo logs (a conventional partitioned log whose partitions
-// are appended under a lock, and GPM's hierarchical coalesced log, HCL, in
-// which every GPU thread owns a lock-free slot), undo-log transactions, the
+// are appended under a lock, GPM's hierarchical coalesced log, HCL, in
+// which every GPU thread owns a lock-free slot, and a CPU log whose batch of
+// entries takes one ordering point, for COSPlay's tasks), undo-log
+// transactions, the
 // epoch status table of the scoped persist barrier paper (§8.3), and GPM's double-buffered
 // checkpoints.
 //
@@ -22,7 +24,9 @@
 //
 //   - a log partition or HCL slot: its control word, which packs the
 //     partition's generation and tail; Clear bumps the generation, which
-//     discards every entry at once because each entry's checksum covers it;
+//     discards every entry at once because each entry's checksum covers it
+//     (a CPU log's control word is the generation alone: recovery finds
+//     its entries by their checksums);
 //   - a transaction: the Clear of its partition after the updates (or, for
 //     an epoch transaction, the epoch status table word);
 //   - the epoch status table: one word per lane;

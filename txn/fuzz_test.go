@@ -57,9 +57,11 @@ func FuzzLogRegion(f *testing.F) {
 		require.NoError(f, err)
 		l, err := txn.CreateHCL(m, "hcl", 1, 32, 64)
 		require.NoError(f, err)
+		cl, err := txn.CreateCPU(m, "cpu", 2, 256)
+		require.NoError(f, err)
 		d, err := m.CreateRegion("data", 64)
 		require.NoError(f, err)
-		for _, lg := range []txn.Log{c, l} {
+		for _, lg := range []txn.Log{c, l, cl} {
 			tx, err := txn.Begin(h, lg, 1)
 			require.NoError(f, err)
 			require.NoError(f, tx.Add(d.Base, 16))
@@ -73,15 +75,18 @@ func FuzzLogRegion(f *testing.F) {
 	f.Add(uint32(256), []byte{7, 7, 7})
 	f.Add(uint32(560), []byte{0xff, 0xff, 0xff, 0x7f})
 	f.Fuzz(func(t *testing.T, off uint32, data []byte) {
-		for _, name := range []string{"conv", "hcl"} {
+		for _, name := range []string{"conv", "hcl", "cpu"} {
 			m, err := pm.Reopen(corrupt(img, name, off, data), newBackend())
 			require.NoError(t, err)
 			h := txn.Host(m)
 			var l txn.Log
-			if name == "conv" {
+			switch name {
+			case "conv":
 				l, err = txn.OpenConv(m, name)
-			} else {
+			case "hcl":
 				l, err = txn.OpenHCL(m, name)
+			default:
+				l, err = txn.OpenCPU(m, name)
 			}
 			if err != nil {
 				require.ErrorIs(t, err, txn.ErrCorrupt)

@@ -27,6 +27,9 @@ var logKinds = []logKind{
 	{"hcl",
 		func(m *pm.Machine, n string) (txn.Log, error) { return txn.CreateHCL(m, n, 2, 64, 512) },
 		func(m *pm.Machine, n string) (txn.Log, error) { return txn.OpenHCL(m, n) }},
+	{"cpu",
+		func(m *pm.Machine, n string) (txn.Log, error) { return txn.CreateCPU(m, n, 4, 512) },
+		func(m *pm.Machine, n string) (txn.Log, error) { return txn.OpenCPU(m, n) }},
 }
 
 func TestLogOps(t *testing.T) {

@@ -157,31 +157,47 @@ func (tx *Tx) addSpan(a pm.Addr, n uint64) {
 
 // AddMany logs the n bytes at each address of as, as Add does for each,
 // and orders the entries before the agent's later persists. On a log that
-// can append several entries at once (ConvLog) they are one write and one
-// store of the partition's control word, not one of each per range.
+// can append several entries at once (ConvLog, CPULog) they are one batch
+// (see AddRanges).
 func (tx *Tx) AddMany(as []pm.Addr, n int) error {
+	rs := make([]pm.Range, len(as))
+	for i, a := range as {
+		rs[i] = pm.Range{Base: a, Size: uint64(n)}
+	}
+	return tx.AddRanges(rs)
+}
+
+// AddRanges logs the old contents of every range of rs, as Add does for
+// each, and orders the entries before the agent's later persists. On a log
+// that can append several entries at once (ConvLog: one write and one
+// store of the partition's control word; CPULog: one write and one
+// ordering point) they are one batch: the write-ahead half of COSPlay's
+// task (every undo entry, one fence, then the updates in place).
+func (tx *Tx) AddRanges(rs []pm.Range) error {
 	if tx.depth == 0 {
 		return ErrNotActive
 	}
-	if n <= 0 || n > tx.log.Capacity() {
-		return fmt.Errorf("%w: range of %d bytes", ErrBadArg, n)
+	for _, r := range rs {
+		if r.Size == 0 || r.Size > uint64(tx.log.Capacity()) {
+			return fmt.Errorf("%w: range of %d bytes", ErrBadArg, r.Size)
+		}
 	}
 	ml, ok := tx.log.(interface {
 		InsertMany(x Exec, part int, data [][]byte) error
 	})
 	if !ok {
-		for _, a := range as {
-			if err := tx.Add(a, n); err != nil {
+		for _, r := range rs {
+			if err := tx.Add(r.Base, int(r.Size)); err != nil {
 				return err
 			}
 		}
 		return nil
 	}
-	es := make([][]byte, len(as))
-	for i, a := range as {
-		e := make([]byte, undoHeader+n)
-		tx.x.LoadBytes(a, e[undoHeader:])
-		putUndoHeader(e, a, tx.epoch)
+	es := make([][]byte, len(rs))
+	for i, r := range rs {
+		e := make([]byte, undoHeader+r.Size)
+		tx.x.LoadBytes(r.Base, e[undoHeader:])
+		putUndoHeader(e, r.Base, tx.epoch)
 		es[i] = e
 	}
 	if err := execErr(tx.x); err != nil {
@@ -190,10 +206,10 @@ func (tx *Tx) AddMany(as []pm.Addr, n int) error {
 	if err := ml.InsertMany(tx.x, tx.part, es); err != nil {
 		return err
 	}
-	for _, a := range as {
-		tx.addSpan(a, uint64(n))
+	for _, r := range rs {
+		tx.addSpan(r.Base, r.Size)
 	}
-	tx.logged += len(as)
+	tx.logged += len(rs)
 	return nil
 }
 

@@ -94,6 +94,8 @@ func TestTxCrashEveryPrefix(t *testing.T) {
 		{"gpu-conv", "conv", false, 4, false},
 		{"cpu-conv", "conv", true, 3, false},
 		{"cpu-hcl", "hcl", true, 3, false},
+		{"cpu-cpulog", "cpu", true, 3, false},
+		{"cpu-cpulog-epoch", "cpu", true, 2, true},
 		{"gpu-hcl-warp", "hcl", false, 32, false},
 		{"gpu-hcl-epoch", "hcl", false, 4, true},
 		{"cpu-conv-epoch", "conv", true, 2, true},
@@ -105,9 +107,12 @@ func TestTxCrashEveryPrefix(t *testing.T) {
 			require.NoError(t, err)
 			require.NoError(t, m.CopyIn(dr.Base, bytes.Repeat([]byte{0xee}, agentBytes*c.agents)))
 			var l txn.Log
-			if c.log == "hcl" {
+			switch c.log {
+			case "hcl":
 				l, err = txn.CreateHCL(m, "log", 1, c.agents, 256)
-			} else {
+			case "cpu":
+				l, err = txn.CreateCPU(m, "log", c.agents, 256)
+			default:
 				l, err = txn.CreateConv(m, "log", c.agents, 256)
 			}
 			require.NoError(t, err)
@@ -145,9 +150,12 @@ func TestTxCrashEveryPrefix(t *testing.T) {
 				h := txn.Host(m2)
 				var l2 txn.Log
 				var err error
-				if c.log == "hcl" {
+				switch c.log {
+				case "hcl":
 					l2, err = txn.OpenHCL(m2, "log")
-				} else {
+				case "cpu":
+					l2, err = txn.OpenCPU(m2, "log")
+				default:
 					l2, err = txn.OpenConv(m2, "log")
 				}
 				require.NoError(t, err)

@@ -3,6 +3,7 @@ package workloads
 import (
 	"errors"
 	"fmt"
+	"math"
 	"math/rand/v2"
 
 	"github.com/scopedpm/scopedpm/coro"
@@ -13,11 +14,16 @@ import (
 )
 
 // The COSPlay workloads (COSPlay Table 3) are CPU task workloads: every
-// task is an undo-logged transaction (package txn, on a conventional log
-// with one partition per window context) under try-locks that yield when
-// taken, run by package coro under a configuration (Baseline, COSPlay,
-// SBatch, StrandWeaver, ...) that decides how the log is ordered before
-// the updates. The task code is the same under every configuration.
+// task is an undo-logged transaction (package txn, on a CPU log of its
+// window context) under try-locks that yield when taken, run by package
+// coro under a configuration (Baseline, COSPlay, SBatch, StrandWeaver, ...)
+// that decides how the log is ordered before the updates. A task has the
+// paper's shape (COSPlay §3, Fig. 2 and 4): one batch of undo-log entries
+// and their CLWBs, one ordering point, the updates in place and their
+// CLWBs, one ordering point, then the commit (the log's generation, one
+// store, its CLWB and an ordering point, which makes the task durable
+// before it unlocks). The task code is the same under every configuration
+// but StrandWeaver, under which TPC-C gives each strand its own batch.
 
 func init() {
 	for _, app := range cpuApps {
@@ -25,9 +31,9 @@ func init() {
 			func(s Size) crash.Workload { return mustWorkload(NewCPU(app.name, cpuShape(s), NoBug)) })
 	}
 	for _, app := range []string{"sps", "pc", "tatp", "tpcc", "cq4"} {
-		register("cosplay-"+app+"-nofence", "cosplay-"+app+" without the ordering point (CFence) between each undo-log insert and the update: a persistency bug",
+		register("cosplay-"+app+"-nofence", "cosplay-"+app+" without the ordering point (CFence) between the undo-log batch and the updates: a persistency bug",
 			func(s Size) crash.Workload { return mustWorkload(NewCPU(app, cpuShape(s), BugNoLogFence)) })
-		register("cosplay-"+app+"-noclwb", "cosplay-"+app+" without the CLWB of each undo-log insert's tail before its ordering point: a persistency bug",
+		register("cosplay-"+app+"-noclwb", "cosplay-"+app+" without the CLWBs of the undo-log batch before its ordering point: a persistency bug",
 			func(s Size) crash.Workload { return mustWorkload(NewCPU(app, cpuShape(s), BugNoLogFlush)) })
 	}
 }
@@ -39,13 +45,13 @@ type CPUBug uint8
 const (
 	NoBug CPUBug = iota
 	// BugNoLogFence drops the ordering point (CFence under COSPlay,
-	// SFence under Baseline) between an undo-log insert's new tail and the
-	// task's later persists: the log may persist after the update it
+	// SFence under Baseline) between a task's batch of undo-log entries
+	// and its later persists: the log may persist after the updates it
 	// covers.
 	BugNoLogFence
-	// BugNoLogFlush keeps that ordering point but drops the CLWB of the
-	// log's tail before it: the fence orders nothing of it, and the tail
-	// is written back only with the update.
+	// BugNoLogFlush keeps that ordering point but drops the CLWBs of the
+	// batch's lines before it: the fence orders nothing of them, and they
+	// are written back only with the updates.
 	BugNoLogFlush
 )
 
@@ -77,8 +83,26 @@ func cpuShape(s Size) CPUShape {
 // cpuApp is one benchmark of COSPlay Table 3.
 type cpuApp struct {
 	name, desc string
+	// clwbs and fences are what one task issues under Baseline, by the
+	// benchmark's layout (log lines, updated lines and the commit's line;
+	// the log batch, the updates and the commit).
+	clwbs, fences float64
 	// make returns the benchmark's state for a shape.
 	make func(sh CPUShape) cpuBench
+}
+
+// cpuWidth is the core's dispatch width (COSPlay Table 2: 4-wide), which
+// turns a task's compute instructions into Work cycles.
+const cpuWidth = 4
+
+// instructions returns the instructions of one task, from COSPlay Table
+// 3: the task's CLWBs at the benchmark's CKI and its fences at its SKI
+// each imply a task length (1000 clwbs/CKI, 1000 fences/SKI); the task
+// takes their geometric mean, which misses both by the same factor where
+// they disagree.
+func (a cpuApp) instructions() uint64 {
+	p := paperRates[a.name]
+	return uint64(math.Round(math.Sqrt(a.clwbs * 1000 / p[0] * a.fences * 1000 / p[1])))
 }
 
 // cpuBench is a benchmark's layout and code.
@@ -101,7 +125,7 @@ const (
 	// cpuLog names the undo logs: "cosplay-log-<k>" for window context k.
 	cpuLog = "cosplay-log"
 	// cpuLogCap is the log stream bytes of one window context: enough for
-	// TPC-C's dozen entries.
+	// TPC-C's dozen entries, a line each under StrandWeaver.
 	cpuLogCap = 2048
 )
 
@@ -143,14 +167,17 @@ func (w *CPUWorkload) Name() string {
 	return n
 }
 
-// contexts is the number of window contexts. Each has an undo log of its
-// own (a conventional log of one partition in a region of its own), so
-// that its control word (the tail, which every log insert and the commit
-// write back) is on a CPU line of its own: contexts are independent tasks
-// (COSPlay §3), and sharing a line would make one context's CLWB of its
-// tail wait for another's pending CLWB of the same line (COSPlay §4.3's
-// write-back buffer rule), serializing the contexts' persists.
-func (w *CPUWorkload) contexts() int {
+// contexts is the number of window contexts, of every core. Each has an undo log of its
+// own (a CPU log of one partition in a region of its own), so that its
+// control word (the generation, which every commit writes back) is on a
+// CPU line of its own: contexts are independent tasks (COSPlay §3), and
+// sharing a line would make one context's CLWB of it wait for another's
+// pending CLWB of the same line (COSPlay §4.3's write-back buffer rule),
+// serializing the contexts' persists.
+func (w *CPUWorkload) contexts() int { return w.window() * max(w.sh.Config.Cores, 1) }
+
+// window is the number of contexts on each core.
+func (w *CPUWorkload) window() int {
 	if w.sh.Config.Window == 0 {
 		return w.sh.Tasks
 	}
@@ -167,11 +194,7 @@ func (w *CPUWorkload) Setup(m *pm.Machine) error {
 		return err
 	}
 	for k := range w.contexts() {
-		l, err := txn.CreateConv(m, logName(k), 1, cpuLogCap)
-		if err != nil {
-			return err
-		}
-		if err := l.Close(m); err != nil {
+		if _, err := txn.CreateCPU(m, logName(k), 1, cpuLogCap); err != nil {
 			return err
 		}
 	}
@@ -184,11 +207,33 @@ func logName(k int) string { return fmt.Sprintf("%s-%d", cpuLog, k) }
 // cpuTask is what a benchmark's task code works with.
 type cpuTask struct {
 	c     *coro.Ctx
+	x     *txn.CPUExec // the transaction's Exec, or the one a bugExec wraps
 	tx    *txn.Tx
 	rng   *rand.Rand
 	data  pm.Addr
 	locks pm.Addr
 	seed  uint64 // the workload's seed, which its tables derive from
+	// instrs is the task's length in instructions (cpuApp.instructions):
+	// half of it is compute before the task's first verb (finding its
+	// records), the rest, less the loads, stores and CLWBs it issued,
+	// compute before its commit (the new values).
+	instrs uint64
+}
+
+// newStrand starts a StrandWeaver strand after writing back the lines the
+// last one stored to (CLWB, unordered): they belong to it, and written
+// back after the new strand's CLWBs and before its PersistBarrier they
+// would order the new strand behind the old one.
+func (t *cpuTask) newStrand() {
+	t.x.Flush()
+	t.c.NewStrand()
+}
+
+// work charges n instructions of compute at the core's width.
+func (t *cpuTask) work(n uint64) {
+	if cy := n / cpuWidth; cy > 0 {
+		t.c.Work(cy)
+	}
 }
 
 // lock takes try-lock i, yielding while another task holds it.
@@ -200,6 +245,9 @@ func (t *cpuTask) unlock(i int) { t.c.Unlock(t.locks.Add(uint64(8 * i))) }
 // commit commits the task's transaction, durably, and then releases its
 // locks, last taken first.
 func (t *cpuTask) commit(locks ...int) error {
+	if rest := t.instrs - t.instrs/2; rest > t.c.MemVerbs() {
+		t.work(rest - t.c.MemVerbs())
+	}
 	if err := t.tx.Commit(); err != nil {
 		return err
 	}
@@ -209,29 +257,19 @@ func (t *cpuTask) commit(locks ...int) error {
 	return nil
 }
 
-// openCPU finds the data region and opens the contexts' logs (whose
-// volatile locks the caller closes, see closeLogs).
-func (w *CPUWorkload) openCPU(m *pm.Machine) (pm.Range, []*txn.ConvLog, error) {
+// openCPU finds the data region and opens the contexts' logs.
+func (w *CPUWorkload) openCPU(m *pm.Machine) (pm.Range, []*txn.CPULog, error) {
 	rg, err := m.OpenRegion(cpuData)
 	if err != nil {
 		return pm.Range{}, nil, err
 	}
-	logs := make([]*txn.ConvLog, w.contexts())
+	logs := make([]*txn.CPULog, w.contexts())
 	for k := range logs {
-		if logs[k], err = txn.OpenConv(m, logName(k)); err != nil {
-			return pm.Range{}, nil, errors.Join(err, closeLogs(m, logs[:k]))
+		if logs[k], err = txn.OpenCPU(m, logName(k)); err != nil {
+			return pm.Range{}, nil, err
 		}
 	}
 	return rg, logs, nil
-}
-
-// closeLogs frees the logs' volatile locks.
-func closeLogs(m *pm.Machine, logs []*txn.ConvLog) error {
-	var errs []error
-	for _, l := range logs {
-		errs = append(errs, l.Close(m))
-	}
-	return errors.Join(errs...)
 }
 
 // Run runs the tasks under the shape's configuration.
@@ -242,19 +280,23 @@ func (w *CPUWorkload) Run(m *pm.Machine) error {
 	}
 	locks, err := m.Alloc(pm.HostMem, uint64(8*max(w.bench.locks(), 1)))
 	if err != nil {
-		return errors.Join(err, closeLogs(m, logs))
+		return err
 	}
 	tasks := make([]coro.Task, w.sh.Tasks)
 	for i := range tasks {
 		tasks[i] = func(c *coro.Ctx) {
-			log := logs[c.Context()]
-			var x txn.Exec = txn.CPU(c)
+			log := logs[c.Unit*w.window()+c.Context()] // core c.Unit's context
+			cx := txn.CPU(c)
+			var x txn.Exec = cx
 			if w.bug != NoBug {
-				x = &bugExec{CPUExec: txn.CPU(c), c: c, bug: w.bug, tails: tails(log.Region())}
+				x = &bugExec{CPUExec: cx, c: c, bug: w.bug, stream: log.Stream(0)}
 			}
+			t := &cpuTask{c: c, x: cx, rng: taskRNG(w.sh.Seed, c.ID()), data: rg.Base, locks: locks, seed: w.sh.Seed, instrs: w.app.instructions()}
+			t.work(t.instrs / 2)
 			tx, err := txn.Begin(x, log, 0)
 			if err == nil {
-				err = w.bench.task(&cpuTask{c: c, tx: tx, rng: taskRNG(w.sh.Seed, c.ID()), data: rg.Base, locks: locks, seed: w.sh.Seed})
+				t.tx = tx
+				err = w.bench.task(t)
 			}
 			if err != nil {
 				panic(fmt.Errorf("%s task %d: %w", w.app.name, c.ID(), err))
@@ -262,13 +304,7 @@ func (w *CPUWorkload) Run(m *pm.Machine) error {
 		}
 	}
 	w.last, err = coro.Run(m, tasks, coro.WithConfig(w.sh.Config), coro.WithName(w.Name()))
-	if err != nil {
-		return errors.Join(err, closeLogs(m, logs))
-	}
-	if err := m.Free(locks); err != nil {
-		return errors.Join(err, closeLogs(m, logs))
-	}
-	return closeLogs(m, logs)
+	return errors.Join(err, m.Free(locks))
 }
 
 // LastRun returns what the last Run's coroutine run reported: verb
@@ -288,13 +324,14 @@ func (w *CPUWorkload) Recover(m *pm.Machine) error {
 	}
 	for _, log := range logs {
 		if _, err := txn.RecoverAll(txn.Host(m), log); err != nil {
-			return errors.Join(err, closeLogs(m, logs))
+			return err
 		}
 	}
-	return closeLogs(m, logs)
+	return nil
 }
 
-// Check verifies the benchmark's invariant and that the log is consistent.
+// Check verifies the benchmark's invariant and that the logs are
+// consistent.
 func (w *CPUWorkload) Check(m *pm.Machine) error {
 	rg, logs, err := w.openCPU(m)
 	if err != nil {
@@ -302,38 +339,27 @@ func (w *CPUWorkload) Check(m *pm.Machine) error {
 	}
 	for _, log := range logs {
 		if err := log.Check(txn.Host(m)); err != nil {
-			return errors.Join(err, closeLogs(m, logs))
+			return err
 		}
-	}
-	if err := closeLogs(m, logs); err != nil {
-		return err
 	}
 	return w.bench.check(m, rg.Base, w.sh.Seed)
 }
 
-// tails returns the line of a context's log's control word (its one
-// partition's tail): the line after the header line (txn.ConvLog's
-// layout).
-func tails(log pm.Range) pm.Range {
-	return pm.Range{Base: log.Base.Add(txn.Line), Size: txn.Line}
-}
-
-// bugExec seeds a bug into the ordering points that follow a log insert's
-// new tail: the Order reached with only tail lines to write back, and the
-// Durable right after it (a commit's Clear is followed by a Durable alone,
-// and keeps it).
+// bugExec seeds a bug into the ordering point that follows a task's batch
+// of undo-log entries: an Order or Durable reached with only lines of its
+// log's stream to write back.
 type bugExec struct {
 	*txn.CPUExec
 	c      *coro.Ctx
 	bug    CPUBug
-	tails  pm.Range
-	seeded bool // the last Order was the seeded one
+	stream pm.Range
 }
 
-func (e *bugExec) afterTail() bool {
+// afterLog reports whether the lines to write back are all the log's.
+func (e *bugExec) afterLog() bool {
 	d := e.Dirty()
 	for _, l := range d {
-		if !e.tails.Contains(l, 1) {
+		if !e.stream.Contains(l, 1) {
 			return false
 		}
 	}
@@ -341,36 +367,31 @@ func (e *bugExec) afterTail() bool {
 }
 
 // Order is the task's ordering point, without the seeded part.
-func (e *bugExec) Order() {
-	e.seeded = e.afterTail()
-	e.order(e.seeded)
-}
+func (e *bugExec) Order() { e.order(e.afterLog()) }
 
 func (e *bugExec) order(seeded bool) {
 	switch {
 	case !seeded:
 		e.CPUExec.Order()
 	case e.bug == BugNoLogFlush:
-		e.c.Fence() // the tail's line stays dirty: written back with the update
+		e.c.Fence() // the log's lines stay dirty: written back with the updates
 	}
 }
 
-// Durable is Order, seeded after a seeded Order.
-func (e *bugExec) Durable() {
-	seeded := e.seeded
-	e.seeded = false
-	e.order(seeded)
-}
+// Durable is Order, seeded the same way.
+func (e *bugExec) Durable() { e.order(e.afterLog()) }
 
-// CPURates are a COSPlay workload's persistency verbs per 1,000 verbs,
-// beside COSPlay Table 3's per 1,000 instructions.
+// CPURates are a COSPlay workload's persistency verbs per 1,000
+// instructions under Baseline, beside COSPlay Table 3's.
 type CPURates struct {
 	Name                 string
 	Tasks                int
 	Verbs, CLWBs, Fences uint64
 	Switches             uint64
-	CLWBPerK, FencePerK  float64 // per 1,000 verbs, this implementation
-	PaperCKI, PaperSKI   float64 // clwbs and sfences per 1,000 instructions, COSPlay Table 3
+	// Instructions counts a verb as one and Work at the core's width.
+	Instructions       uint64
+	CKI, SKI           float64 // clwbs and fences per 1,000 instructions, this implementation
+	PaperCKI, PaperSKI float64 // COSPlay Table 3
 }
 
 // paperRates are COSPlay Table 3's CKI and SKI.
@@ -380,8 +401,8 @@ var paperRates = map[string][2]float64{
 }
 
 // MeasureCPURates runs COSPlay benchmark app on the functional backend
-// with shape sh and returns its CLWBs and fences per 1,000 verbs. Under
-// Baseline every fence is an SFence, as in Table 3.
+// with shape sh and returns its CLWBs and fences per 1,000 instructions.
+// Under Baseline every fence is an SFence, as in Table 3.
 func MeasureCPURates(app string, sh CPUShape) (CPURates, error) {
 	w, err := NewCPU(app, sh, NoBug)
 	if err != nil {
@@ -402,9 +423,10 @@ func MeasureCPURates(app string, sh CPUShape) (CPURates, error) {
 	}
 	r := w.LastRun()
 	p := paperRates[app]
+	ins := r.Verbs - r.Works + cpuWidth*r.WorkCycles
 	return CPURates{
-		Name: app, Verbs: r.Verbs, CLWBs: r.CLWBs, Fences: r.Fences,
-		CLWBPerK: 1000 * float64(r.CLWBs) / float64(r.Verbs), FencePerK: 1000 * float64(r.Fences) / float64(r.Verbs),
+		Name: app, Verbs: r.Verbs, CLWBs: r.CLWBs, Fences: r.Fences, Instructions: ins,
+		CKI: 1000 * float64(r.CLWBs) / float64(ins), SKI: 1000 * float64(r.Fences) / float64(ins),
 		PaperCKI: p[0], PaperSKI: p[1], Switches: r.Switches, Tasks: r.Tasks,
 	}, nil
 }

@@ -226,24 +226,31 @@ func TestCPUSeededBugsFound(t *testing.T) {
 	}
 }
 
-// TestCPURates computes each benchmark's CLWBs and fences per 1,000 verbs
-// under Baseline (every fence an SFence) and logs them beside COSPlay
-// Table 3's CKI and SKI (per 1,000 instructions: a verb is not an
-// instruction, so only the ratios and ranking compare).
+// TestCPURates measures each benchmark's CLWBs and fences per 1,000
+// instructions under Baseline (every fence an SFence; a verb counts as
+// one, Work at the core's width) against COSPlay Table 3's CKI and SKI:
+// within 25% of both, except CQ, whose tasks issue 3.5 CLWBs per 3
+// fences where Table 3 has 8.5 per fence (its queue entries must span
+// several lines; ours are a word), so its task length, the geometric
+// mean of the two Table 3 implies, misses each by the same factor.
 func TestCPURates(t *testing.T) {
 	sh := cpuShape(Quick)
 	sh.Config = coro.Config{Mode: coro.Baseline, Window: 1}
 	var sb strings.Builder
-	fmt.Fprintf(&sb, "%-5s %8s %9s %9s %9s %9s %11s\n", "bench", "verbs", "clwb/kv", "fence/kv", "paperCKI", "paperSKI", "clwb/fence")
+	fmt.Fprintf(&sb, "%-5s %8s %8s %7s %7s %9s %9s %11s\n", "bench", "instrs", "instr/t", "CKI", "SKI", "paperCKI", "paperSKI", "clwb/fence")
 	for _, app := range cpuApps {
 		r, err := MeasureCPURates(app.name, sh)
 		require.NoError(t, err)
 		require.Equal(t, app.name, r.Name)
-		require.Positive(t, r.CLWBPerK)
-		require.Positive(t, r.FencePerK)
-		require.InDelta(t, 1000*float64(r.CLWBs)/float64(r.Verbs), r.CLWBPerK, 1e-9)
-		require.Positive(t, r.PaperCKI)
-		fmt.Fprintf(&sb, "%-5s %8d %9.1f %9.1f %9.1f %9.1f %11.2f\n", r.Name, r.Verbs, r.CLWBPerK, r.FencePerK, r.PaperCKI, r.PaperSKI, float64(r.CLWBs)/float64(r.Fences))
+		require.InDelta(t, 1000*float64(r.CLWBs)/float64(r.Instructions), r.CKI, 1e-9)
+		fmt.Fprintf(&sb, "%-5s %8d %8.0f %7.1f %7.1f %9.1f %9.1f %11.2f\n", r.Name, r.Instructions, float64(r.Instructions)/float64(r.Tasks),
+			r.CKI, r.SKI, r.PaperCKI, r.PaperSKI, float64(r.CLWBs)/float64(r.Fences))
+		tol := 0.25
+		if strings.HasPrefix(app.name, "cq") {
+			tol = 2 // the factor sqrt(8.5/(3.5/3)) = 2.7 each way
+		}
+		require.InEpsilon(t, r.PaperCKI, r.CKI, tol, "%s CKI", app.name)
+		require.InEpsilon(t, r.PaperSKI, r.SKI, tol, "%s SKI", app.name)
 	}
 	t.Log("\n" + sb.String())
 	_, err := MeasureCPURates("nope", sh)
@@ -305,4 +312,83 @@ func TestCPUMutants(t *testing.T) {
 			require.True(t, killed[pm.OpCFence])
 		})
 	}
+}
+
+// cpuCycles runs w on a fresh cosplay machine with the BMO latency bmo
+// and returns its cycles and the core's statistics.
+func cpuCycles(t *testing.T, w *CPUWorkload, bmo int) hwmodel.CPUStats {
+	t.Helper()
+	c := hwmodel.PresetCOSPlay()
+	c.CPU.BMOCycles = bmo
+	be, err := hwmodel.New(c, hwmodel.SBRP)
+	require.NoError(t, err)
+	runCPU(t, w, be)
+	return be.LastCPU()
+}
+
+// TestCPUUnorderedUpperBound: Unordered, the core free of every
+// persist-induced stall (COSPlay §5), is never slower than any other
+// configuration at any window, on every benchmark and at every BMO, and
+// no CLWB of it ever waits (for a WBB entry or a pending CLWB of its
+// line).
+func TestCPUUnorderedUpperBound(t *testing.T) {
+	windows := []int{1, 2, 4, 8, 16, 32}
+	configs := []coro.Config{
+		{Mode: coro.Baseline, Window: 1},
+		{Mode: coro.StrandWeaver, Window: 1, StrandWidth: 4, StrandDepth: 4},
+		{Mode: coro.StrandWeaver, Window: 1, StrandWidth: 8, StrandDepth: 8},
+	}
+	for _, m := range []coro.Mode{coro.COSPlay, coro.SBatch, coro.FreeSwitch} {
+		for _, win := range windows {
+			configs = append(configs, coro.Config{Mode: m, Window: win})
+		}
+	}
+	shape := func(cfg coro.Config) CPUShape {
+		return CPUShape{Tasks: shortOr(64, 128), Config: cfg, Seed: 1, Scale: 8}
+	}
+	for _, app := range cpuApps {
+		t.Run(app.name, func(t *testing.T) {
+			for _, bmo := range hwmodel.BMOs() {
+				w, err := NewCPU(app.name, shape(coro.Config{Mode: coro.Unordered, Window: 1}), NoBug)
+				require.NoError(t, err)
+				un := cpuCycles(t, w, bmo.Cycles)
+				require.Zero(t, un.SameLine+un.WBBFull+un.SFence+un.CFence, "%s %s: %+v", app.name, bmo.Name, un)
+				for _, cfg := range configs {
+					w, err := NewCPU(app.name, shape(cfg), NoBug)
+					require.NoError(t, err)
+					st := cpuCycles(t, w, bmo.Cycles)
+					require.LessOrEqual(t, un.Cycles, st.Cycles, "%s %s: unordered %d cycles, %s %d", app.name, bmo.Name, un.Cycles, cfg.Name(), st.Cycles)
+				}
+			}
+		})
+	}
+}
+
+// TestCPUCII measures the coroutine library's instruction increase per
+// task (COSPlay at window 1 over Baseline, on the cosplay core) against
+// COSPlay Table 3's CII: within 25% for SPS, PC and TATP; TPC-C and CQ,
+// whose Table 3 rows imply far fewer instructions per switch (74 and 217
+// per sfence against 220 for the others, (CII-1)*1000/SKI) over longer
+// tasks, come out higher, within a factor of 1.6.
+func TestCPUCII(t *testing.T) {
+	cii := map[string]float64{"sps": 3.5, "pc": 5.3, "tatp": 8.1, "tpcc": 1.2, "cq4": 1.5, "cq16": 1.5, "cq64": 1.5}
+	var sb strings.Builder
+	for _, app := range cpuApps {
+		var ins [2]uint64
+		for i, cfg := range []coro.Config{{Mode: coro.Baseline, Window: 1}, {Mode: coro.COSPlay, Window: 1}} {
+			w, err := NewCPU(app.name, CPUShape{Tasks: 128, Config: cfg, Seed: 1, Scale: 8}, NoBug)
+			require.NoError(t, err)
+			ins[i] = cpuCycles(t, w, 0).Instructions
+		}
+		got := float64(ins[1]) / float64(ins[0])
+		fmt.Fprintf(&sb, "%-5s CII %.2f, Table 3 %.1f\n", app.name, got, cii[app.name])
+		switch app.name {
+		case "sps", "pc", "tatp":
+			require.InEpsilon(t, cii[app.name], got, 0.25, app.name)
+		default:
+			require.Greater(t, got, cii[app.name], app.name)
+			require.Less(t, got, 1.6*cii[app.name], app.name)
+		}
+	}
+	t.Log("\n" + sb.String())
 }
