@@ -514,7 +514,7 @@ func (t *Tree) finish(rec record, lanes []laneInfo, starts [][]uint64, offs []ui
 	if err := t.read(t.r.Base.Add(t.g.marksOff()), mb); err != nil {
 		return res, err
 	}
-	k := &kern{g: t.g, base: t.r.Base, seq: rec.seq, n: int(rec.n), h: int(rec.oldHeight), d: int(rec.d),
+	k := &kern{g: t.g, base: t.r.Base, mem: t.m.Memory(), seq: rec.seq, n: int(rec.n), h: int(rec.oldHeight), d: int(rec.d),
 		order: t.g.order, root: rec.oldRoot, lanes: lanes, starts: starts, alg: Alg(rec.alg), levelScope: o.Scopes.Level, topScope: o.Scopes.Top}
 	k.areas()
 	k.laneDone = make([]int, len(lanes))

@@ -13,12 +13,12 @@ import (
 // entries, or to an error wrapping ErrCorrupt; never a panic.
 func FuzzDecodeNode(f *testing.F) {
 	for _, order := range []int{4, 15} {
-		f.Add(encodeNode(&node{leaf: true, next: 7, keys: []uint64{1, 2}, vals: []uint64{3, 4}}, order), order)
-		f.Add(encodeNode(&node{keys: []uint64{10}, vals: []uint64{5, 6}}, order), order)
+		f.Add(encodeNode(&node{leaf: true, next: 7, keys: []uint64{1, 2}, vals: []uint64{3, 4}}, order, 3), order)
+		f.Add(encodeNode(&node{keys: []uint64{10}, vals: []uint64{5, 6}}, order, 3), order)
 	}
 	f.Add([]byte{nodeTag, kindInner}, 4)
 	f.Fuzz(func(t *testing.T, b []byte, order int) {
-		n, err := decodeNode(b, order)
+		n, err := decodeNode(b, order, 3)
 		if err != nil {
 			require.True(t, errors.Is(err, ErrCorrupt), "%v", err)
 			return
@@ -27,7 +27,7 @@ func FuzzDecodeNode(f *testing.F) {
 		if !n.leaf {
 			require.Equal(t, len(n.vals)-1, len(n.keys))
 		}
-		n2, err := decodeNode(encodeNode(n, order), order)
+		n2, err := decodeNode(encodeNode(n, order, 3), order, 3)
 		require.NoError(t, err)
 		require.Equal(t, n, n2)
 	})

@@ -106,7 +106,7 @@ func (t *Tree) deleteKey(key uint64, ids []uint32) error {
 		if err != nil {
 			return 0, err
 		}
-		return nid, t.write(t.g.nodeAddr(t.r.Base, nid), encodeNode(n, order))
+		return nid, t.write(t.g.nodeAddr(t.r.Base, nid), encodeNode(n, order, nid))
 	}
 	// Leaf level.
 	leaf := nodes[h-1]
@@ -173,7 +173,7 @@ func (t *Tree) deleteKey(key uint64, ids []uint32) error {
 			if q+1 < len(parts) {
 				next = pids[q+1]
 			}
-			if err := t.write(t.g.nodeAddr(t.r.Base, pids[q]), encodeNode(leafOf(part, next), order)); err != nil {
+			if err := t.write(t.g.nodeAddr(t.r.Base, pids[q]), encodeNode(leafOf(part, next), order, pids[q])); err != nil {
 				return err
 			}
 			pieces = append(pieces, entry{part[0].key, uint64(pids[q])})
@@ -266,7 +266,7 @@ func (t *Tree) deleteKey(key uint64, ids []uint32) error {
 	}
 	if pred != 0 {
 		b := make([]byte, 8)
-		pm.PutLE(b, uint64(firstLeaf))
+		pm.PutLE(b, nextWord(pred, firstLeaf)) // one aligned word: pointer and check together
 		if err := t.write(t.g.nodeAddr(t.r.Base, pred).Add(8), b); err != nil {
 			return err
 		}

@@ -2,6 +2,7 @@ package btree
 
 import (
 	"fmt"
+	"sync"
 
 	"github.com/scopedpm/scopedpm/pm"
 	"github.com/scopedpm/scopedpm/scope"
@@ -57,6 +58,63 @@ type kern struct {
 	writes [][]uint64
 	// allocErr describes the first allocation that did not fit.
 	allocErr string
+
+	// mem is the machine's memory: verify reads a node's bytes from it
+	// directly, untimed (see verify).
+	mem *pm.Memory
+	// badMu guards bad, the first node a thread found corrupt (its error
+	// names the node); the insert kernel also sets errNode in the error
+	// word, the lookups return bad after their launch.
+	badMu sync.Mutex
+	bad   error
+}
+
+// corrupt records err, a node that does not decode, if it is the first.
+func (k *kern) corrupt(err error) {
+	k.badMu.Lock()
+	defer k.badMu.Unlock()
+	if k.bad == nil {
+		k.bad = err
+	}
+}
+
+// verify checks node id against its checksums, given the header word h
+// the thread loaded: it returns the node's count, or -1 (and records the
+// error) if h does not decode, is not the kind leaf asks for, or the
+// node's checksum (nodeSum) does not match. A GPU thread would read the
+// whole node and hash it; here the node's bytes are read from the memory
+// image directly and hashed in Go, so the check is NOT timed: it adds no
+// simulated memory traffic and no Work cycles, and the kernels' simulated
+// timing is what it was before nodes had checksums.
+func (k *kern) verify(id uint32, h uint64, leaf bool) int {
+	cnt, err := checkHeader(id, h, k.order)
+	if err == nil && (h>>8&0xff == kindLeaf) != leaf {
+		err = fmt.Errorf("%w: node %d: header %#x, want leaf=%v", ErrCorrupt, id, h, leaf)
+	}
+	if err == nil {
+		var b []byte
+		if b, _, err = k.mem.Bytes(k.node(id), k.g.nodeBytes, 8); err != nil {
+			err = fmt.Errorf("%w: node %d: %w", ErrCorrupt, id, err)
+		} else if sum := nodeSum(id, b, k.order); uint32(h>>32) != sum {
+			err = fmt.Errorf("%w: node %d: checksum %#08x, want %#08x", ErrCorrupt, id, sum, uint32(h>>32))
+		}
+	}
+	if err != nil {
+		k.corrupt(err)
+		return -1
+	}
+	return cnt
+}
+
+// nextOf returns the next leaf in node id's next word w, the thread
+// loaded; if the word's check fails it records the error and returns
+// false. Untimed, like verify.
+func (k *kern) nextOf(id uint32, w uint64) (uint32, bool) {
+	next, ok := nextOf(id, w)
+	if !ok {
+		k.corrupt(fmt.Errorf("%w: node %d: next word %#x fails its check", ErrCorrupt, id, w))
+	}
+	return next, ok
 }
 
 func (k *kern) addWrites(lane, level int, w uint64) { k.writes[lane][level] += w }
@@ -116,6 +174,9 @@ func (k *kern) launch(m *pm.Machine, offs []uint32, o BatchOptions) error {
 	}
 	if code != 0 {
 		what := map[uint64]string{errNode: "a node that does not decode", errAlloc: "a lane out of free nodes", errPiece: "a bad piece record"}[code&0xff]
+		if code&0xff == errNode && k.bad != nil {
+			return fmt.Errorf("insert kernel found %s (thread %d): %w", what, code>>8, k.bad)
+		}
 		return fmt.Errorf("%w: insert kernel found %s (thread %d) %s", ErrCorrupt, what, code>>8, k.allocErr)
 	}
 	return nil
@@ -267,21 +328,17 @@ func (k *kern) setMark(t *scope.Thread, lane, done int) {
 
 func (k *kern) pathOf(t *scope.Thread, depth, i int) uint32 { return t.Load32(k.pathAt(depth, i)) }
 
-// header loads a node's header word and checks it; count -1 on failure.
+// header loads a node's header word and checks it and the node's
+// checksum (verify); count -1 on failure.
 func (k *kern) header(t *scope.Thread, id uint32, leaf bool) int {
 	if id == 0 || uint64(id) >= k.g.capacity {
+		k.corrupt(fmt.Errorf("%w: node id %d of %d", ErrCorrupt, id, k.g.capacity))
 		k.fail(t, errNode)
 		return -1
 	}
-	h := t.Load64(k.node(id))
-	cnt := int(h >> 16 & 0xffff)
-	want := uint64(kindInner)
-	if leaf {
-		want = kindLeaf
-	}
-	if h&0xff != nodeTag || h>>8&0xff != want || h>>32 != 0 || cnt > k.order || (!leaf && cnt < 1) {
+	cnt := k.verify(id, t.Load64(k.node(id)), leaf)
+	if cnt < 0 {
 		k.fail(t, errNode)
-		return -1
 	}
 	return cnt
 }
@@ -486,9 +543,13 @@ func (k *kern) writePieces(t *scope.Thread, es []entry, leaf bool, lane, lv int,
 	for q := range ids {
 		ids[q] = t.Load32(k.freeID(base + uint64(q)))
 	}
-	var oldNext uint64
+	var oldNext uint32
 	if leaf && old != 0 {
-		oldNext = t.Load64(k.node(old).Add(8))
+		var ok bool
+		if oldNext, ok = k.nextOf(old, t.Load64(k.node(old).Add(8))); !ok {
+			k.fail(t, errNode)
+			return nil
+		}
 	}
 	out := make([]entry, p)
 	at := 0
@@ -498,15 +559,19 @@ func (k *kern) writePieces(t *scope.Thread, es []entry, leaf bool, lane, lv int,
 		at += sz
 		id := ids[q]
 		out[q] = entry{part[0].key, uint64(id)}
-		t.Store64(k.node(id), nodeHeader(leaf, sz))
-		next := uint64(0)
+		next := uint32(0)
 		if leaf {
 			next = oldNext
 			if q < p-1 {
-				next = uint64(ids[q+1])
+				next = ids[q+1]
 			}
 		}
-		t.Store64(k.node(id).Add(8), next)
+		// The node's image, for its checksums: computed in Go, not timed
+		// (no simulated traffic, no Work cycles; see verify). The thread
+		// stores the same words it stored before nodes had checksums.
+		img := encodeNode(nodeOf(part, leaf, next), k.order, id)
+		t.Store64(k.node(id), pm.GetLE(img[0:8]))
+		t.Store64(k.node(id).Add(8), pm.GetLE(img[8:16]))
 		*w += 2 + uint64(len(part)) + uint64(len(part)) - uint64(btoi(!leaf))
 		for e, en := range part {
 			if leaf {
@@ -518,6 +583,21 @@ func (k *kern) writePieces(t *scope.Thread, es []entry, leaf bool, lane, lv int,
 		}
 	}
 	return out
+}
+
+// nodeOf is the node that entries make (a leaf's entries, or an internal
+// node's separator and child per entry, the first separator unused).
+func nodeOf(es []entry, leaf bool, next uint32) *node {
+	n := &node{leaf: leaf, next: next, vals: make([]uint64, len(es))}
+	for i, e := range es {
+		if leaf {
+			n.keys = append(n.keys, e.key)
+		} else if i > 0 {
+			n.keys = append(n.keys, e.key)
+		}
+		n.vals[i] = e.val
+	}
+	return n
 }
 
 func btoi(b bool) int {
@@ -545,7 +625,11 @@ func (k *kern) chain(t *scope.Thread, i int) {
 			break
 		}
 	}
-	oldNext := uint32(t.Load64(k.node(c).Add(8)))
+	oldNext, ok := k.nextOf(c, t.Load64(k.node(c).Add(8)))
+	if !ok {
+		k.fail(t, errNode)
+		return
+	}
 	next := oldNext
 	if j < k.n && oldNext != 0 && k.pathOf(t, leafDepth, j) == oldNext {
 		next = uint32(t.Load64(k.pieceAt(leafDepth, 2*j).Add(8)) &^ lastPiece)
@@ -554,7 +638,7 @@ func (k *kern) chain(t *scope.Thread, i int) {
 		k.fail(t, errPiece)
 		return
 	}
-	t.Store64(k.node(last).Add(8), uint64(next))
+	t.Store64(k.node(last).Add(8), nextWord(last, next))
 	k.addWrites(len(k.lanes), k.h, 1)
 	// The leaf before c in the old tree: up to the first ancestor where c's
 	// branch is not the leftmost, one child left, then rightmost down.
@@ -581,7 +665,7 @@ func (k *kern) chain(t *scope.Thread, i int) {
 		}
 	}
 	if pred != 0 && (i == 0 || k.pathOf(t, leafDepth, i-1) != pred) {
-		t.Store64(k.node(pred).Add(8), uint64(first))
+		t.Store64(k.node(pred).Add(8), nextWord(pred, first)) // one aligned word: pointer and check
 		k.addWrites(len(k.lanes), k.h, 1)
 	}
 }

@@ -60,10 +60,11 @@ const (
 	lastPiece = uint64(1) << 63
 	pieceBufs = 4 // piece buffers: the leaves', then three for the internal depths
 	// formatVersion is the layout's version, in the header after the
-	// geometry: 2 since the internal depths rotate over three piece
-	// buffers. Trees written before it hold 0 there (version 1's layout,
-	// two buffers) and are refused with ErrVersion.
-	formatVersion = 2
+	// geometry: 3 since nodes carry checksums (nodeSum, nextWord); 2 had
+	// the internal depths rotate over three piece buffers. Trees written
+	// before version 2 hold 0 there (version 1's layout, two buffers);
+	// every other version is refused with ErrVersion.
+	formatVersion = 3
 	versionOff    = 8 + 8*5
 )
 
@@ -248,6 +249,27 @@ type node struct {
 	vals []uint64
 }
 
+// Node format (version 3). A node is a header word, a next word, Order
+// keys and Order values (children for an internal node):
+//
+//	header: bits 0-7 nodeTag, 8-15 the kind, 16-31 the count (entries of
+//	        a leaf, children of an internal node), 32-63 nodeSum
+//	next:   bits 0-31 the next leaf (0: none, and always 0 in an internal
+//	        node), 32-63 nextCheck of the node's id and that next leaf
+//
+// nodeSum is a CRC-32C of the node's id, the header's low 32 bits and the
+// used keys and values (a leaf's first count keys and values, an internal
+// node's first count-1 keys and count children); slots beyond the count
+// and the next word are not covered. The next word has its own check
+// because it is the one word written in place in a committed node (the
+// leaf chain, see Tree): one aligned 8-byte store keeps pointer and check
+// together, so a crash cannot leave a node whose checksum disagrees with
+// it. Covering the id catches a node written at, or read from, the wrong
+// place. A node whose sum or check does not match is ErrCorrupt, naming the
+// node (decodeNodeInto, kern.header).
+
+// nodeHeader is the header word of a node without its checksum (the low
+// 32 bits); encodeNode and the kernels add nodeSum in the high bits.
 func nodeHeader(leaf bool, count int) uint64 {
 	k := uint64(kindInner)
 	if leaf {
@@ -256,47 +278,100 @@ func nodeHeader(leaf bool, count int) uint64 {
 	return nodeTag | k<<8 | uint64(count)<<16
 }
 
-// encodeNode encodes n in a node of order order.
-func encodeNode(n *node, order int) []byte {
+// nodeSum returns the checksum of node id whose bytes b (at least
+// nodeBytesFor(order)) hold a header with a count of at most order: a
+// CRC-32C of the id, the header's low 32 bits and the used keys and values.
+func nodeSum(id uint32, b []byte, order int) uint32 {
+	var pre [8]byte
+	binary.LittleEndian.PutUint32(pre[0:], id)
+	copy(pre[4:], b[0:4])
+	h := binary.LittleEndian.Uint32(b)
+	cnt := int(h >> 16)
+	nk := cnt
+	if h>>8&0xff != kindLeaf {
+		nk = max(cnt-1, 0)
+	}
+	crc := seal.Update(seal.Checksum(pre[:]), b[16:16+8*nk])
+	return seal.Update(crc, b[16+8*order:16+8*order+8*cnt])
+}
+
+// nextCheck is the check of node id's next word when it points at next.
+func nextCheck(id, next uint32) uint32 {
+	var b [9]byte
+	b[0] = 'N' // not a prefix nodeSum shares
+	binary.LittleEndian.PutUint32(b[1:], id)
+	binary.LittleEndian.PutUint32(b[5:], next)
+	return seal.Checksum(b[:])
+}
+
+// nextWord is the next word of node id pointing at next (0: none).
+func nextWord(id, next uint32) uint64 { return uint64(nextCheck(id, next))<<32 | uint64(next) }
+
+// nextOf returns the next leaf of node id's next word w, or false if its
+// check does not match.
+func nextOf(id uint32, w uint64) (uint32, bool) {
+	next := uint32(w)
+	return next, uint32(w>>32) == nextCheck(id, next)
+}
+
+// encodeNode encodes n as node id of order order, with its checksums.
+func encodeNode(n *node, order int, id uint32) []byte {
 	b := make([]byte, nodeBytesFor(order))
 	cnt := len(n.vals)
 	binary.LittleEndian.PutUint64(b, nodeHeader(n.leaf, cnt))
-	binary.LittleEndian.PutUint64(b[8:], uint64(n.next))
+	binary.LittleEndian.PutUint64(b[8:], nextWord(id, n.next))
 	for i, k := range n.keys {
 		binary.LittleEndian.PutUint64(b[16+8*i:], k)
 	}
 	for i, v := range n.vals {
 		binary.LittleEndian.PutUint64(b[16+8*order+8*i:], v)
 	}
+	binary.LittleEndian.PutUint32(b[4:], nodeSum(id, b, order))
 	return b
 }
 
-// decodeNode decodes the bytes of a node of order order. Bytes that are
-// not a node give an error wrapping ErrCorrupt; it never panics.
-func decodeNode(b []byte, order int) (*node, error) {
+// checkHeader checks the header word h of node id, a leaf or an internal
+// node as leaf says (either if any), without its checksum, and returns its
+// count.
+func checkHeader(id uint32, h uint64, order int) (int, error) {
+	kind, cnt := h>>8&0xff, int(h>>16&0xffff)
+	if h&0xff != nodeTag || (kind != kindLeaf && kind != kindInner) || cnt > order || (kind == kindInner && cnt < 1) {
+		return 0, fmt.Errorf("%w: node %d: header %#x", ErrCorrupt, id, h)
+	}
+	return cnt, nil
+}
+
+// decodeNode decodes the bytes of node id of order order. Bytes that are
+// not a node, or whose checksums do not match, give an error wrapping
+// ErrCorrupt that names the node; it never panics.
+func decodeNode(b []byte, order int, id uint32) (*node, error) {
 	n := &node{}
-	if err := decodeNodeInto(b, order, n); err != nil {
+	if err := decodeNodeInto(b, order, id, n); err != nil {
 		return nil, err
 	}
 	return n, nil
 }
 
 // decodeNodeInto is decodeNode into n, reusing the room of n's slices.
-func decodeNodeInto(b []byte, order int, n *node) error {
+func decodeNodeInto(b []byte, order int, id uint32, n *node) error {
 	if order < MinOrder || order > MaxOrder || uint64(len(b)) < nodeBytesFor(order) {
-		return fmt.Errorf("%w: node of %d bytes for order %d", ErrCorrupt, len(b), order)
+		return fmt.Errorf("%w: node %d of %d bytes for order %d", ErrCorrupt, id, len(b), order)
 	}
 	h := binary.LittleEndian.Uint64(b)
-	kind, cnt := h>>8&0xff, int(h>>16&0xffff)
-	if h&0xff != nodeTag || (kind != kindLeaf && kind != kindInner) || h>>32 != 0 || cnt > order {
-		return fmt.Errorf("%w: node header %#x", ErrCorrupt, h)
+	cnt, err := checkHeader(id, h, order)
+	if err != nil {
+		return err
 	}
-	n.leaf, n.next = kind == kindLeaf, uint32(binary.LittleEndian.Uint64(b[8:]))
-	if !n.leaf && cnt < 1 {
-		return fmt.Errorf("%w: internal node with no child", ErrCorrupt)
+	if sum := nodeSum(id, b, order); uint32(h>>32) != sum {
+		return fmt.Errorf("%w: node %d: checksum %#08x, want %#08x", ErrCorrupt, id, sum, uint32(h>>32))
 	}
-	if !n.leaf && binary.LittleEndian.Uint64(b[8:]) != 0 {
-		return fmt.Errorf("%w: internal node with a next pointer", ErrCorrupt)
+	next, ok := nextOf(id, binary.LittleEndian.Uint64(b[8:]))
+	if !ok {
+		return fmt.Errorf("%w: node %d: next word %#x fails its check", ErrCorrupt, id, binary.LittleEndian.Uint64(b[8:]))
+	}
+	n.leaf, n.next = h>>8&0xff == kindLeaf, next
+	if !n.leaf && next != 0 {
+		return fmt.Errorf("%w: node %d: internal node with a next pointer", ErrCorrupt, id)
 	}
 	nk := cnt
 	if !n.leaf {

@@ -33,7 +33,7 @@ func (t *Tree) GetBatch(keys []uint64, opts ...scope.Option) (vals []uint64, fou
 	}
 	defer t.freeAll(in, out)
 	root, height := t.cur.root, int(t.cur.height)
-	k := (&kern{g: t.g, base: t.r.Base, order: t.g.order}).areas()
+	k := (&kern{g: t.g, base: t.r.Base, order: t.g.order, mem: t.m.Memory()}).areas()
 	_, err = scope.Launch(t.m, scope.Grid{Blocks: (n + lookupBlock - 1) / lookupBlock, Threads: lookupBlock}, func(th *scope.Thread) {
 		i := th.ID()
 		if i >= n {
@@ -60,6 +60,9 @@ func (t *Tree) GetBatch(keys []uint64, opts ...scope.Option) (vals []uint64, fou
 	}, append([]scope.Option{scope.WithName("btree-get")}, opts...)...)
 	if err != nil {
 		return nil, nil, fmt.Errorf("btree: get kernel: %w", err)
+	}
+	if k.bad != nil {
+		return nil, nil, fmt.Errorf("btree: get kernel: %w", k.bad)
 	}
 	b := make([]byte, 16*n)
 	if err := t.read(out, b); err != nil {
@@ -99,7 +102,7 @@ func (t *Tree) ScanBatch(ranges []Range, limit int, opts ...scope.Option) ([][]K
 	}
 	defer t.freeAll(in, out)
 	root, height := t.cur.root, int(t.cur.height)
-	k := (&kern{g: t.g, base: t.r.Base, order: t.g.order}).areas()
+	k := (&kern{g: t.g, base: t.r.Base, order: t.g.order, mem: t.m.Memory()}).areas()
 	maxSteps := t.g.capacity
 	_, err = scope.Launch(t.m, scope.Grid{Blocks: (n + lookupBlock - 1) / lookupBlock, Threads: lookupBlock}, func(th *scope.Thread) {
 		i := th.ID()
@@ -127,8 +130,8 @@ func (t *Tree) ScanBatch(ranges []Range, limit int, opts ...scope.Option) ([][]K
 				th.Store64(base.Add(16+16*uint64(got)), th.Load64(k.valAt(leaf, e)))
 				got++
 			}
-			next := uint32(th.Load64(k.node(leaf).Add(8)))
-			if next == 0 {
+			next, ok := k.nextOf(leaf, th.Load64(k.node(leaf).Add(8)))
+			if !ok || next == 0 {
 				break
 			}
 			leaf, cnt = next, k.lookupHeader(th, next, true)
@@ -137,6 +140,9 @@ func (t *Tree) ScanBatch(ranges []Range, limit int, opts ...scope.Option) ([][]K
 	}, append([]scope.Option{scope.WithName("btree-scan")}, opts...)...)
 	if err != nil {
 		return nil, fmt.Errorf("btree: scan kernel: %w", err)
+	}
+	if k.bad != nil {
+		return nil, fmt.Errorf("btree: scan kernel: %w", k.bad)
 	}
 	b := make([]byte, uint64(n)*slot)
 	if err := t.read(out, b); err != nil {
@@ -154,8 +160,9 @@ func (t *Tree) ScanBatch(ranges []Range, limit int, opts ...scope.Option) ([][]K
 }
 
 // descend walks from root to the leaf of key and returns the leaf and its
-// entry count (-1 if a node did not decode; the error word is not used by
-// lookups: such a query finds nothing).
+// entry count (-1 if a node did not decode: the query stops, and the
+// launch's caller returns the error kern.verify recorded, which names the
+// node).
 func (k *kern) descend(t *scope.Thread, root uint32, height int, key uint64) (uint32, int) {
 	id := root
 	for range height - 1 {
@@ -168,20 +175,14 @@ func (k *kern) descend(t *scope.Thread, root uint32, height int, key uint64) (ui
 	return id, k.lookupHeader(t, id, true)
 }
 
+// lookupHeader loads node id's header word and checks it and the node's
+// checksum (verify, untimed); -1 on failure, with the error recorded.
 func (k *kern) lookupHeader(t *scope.Thread, id uint32, leaf bool) int {
 	if id == 0 || uint64(id) >= k.g.capacity {
+		k.corrupt(fmt.Errorf("%w: node id %d of %d", ErrCorrupt, id, k.g.capacity))
 		return -1
 	}
-	h := t.Load64(k.node(id))
-	want := uint64(kindInner)
-	if leaf {
-		want = kindLeaf
-	}
-	cnt := int(h >> 16 & 0xffff)
-	if h&0xff != nodeTag || h>>8&0xff != want || cnt > k.order || (!leaf && cnt < 1) {
-		return -1
-	}
-	return cnt
+	return k.verify(id, t.Load64(k.node(id)), leaf)
 }
 
 // readable refuses lookups on a tree with an unfinished batch.

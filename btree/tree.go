@@ -134,7 +134,7 @@ func Create(m *pm.Machine, region string, o Options) (*Tree, error) {
 		return nil, err
 	}
 	root := &node{leaf: true}
-	if err := t.write(g.nodeAddr(r.Base, 1), encodeNode(root, g.order)); err != nil {
+	if err := t.write(g.nodeAddr(r.Base, 1), encodeNode(root, g.order, 1)); err != nil {
 		return nil, err
 	}
 	if err := t.publish(meta{seq: 1, root: 1, height: 1}, []uint32{1}, nil); err != nil {
@@ -350,10 +350,7 @@ func (t *Tree) readNodeInto(id uint32, b []byte, n *node) error {
 	if err := t.read(t.g.nodeAddr(t.r.Base, id), b); err != nil {
 		return err
 	}
-	if err := decodeNodeInto(b, t.g.order, n); err != nil {
-		return fmt.Errorf("node %d: %w", id, err)
-	}
-	return nil
+	return decodeNodeInto(b, t.g.order, id, n) // its errors name the node
 }
 
 // Region returns the tree's PM region.

@@ -1,0 +1,183 @@
+package btree
+
+import (
+	"errors"
+	"maps"
+	"math/rand/v2"
+	"slices"
+	"testing"
+
+	"github.com/stretchr/testify/require"
+)
+
+// flipOutcome is what the readers made of a tree with one byte flipped.
+type flipOutcome int
+
+const (
+	flipDetected flipOutcome = iota // an error wrapping ErrCorrupt
+	flipRight                       // no error, and the right data
+	flipWrong                       // no error, and wrong data (or another error)
+)
+
+// TestNodeByteFlips flips every byte of every node of a committed tree
+// (nodes written by the insert kernel and by the host's Delete, a leaf
+// chain updated in place) with a seeded random mask, one at a time, and
+// reads the tree back with Open, Check, Get of every key, Scan (ScanErr),
+// GetBatch and ScanBatch. A flip in a used field (the header word, the
+// next word, a used key or value) must give ErrCorrupt from one of them;
+// a flip in an unused slot beyond a node's count, or in the padding, may
+// pass only if every reader returns the right data.
+func TestNodeByteFlips(t *testing.T) {
+	seed := testSeed(t)
+	rng := rand.New(rand.NewPCG(seed, 28))
+	m := newMachine(t)
+	const order = 4
+	tr, err := Create(m, "bt", Options{Order: order, Capacity: 200, MaxBatch: 100})
+	require.NoError(t, err)
+	want := map[uint64]uint64{}
+	ks := batchKeys("dense", rng, 48, 1)
+	vs := make([]uint64, len(ks))
+	for i := range vs {
+		vs[i] = rng.Uint64()
+		want[ks[i]] = vs[i]
+	}
+	_, err = tr.InsertBatch(ks, vs, BatchOptions{})
+	require.NoError(t, err)
+	keys := slices.Sorted(maps.Keys(want))
+	for _, k := range keys[5:12] { // host writes: new leaves, a pred's next pointer
+		ok, err := tr.Delete(k)
+		require.NoError(t, err)
+		require.True(t, ok)
+		delete(want, k)
+	}
+	require.NoError(t, tr.Put(1<<50, 7)) // a batch of one key
+	want[1<<50] = 7
+	keys = slices.Sorted(maps.Keys(want))
+	require.NoError(t, tr.Check())
+
+	// The reachable nodes, and what a flip at each byte of one touches.
+	type nodeInfo struct {
+		id      uint32
+		leaf    bool
+		keys    int // used key slots
+		entries int // used value (child) slots
+	}
+	var nodes []nodeInfo
+	var walk func(id uint32, depth int)
+	walk = func(id uint32, depth int) {
+		n, err := tr.readNode(id)
+		require.NoError(t, err)
+		nodes = append(nodes, nodeInfo{id, n.leaf, len(n.keys), len(n.vals)})
+		if !n.leaf {
+			for _, c := range n.vals {
+				walk(uint32(c), depth+1)
+			}
+		}
+	}
+	walk(tr.cur.root, 0)
+	used := func(ni nodeInfo, off int) bool {
+		switch {
+		case off < 16: // header and next words
+			return true
+		case off < 16+8*order:
+			return off < 16+8*ni.keys
+		case off < 16+16*order:
+			return off < 16+8*order+8*ni.entries
+		}
+		return false // padding
+	}
+
+	var wantKV []KV
+	for _, k := range keys {
+		wantKV = append(wantKV, KV{k, want[k]})
+	}
+	read := func() (flipOutcome, string) {
+		judge := func(err error, what string) (flipOutcome, string) {
+			if errors.Is(err, ErrCorrupt) {
+				return flipDetected, what + ": " + err.Error()
+			}
+			return flipWrong, what + ": unexpected error " + err.Error()
+		}
+		tr2, err := Open(m, "bt")
+		if err != nil {
+			return judge(err, "Open")
+		}
+		if err := tr2.Check(); err != nil {
+			return judge(err, "Check")
+		}
+		for _, k := range append(keys, 0, 1<<40) {
+			v, ok, err := tr2.Get(k)
+			if err != nil {
+				return judge(err, "Get")
+			}
+			if w, in := want[k]; ok != in || v != w {
+				return flipWrong, "Get returned wrong data"
+			}
+		}
+		var got []KV
+		if err := tr2.ScanErr(0, ^uint64(0), func(k, v uint64) bool { got = append(got, KV{k, v}); return true }); err != nil {
+			return judge(err, "Scan")
+		}
+		if !slices.Equal(got, wantKV) {
+			return flipWrong, "Scan returned wrong data"
+		}
+		vals, found, err := tr2.GetBatch(keys)
+		if err != nil {
+			return judge(err, "GetBatch")
+		}
+		for i, k := range keys {
+			if !found[i] || vals[i] != want[k] {
+				return flipWrong, "GetBatch returned wrong data"
+			}
+		}
+		res, err := tr2.ScanBatch([]Range{{0, ^uint64(0)}}, len(keys)+10)
+		if err != nil {
+			return judge(err, "ScanBatch")
+		}
+		if !slices.Equal(res[0], wantKV) {
+			return flipWrong, "ScanBatch returned wrong data"
+		}
+		return flipRight, ""
+	}
+
+	var flips, usedFlips, detected, usedDetected, rightUnused, missed int
+	for _, ni := range nodes {
+		base := tr.g.nodeAddr(tr.r.Base, ni.id)
+		for off := range int(tr.g.nodeBytes) {
+			a := base.Add(uint64(off))
+			orig := make([]byte, 1)
+			require.NoError(t, tr.read(a, orig))
+			mask := byte(1 + rng.IntN(255))
+			require.NoError(t, m.CopyIn(a, []byte{orig[0] ^ mask}))
+			got, why := read()
+			require.NoError(t, m.CopyIn(a, orig))
+			flips++
+			u := used(ni, off)
+			if u {
+				usedFlips++
+			}
+			switch got {
+			case flipDetected:
+				detected++
+				if u {
+					usedDetected++
+				}
+			case flipRight:
+				if u {
+					missed++
+					t.Errorf("node %d (leaf=%v) byte %d ^ %#02x: a used field, not detected", ni.id, ni.leaf, off, mask)
+				} else {
+					rightUnused++
+				}
+			case flipWrong:
+				missed++
+				t.Errorf("node %d (leaf=%v) byte %d ^ %#02x: %s", ni.id, ni.leaf, off, mask, why)
+			}
+		}
+	}
+	t.Logf("%d nodes of %d bytes: %d flips, %d detected as ErrCorrupt; %d in used fields, %d of them detected; %d in unused slots returned the right data; %d missed (wrong data or undetected in a used field)",
+		len(nodes), tr.g.nodeBytes, flips, detected, usedFlips, usedDetected, rightUnused, missed)
+	require.GreaterOrEqual(t, flips, 400)
+	require.Zero(t, missed)
+	require.NoError(t, tr.Check(), "every flip was undone")
+}
