@@ -2,6 +2,7 @@ package btree
 
 import (
 	"errors"
+	"fmt"
 	"maps"
 	"math/rand/v2"
 	"slices"
@@ -29,13 +30,19 @@ const (
 // pass only if every reader returns the right data.
 func TestNodeByteFlips(t *testing.T) {
 	seed := testSeed(t)
-	rng := rand.New(rand.NewPCG(seed, 28))
+	for _, tc := range []struct{ order, keys int }{{4, 48}, {15, 160}} {
+		t.Run(fmt.Sprintf("order %d", tc.order), func(t *testing.T) {
+			nodeByteFlips(t, rand.New(rand.NewPCG(seed, uint64(tc.order))), tc.order, tc.keys)
+		})
+	}
+}
+
+func nodeByteFlips(t *testing.T, rng *rand.Rand, order, nkeys int) {
 	m := newMachine(t)
-	const order = 4
-	tr, err := Create(m, "bt", Options{Order: order, Capacity: 200, MaxBatch: 100})
+	tr, err := Create(m, "bt", Options{Order: order, Capacity: 400, MaxBatch: 200})
 	require.NoError(t, err)
 	want := map[uint64]uint64{}
-	ks := batchKeys("dense", rng, 48, 1)
+	ks := batchKeys("dense", rng, nkeys, 1)
 	vs := make([]uint64, len(ks))
 	for i := range vs {
 		vs[i] = rng.Uint64()
