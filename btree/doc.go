@@ -18,7 +18,12 @@
 // CRC-32C); a tree of another format version is refused with ErrVersion.
 // Nodes have a fixed size (a header word, the next-leaf word, Order keys
 // and Order values or children; 256 bytes at the default order 15) and
-// come from a pool in the region; a bitmap marks the nodes in use. Changes
+// come from a pool in the region; a bitmap marks the nodes in use. Every
+// node carries a CRC-32C of its id, header and used keys and values in the
+// header word's high half, and the next-leaf word a check of its pointer in
+// its own high half (it is written in place, in one store); every read of
+// a node, by the host, Check, recovery or a kernel, verifies them, and a
+// node that fails is ErrCorrupt with its id. Changes
 // are copy-on-write: a batch writes fresh nodes for every node it changes.
 // The one commit point of a batch is the commit word, an aligned 8-byte
 // store of the batch's number, which selects one of two meta lines (root,

@@ -18,7 +18,9 @@ const lookupBlock = 64
 
 // GetBatch looks the keys up with one kernel launch, one thread per key,
 // and returns each key's value and whether the tree holds it, as of the
-// last committed batch (durable); it writes only device memory.
+// last committed batch (durable); it writes only device memory. A node
+// that does not decode or fails its checksum gives an error wrapping
+// ErrCorrupt that names it.
 func (t *Tree) GetBatch(keys []uint64, opts ...scope.Option) (vals []uint64, found []bool, err error) {
 	if len(keys) == 0 {
 		return nil, nil, nil
@@ -79,7 +81,9 @@ func (t *Tree) GetBatch(keys []uint64, opts ...scope.Option) (vals []uint64, fou
 // ScanBatch runs the range queries with one kernel launch, one thread per
 // query: each finds the leaf of its low key and follows the leaf chain,
 // returning at most limit entries in key order, as of the last committed
-// batch (durable); it writes only device memory.
+// batch (durable); it writes only device memory. A node that does not
+// decode or fails its checksum gives an error wrapping ErrCorrupt that
+// names it.
 func (t *Tree) ScanBatch(ranges []Range, limit int, opts ...scope.Option) ([][]KV, error) {
 	if len(ranges) == 0 {
 		return nil, nil

@@ -495,8 +495,9 @@ func (t *Tree) All() iter.Seq2[uint64, uint64] { return t.Scan(0, ^uint64(0)) }
 
 const maxReported = 20
 
-// Check verifies the committed tree, after bbolt's tx.Check: keys strictly
-// ascending in every node, every non-root node between Order/2 and Order
+// Check verifies the committed tree, after bbolt's tx.Check: every
+// reachable node's checksums (a node that fails is reported by id and not
+// descended into), keys strictly ascending in every node, every non-root node between Order/2 and Order
 // entries (children), every key of a subtree between the separators around
 // it, all leaves at one depth, the leaf chain visiting the leaves in key
 // order, the key count, every node reachable once, and the bitmap marking
