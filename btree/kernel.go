@@ -3,6 +3,7 @@ package btree
 import (
 	"fmt"
 	"sync"
+	"sync/atomic"
 
 	"github.com/scopedpm/scopedpm/pm"
 	"github.com/scopedpm/scopedpm/scope"
@@ -67,6 +68,12 @@ type kern struct {
 	// word, the lookups return bad after their launch.
 	badMu sync.Mutex
 	bad   error
+	// failed is set with the error word (fail): from then on threads
+	// write nothing, no node, piece or mark, only keep to the barriers, so
+	// the batch stays as a crash at that point would leave it and Recover
+	// can redo it once the damage is repaired. Go-side and untimed: a run
+	// that does not fail is timed as before.
+	failed atomic.Bool
 }
 
 // corrupt records err, a node that does not decode, if it is the first.
@@ -96,7 +103,7 @@ func (k *kern) verify(id uint32, h uint64, leaf bool) int {
 		if b, _, err = k.mem.Bytes(k.node(id), k.g.nodeBytes, 8); err != nil {
 			err = fmt.Errorf("%w: node %d: %w", ErrCorrupt, id, err)
 		} else if sum := nodeSum(id, b, k.order); uint32(h>>32) != sum {
-			err = fmt.Errorf("%w: node %d: checksum %#08x, want %#08x", ErrCorrupt, id, sum, uint32(h>>32))
+			err = fmt.Errorf("%w: node %d: checksum mismatch (stored %#08x, computed %#08x)", ErrCorrupt, id, uint32(h>>32), sum)
 		}
 	}
 	if err != nil {
@@ -183,6 +190,7 @@ func (k *kern) launch(m *pm.Machine, offs []uint32, o BatchOptions) error {
 }
 
 func (k *kern) fail(t *scope.Thread, code uint64) {
+	k.failed.Store(true)
 	t.AtomicCAS64(k.errw, 0, code|uint64(t.ID())<<8, pm.Device)
 }
 
@@ -249,12 +257,12 @@ func (k *kern) kernel(t *scope.Thread) {
 			}
 			depth := k.h - 1 - li
 			for i := ks + tid; i < ke; i += bs {
-				if i == ks || k.pathOf(t, depth, i-1) != k.pathOf(t, depth, i) {
+				if !k.failed.Load() && (i == ks || k.pathOf(t, depth, i-1) != k.pathOf(t, depth, i)) {
 					k.process(t, depth, i, ke, lane)
 				}
 			}
 			k.levelBarrier(t)
-			if tid == 0 {
+			if tid == 0 && !k.failed.Load() {
 				k.setMark(t, lane, li+1)
 			}
 		}
@@ -267,23 +275,23 @@ func (k *kern) kernel(t *scope.Thread) {
 		}
 		depth := k.d - 1 - ti
 		for i := ks + tid; i < ke; i += bs {
-			if i == 0 || k.pathOf(t, depth, i-1) != k.pathOf(t, depth, i) {
+			if !k.failed.Load() && (i == 0 || k.pathOf(t, depth, i-1) != k.pathOf(t, depth, i)) {
 				k.process(t, depth, i, k.n, top)
 			}
 		}
 		k.topBarrier(t, &arrivals)
-		if t.ID() == 0 {
+		if t.ID() == 0 && !k.failed.Load() {
 			k.setMark(t, top, ti+1)
 		}
 	}
 	if k.topDone <= k.d {
 		for i := ks + tid; i < ke; i += bs {
-			if i == 0 || k.pathOf(t, k.h-1, i-1) != k.pathOf(t, k.h-1, i) {
+			if !k.failed.Load() && (i == 0 || k.pathOf(t, k.h-1, i-1) != k.pathOf(t, k.h-1, i)) {
 				k.chain(t, i)
 			}
 		}
 		k.topBarrier(t, &arrivals)
-		if t.ID() == 0 {
+		if t.ID() == 0 && !k.failed.Load() {
 			k.setMark(t, top, k.d+1)
 		}
 	}

@@ -363,7 +363,7 @@ func decodeNodeInto(b []byte, order int, id uint32, n *node) error {
 		return err
 	}
 	if sum := nodeSum(id, b, order); uint32(h>>32) != sum {
-		return fmt.Errorf("%w: node %d: checksum %#08x, want %#08x", ErrCorrupt, id, sum, uint32(h>>32))
+		return fmt.Errorf("%w: node %d: checksum mismatch (stored %#08x, computed %#08x)", ErrCorrupt, id, uint32(h>>32), sum)
 	}
 	next, ok := nextOf(id, binary.LittleEndian.Uint64(b[8:]))
 	if !ok {

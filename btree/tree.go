@@ -554,7 +554,11 @@ func (t *Tree) Check() error {
 		seen[f.id/64] |= 1 << (f.id % 64)
 		n, err := t.readNode(f.id)
 		if err != nil {
-			bad("%v", err)
+			if errors.Is(err, ErrCorrupt) { // it names the node already
+				errs = append(errs, err)
+			} else {
+				bad("%v", err)
+			}
 			continue
 		}
 		isRoot := f.depth == 0
