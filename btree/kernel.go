@@ -598,9 +598,7 @@ func (k *kern) writePieces(t *scope.Thread, es []entry, leaf bool, lane, lv int,
 func nodeOf(es []entry, leaf bool, next uint32) *node {
 	n := &node{leaf: leaf, next: next, vals: make([]uint64, len(es))}
 	for i, e := range es {
-		if leaf {
-			n.keys = append(n.keys, e.key)
-		} else if i > 0 {
+		if leaf || i > 0 {
 			n.keys = append(n.keys, e.key)
 		}
 		n.vals[i] = e.val
