@@ -10,6 +10,7 @@ import (
 
 	"github.com/stretchr/testify/require"
 
+	"github.com/scopedpm/scopedpm/internal/seal"
 	"github.com/scopedpm/scopedpm/pm"
 )
 
@@ -260,4 +261,11 @@ func TestCorruptNodeNamed(t *testing.T) {
 		require.True(t, ok)
 		require.Equal(t, uint64(2), v)
 	}
+}
+
+// TestCRCWords: crcWords is seal's CRC-32C of the same bytes.
+func TestCRCWords(t *testing.T) {
+	b := []byte{'N', 1, 2, 3, 4, 5, 6, 7, 8}
+	require.Equal(t, seal.Checksum(b), crcWords(crcWords(0, 'N', 1), 0x0807060504030201, 8))
+	require.Equal(t, seal.Update(seal.Checksum(b[:1]), b[1:5]), crcWords(seal.Checksum(b[:1]), 0x04030201, 4))
 }

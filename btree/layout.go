@@ -4,6 +4,7 @@ import (
 	"encoding/binary"
 	"errors"
 	"fmt"
+	"hash/crc32"
 
 	"github.com/scopedpm/scopedpm/internal/seal"
 	"github.com/scopedpm/scopedpm/pm"
@@ -282,26 +283,36 @@ func nodeHeader(leaf bool, count int) uint64 {
 // nodeBytesFor(order)) hold a header with a count of at most order: a
 // CRC-32C of the id, the header's low 32 bits and the used keys and values.
 func nodeSum(id uint32, b []byte, order int) uint32 {
-	var pre [8]byte
-	binary.LittleEndian.PutUint32(pre[0:], id)
-	copy(pre[4:], b[0:4])
 	h := binary.LittleEndian.Uint32(b)
 	cnt := int(h >> 16)
 	nk := cnt
 	if h>>8&0xff != kindLeaf {
 		nk = max(cnt-1, 0)
 	}
-	crc := seal.Update(seal.Checksum(pre[:]), b[16:16+8*nk])
+	crc := crcWords(0, uint64(id)|uint64(h)<<32, 8) // the id, then the header's low half
+	crc = seal.Update(crc, b[16:16+8*nk])
 	return seal.Update(crc, b[16+8*order:16+8*order+8*cnt])
 }
 
-// nextCheck is the check of node id's next word when it points at next.
+// nextCheck is the check of node id's next word when it points at next:
+// the CRC-32C of 'N' (no prefix nodeSum shares), id and next.
 func nextCheck(id, next uint32) uint32 {
-	var b [9]byte
-	b[0] = 'N' // not a prefix nodeSum shares
-	binary.LittleEndian.PutUint32(b[1:], id)
-	binary.LittleEndian.PutUint32(b[5:], next)
-	return seal.Checksum(b[:])
+	return crcWords(crcWords(0, 'N', 1), uint64(id)|uint64(next)<<32, 8)
+}
+
+// castagnoli is the CRC-32C table (the one seal's checksums use).
+var castagnoli = crc32.MakeTable(crc32.Castagnoli)
+
+// crcWords is seal.Update(crc, the n low bytes of v, little-endian),
+// without a slice: a slice of a local array escapes into crc32.Update, an
+// allocation per node read.
+func crcWords(crc uint32, v uint64, n int) uint32 {
+	crc = ^crc
+	for range n {
+		crc = castagnoli[byte(crc)^byte(v)] ^ crc>>8
+		v >>= 8
+	}
+	return ^crc
 }
 
 // nextWord is the next word of node id pointing at next (0: none).
