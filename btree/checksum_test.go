@@ -269,3 +269,27 @@ func TestCRCWords(t *testing.T) {
 	require.Equal(t, seal.Checksum(b), crcWords(crcWords(0, 'N', 1), 0x0807060504030201, 8))
 	require.Equal(t, seal.Update(seal.Checksum(b[:1]), b[1:5]), crcWords(seal.Checksum(b[:1]), 0x04030201, 4))
 }
+
+// BenchmarkNodeSum: the checksum of a full node of the default order,
+// alone and as part of decoding it.
+func BenchmarkNodeSum(b *testing.B) {
+	const order = 15
+	n := &node{leaf: true, next: 9, keys: make([]uint64, order), vals: make([]uint64, order)}
+	for i := range n.keys {
+		n.keys[i], n.vals[i] = uint64(i), uint64(i*i)
+	}
+	img := encodeNode(n, order, 5)
+	b.Run("sum", func(b *testing.B) {
+		for b.Loop() {
+			nodeSum(5, img, order)
+		}
+	})
+	b.Run("decode", func(b *testing.B) {
+		var d node
+		for b.Loop() {
+			if err := decodeNodeInto(img, order, 5, &d); err != nil {
+				b.Fatal(err)
+			}
+		}
+	})
+}
