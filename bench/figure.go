@@ -31,7 +31,7 @@ var ErrFigure = errors.New("bench: figure")
 // cdf_pNNN, the value at percentile NNN, is drawn as a CDF instead, a
 // panel per workload and a line per config), with the legend beside the
 // panels, a dashed line at 1 on panels of ratios (speedups, normalised
-// values), and, if paper is set, each value a paper reports for a bar (see
+// values), the title above them (one line per line of title), and, if paper is set, each value a paper reports for a bar (see
 // PaperValues) as a black mark across that bar. The format follows the
 // extension of path: .svg, .png or .pdf.
 func WriteFigure(path, title string, rows []Row, paper bool) error {
@@ -87,7 +87,9 @@ func WriteFigure(path, title string, rows []Row, paper bool) error {
 	panelW := max(5*vg.Inch, vg.Length(maxBars)+1.5*vg.Inch)
 	panelH := 3.2 * vg.Inch
 	legendW := legendWidth(legend, append(slices.Clone(configs), "paper's value")...)
-	titleH := 0.45 * vg.Inch
+	// A line of the title for each line of title (a changed machine says
+	// so on a line of its own).
+	titleH := 0.45*vg.Inch + vg.Length(strings.Count(title, "\n"))*0.25*vg.Inch
 	width := vg.Length(cols)*panelW + legendW
 	height := vg.Length(nrows)*panelH + titleH
 
@@ -99,7 +101,14 @@ func WriteFigure(path, title string, rows []Row, paper bool) error {
 	sty := plot.New().Title.TextStyle
 	sty.Font.Size = 14
 	sty.XAlign, sty.YAlign = draw.XCenter, draw.YCenter
-	dc.FillText(sty, vg.Point{X: (width - legendW) / 2, Y: height - titleH/2}, title)
+	// The first line of the title large, the others (notes such as a
+	// changed machine) small.
+	lines := strings.Split(title, "\n")
+	dc.FillText(sty, vg.Point{X: (width - legendW) / 2, Y: height - 0.225*vg.Inch}, lines[0])
+	sty.Font.Size = 10
+	for i, l := range lines[1:] {
+		dc.FillText(sty, vg.Point{X: width / 2, Y: height - 0.45*vg.Inch - vg.Length(i)*0.25*vg.Inch}, l)
+	}
 
 	grid := make([][]*plot.Plot, nrows)
 	for i := range grid {

@@ -101,3 +101,26 @@ func TestWriteCSVSize(t *testing.T) {
 	require.NoError(t, bench.WriteCSV(&b, rows, bench.Format{Size: "quick", Paper: true}))
 	require.Equal(t, "sbrp-fig9,geomean,sbrp-far-eadr,speedup,1.2,quick,1.14,1.05263,\"SBRP §7.3, Fig. 9\"\n", b.String())
 }
+
+// The CSV's columns: the default is Header's alone; -set and -sweep add
+// overrides, -paper on a changed machine names its ratio so, a shard adds
+// its name and the exact value.
+func TestCSVHeader(t *testing.T) {
+	for _, tc := range []struct {
+		f    bench.Format
+		want string
+	}{
+		{bench.Format{}, "experiment,workload,config,metric,value,size"},
+		{bench.Format{Paper: true}, "experiment,workload,config,metric,value,size,paper_value,ratio,paper_source"},
+		{bench.Format{Set: []string{"a=1"}}, "experiment,workload,config,metric,value,size,overrides"},
+		{bench.Format{Sweep: "a"}, "experiment,workload,config,metric,value,size,overrides"},
+		{bench.Format{Set: []string{"a=1"}, Paper: true}, "experiment,workload,config,metric,value,size,overrides,paper_value,ratio_changed_machine,paper_source"},
+		{bench.Format{Shard: "0/2"}, "experiment,workload,config,metric,value,size,shard,value_exact"},
+	} {
+		require.Equal(t, tc.want, strings.Join(bench.CSVHeader(tc.f), ","), "%+v", tc.f)
+	}
+	rows := []bench.Row{{"e", "w", "c a=2", "m", 1.0 / 3}}
+	var b strings.Builder
+	require.NoError(t, bench.WriteCSV(&b, rows, bench.Format{Set: []string{"b=1"}, Sweep: "a", Shard: "1/2", Size: "quick"}))
+	require.Equal(t, "e,w,c a=2,m,0.333333,quick,b=1 a=2,1/2,0.3333333333333333\n", b.String())
+}

@@ -170,7 +170,10 @@ Usage: pmbench [flags]
 		changed += ", swept over -sweep " + *sweep
 	}
 	fmt.Fprintf(stderr, "pmbench: running %s at %s size%s%s\n", names(selected), opts.SizeName(), changed, sizeNote(*exps == "", *quick))
-	f := bench.Format{Size: opts.SizeName(), Paper: *paper, Set: sets}
+	f := bench.Format{Size: opts.SizeName(), Paper: *paper, Set: sets, Shard: *shard}
+	if len(sweepSets) > 0 {
+		f.Sweep, _, _ = strings.Cut(sweepSets[0], "=")
+	}
 	for i, e := range selected {
 		bar := newProgress(stderr, e.Name)
 		opts.Progress = bar.update
@@ -207,7 +210,7 @@ Usage: pmbench [flags]
 			}
 		}
 		if *out != "" {
-			if err := writeOut(*out, e, rows, f); err != nil {
+			if err := writeOut(*out, e, rows, f, changed); err != nil {
 				return err
 			}
 		}
@@ -389,8 +392,9 @@ func (f *multiFlag) Set(v string) error {
 }
 
 // writeOut writes the experiment's CSV and its figure, as SVG and PNG,
-// into dir.
-func writeOut(dir string, e bench.Experiment, rows []bench.Row, f bench.Format) error {
+// into dir; changed (", on a machine changed by -set ...") goes into the
+// figure's title.
+func writeOut(dir string, e bench.Experiment, rows []bench.Row, f bench.Format, changed string) error {
 	file, err := os.Create(filepath.Join(dir, e.Name+".csv"))
 	if err != nil {
 		return err
@@ -407,6 +411,12 @@ func writeOut(dir string, e bench.Experiment, rows []bench.Row, f bench.Format) 
 		return nil
 	}
 	title := fmt.Sprintf("%s%s, %s size", e.Name, source(e, " (%s)"), f.Size)
+	if changed != "" {
+		title += "\n" + strings.TrimPrefix(changed, ", ")
+		if f.Paper {
+			title += "\n(the papers' marks are for their own machine, not this one)"
+		}
+	}
 	for _, ext := range []string{".svg", ".png"} {
 		if err := bench.WriteFigure(filepath.Join(dir, e.Name+ext), title, rows, f.Paper); err != nil {
 			return err

@@ -74,7 +74,7 @@ func TestPmbenchOutAndShard(t *testing.T) {
 	require.NoError(t, run([]string{"-exp", "sbrp-fig9", "-smoke", "-out", dir, "-set", "persist.window=4"}, &out, &errb))
 	csv, err := os.ReadFile(filepath.Join(dir, "sbrp-fig9.csv"))
 	require.NoError(t, err)
-	require.True(t, strings.HasPrefix(string(csv), "experiment,workload,config,metric,value,size\n"))
+	require.True(t, strings.HasPrefix(string(csv), "experiment,workload,config,metric,value,size,overrides\n"), "%s", csv)
 	svg, err := os.ReadFile(filepath.Join(dir, "sbrp-fig9.svg"))
 	require.NoError(t, err)
 	require.Contains(t, string(svg), "<svg")
@@ -94,7 +94,15 @@ func TestPmbenchOutAndShard(t *testing.T) {
 			want = append(want, l)
 		}
 	}
-	got := append(strings.Split(strings.TrimSpace(s0.String()), "\n")[1:], strings.Split(strings.TrimSpace(s1.String()), "\n")[1:]...)
+	var got []string
+	for _, s := range []string{s0.String(), s1.String()} {
+		lines := strings.Split(strings.TrimSpace(s), "\n")
+		require.Equal(t, "experiment,workload,config,metric,value,size,shard,value_exact", lines[0])
+		for _, l := range lines[1:] {
+			f := strings.Split(l, ",")
+			got = append(got, strings.Join(f[:6], ","))
+		}
+	}
 	require.ElementsMatch(t, want, got)
 	require.Error(t, run([]string{"-exp", "sbrp-fig6", "-shard", "2/2"}, &out, &errb))
 	require.Error(t, run([]string{"-exp", "micro-persist", "-quick", "-set", "nope=1"}, &out, &errb))
@@ -244,7 +252,8 @@ func TestPmbenchSweep(t *testing.T) {
 	cycles := map[string]string{}
 	for _, line := range strings.Split(strings.TrimSpace(out.String()), "\n")[1:] {
 		f := strings.Split(line, ",")
-		require.Len(t, f, 6, line)
+		require.Len(t, f, 7, line)
+		require.Equal(t, strings.Fields(f[2])[1], f[6], "the overrides column names the sweep value")
 		switch {
 		case strings.HasSuffix(f[2], " nvm.write_latency_cycles=100"), strings.HasSuffix(f[2], " nvm.write_latency_cycles=3200"):
 		default:
@@ -262,4 +271,42 @@ func TestPmbenchSweep(t *testing.T) {
 	sl, err := strconv.ParseFloat(slow, 64)
 	require.NoError(t, err)
 	require.GreaterOrEqual(t, sl, f, "a slower NVM write is not faster")
+}
+
+// -set and -sweep are shown in the CSV (an overrides column, only then),
+// in the figure's title, and a ratio to the papers' values measured on a
+// changed machine is named so.
+func TestPmbenchOverridesShown(t *testing.T) {
+	for _, tc := range []struct {
+		args   []string
+		header string
+		row    string
+		title  string
+	}{
+		{[]string{"-exp", "sbrp-fig9", "-smoke"}, "experiment,workload,config,metric,value,size", ",smoke", ""},
+		{[]string{"-exp", "sbrp-fig9", "-smoke", "-paper"}, "experiment,workload,config,metric,value,size,paper_value,ratio,paper_source", ",smoke,", ""},
+		{[]string{"-exp", "sbrp-fig9", "-smoke", "-paper", "-set", "nvm.write_latency_cycles=500"},
+			"experiment,workload,config,metric,value,size,overrides,paper_value,ratio_changed_machine,paper_source",
+			",smoke,nvm.write_latency_cycles=500,", "on a machine changed by -set nvm.write_latency_cycles=500"},
+		{[]string{"-exp", "sbrp-fig9", "-smoke", "-set", "persist.window=4", "-sweep", "nvm.write_latency_cycles=200,400"},
+			"experiment,workload,config,metric,value,size,overrides",
+			",smoke,persist.window=4 nvm.write_latency_cycles=400", "swept over -sweep nvm.write_latency_cycles=200,400"},
+	} {
+		dir := t.TempDir()
+		var out, errb bytes.Buffer
+		require.NoError(t, run(append(tc.args, "-format", "csv", "-out", dir), &out, &errb), "%v", tc.args)
+		lines := strings.Split(strings.TrimSpace(out.String()), "\n")
+		require.Equal(t, tc.header, lines[0], "%v", tc.args)
+		require.Contains(t, lines[len(lines)-1], tc.row, "%v", tc.args)
+		svg, err := os.ReadFile(filepath.Join(dir, "sbrp-fig9.svg"))
+		require.NoError(t, err)
+		if tc.title == "" {
+			require.NotContains(t, string(svg), "changed by", "%v", tc.args)
+			continue
+		}
+		require.Contains(t, string(svg), tc.title, "%v: the figure's title", tc.args)
+		if slices.Contains(tc.args, "-paper") {
+			require.Contains(t, string(svg), "the papers&#39; marks are for their own machine", "%v", tc.args)
+		}
+	}
 }
