@@ -48,7 +48,7 @@ type Options struct {
 	// Shard, Shards run only the part of a sweep with index%Shards ==
 	// Shard (Shards 0 or 1: all of it), so any batch scheduler can run the
 	// parts. Sweeps shard by application; summary rows (geomean) are left
-	// to the unsharded run.
+	// to the unsharded run, or to Merge, which joins the shards' CSVs.
 	Shard, Shards int
 	// Progress, if set, is told of work to do (total > 0) and work done
 	// (done > 0) as a sweep runs.

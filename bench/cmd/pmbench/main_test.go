@@ -310,3 +310,78 @@ func TestPmbenchOverridesShown(t *testing.T) {
 		}
 	}
 }
+
+// pmbench merge joins the CSVs of -shard runs into what one unsharded run
+// prints, byte for byte: geomeans (sbrp-fig6), minima and maxima
+// (cosplay-fig8), the papers' ratios, an experiment that does not shard
+// (gpm-fig11), a -set and a -sweep.
+func TestPmbenchMerge(t *testing.T) {
+	for _, tc := range []struct {
+		args   []string
+		shards int
+	}{
+		{[]string{"-exp", "sbrp-fig6", "-smoke"}, 2},
+		{[]string{"-exp", "cosplay-fig8", "-smoke"}, 2},
+		{[]string{"-exp", "sbrp-fig6,cosplay-fig8,gpm-fig11", "-smoke", "-paper"}, 3},
+		{[]string{"-exp", "sbrp-fig11", "-smoke", "-set", "persist.window=4", "-sweep", "nvm.write_latency_cycles=200,400"}, 2},
+	} {
+		dir := t.TempDir()
+		args := append(slices.Clone(tc.args), "-format", "csv")
+		var want, errb bytes.Buffer
+		require.NoError(t, run(args, &want, &errb), "%v", args)
+		var files []string
+		for i := range tc.shards {
+			var s bytes.Buffer
+			require.NoError(t, run(append(slices.Clone(args), "-shard", strconv.Itoa(i)+"/"+strconv.Itoa(tc.shards)), &s, &errb))
+			files = append(files, filepath.Join(dir, strconv.Itoa(i)+".csv"))
+			require.NoError(t, os.WriteFile(files[i], s.Bytes(), 0o644))
+		}
+		slices.Reverse(files) // the order of the files does not matter
+		var got bytes.Buffer
+		out := filepath.Join(dir, "out")
+		require.NoError(t, run(append([]string{"merge", "-format", "csv"}, append(files, "-out", out)...), &got, &errb), "%v", args)
+		require.Equal(t, want.String(), got.String(), "%v: merged shards print what one run does", args)
+		name := strings.Split(tc.args[1], ",")[0]
+		csv, err := os.ReadFile(filepath.Join(out, name+".csv"))
+		require.NoError(t, err)
+		require.Contains(t, want.String(), strings.SplitN(string(csv), "\n", 2)[1], "%v: -out writes the merged CSV", args)
+		_, err = os.Stat(filepath.Join(out, name+".png"))
+		require.NoError(t, err, "%v: and the figure", args)
+	}
+
+	// Shards missing, given twice, of different runs, and files that are
+	// not shard CSVs are one-line errors.
+	dir := t.TempDir()
+	write := func(name string, args ...string) string {
+		var b, errb bytes.Buffer
+		require.NoError(t, run(append(args, "-format", "csv"), &b, &errb))
+		p := filepath.Join(dir, name)
+		require.NoError(t, os.WriteFile(p, b.Bytes(), 0o644))
+		return p
+	}
+	s0 := write("s0.csv", "-exp", "sbrp-fig9", "-smoke", "-shard", "0/2")
+	s1 := write("s1.csv", "-exp", "sbrp-fig9", "-smoke", "-shard", "1/2")
+	t3 := write("t3.csv", "-exp", "sbrp-fig9", "-smoke", "-shard", "1/3")
+	q1 := write("q1.csv", "-exp", "sbrp-fig9", "-quick", "-shard", "1/2")
+	whole := write("whole.csv", "-exp", "sbrp-fig9", "-smoke")
+	for _, tc := range []struct {
+		args []string
+		msg  string
+	}{
+		{[]string{"merge", s0}, "shard 1/2 missing"},
+		{[]string{"merge", s0, s0, s1}, "shard 0/2 given twice"},
+		{[]string{"merge", s0, t3}, "split 2 and 3 ways"},
+		{[]string{"merge", s0, q1}, "different sizes"},
+		{[]string{"merge", whole}, "not the CSV of a -shard i/n run"},
+		{[]string{"merge", filepath.Join(dir, "nope.csv")}, "no such file"},
+		{[]string{"merge"}, "no files"},
+		{[]string{"merge", "-bogus", s0}, "flag provided but not defined"},
+		{[]string{"merge", "-format", "xml", s0, s1}, "unknown -format"},
+	} {
+		var out, errb bytes.Buffer
+		err := run(tc.args, &out, &errb)
+		require.ErrorContains(t, err, tc.msg, "%v", tc.args)
+		require.NotContains(t, err.Error(), "\n", "%v", tc.args)
+		require.Empty(t, out.String(), "%v", tc.args)
+	}
+}
