@@ -10,8 +10,6 @@ import (
 	"slices"
 	"strconv"
 	"strings"
-
-	"github.com/scopedpm/scopedpm/hwmodel"
 )
 
 // ErrMerge is returned when shard CSVs cannot be merged: a file that is
@@ -267,24 +265,34 @@ func mergeRules() map[string]func([]Row) []Row {
 		}
 	}
 	// The COSPlay figures (minMax): the benchmarks in order, then min and
-	// max of a metric per config, in the order the figure adds them.
-	cosplayBMO := func(rows []Row) []Row {
-		rows = byWorkload(rows, cosplayOrder)
-		for _, bmo := range hwmodel.BMOs() {
-			rows = minMax(Options{}, rows, rows[0].Experiment, bmo.Name, "speedup")
+	// max of metric per config, in the order the configs first appear.
+	cosplay := func(metric string) func([]Row) []Row {
+		return func(rows []Row) []Row {
+			rows = byWorkload(rows, cosplayOrder)
+			var configs []string
+			for _, r := range rows {
+				if r.Metric == metric && !slices.Contains(configs, r.Config) {
+					configs = append(configs, r.Config)
+				}
+			}
+			for _, c := range configs {
+				rows = minMax(Options{}, rows, rows[0].Experiment, c, metric)
+			}
+			return rows
 		}
-		return rows
 	}
 	return map[string]func([]Row) []Row{
-		"sbrp-fig6":    sbrp("speedup"),
-		"sbrp-fig7":    sbrp("speedup"),
-		"sbrp-fig8":    sbrp("l1_pm_read_misses_norm"),
-		"sbrp-fig9":    sbrp("speedup"),
-		"sbrp-fig10a":  sbrp("speedup"),
-		"sbrp-fig10b":  sbrp("speedup"),
-		"sbrp-fig10c":  sbrp("speedup"),
-		"sbrp-fig11":   sbrp("recovery_norm"),
-		"cosplay-fig8": cosplayBMO,
+		"sbrp-fig6":     sbrp("speedup"),
+		"sbrp-fig7":     sbrp("speedup"),
+		"sbrp-fig8":     sbrp("l1_pm_read_misses_norm"),
+		"sbrp-fig9":     sbrp("speedup"),
+		"sbrp-fig10a":   sbrp("speedup"),
+		"sbrp-fig10b":   sbrp("speedup"),
+		"sbrp-fig10c":   sbrp("speedup"),
+		"sbrp-fig11":    sbrp("recovery_norm"),
+		"cosplay-fig1":  cosplay("slowdown"),
+		"cosplay-fig8":  cosplay("speedup"),
+		"cosplay-fig14": cosplay("speedup"),
 	}
 }
 
