@@ -38,15 +38,18 @@ func WriteFigure(path, title string, rows []Row, paper bool) error {
 	if len(rows) == 0 {
 		return fmt.Errorf("%w: no rows to plot for %s", ErrFigure, title)
 	}
-	var marks []Comparison
+	var marks, relative []Comparison // the paper's values for bars, and those relative to another config
 	if paper {
 		vals, err := PaperValuesFor(rows[0].Experiment)
 		if err != nil {
 			return err
 		}
 		for _, c := range Compare(rows, vals) {
-			if c.Over == "" {
+			switch {
+			case c.Over == "":
 				marks = append(marks, c)
+			case c.Found:
+				relative = append(relative, c)
 			}
 		}
 	}
@@ -67,15 +70,38 @@ func WriteFigure(path, title string, rows []Row, paper bool) error {
 		return err
 	}
 	maxBars := vg.Length(0) // the widest panel's bars and gaps
+	ref := ""               // what the line at 1 is, for the legend
 	for _, m := range metrics {
-		p, bars, err := metricPanel(m, rows, configs, colors, marks)
+		p, bars, base, err := metricPanel(m, rows, configs, colors, marks)
+		if err != nil {
+			return err
+		}
+		if isRatio(m) {
+			switch {
+			case ref == "":
+				ref = "1 = " + base
+				if base == "" {
+					ref = "1 = parity with the baseline"
+				}
+			case base != "" && ref != "1 = "+base, base == "" && ref != "1 = parity with the baseline":
+				ref = "1 = each axis's baseline"
+			}
+		}
+		panels = append(panels, p)
+		maxBars = max(maxBars, bars)
+	}
+	if len(relative) > 0 {
+		if ref == "" {
+			ref = "1 = parity with the baseline"
+		}
+		p, bars, err := relativePanel(relative)
 		if err != nil {
 			return err
 		}
 		panels = append(panels, p)
 		maxBars = max(maxBars, bars)
 	}
-	legend := figureLegend(configs, colors, len(marks) > 0)
+	legend := figureLegend(configs, colors, len(marks) > 0 || len(relative) > 0, ref)
 
 	// One column of panels, two if there are many; each panel wide enough
 	// for its bars, the legend in a column of its own on the right.
@@ -86,7 +112,7 @@ func WriteFigure(path, title string, rows []Row, paper bool) error {
 	nrows := (len(panels) + cols - 1) / cols
 	panelW := max(5*vg.Inch, vg.Length(maxBars)+1.5*vg.Inch)
 	panelH := 3.2 * vg.Inch
-	legendW := legendWidth(legend, append(slices.Clone(configs), "paper's value")...)
+	legendW := legendWidth(legend, append(slices.Clone(configs), "paper's value", ref)...)
 	// A line of the title for each line of title (a changed machine says
 	// so on a line of its own).
 	titleH := 0.45*vg.Inch + vg.Length(strings.Count(title, "\n"))*0.25*vg.Inch
@@ -158,9 +184,11 @@ func isRatio(metric string) bool {
 }
 
 // metricPanel draws one metric: a group of bars per workload that has the
-// metric, a bar per config present in it. It returns the panel and the
-// width its bars and the gaps between groups need.
-func metricPanel(metric string, rows []Row, configs []string, colors []color.Color, marks []Comparison) (*plot.Plot, vg.Length, error) {
+// metric, a bar per config present in it; a ratio's y axis names its
+// baseline (the config that is 1 everywhere) and has a dashed line at 1;
+// values more than 100x apart get a log scale. It returns the panel, the
+// width its bars and the gaps between groups need, and the baseline.
+func metricPanel(metric string, rows []Row, configs []string, colors []color.Color, marks []Comparison) (*plot.Plot, vg.Length, string, error) {
 	var workloads, cfgs []string
 	vals := map[[2]string]float64{}
 	for _, r := range rows {
@@ -181,7 +209,11 @@ func metricPanel(metric string, rows []Row, configs []string, colors []color.Col
 	p := plot.New()
 	p.Title.Text = metric
 	p.Title.TextStyle.Font.Size = 12
-	p.Y.Label.Text = metric
+	base := ""
+	if isRatio(metric) {
+		base = baselineOf(workloads, cfgs, vals)
+	}
+	p.Y.Label.Text = axisLabel(metric, base)
 	p.Y.Tick.Marker = compactTicks{}
 	p.Y.Min = 0
 	p.X.Tick.Label.Font.Size = 10
@@ -203,7 +235,7 @@ func metricPanel(metric string, rows []Row, configs []string, colors []color.Col
 		}
 		bars, err := plotter.NewBarChart(v, barW)
 		if err != nil {
-			return nil, 0, fmt.Errorf("%w: %s: %w", ErrFigure, metric, err)
+			return nil, 0, "", fmt.Errorf("%w: %s: %w", ErrFigure, metric, err)
 		}
 		bars.LineStyle.Width = 0
 		bars.Color = colors[slices.Index(configs, c)]
@@ -211,12 +243,9 @@ func metricPanel(metric string, rows []Row, configs []string, colors []color.Col
 		p.Add(bars)
 	}
 	if isRatio(metric) {
-		ref := plotter.NewFunction(func(float64) float64 { return 1 })
-		ref.XMin, ref.XMax = -0.5, float64(len(workloads))-0.5
-		ref.Dashes = []vg.Length{vg.Points(4), vg.Points(3)}
-		ref.Color = color.Gray{Y: 60}
-		ref.Width = vg.Points(1)
-		p.Add(ref)
+		if err := addReference(p, len(workloads)); err != nil {
+			return nil, 0, "", err
+		}
 	}
 	pm := paperMarks{width: barW}
 	for _, m := range marks {
@@ -249,8 +278,23 @@ func metricPanel(metric string, rows []Row, configs []string, colors []color.Col
 	if ymin < 0 {
 		p.Y.Min = ymin * 1.08
 	}
+	var ys []float64
+	for _, v := range vals {
+		ys = append(ys, v)
+	}
+	for _, m := range pm.pts {
+		ys = append(ys, m.y)
+	}
+	if lo, hi, ok := logRange(ys); ok {
+		// Values more than 100x apart: a log scale, so that the small
+		// bars show (bars start at the axis's bottom).
+		p.Y.Scale = clampedLog{}
+		p.Y.Tick.Marker = compactTicks{log: true}
+		p.Y.Min, p.Y.Max = lo/2, hi*2
+		p.Y.Label.Text += ", log scale"
+	}
 	p.X.Min, p.X.Max = -0.5, float64(len(workloads))-0.5
-	return p, vg.Length(len(workloads)) * (vg.Length(len(cfgs)) + 1.5) * barW, nil
+	return p, vg.Length(len(workloads)) * (vg.Length(len(cfgs)) + 1.5) * barW, base, nil
 }
 
 // qualitative is a palette of eight colours that stay apart on screen and
@@ -322,8 +366,9 @@ func shade(c color.RGBA, i, n int) color.Color {
 	return color.RGBA{mix(c.R), mix(c.G), mix(c.B), 0xff}
 }
 
-// figureLegend names each config's colour, and the paper's mark.
-func figureLegend(configs []string, colors []color.Color, paper bool) plot.Legend {
+// figureLegend names each config's colour, the paper's mark, and what the
+// dashed line at 1 is (ref, if not "").
+func figureLegend(configs []string, colors []color.Color, paper bool, ref string) plot.Legend {
 	l := plot.NewLegend()
 	l.Top, l.Left = true, true
 	l.TextStyle.Font.Size = 10
@@ -334,6 +379,13 @@ func figureLegend(configs []string, colors []color.Color, paper bool) plot.Legen
 	}
 	if paper {
 		l.Add("paper's value", paperMarks{width: vg.Points(12)})
+	}
+	if ref != "" {
+		line := plotter.NewFunction(func(float64) float64 { return 1 })
+		line.Dashes = []vg.Length{vg.Points(4), vg.Points(3)}
+		line.Color = color.Gray{Y: 60}
+		line.Width = vg.Points(1)
+		l.Add(ref, line)
 	}
 	return l
 }
@@ -404,12 +456,18 @@ func (m paperMarks) Thumbnail(c *draw.Canvas) {
 }
 
 // compactTicks labels the y axis with short numbers (250k, 1.5M, 0.25)
-// instead of fixed-precision ones ("250000.00").
-type compactTicks struct{}
+// instead of fixed-precision ones ("250000.00"); log places them at
+// powers of ten.
+type compactTicks struct{ log bool }
 
 // Ticks returns the default ticks relabelled.
-func (compactTicks) Ticks(lo, hi float64) []plot.Tick {
-	ticks := plot.DefaultTicks{}.Ticks(lo, hi)
+func (c compactTicks) Ticks(lo, hi float64) []plot.Tick {
+	var ticks []plot.Tick
+	if c.log {
+		ticks = plot.LogTicks{Prec: -1}.Ticks(lo, hi)
+	} else {
+		ticks = plot.DefaultTicks{}.Ticks(lo, hi)
+	}
 	for i := range ticks {
 		if ticks[i].Label != "" {
 			ticks[i].Label = compact(ticks[i].Value)
@@ -429,4 +487,145 @@ func compact(v float64) string {
 		return strconv.FormatFloat(v/1e3, 'g', 3, 64) + "k"
 	}
 	return strconv.FormatFloat(v, 'g', 6, 64)
+}
+
+// logRange reports whether values (bars and marks of one panel) need a
+// log scale: all of them non-negative and the positive ones more than
+// 100x apart; lo and hi are the smallest and largest positive value.
+func logRange(values []float64) (lo, hi float64, ok bool) {
+	lo, hi = math.Inf(1), 0
+	for _, v := range values {
+		if v < 0 {
+			return 0, 0, false
+		}
+		if v > 0 {
+			lo, hi = min(lo, v), max(hi, v)
+		}
+	}
+	return lo, hi, hi > 0 && hi/lo > 100
+}
+
+// clampedLog is a log scale on which values at or below the axis's
+// minimum (a bar's base at 0) sit at the bottom.
+type clampedLog struct{}
+
+// Normalize returns the fractional position of x (plot.Normalizer).
+func (clampedLog) Normalize(lo, hi, x float64) float64 {
+	return plot.LogScale{}.Normalize(lo, hi, max(x, lo))
+}
+
+// baselineOf returns the config of a ratio panel that is 1 for every
+// workload while others are not (the baseline the ratios are over), or "".
+func baselineOf(workloads, configs []string, vals map[[2]string]float64) string {
+	if len(configs) < 2 {
+		return ""
+	}
+	for _, c := range configs {
+		one := true
+		for _, w := range workloads {
+			v, ok := vals[[2]string{w, c}]
+			one = one && ok && v == 1
+		}
+		if one {
+			return c
+		}
+	}
+	return ""
+}
+
+// axisLabel is the y axis's label for metric: the metric, the baseline a
+// ratio is over, and its unit.
+func axisLabel(metric, baseline string) string {
+	name := metric
+	if baseline != "" {
+		name += " over " + baseline
+	}
+	if u := unitOf(metric); u != "" {
+		return name + " (" + u + ")"
+	}
+	return name
+}
+
+// unitOf is the unit of a metric, read off its name ("" where it says
+// none).
+func unitOf(metric string) string {
+	m := strings.ToLower(metric)
+	switch {
+	case isRatio(m) || strings.Contains(m, "_over_") || strings.HasPrefix(m, "slowdown") || strings.Contains(m, "throughput"):
+		return "×"
+	case m == "cycles" || strings.HasSuffix(m, "_cycles") || strings.HasPrefix(m, "cdf_p"):
+		return "cycles"
+	case strings.HasSuffix(m, "_us"):
+		return "µs"
+	case strings.HasSuffix(m, "_ns"):
+		return "ns"
+	case strings.HasSuffix(m, "_ms"):
+		return "ms"
+	case strings.HasSuffix(m, "_per_s"):
+		return "per second"
+	case strings.HasSuffix(m, "_gbps"):
+		return "GB/s"
+	case strings.HasSuffix(m, "_pct") || strings.HasSuffix(m, "_percent"):
+		return "%"
+	case strings.Contains(m, "bytes"):
+		return strings.ReplaceAll(m[strings.Index(m, "bytes"):], "_", " ")
+	case strings.Contains(m, "window") || strings.Contains(m, "misses") || strings.Contains(m, "threads") ||
+		strings.Contains(m, "writes") || strings.Contains(m, "count") || strings.Contains(m, "entries"):
+		return "count"
+	}
+	return ""
+}
+
+// addReference draws the dashed line at 1 of a ratio panel over n
+// workload groups (the legend says what 1 is).
+func addReference(p *plot.Plot, n int) error {
+	ref := plotter.NewFunction(func(float64) float64 { return 1 })
+	ref.XMin, ref.XMax = -0.5, float64(n)-0.5
+	ref.Dashes = []vg.Length{vg.Points(4), vg.Points(3)}
+	ref.Color = color.Gray{Y: 60}
+	ref.Width = vg.Points(1)
+	p.Add(ref)
+	return nil
+}
+
+// relativePanel draws the values a paper states relative to another
+// config ("sbrp-near over epoch-near"): ours as a grey bar each, the
+// paper's as a mark. It returns the panel and the width its bars need.
+func relativePanel(cmps []Comparison) (*plot.Plot, vg.Length, error) {
+	p := plot.New()
+	p.Title.Text = "the paper's relative values: ours (bars), the paper's (marks)"
+	p.Title.TextStyle.Font.Size = 12
+	p.Y.Label.Text = cmps[0].Metric + ", one config over the other (×; 1 = equal)"
+	p.Y.Tick.Marker = compactTicks{}
+	p.Y.Min = 0
+	barW := vg.Points(14)
+	var names []string
+	v := make(plotter.Values, len(cmps))
+	pm := paperMarks{width: barW}
+	ymax := 1.0
+	for i, c := range cmps {
+		names = append(names, c.Workload+": "+c.Label())
+		v[i] = c.Ours
+		pm.pts = append(pm.pts, paperMark{x: float64(i), y: c.Value})
+		ymax = max(ymax, c.Ours, c.Value)
+	}
+	bars, err := plotter.NewBarChart(v, barW)
+	if err != nil {
+		return nil, 0, fmt.Errorf("%w: %w", ErrFigure, err)
+	}
+	bars.LineStyle.Width = 0
+	bars.Color = color.Gray{Y: 150}
+	p.Add(bars)
+	if err := addReference(p, len(cmps)); err != nil {
+		return nil, 0, err
+	}
+	p.Add(pm)
+	p.NominalX(names...)
+	p.X.Tick.Label.Font.Size = 9
+	p.X.Tick.Label.Rotation = math.Pi / 6
+	p.X.Tick.Label.XAlign = draw.XRight
+	p.X.Tick.Label.YAlign = draw.YTop
+	p.X.Min, p.X.Max = -0.5, float64(len(cmps))-0.5
+	p.Y.Max = ymax * 1.08
+	return p, vg.Length(len(cmps)) * 2.5 * barW, nil
 }
