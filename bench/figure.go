@@ -53,6 +53,15 @@ func WriteFigure(path, title string, rows []Row, paper bool) error {
 			}
 		}
 	}
+	// A figure with a layout of the paper's panels draws those.
+	layout := figureLayouts[rows[0].Experiment]
+	if layout != nil {
+		exp := rows[0].Experiment
+		rows, marks = applyLayout(layout, rows, marks)
+		if len(rows) == 0 {
+			return fmt.Errorf("%w: no rows of %s's panels to plot for %s", ErrFigure, exp, title)
+		}
+	}
 	var metrics, configs []string
 	for _, r := range rows {
 		if !slices.Contains(metrics, r.Metric) {
@@ -86,6 +95,9 @@ func WriteFigure(path, title string, rows []Row, paper bool) error {
 			case base != "" && ref != "1 = "+base, base == "" && ref != "1 = parity with the baseline":
 				ref = "1 = each axis's baseline"
 			}
+		}
+		if layout != nil {
+			layout[slices.IndexFunc(layout, func(l panelLayout) bool { return l.key == m })].apply(p, rows)
 		}
 		panels = append(panels, p)
 		maxBars = max(maxBars, bars)
@@ -285,13 +297,10 @@ func metricPanel(metric string, rows []Row, configs []string, colors []color.Col
 	for _, m := range pm.pts {
 		ys = append(ys, m.y)
 	}
-	if lo, hi, ok := logRange(ys); ok {
+	if lo, hi, ok := logRange(ys); ok && hi/lo > 100 {
 		// Values more than 100x apart: a log scale, so that the small
-		// bars show (bars start at the axis's bottom).
-		p.Y.Scale = clampedLog{}
-		p.Y.Tick.Marker = compactTicks{log: true}
-		p.Y.Min, p.Y.Max = lo/2, hi*2
-		p.Y.Label.Text += ", log scale"
+		// bars show.
+		setLog(p, lo, hi)
 	}
 	p.X.Min, p.X.Max = -0.5, float64(len(workloads))-0.5
 	return p, vg.Length(len(workloads)) * (vg.Length(len(cfgs)) + 1.5) * barW, base, nil
@@ -489,9 +498,9 @@ func compact(v float64) string {
 	return strconv.FormatFloat(v, 'g', 6, 64)
 }
 
-// logRange reports whether values (bars and marks of one panel) need a
-// log scale: all of them non-negative and the positive ones more than
-// 100x apart; lo and hi are the smallest and largest positive value.
+// logRange returns the smallest and largest positive values (bars and
+// marks of one panel), and whether a log scale can show them: none is
+// negative and some are positive. A panel needs one when hi/lo > 100.
 func logRange(values []float64) (lo, hi float64, ok bool) {
 	lo, hi = math.Inf(1), 0
 	for _, v := range values {
@@ -502,7 +511,117 @@ func logRange(values []float64) (lo, hi float64, ok bool) {
 			lo, hi = min(lo, v), max(hi, v)
 		}
 	}
-	return lo, hi, hi > 0 && hi/lo > 100
+	return lo, hi, hi > 0
+}
+
+// setLog puts p's y axis on a log scale from below lo to above hi (bars
+// start at the axis's bottom) and says so in its label.
+func setLog(p *plot.Plot, lo, hi float64) {
+	p.Y.Scale = clampedLog{}
+	p.Y.Tick.Marker = compactTicks{log: true}
+	p.Y.Min, p.Y.Max = lo/2, hi*2
+	p.Y.Label.Text += ", log scale"
+}
+
+// panelLayout is one panel of a paper's figure, for experiments whose
+// metrics are not one panel each in the paper (figureLayouts): the series
+// it draws, which workloads (renamed for the x axis), its title and axis
+// labels, and whether it is on a log scale.
+type panelLayout struct {
+	// key is the panel's metric after applyLayout (isRatio of it gives
+	// the line at 1).
+	key            string
+	title          string
+	series         []panelSeries
+	workload       func(string) (string, bool)
+	xLabel, yLabel string
+	log            bool
+}
+
+// panelSeries is a metric (of config, or any config if "") drawn in a
+// panel, as config label in the legend ("": the row's config).
+type panelSeries struct{ metric, config, label string }
+
+// figureLayouts are the experiments drawn in their paper's layout rather
+// than a panel per metric.
+var figureLayouts = map[string][]panelLayout{
+	// GPM Fig. 11: (a) the speedup due to HCL per transactional workload
+	// (ours: gpKVS), (b) logging latency against concurrent logging
+	// threads.
+	"gpm-fig11": {
+		{key: "hcl_speedup", title: "(a) speedup due to HCL",
+			series: []panelSeries{
+				{"hcl_speedup", "", "HCL over conventional logging"},
+				{"hcl_speedup_vs_conv_per_warp", "", "HCL over a log per warp"},
+			},
+			workload: func(w string) (string, bool) { return w, !strings.HasPrefix(w, "log-") && w != "logging" },
+			xLabel:   "workload", yLabel: "HCL's speedup (×)"},
+		{key: "latency_us", title: "(b) logging latency against concurrent logging threads",
+			series: []panelSeries{
+				{"latency_us", "pm-far/gpm/hcl", "HCL"},
+				{"latency_us", "pm-far/gpm/conv", "conventional logging"},
+			},
+			workload: func(w string) (string, bool) { return strings.CutPrefix(w, "log-") },
+			xLabel:   "concurrent logging threads", yLabel: "logging latency (µs)", log: true},
+	},
+}
+
+// applyLayout returns the rows and the paper's marks of layout's panels:
+// each series' rows with the panel's key as metric, the series' label as
+// config and the workload renamed.
+func applyLayout(layout []panelLayout, rows []Row, marks []Comparison) ([]Row, []Comparison) {
+	var out []Row
+	var outMarks []Comparison
+	for _, l := range layout {
+		for _, s := range l.series {
+			match := func(metric, config, workload string) (string, string, bool) {
+				w, ok := l.workload(workload)
+				if !ok || metric != s.metric || (s.config != "" && config != s.config) {
+					return "", "", false
+				}
+				if s.label != "" {
+					config = s.label
+				}
+				return w, config, true
+			}
+			for _, r := range rows {
+				if w, c, ok := match(r.Metric, r.Config, r.Workload); ok {
+					out = append(out, Row{r.Experiment, w, c, l.key, r.Value})
+				}
+			}
+			for _, m := range marks {
+				if w, c, ok := match(m.Metric, m.Config, m.Workload); ok {
+					m.Workload, m.Config, m.Metric = w, c, l.key
+					outMarks = append(outMarks, m)
+				}
+			}
+		}
+	}
+	return out, outMarks
+}
+
+// apply sets the panel's title and labels, and its log scale, over the
+// rows of its key.
+func (l panelLayout) apply(p *plot.Plot, rows []Row) {
+	p.Title.Text = l.title
+	p.Y.Label.Text = l.yLabel
+	p.X.Label.Text = l.xLabel
+	if _, ok := p.Y.Scale.(clampedLog); ok {
+		p.Y.Label.Text += ", log scale"
+		return
+	}
+	if !l.log {
+		return
+	}
+	var ys []float64
+	for _, r := range rows {
+		if r.Metric == l.key {
+			ys = append(ys, r.Value)
+		}
+	}
+	if lo, hi, ok := logRange(ys); ok {
+		setLog(p, lo, hi)
+	}
 }
 
 // clampedLog is a log scale on which values at or below the axis's

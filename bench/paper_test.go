@@ -124,3 +124,58 @@ func TestCSVHeader(t *testing.T) {
 	require.NoError(t, bench.WriteCSV(&b, rows, bench.Format{Set: []string{"b=1"}, Sweep: "a", Shard: "1/2", Size: "quick"}))
 	require.Equal(t, "e,w,c a=2,m,0.333333,quick,b=1 a=2,1/2,0.3333333333333333\n", b.String())
 }
+
+// What a figure's panels say: a ratio's baseline on its axis and in the
+// legend, units, a log scale where values span more than 100x, the
+// paper's relative values in a panel of their own, and the paper's layout
+// for gpm-fig11 (two panels, not one per metric).
+func TestFigureLabels(t *testing.T) {
+	fig6 := []bench.Row{
+		{"sbrp-fig6", "geomean", "gpm", "speedup", 0.9},
+		{"sbrp-fig6", "geomean", "epoch-far", "speedup", 1},
+		{"sbrp-fig6", "geomean", "sbrp-far", "speedup", 1.2},
+		{"sbrp-fig6", "geomean", "epoch-near", "speedup", 1.4},
+		{"sbrp-fig6", "geomean", "sbrp-near", "speedup", 1.7},
+	}
+	micro := []bench.Row{
+		{"micro-persist", "persist-dfence", "pm-near/strict", "cycles", 160},
+		{"micro-persist", "stream", "pm-near/strict", "cycles", 61000},
+	}
+	gpm := []bench.Row{
+		{"gpm-fig11", "gpKVS", "pm-far/gpm/hcl", "batch_cycles", 62490},
+		{"gpm-fig11", "gpKVS", "pm-far/gpm", "hcl_speedup", 22},
+		{"gpm-fig11", "gpKVS", "pm-far/gpm", "hcl_speedup_vs_conv_per_warp", 5},
+		{"gpm-fig11", "log-32", "pm-far/gpm/hcl", "latency_us", 6.7},
+		{"gpm-fig11", "log-32", "pm-far/gpm/conv", "latency_us", 7.3},
+		{"gpm-fig11", "log-2048", "pm-far/gpm/hcl", "latency_us", 9.2},
+		{"gpm-fig11", "log-2048", "pm-far/gpm/conv", "latency_us", 168},
+		{"gpm-fig11", "log-32", "pm-far/gpm", "hcl_speedup", 1.1},
+	}
+	for _, tc := range []struct {
+		name    string
+		rows    []bench.Row
+		paper   bool
+		want    []string
+		notWant []string
+	}{
+		{"baseline", fig6, false, []string{">speedup over epoch-far (×)<", ">1 = epoch-far<"}, []string{"log scale"}},
+		{"relative", fig6, true, []string{"the paper&#39;s relative values", ">geomean: sbrp-near over epoch-near<"}, nil},
+		{"log", micro, false, []string{">cycles (cycles), log scale<"}, nil},
+		{"gpm layout", gpm, true, []string{">(a) speedup due to HCL<", ">(b) logging latency against concurrent logging threads<",
+			">concurrent logging threads<", ">logging latency (µs), log scale<", ">2048<", ">HCL over conventional logging<", ">paper&#39;s value<"},
+			[]string{"batch_cycles", ">log-32<"}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			path := filepath.Join(t.TempDir(), "f.svg")
+			require.NoError(t, bench.WriteFigure(path, "title", tc.rows, tc.paper))
+			b, err := os.ReadFile(path)
+			require.NoError(t, err)
+			for _, w := range tc.want {
+				require.Contains(t, string(b), w)
+			}
+			for _, w := range tc.notWant {
+				require.NotContains(t, string(b), w)
+			}
+		})
+	}
+}

@@ -69,7 +69,7 @@ func run(args []string, stdout, stderr io.Writer) error {
 	paper := fs.Bool("paper", false, "print the papers' reported values beside ours, with the ratio ours/paper (tables, CSV and figures)")
 	var sets multiFlag
 	fs.Var(&sets, "set", "hwmodel override key=value, repeatable (e.g. -set nvm.write_latency_cycles=500); -set help or pmbench keys lists the keys")
-	out := fs.String("out", "", "also write <experiment>.csv and <experiment>.svg (a bar chart) per experiment to this directory")
+	out := fs.String("out", "", "also write per experiment <experiment>.csv and its figure as <experiment>.svg and <experiment>.png (PNG at 150 dpi) to this directory")
 	sweep := fs.String("sweep", "", "run the experiments once per value of one hwmodel key, key=v1,v2,... (e.g. nvm.write_latency_cycles=200,400,800); every row's config ends with the value it ran at")
 	shard := fs.String("shard", "", "run only part i of n of each sweep, as i/n (0-based), for a batch scheduler")
 	window := fs.String("window", "", "comma-separated window sizes the COSPlay experiments try for COSPlay, SBatch and FreeSwitch (each reports its best; one size pins it); default: their own sweeps")

@@ -241,6 +241,8 @@ func TestPmbenchHelp(t *testing.T) {
 	require.Equal(t, 2, exitCode(err))
 	require.Equal(t, 0, exitCode(nil))
 	require.Contains(t, errb.String(), "pmbench runs")
+	require.Contains(t, errb.String(), "<experiment>.svg and <experiment>.png", "-out says it writes SVG and PNG")
+	require.Contains(t, errb.String(), "pmbench merge", "the usage names the merge subcommand")
 }
 
 // -sweep runs the experiments once per value and says in every row's
