@@ -62,6 +62,7 @@ func WriteFigure(path, title string, rows []Row, paper bool) error {
 			return fmt.Errorf("%w: no rows of %s's panels to plot for %s", ErrFigure, exp, title)
 		}
 	}
+	rows, marks = splitExtremes(rows, marks)
 	var metrics, configs []string
 	for _, r := range rows {
 		if !slices.Contains(metrics, r.Metric) {
@@ -78,6 +79,7 @@ func WriteFigure(path, title string, rows []Row, paper bool) error {
 	if err != nil {
 		return err
 	}
+	metrics, same := dropRepeats(rows, metrics)
 	maxBars := vg.Length(0) // the widest panel's bars and gaps
 	ref := ""               // what the line at 1 is, for the legend
 	for _, m := range metrics {
@@ -95,6 +97,9 @@ func WriteFigure(path, title string, rows []Row, paper bool) error {
 			case base != "" && ref != "1 = "+base, base == "" && ref != "1 = parity with the baseline":
 				ref = "1 = each axis's baseline"
 			}
+		}
+		if len(same[m]) > 0 {
+			p.Title.Text += " (" + strings.Join(same[m], ", ") + ": the same)"
 		}
 		if layout != nil {
 			layout[slices.IndexFunc(layout, func(l panelLayout) bool { return l.key == m })].apply(p, rows)
@@ -259,7 +264,7 @@ func metricPanel(metric string, rows []Row, configs []string, colors []color.Col
 			return nil, 0, "", err
 		}
 	}
-	pm := paperMarks{width: barW}
+	pm := paperMarks{width: barW * 0.7}
 	for _, m := range marks {
 		j := slices.Index(workloads, m.Workload)
 		i := slices.Index(cfgs, m.Config)
@@ -473,7 +478,13 @@ type compactTicks struct{ log bool }
 func (c compactTicks) Ticks(lo, hi float64) []plot.Tick {
 	var ticks []plot.Tick
 	if c.log {
-		ticks = plot.LogTicks{Prec: -1}.Ticks(lo, hi)
+		// Only the ticks on the axis: one below it would sit on its
+		// bottom (clampedLog) over the first.
+		for _, t := range (plot.LogTicks{Prec: -1}).Ticks(lo, hi) {
+			if t.Value >= lo && t.Value <= hi {
+				ticks = append(ticks, t)
+			}
+		}
 	} else {
 		ticks = plot.DefaultTicks{}.Ticks(lo, hi)
 	}
@@ -672,6 +683,8 @@ func unitOf(metric string) string {
 	switch {
 	case isRatio(m) || strings.Contains(m, "_over_") || strings.HasPrefix(m, "slowdown") || strings.Contains(m, "throughput"):
 		return "×"
+	case strings.HasPrefix(m, "cycles_per_"):
+		return "cycles per " + strings.ReplaceAll(strings.TrimPrefix(m, "cycles_per_"), "_", " ")
 	case m == "cycles" || strings.HasSuffix(m, "_cycles") || strings.HasPrefix(m, "cdf_p"):
 		return "cycles"
 	case strings.HasSuffix(m, "_us"):
@@ -747,4 +760,75 @@ func relativePanel(cmps []Comparison) (*plot.Plot, vg.Length, error) {
 	p.X.Min, p.X.Max = -0.5, float64(len(cmps))-0.5
 	p.Y.Max = ymax * 1.08
 	return p, vg.Length(len(cmps)) * 2.5 * barW, nil
+}
+
+// dropRepeats leaves out of metrics each metric whose every value equals
+// an earlier metric's at the same workload and config (micro-persist's
+// durable_cycles where it is its cycles), and returns per metric kept the
+// metrics it stands for.
+func dropRepeats(rows []Row, metrics []string) ([]string, map[string][]string) {
+	type key struct{ workload, config, metric string }
+	vals := map[key]float64{}
+	for _, r := range rows {
+		vals[key{r.Workload, r.Config, r.Metric}] = r.Value
+	}
+	var kept []string
+	same := map[string][]string{}
+	for _, m := range metrics {
+		dup := ""
+		for _, k := range kept {
+			all := true
+			for _, r := range rows {
+				if r.Metric != m {
+					continue
+				}
+				v, ok := vals[key{r.Workload, r.Config, k}]
+				all = all && ok && v == r.Value
+			}
+			if all {
+				dup = k
+				break
+			}
+		}
+		if dup == "" {
+			kept = append(kept, m)
+		} else {
+			same[dup] = append(same[dup], m)
+		}
+	}
+	return kept, same
+}
+
+// extremes names the panel of a metric's minimum and maximum over the
+// benchmarks (rows of workload "min" and "max"), apart from the
+// benchmarks' panel.
+const extremes = ": min and max over the benchmarks"
+
+// splitExtremes moves the rows (and the paper's marks) of workloads "min"
+// and "max" of a metric that also has other workloads to a metric of
+// their own (metric + extremes), so that aggregates are not drawn as if
+// they were benchmarks.
+func splitExtremes(rows []Row, marks []Comparison) ([]Row, []Comparison) {
+	other := map[string]bool{}
+	for _, r := range rows {
+		if r.Workload != "min" && r.Workload != "max" {
+			other[r.Metric] = true
+		}
+	}
+	move := func(workload, metric string) bool {
+		return (workload == "min" || workload == "max") && other[metric]
+	}
+	out := slices.Clone(rows)
+	for i, r := range out {
+		if move(r.Workload, r.Metric) {
+			out[i].Metric += extremes
+		}
+	}
+	outMarks := slices.Clone(marks)
+	for i, m := range outMarks {
+		if move(m.Workload, m.Metric) {
+			outMarks[i].Metric += extremes
+		}
+	}
+	return out, outMarks
 }

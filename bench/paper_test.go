@@ -4,6 +4,7 @@ import (
 	"math"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 
@@ -161,6 +162,13 @@ func TestFigureLabels(t *testing.T) {
 		{"baseline", fig6, false, []string{">speedup over epoch-far (×)<", ">1 = epoch-far<"}, []string{"log scale"}},
 		{"relative", fig6, true, []string{"the paper&#39;s relative values", ">geomean: sbrp-near over epoch-near<"}, nil},
 		{"log", micro, false, []string{">cycles (cycles), log scale<"}, nil},
+		{"repeats", append(slices.Clone(micro), bench.Row{"micro-persist", "stream", "pm-near/strict", "durable_cycles", 61000},
+			bench.Row{"micro-persist", "ofence", "pm-near/strict", "cycles_per_op", 144}),
+			false, []string{">cycles (durable_cycles: the same)<", ">cycles_per_op (cycles per op)<"}, []string{">durable_cycles<"}},
+		{"extremes", []bench.Row{
+			{"cosplay-fig8", "SPS", "ADR", "speedup", 1.7}, {"cosplay-fig8", "PC", "ADR", "speedup", 2},
+			{"cosplay-fig8", "min", "ADR", "speedup", 1.7}, {"cosplay-fig8", "max", "ADR", "speedup", 2},
+		}, false, []string{">speedup<", ">speedup: min and max over the benchmarks<"}, nil},
 		{"gpm layout", gpm, true, []string{">(a) speedup due to HCL<", ">(b) logging latency against concurrent logging threads<",
 			">concurrent logging threads<", ">logging latency (µs), log scale<", ">2048<", ">HCL over conventional logging<", ">paper&#39;s value<"},
 			[]string{"batch_cycles", ">log-32<"}},
