@@ -63,6 +63,7 @@ func WriteFigure(path, title string, rows []Row, paper bool) error {
 		}
 	}
 	rows, marks = splitExtremes(rows, marks)
+	rows, marks = groupMachines(rows, marks)
 	var metrics, configs []string
 	for _, r := range rows {
 		if !slices.Contains(metrics, r.Metric) {
@@ -828,6 +829,49 @@ func splitExtremes(rows []Row, marks []Comparison) ([]Row, []Comparison) {
 	for i, m := range outMarks {
 		if move(m.Workload, m.Metric) {
 			outMarks[i].Metric += extremes
+		}
+	}
+	return out, outMarks
+}
+
+// groupMachines keeps a panel to at most eight colours: when rows have
+// more than eight configs, all named "machine/model" with at most eight
+// models, each bar group becomes a workload on one machine ("stream" over
+// "pm-near") and each colour a model (micro-persist: 6 colours, not 18).
+// Distributions (cdf_pNNN) are left as they are.
+func groupMachines(rows []Row, marks []Comparison) ([]Row, []Comparison) {
+	var configs, models []string
+	for _, r := range rows {
+		if strings.HasPrefix(r.Metric, cdfPrefix) {
+			return rows, marks
+		}
+		if slices.Contains(configs, r.Config) {
+			continue
+		}
+		configs = append(configs, r.Config)
+		i := strings.LastIndex(r.Config, "/")
+		if i < 0 {
+			return rows, marks
+		}
+		if !slices.Contains(models, r.Config[i+1:]) {
+			models = append(models, r.Config[i+1:])
+		}
+	}
+	if len(configs) <= len(qualitative) || len(models) > len(qualitative) {
+		return rows, marks
+	}
+	split := func(workload, config string) (string, string) {
+		i := strings.LastIndex(config, "/")
+		return workload + "\n" + config[:i], config[i+1:]
+	}
+	out := slices.Clone(rows)
+	for i := range out {
+		out[i].Workload, out[i].Config = split(out[i].Workload, out[i].Config)
+	}
+	outMarks := slices.Clone(marks)
+	for i := range outMarks {
+		if strings.Contains(outMarks[i].Config, "/") {
+			outMarks[i].Workload, outMarks[i].Config = split(outMarks[i].Workload, outMarks[i].Config)
 		}
 	}
 	return out, outMarks

@@ -165,6 +165,15 @@ func TestFigureLabels(t *testing.T) {
 		{"repeats", append(slices.Clone(micro), bench.Row{"micro-persist", "stream", "pm-near/strict", "durable_cycles", 61000},
 			bench.Row{"micro-persist", "ofence", "pm-near/strict", "cycles_per_op", 144}),
 			false, []string{">cycles (durable_cycles: the same)<", ">cycles_per_op (cycles per op)<"}, []string{">durable_cycles<"}},
+		{"machines", func() []bench.Row {
+			var rows []bench.Row
+			for _, m := range []string{"pm-near", "pm-far"} {
+				for _, model := range []string{"strict", "epoch", "gpm", "sbrp", "none"} {
+					rows = append(rows, bench.Row{"micro-persist", "stream", m + "/" + model, "write_gbps", 40})
+				}
+			}
+			return rows
+		}(), false, []string{">strict<", ">none<", ">pm-far<"}, []string{">pm-near/strict<"}},
 		{"extremes", []bench.Row{
 			{"cosplay-fig8", "SPS", "ADR", "speedup", 1.7}, {"cosplay-fig8", "PC", "ADR", "speedup", 2},
 			{"cosplay-fig8", "min", "ADR", "speedup", 1.7}, {"cosplay-fig8", "max", "ADR", "speedup", 2},
