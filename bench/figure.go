@@ -488,6 +488,19 @@ func (c compactTicks) Ticks(lo, hi float64) []plot.Tick {
 		}
 	} else {
 		ticks = plot.DefaultTicks{}.Ticks(lo, hi)
+		// Fewer than four labels (0, 2, 4) say too little: label the
+		// minor ticks too where there are few.
+		labelled := 0
+		for _, t := range ticks {
+			if t.Label != "" {
+				labelled++
+			}
+		}
+		if labelled < 4 && len(ticks) <= 12 {
+			for i := range ticks {
+				ticks[i].Label = "x"
+			}
+		}
 	}
 	for i := range ticks {
 		if ticks[i].Label != "" {
@@ -728,7 +741,7 @@ func relativePanel(cmps []Comparison) (*plot.Plot, vg.Length, error) {
 	p := plot.New()
 	p.Title.Text = "the paper's relative values: ours (bars), the paper's (marks)"
 	p.Title.TextStyle.Font.Size = 12
-	p.Y.Label.Text = cmps[0].Metric + ", one config over the other (×; 1 = equal)"
+	p.Y.Label.Text = cmps[0].Metric + ", X over Y (×)"
 	p.Y.Tick.Marker = compactTicks{}
 	p.Y.Min = 0
 	barW := vg.Points(14)
