@@ -102,8 +102,8 @@ func WriteFigure(path, title string, rows []Row, paper bool) error {
 		if len(same[m]) > 0 {
 			p.Title.Text += " (" + strings.Join(same[m], ", ") + ": the same)"
 		}
-		if layout != nil {
-			layout[slices.IndexFunc(layout, func(l panelLayout) bool { return l.key == m })].apply(p, rows)
+		if i := slices.IndexFunc(layout, func(l panelLayout) bool { return l.key == m }); i >= 0 {
+			layout[i].apply(p, rows)
 		}
 		panels = append(panels, p)
 		maxBars = max(maxBars, bars)
