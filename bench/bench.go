@@ -330,6 +330,30 @@ func WriteCSV(w io.Writer, rows []Row, f Format) error {
 	return cw.Error()
 }
 
+// WriteShardCSV is WriteCSV for one shard's rows of experiment exp (with
+// f.Shard set): a shard with no rows of exp (its part of the sweep is
+// empty) writes one row with only the experiment, size and shard, so that
+// Merge knows the shard ran.
+func WriteShardCSV(w io.Writer, exp string, rows []Row, f Format) error {
+	if len(rows) > 0 || f.Shard == "" {
+		return WriteCSV(w, rows, f)
+	}
+	h := CSVHeader(f)
+	rec := make([]string, len(h))
+	rec[0], rec[5], rec[len(h)-2] = exp, f.Size, f.Shard
+	cw := csv.NewWriter(w)
+	if f.Header {
+		if err := cw.Write(h); err != nil {
+			return err
+		}
+	}
+	if err := cw.Write(rec); err != nil {
+		return err
+	}
+	cw.Flush()
+	return cw.Error()
+}
+
 // WriteTable writes the rows of one experiment as a table: one line per
 // workload and config, one column per metric in first-seen order; with
 // f.Paper a second table puts each of the papers' values beside ours.

@@ -33,6 +33,8 @@ type record struct {
 	size, overrides, part string
 	paper                 bool
 	file                  int
+	// empty marks a shard that had no rows of the experiment.
+	empty bool
 }
 
 // Merge joins the CSVs written by the shards of a pmbench -shard i/n
@@ -104,6 +106,12 @@ func readShardCSV(r io.Reader, file int) ([]record, error) {
 		if len(rec) != len(all[0]) {
 			return nil, fmt.Errorf("line %d: %d fields, the header has %d", n+2, len(rec), len(all[0]))
 		}
+		if get(rec, "metric") == "" && get(rec, "value_exact") == "" {
+			// A shard without rows of the experiment (WriteShardCSV).
+			out = append(out, record{row: Row{Experiment: get(rec, "experiment")}, size: get(rec, "size"),
+				overrides: get(rec, "overrides"), part: get(rec, "shard"), paper: paper, file: file, empty: true})
+			continue
+		}
 		v, err := strconv.ParseFloat(get(rec, "value_exact"), 64)
 		if err != nil {
 			return nil, fmt.Errorf("line %d: value_exact: %w", n+2, err)
@@ -157,6 +165,9 @@ func mergeExperiment(name string, recs []record) (Merged, error) {
 	var groups []string
 	shards := map[string][][]Row{}
 	for _, r := range recs {
+		if r.empty {
+			continue
+		}
 		if _, ok := shards[r.overrides]; !ok {
 			groups = append(groups, r.overrides)
 			shards[r.overrides] = make([][]Row, n)
@@ -207,10 +218,13 @@ func splitOverrides(recs []record) (set []string, sweep string) {
 }
 
 // joinShards returns the rows one unsharded run of e would, from each
-// shard's rows: an experiment every shard ran whole (it does not shard)
-// gives its rows once, one that only one shard ran gives that shard's;
-// one that shards needs a rule (mergeRules).
+// shard's rows: an experiment that shards by a rule (mergeRules); one
+// every shard ran whole (it does not shard) gives its rows once, one that
+// only one shard ran gives that shard's.
 func joinShards(e Experiment, shards [][]Row) ([]Row, error) {
+	if rule, ok := mergeRules()[e.Name]; ok {
+		return rule(shards), nil
+	}
 	same := true
 	var nonEmpty [][]Row
 	for _, s := range shards {
@@ -225,11 +239,7 @@ func joinShards(e Experiment, shards [][]Row) ([]Row, error) {
 	case len(nonEmpty) == 1: // an experiment that is one item of a sweep
 		return nonEmpty[0], nil
 	}
-	rule, ok := mergeRules()[e.Name]
-	if !ok {
-		return nil, fmt.Errorf("its shards differ and pmbench has no rule to join them (merge joins %s)", strings.Join(MergeableExperiments(), ", "))
-	}
-	return rule(slices.Concat(shards...)), nil
+	return nil, fmt.Errorf("its shards differ and pmbench has no rule to join them (merge joins %s)", strings.Join(MergeableExperiments(), ", "))
 }
 
 // MergeableExperiments are the experiments whose shards Merge joins,
@@ -243,9 +253,9 @@ func MergeableExperiments() []string {
 	return out
 }
 
-// mergeRules are, per experiment that shards, how its shards' joined rows
-// become the unsharded run's rows.
-func mergeRules() map[string]func([]Row) []Row {
+// mergeRules are, per experiment that shards, how its shards' rows (each
+// shard's in its order) become the unsharded run's rows.
+func mergeRules() map[string]func([][]Row) []Row {
 	var sbrpOrder []string
 	for _, a := range sbrpApps {
 		sbrpOrder = append(sbrpOrder, a.label)
@@ -257,18 +267,18 @@ func mergeRules() map[string]func([]Row) []Row {
 	// The SBRP figures (ratioRows): the apps in order, the ratio metric's
 	// geomean per config after them, then the rows of other metrics
 	// (sbrp-fig11's raw cycles) per app.
-	sbrp := func(metric string) func([]Row) []Row {
-		return func(rows []Row) []Row {
-			main, rest := splitMetric(rows, metric)
+	sbrp := func(metric string) func([][]Row) []Row {
+		return func(shards [][]Row) []Row {
+			main, rest := splitMetric(slices.Concat(shards...), metric)
 			main = byWorkload(main, sbrpOrder)
 			return slices.Concat(main, geomeanRows(main), byWorkload(rest, sbrpOrder))
 		}
 	}
 	// The COSPlay figures (minMax): the benchmarks in order, then min and
 	// max of metric per config, in the order the configs first appear.
-	cosplay := func(metric string) func([]Row) []Row {
-		return func(rows []Row) []Row {
-			rows = byWorkload(rows, cosplayOrder)
+	cosplay := func(metric string) func([][]Row) []Row {
+		return func(shards [][]Row) []Row {
+			rows := byWorkload(slices.Concat(shards...), cosplayOrder)
 			var configs []string
 			for _, r := range rows {
 				if r.Metric == metric && !slices.Contains(configs, r.Config) {
@@ -281,7 +291,46 @@ func mergeRules() map[string]func([]Row) []Row {
 			return rows
 		}
 	}
-	return map[string]func([]Row) []Row{
+	// The re-study's figures (linFig): the kernels in order, then the
+	// average overhead of the kernels the paper has, per scheme.
+	lin := func(cat string) func([][]Row) []Row {
+		return func(shards [][]Row) []Row {
+			kernels, _ := linKernels(cat)
+			var order []string
+			inPaper := map[string]bool{}
+			for _, k := range kernels {
+				order = append(order, k.info.Name)
+				inPaper[k.info.Name] = k.info.InPaper()
+			}
+			rows := byWorkload(slices.Concat(shards...), order)
+			var configs []string
+			sum := map[string]float64{}
+			n := map[string]int{}
+			for _, r := range rows {
+				if r.Metric != "overhead_pct" || !inPaper[r.Workload] {
+					continue
+				}
+				if _, ok := n[r.Config]; !ok {
+					configs = append(configs, r.Config)
+				}
+				sum[r.Config] += r.Value
+				n[r.Config]++
+			}
+			for _, c := range configs {
+				rows = append(rows, Row{rows[0].Experiment, "average", c, "overhead_pct", sum[c] / float64(n[c])})
+			}
+			return rows
+		}
+	}
+	return map[string]func([][]Row) []Row{
+		"lin-fig1":      lin("S"),
+		"lin-fig2":      lin("LS"),
+		"lin-fig3":      lin("LS"),
+		"lin-fig4":      lin("LL"),
+		"lin-fig5":      lin("KV"),
+		"lin-fig6":      lin("PoW"),
+		"gope-fig5":     interleaveShards,
+		"gope-fig7":     interleaveShards,
 		"sbrp-fig6":     sbrp("speedup"),
 		"sbrp-fig7":     sbrp("speedup"),
 		"sbrp-fig8":     sbrp("l1_pm_read_misses_norm"),
@@ -341,4 +390,27 @@ func geomeanRows(rows []Row) []Row {
 		out = append(out, Row{rows[0].Experiment, "geomean", c, rows[0].Metric, math.Exp(logs[c] / float64(count[c]))})
 	}
 	return out
+}
+
+// interleaveShards joins the shards of an experiment without aggregates whose
+// sweep items are each a run of rows of one workload: item k is shard
+// k%n's (k/n)-th run.
+func interleaveShards(shards [][]Row) []Row {
+	blocks := make([][][]Row, len(shards))
+	for i, s := range shards {
+		for j, r := range s {
+			if j == 0 || r.Workload != s[j-1].Workload {
+				blocks[i] = append(blocks[i], nil)
+			}
+			blocks[i][len(blocks[i])-1] = append(blocks[i][len(blocks[i])-1], r)
+		}
+	}
+	var out []Row
+	for k := 0; ; k++ {
+		i, j := k%len(shards), k/len(shards)
+		if j >= len(blocks[i]) {
+			return out
+		}
+		out = append(out, blocks[i][j]...)
+	}
 }

@@ -38,3 +38,16 @@ func TestMerge(t *testing.T) {
 	require.NoError(t, err)
 	require.Len(t, got[0].Rows, 1)
 }
+
+// A shard without rows of an experiment says so in one row, and Merge
+// counts it as present.
+func TestMergeEmptyShard(t *testing.T) {
+	f := bench.Format{Size: "quick", Shard: "1/2", Header: true}
+	var b strings.Builder
+	require.NoError(t, bench.WriteShardCSV(&b, "gope-fig7", nil, f))
+	require.Equal(t, "experiment,workload,config,metric,value,size,shard,value_exact\ngope-fig7,,,,,quick,1/2,\n", b.String())
+	s0 := "experiment,workload,config,metric,value,size,shard,value_exact\ngope-fig7,13.17MB,wg,time_norm,1.5,quick,0/2,1.5\n"
+	got, err := bench.Merge(strings.NewReader(s0), strings.NewReader(b.String()))
+	require.NoError(t, err)
+	require.Equal(t, []bench.Row{{"gope-fig7", "13.17MB", "wg", "time_norm", 1.5}}, got[0].Rows)
+}

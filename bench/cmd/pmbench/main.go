@@ -203,7 +203,7 @@ Usage: pmbench [flags]
 func emit(stdout io.Writer, format, out string, first bool, e bench.Experiment, rows []bench.Row, f bench.Format, changed string) error {
 	if format == "csv" {
 		f.Header = first
-		if err := bench.WriteCSV(stdout, rows, f); err != nil {
+		if err := bench.WriteShardCSV(stdout, e.Name, rows, f); err != nil {
 			return err
 		}
 	} else {
@@ -487,7 +487,7 @@ func writeOut(dir string, e bench.Experiment, rows []bench.Row, f bench.Format, 
 		return err
 	}
 	f.Header = true
-	if err := bench.WriteCSV(file, rows, f); err != nil {
+	if err := bench.WriteShardCSV(file, e.Name, rows, f); err != nil {
 		file.Close()
 		return err
 	}

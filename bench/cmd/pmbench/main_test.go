@@ -315,8 +315,9 @@ func TestPmbenchOverridesShown(t *testing.T) {
 
 // pmbench merge joins the CSVs of -shard runs into what one unsharded run
 // prints, byte for byte: geomeans (sbrp-fig6), minima and maxima
-// (cosplay-fig8), the papers' ratios, an experiment that does not shard
-// (gpm-fig11), a -set and a -sweep.
+// (cosplay-fig8), averages (lin-fig4), the papers' ratios, an experiment
+// that does not shard (gpm-fig11), a shard with no rows of an experiment
+// (gope-fig7), a -set and a -sweep.
 func TestPmbenchMerge(t *testing.T) {
 	for _, tc := range []struct {
 		args   []string
@@ -326,6 +327,9 @@ func TestPmbenchMerge(t *testing.T) {
 		{[]string{"-exp", "cosplay-fig8", "-smoke"}, 2},
 		{[]string{"-exp", "sbrp-fig6,cosplay-fig8,gpm-fig11", "-smoke", "-paper"}, 3},
 		{[]string{"-exp", "sbrp-fig11", "-smoke", "-set", "persist.window=4", "-sweep", "nvm.write_latency_cycles=200,400"}, 2},
+		// lin-fig4's averages; gope-fig7 is one tree, so shard 1 has none
+		// of it (a row that says so) and lin-fig4 has one kernel group.
+		{[]string{"-exp", "gope-fig7,lin-fig4", "-quick"}, 2},
 	} {
 		dir := t.TempDir()
 		args := append(slices.Clone(tc.args), "-format", "csv")
