@@ -342,6 +342,10 @@ func mergeRules() map[string]func([][]Row) []Row {
 		"cosplay-fig1":  cosplay("slowdown"),
 		"cosplay-fig8":  cosplay("speedup"),
 		"cosplay-fig14": cosplay("speedup"),
+		"cosplay-fig12": cosplay("median_over_cosplay"),
+		"cosplay-fig11": func(shards [][]Row) []Row {
+			return fig11Aggregates(byWorkload(slices.Concat(shards...), cosplayOrder))
+		},
 	}
 }
 
