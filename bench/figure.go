@@ -198,7 +198,8 @@ func newCanvas(path string, w, h vg.Length) (vg.CanvasWriterTo, error) {
 // isRatio reports whether a metric is a ratio to a baseline, drawn with a
 // reference line at 1.
 func isRatio(metric string) bool {
-	return strings.Contains(metric, "speedup") || strings.HasSuffix(metric, "_norm") || strings.HasPrefix(metric, "x_")
+	return strings.Contains(metric, "speedup") || strings.HasSuffix(metric, "_norm") || strings.HasPrefix(metric, "x_") ||
+		strings.HasPrefix(metric, "over_") || strings.HasPrefix(metric, "normalized_") || strings.HasPrefix(metric, "normalised_")
 }
 
 // metricPanel draws one metric: a group of bars per workload that has the
@@ -496,7 +497,7 @@ func (c compactTicks) Ticks(lo, hi float64) []plot.Tick {
 				labelled++
 			}
 		}
-		if labelled < 4 && len(ticks) <= 12 {
+		if labelled < 4 && len(ticks) <= 9 {
 			for i := range ticks {
 				ticks[i].Label = "x"
 			}
@@ -699,7 +700,7 @@ func unitOf(metric string) string {
 		return "×"
 	case strings.HasPrefix(m, "cycles_per_"):
 		return "cycles per " + strings.ReplaceAll(strings.TrimPrefix(m, "cycles_per_"), "_", " ")
-	case m == "cycles" || strings.HasSuffix(m, "_cycles") || strings.HasPrefix(m, "cdf_p"):
+	case m == "cycles" || strings.HasSuffix(m, "_cycles") || strings.HasPrefix(m, "cdf_p") || strings.HasSuffix(m, "_stall"):
 		return "cycles"
 	case strings.HasSuffix(m, "_us"):
 		return "µs"
@@ -716,7 +717,8 @@ func unitOf(metric string) string {
 	case strings.Contains(m, "bytes"):
 		return strings.ReplaceAll(m[strings.Index(m, "bytes"):], "_", " ")
 	case strings.Contains(m, "window") || strings.Contains(m, "misses") || strings.Contains(m, "threads") ||
-		strings.Contains(m, "writes") || strings.Contains(m, "count") || strings.Contains(m, "entries"):
+		strings.Contains(m, "writes") || strings.Contains(m, "count") || strings.Contains(m, "entries") ||
+		m == "keys" || m == "persists" || m == "workgroups" || strings.HasPrefix(m, "depth"):
 		return "count"
 	}
 	return ""
