@@ -232,7 +232,7 @@ func metricPanel(metric string, rows []Row, configs []string, colors []color.Col
 	if isRatio(metric) {
 		base = baselineOf(workloads, cfgs, vals)
 	}
-	p.Y.Label.Text = axisLabel(metric, base)
+	p.Y.Label.Text = axisLabel(strings.TrimSuffix(metric, extremes), base)
 	p.Y.Tick.Marker = compactTicks{}
 	p.Y.Min = 0
 	p.X.Tick.Label.Font.Size = 10
