@@ -48,7 +48,7 @@ type Options struct {
 	// Shard, Shards run only the part of a sweep with index%Shards ==
 	// Shard (Shards 0 or 1: all of it), so any batch scheduler can run the
 	// parts. Sweeps shard by application; summary rows (geomean) are left
-	// to the unsharded run.
+	// to the unsharded run, or to Merge, which joins the shards' CSVs.
 	Shard, Shards int
 	// Progress, if set, is told of work to do (total > 0) and work done
 	// (done > 0) as a sweep runs.
@@ -189,8 +189,58 @@ type Format struct {
 	Paper bool
 	// Set are the -set overrides the rows were measured with: the table's
 	// comparison with the papers says its ratios are not against the
-	// papers' machine.
+	// papers' machine, and the CSV gets an overrides column (see
+	// CSVHeader) whose ratio column is named ratio_changed_machine.
 	Set []string
+	// Sweep is the key of a -sweep, whose value ends every row's config:
+	// the CSV's overrides column names it too.
+	Sweep string
+	// Shard ("i/n") marks the rows as one shard's of a -shard run: the CSV
+	// gets the columns shard and value_exact (the value at full precision),
+	// so that pmbench merge can join the shards and recompute the
+	// aggregates exactly, and leaves out the papers' relative values (merge
+	// recomputes them).
+	Shard string
+}
+
+// Overridden reports whether the rows ran on a machine changed by -set or
+// -sweep.
+func (f Format) Overridden() bool { return len(f.Set) > 0 || f.Sweep != "" }
+
+// CSVHeader returns the header WriteCSV writes for f: Header; then
+// "overrides" if the machine was changed by -set or -sweep (the default
+// CSV has no such column); then PaperHeader if f.Paper, its ratio named
+// "ratio_changed_machine" on a machine changed by -set (a ratio to the
+// papers' machine, not a like-for-like comparison); then "shard" and
+// "value_exact" for a shard's rows.
+func CSVHeader(f Format) []string {
+	h := Header()
+	if f.Overridden() {
+		h = append(h, "overrides")
+	}
+	if f.Paper {
+		p := PaperHeader()
+		if len(f.Set) > 0 {
+			p[1] = "ratio_changed_machine"
+		}
+		h = append(h, p...)
+	}
+	if f.Shard != "" {
+		h = append(h, "shard", "value_exact")
+	}
+	return h
+}
+
+// overrides is the overrides column of a row of config: the -set
+// overrides, then the -sweep value the row ran at.
+func (f Format) overrides(config string) string {
+	o := slices.Clone(f.Set)
+	if f.Sweep != "" {
+		if i := strings.LastIndex(config, " "+f.Sweep+"="); i >= 0 {
+			o = append(o, config[i+1:])
+		}
+	}
+	return strings.Join(o, " ")
 }
 
 var nan = math.NaN()
@@ -223,8 +273,9 @@ func comparisons(rows []Row, f Format) ([]Comparison, error) {
 // Source is where the value is in its paper: "SBRP §7.2, Fig. 6".
 func (p PaperValue) Source() string { return p.Paper + " " + p.Where }
 
-// WriteCSV writes the rows of one experiment as long-format CSV with
-// Header (and PaperHeader if f.Paper).
+// WriteCSV writes the rows of one experiment as long-format CSV with the
+// columns of CSVHeader(f); the default (no -set, -sweep, -paper or shard)
+// is exactly Header's.
 func WriteCSV(w io.Writer, rows []Row, f Format) error {
 	cmp, err := comparisons(rows, f)
 	if err != nil {
@@ -239,16 +290,15 @@ func WriteCSV(w io.Writer, rows []Row, f Format) error {
 	}
 	cw := csv.NewWriter(w)
 	if f.Header {
-		h := Header()
-		if f.Paper {
-			h = append(h, PaperHeader()...)
-		}
-		if err := cw.Write(h); err != nil {
+		if err := cw.Write(CSVHeader(f)); err != nil {
 			return err
 		}
 	}
 	for _, r := range rows {
 		rec := []string{r.Experiment, r.Workload, r.Config, r.Metric, formatValue(r.Value), f.Size}
+		if f.Overridden() {
+			rec = append(rec, f.overrides(r.Config))
+		}
 		if f.Paper {
 			if c, ok := direct[key{r.Workload, r.Config, r.Metric}]; ok {
 				rec = append(rec, formatValue(c.Value), formatValue(c.Ratio()), c.Source())
@@ -256,19 +306,49 @@ func WriteCSV(w io.Writer, rows []Row, f Format) error {
 				rec = append(rec, "", "", "")
 			}
 		}
+		if f.Shard != "" {
+			rec = append(rec, f.Shard, strconv.FormatFloat(r.Value, 'g', -1, 64))
+		}
 		if err := cw.Write(rec); err != nil {
 			return err
 		}
 	}
 	for _, c := range cmp {
-		if c.Over == "" || !c.Found {
+		if c.Over == "" || !c.Found || f.Shard != "" {
 			continue
 		}
-		rec := []string{c.Experiment, c.Workload, c.Label(), c.Metric, formatValue(c.Ours), f.Size,
-			formatValue(c.Value), formatValue(c.Ratio()), c.Source()}
+		rec := []string{c.Experiment, c.Workload, c.Label(), c.Metric, formatValue(c.Ours), f.Size}
+		if f.Overridden() {
+			rec = append(rec, f.overrides(c.Config))
+		}
+		rec = append(rec, formatValue(c.Value), formatValue(c.Ratio()), c.Source())
 		if err := cw.Write(rec); err != nil {
 			return err
 		}
+	}
+	cw.Flush()
+	return cw.Error()
+}
+
+// WriteShardCSV is WriteCSV for one shard's rows of experiment exp (with
+// f.Shard set): a shard with no rows of exp (its part of the sweep is
+// empty) writes one row with only the experiment, size and shard, so that
+// Merge knows the shard ran.
+func WriteShardCSV(w io.Writer, exp string, rows []Row, f Format) error {
+	if len(rows) > 0 || f.Shard == "" {
+		return WriteCSV(w, rows, f)
+	}
+	h := CSVHeader(f)
+	rec := make([]string, len(h))
+	rec[0], rec[5], rec[len(h)-2] = exp, f.Size, f.Shard
+	cw := csv.NewWriter(w)
+	if f.Header {
+		if err := cw.Write(h); err != nil {
+			return err
+		}
+	}
+	if err := cw.Write(rec); err != nil {
+		return err
 	}
 	cw.Flush()
 	return cw.Error()

@@ -309,6 +309,17 @@ func runCosplayFig11(ctx context.Context, o Options) ([]Row, error) {
 				Row{exp, labels[k], bmo.Name, "sbatch_over_cosplay_window", float64(bs.Window) / float64(bc.Window)})
 		}
 	}
+	if o.Shards > 1 {
+		return rows, nil // the aggregates are the unsharded run's (or Merge's)
+	}
+	return fig11Aggregates(rows), nil
+}
+
+// fig11Aggregates appends to cosplay-fig11's benchmark rows their minima
+// and maxima per BMO, and over every BMO.
+func fig11Aggregates(rows []Row) []Row {
+	const exp = "cosplay-fig11"
+	o := Options{}
 	for _, bmo := range hwmodel.BMOs() {
 		for _, m := range []string{"speedup_iso_window", "speedup_best_windows", "sbatch_over_cosplay_window"} {
 			rows = minMax(o, rows, exp, bmo.Name, m)
@@ -332,7 +343,7 @@ func runCosplayFig11(ctx context.Context, o Options) ([]Row, error) {
 	g := minMax(o, all, exp, "all", "sbatch_over_cosplay_window")
 	rows = append(rows, g[len(all):]...)
 	g = minMax(o, free, exp, "all-but-CQ4-CQ16", "speedup_best_windows")
-	return append(rows, g[len(free):]...), nil
+	return append(rows, g[len(free):]...)
 }
 
 // cdfPoints are the percentiles of the task-latency CDFs.

@@ -31,25 +31,39 @@ var ErrFigure = errors.New("bench: figure")
 // cdf_pNNN, the value at percentile NNN, is drawn as a CDF instead, a
 // panel per workload and a line per config), with the legend beside the
 // panels, a dashed line at 1 on panels of ratios (speedups, normalised
-// values), and, if paper is set, each value a paper reports for a bar (see
+// values), the title above them (one line per line of title), and, if paper is set, each value a paper reports for a bar (see
 // PaperValues) as a black mark across that bar. The format follows the
 // extension of path: .svg, .png or .pdf.
 func WriteFigure(path, title string, rows []Row, paper bool) error {
 	if len(rows) == 0 {
 		return fmt.Errorf("%w: no rows to plot for %s", ErrFigure, title)
 	}
-	var marks []Comparison
+	var marks, relative []Comparison // the paper's values for bars, and those relative to another config
 	if paper {
 		vals, err := PaperValuesFor(rows[0].Experiment)
 		if err != nil {
 			return err
 		}
 		for _, c := range Compare(rows, vals) {
-			if c.Over == "" {
+			switch {
+			case c.Over == "":
 				marks = append(marks, c)
+			case c.Found:
+				relative = append(relative, c)
 			}
 		}
 	}
+	// A figure with a layout of the paper's panels draws those.
+	layout := figureLayouts[rows[0].Experiment]
+	if layout != nil {
+		exp := rows[0].Experiment
+		rows, marks = applyLayout(layout, rows, marks)
+		if len(rows) == 0 {
+			return fmt.Errorf("%w: no rows of %s's panels to plot for %s", ErrFigure, exp, title)
+		}
+	}
+	rows, marks = splitExtremes(rows, marks)
+	rows, marks = groupMachines(rows, marks)
 	var metrics, configs []string
 	for _, r := range rows {
 		if !slices.Contains(metrics, r.Metric) {
@@ -66,16 +80,46 @@ func WriteFigure(path, title string, rows []Row, paper bool) error {
 	if err != nil {
 		return err
 	}
+	metrics, same := dropRepeats(rows, metrics)
 	maxBars := vg.Length(0) // the widest panel's bars and gaps
+	ref := ""               // what the line at 1 is, for the legend
 	for _, m := range metrics {
-		p, bars, err := metricPanel(m, rows, configs, colors, marks)
+		p, bars, base, err := metricPanel(m, rows, configs, colors, marks)
+		if err != nil {
+			return err
+		}
+		if isRatio(m) {
+			switch {
+			case ref == "":
+				ref = "1 = " + base
+				if base == "" {
+					ref = "1 = parity with the baseline"
+				}
+			case base != "" && ref != "1 = "+base, base == "" && ref != "1 = parity with the baseline":
+				ref = "1 = each axis's baseline"
+			}
+		}
+		if len(same[m]) > 0 {
+			p.Title.Text += " (" + strings.Join(same[m], ", ") + ": the same)"
+		}
+		if i := slices.IndexFunc(layout, func(l panelLayout) bool { return l.key == m }); i >= 0 {
+			layout[i].apply(p, rows)
+		}
+		panels = append(panels, p)
+		maxBars = max(maxBars, bars)
+	}
+	if len(relative) > 0 {
+		if ref == "" {
+			ref = "1 = parity with the baseline"
+		}
+		p, bars, err := relativePanel(relative)
 		if err != nil {
 			return err
 		}
 		panels = append(panels, p)
 		maxBars = max(maxBars, bars)
 	}
-	legend := figureLegend(configs, colors, len(marks) > 0)
+	legend := figureLegend(configs, colors, len(marks) > 0 || len(relative) > 0, ref)
 
 	// One column of panels, two if there are many; each panel wide enough
 	// for its bars, the legend in a column of its own on the right.
@@ -86,8 +130,10 @@ func WriteFigure(path, title string, rows []Row, paper bool) error {
 	nrows := (len(panels) + cols - 1) / cols
 	panelW := max(5*vg.Inch, vg.Length(maxBars)+1.5*vg.Inch)
 	panelH := 3.2 * vg.Inch
-	legendW := legendWidth(legend, append(slices.Clone(configs), "paper's value")...)
-	titleH := 0.45 * vg.Inch
+	legendW := legendWidth(legend, append(slices.Clone(configs), "paper's value", ref)...)
+	// A line of the title for each line of title (a changed machine says
+	// so on a line of its own).
+	titleH := 0.45*vg.Inch + vg.Length(strings.Count(title, "\n"))*0.25*vg.Inch
 	width := vg.Length(cols)*panelW + legendW
 	height := vg.Length(nrows)*panelH + titleH
 
@@ -99,7 +145,14 @@ func WriteFigure(path, title string, rows []Row, paper bool) error {
 	sty := plot.New().Title.TextStyle
 	sty.Font.Size = 14
 	sty.XAlign, sty.YAlign = draw.XCenter, draw.YCenter
-	dc.FillText(sty, vg.Point{X: (width - legendW) / 2, Y: height - titleH/2}, title)
+	// The first line of the title large, the others (notes such as a
+	// changed machine) small.
+	lines := strings.Split(title, "\n")
+	dc.FillText(sty, vg.Point{X: (width - legendW) / 2, Y: height - 0.225*vg.Inch}, lines[0])
+	sty.Font.Size = 10
+	for i, l := range lines[1:] {
+		dc.FillText(sty, vg.Point{X: width / 2, Y: height - 0.45*vg.Inch - vg.Length(i)*0.25*vg.Inch}, l)
+	}
 
 	grid := make([][]*plot.Plot, nrows)
 	for i := range grid {
@@ -145,13 +198,16 @@ func newCanvas(path string, w, h vg.Length) (vg.CanvasWriterTo, error) {
 // isRatio reports whether a metric is a ratio to a baseline, drawn with a
 // reference line at 1.
 func isRatio(metric string) bool {
-	return strings.Contains(metric, "speedup") || strings.HasSuffix(metric, "_norm") || strings.HasPrefix(metric, "x_")
+	return strings.Contains(metric, "speedup") || strings.HasSuffix(metric, "_norm") || strings.HasPrefix(metric, "x_") ||
+		strings.HasPrefix(metric, "over_") || strings.HasPrefix(metric, "normalized_") || strings.HasPrefix(metric, "normalised_")
 }
 
 // metricPanel draws one metric: a group of bars per workload that has the
-// metric, a bar per config present in it. It returns the panel and the
-// width its bars and the gaps between groups need.
-func metricPanel(metric string, rows []Row, configs []string, colors []color.Color, marks []Comparison) (*plot.Plot, vg.Length, error) {
+// metric, a bar per config present in it; a ratio's y axis names its
+// baseline (the config that is 1 everywhere) and has a dashed line at 1;
+// values more than 100x apart get a log scale. It returns the panel, the
+// width its bars and the gaps between groups need, and the baseline.
+func metricPanel(metric string, rows []Row, configs []string, colors []color.Color, marks []Comparison) (*plot.Plot, vg.Length, string, error) {
 	var workloads, cfgs []string
 	vals := map[[2]string]float64{}
 	for _, r := range rows {
@@ -172,7 +228,11 @@ func metricPanel(metric string, rows []Row, configs []string, colors []color.Col
 	p := plot.New()
 	p.Title.Text = metric
 	p.Title.TextStyle.Font.Size = 12
-	p.Y.Label.Text = metric
+	base := ""
+	if isRatio(metric) {
+		base = baselineOf(workloads, cfgs, vals)
+	}
+	p.Y.Label.Text = axisLabel(strings.TrimSuffix(metric, extremes), base)
 	p.Y.Tick.Marker = compactTicks{}
 	p.Y.Min = 0
 	p.X.Tick.Label.Font.Size = 10
@@ -194,7 +254,7 @@ func metricPanel(metric string, rows []Row, configs []string, colors []color.Col
 		}
 		bars, err := plotter.NewBarChart(v, barW)
 		if err != nil {
-			return nil, 0, fmt.Errorf("%w: %s: %w", ErrFigure, metric, err)
+			return nil, 0, "", fmt.Errorf("%w: %s: %w", ErrFigure, metric, err)
 		}
 		bars.LineStyle.Width = 0
 		bars.Color = colors[slices.Index(configs, c)]
@@ -202,14 +262,11 @@ func metricPanel(metric string, rows []Row, configs []string, colors []color.Col
 		p.Add(bars)
 	}
 	if isRatio(metric) {
-		ref := plotter.NewFunction(func(float64) float64 { return 1 })
-		ref.XMin, ref.XMax = -0.5, float64(len(workloads))-0.5
-		ref.Dashes = []vg.Length{vg.Points(4), vg.Points(3)}
-		ref.Color = color.Gray{Y: 60}
-		ref.Width = vg.Points(1)
-		p.Add(ref)
+		if err := addReference(p, len(workloads)); err != nil {
+			return nil, 0, "", err
+		}
 	}
-	pm := paperMarks{width: barW}
+	pm := paperMarks{width: barW * 0.7}
 	for _, m := range marks {
 		j := slices.Index(workloads, m.Workload)
 		i := slices.Index(cfgs, m.Config)
@@ -240,8 +297,20 @@ func metricPanel(metric string, rows []Row, configs []string, colors []color.Col
 	if ymin < 0 {
 		p.Y.Min = ymin * 1.08
 	}
+	var ys []float64
+	for _, v := range vals {
+		ys = append(ys, v)
+	}
+	for _, m := range pm.pts {
+		ys = append(ys, m.y)
+	}
+	if lo, hi, ok := logRange(ys); ok && hi/lo > 100 {
+		// Values more than 100x apart: a log scale, so that the small
+		// bars show.
+		setLog(p, lo, hi)
+	}
 	p.X.Min, p.X.Max = -0.5, float64(len(workloads))-0.5
-	return p, vg.Length(len(workloads)) * (vg.Length(len(cfgs)) + 1.5) * barW, nil
+	return p, vg.Length(len(workloads)) * (vg.Length(len(cfgs)) + 1.5) * barW, base, nil
 }
 
 // qualitative is a palette of eight colours that stay apart on screen and
@@ -313,8 +382,9 @@ func shade(c color.RGBA, i, n int) color.Color {
 	return color.RGBA{mix(c.R), mix(c.G), mix(c.B), 0xff}
 }
 
-// figureLegend names each config's colour, and the paper's mark.
-func figureLegend(configs []string, colors []color.Color, paper bool) plot.Legend {
+// figureLegend names each config's colour, the paper's mark, and what the
+// dashed line at 1 is (ref, if not "").
+func figureLegend(configs []string, colors []color.Color, paper bool, ref string) plot.Legend {
 	l := plot.NewLegend()
 	l.Top, l.Left = true, true
 	l.TextStyle.Font.Size = 10
@@ -325,6 +395,13 @@ func figureLegend(configs []string, colors []color.Color, paper bool) plot.Legen
 	}
 	if paper {
 		l.Add("paper's value", paperMarks{width: vg.Points(12)})
+	}
+	if ref != "" {
+		line := plotter.NewFunction(func(float64) float64 { return 1 })
+		line.Dashes = []vg.Length{vg.Points(4), vg.Points(3)}
+		line.Color = color.Gray{Y: 60}
+		line.Width = vg.Points(1)
+		l.Add(ref, line)
 	}
 	return l
 }
@@ -395,12 +472,37 @@ func (m paperMarks) Thumbnail(c *draw.Canvas) {
 }
 
 // compactTicks labels the y axis with short numbers (250k, 1.5M, 0.25)
-// instead of fixed-precision ones ("250000.00").
-type compactTicks struct{}
+// instead of fixed-precision ones ("250000.00"); log places them at
+// powers of ten.
+type compactTicks struct{ log bool }
 
 // Ticks returns the default ticks relabelled.
-func (compactTicks) Ticks(lo, hi float64) []plot.Tick {
-	ticks := plot.DefaultTicks{}.Ticks(lo, hi)
+func (c compactTicks) Ticks(lo, hi float64) []plot.Tick {
+	var ticks []plot.Tick
+	if c.log {
+		// Only the ticks on the axis: one below it would sit on its
+		// bottom (clampedLog) over the first.
+		for _, t := range (plot.LogTicks{Prec: -1}).Ticks(lo, hi) {
+			if t.Value >= lo && t.Value <= hi {
+				ticks = append(ticks, t)
+			}
+		}
+	} else {
+		ticks = plot.DefaultTicks{}.Ticks(lo, hi)
+		// Fewer than four labels (0, 2, 4) say too little: label the
+		// minor ticks too where there are few.
+		labelled := 0
+		for _, t := range ticks {
+			if t.Label != "" {
+				labelled++
+			}
+		}
+		if labelled < 4 && len(ticks) <= 9 {
+			for i := range ticks {
+				ticks[i].Label = "x"
+			}
+		}
+	}
 	for i := range ticks {
 		if ticks[i].Label != "" {
 			ticks[i].Label = compact(ticks[i].Value)
@@ -420,4 +522,372 @@ func compact(v float64) string {
 		return strconv.FormatFloat(v/1e3, 'g', 3, 64) + "k"
 	}
 	return strconv.FormatFloat(v, 'g', 6, 64)
+}
+
+// logRange returns the smallest and largest positive values (bars and
+// marks of one panel), and whether a log scale can show them: none is
+// negative and some are positive. A panel needs one when hi/lo > 100.
+func logRange(values []float64) (lo, hi float64, ok bool) {
+	lo, hi = math.Inf(1), 0
+	for _, v := range values {
+		if v < 0 {
+			return 0, 0, false
+		}
+		if v > 0 {
+			lo, hi = min(lo, v), max(hi, v)
+		}
+	}
+	return lo, hi, hi > 0
+}
+
+// setLog puts p's y axis on a log scale from below lo to above hi (bars
+// start at the axis's bottom) and says so in its label.
+func setLog(p *plot.Plot, lo, hi float64) {
+	p.Y.Scale = clampedLog{}
+	p.Y.Tick.Marker = compactTicks{log: true}
+	p.Y.Min, p.Y.Max = lo/2, hi*2
+	p.Y.Label.Text += ", log scale"
+}
+
+// panelLayout is one panel of a paper's figure, for experiments whose
+// metrics are not one panel each in the paper (figureLayouts): the series
+// it draws, which workloads (renamed for the x axis), its title and axis
+// labels, and whether it is on a log scale.
+type panelLayout struct {
+	// key is the panel's metric after applyLayout (isRatio of it gives
+	// the line at 1).
+	key            string
+	title          string
+	series         []panelSeries
+	workload       func(string) (string, bool)
+	xLabel, yLabel string
+	log            bool
+}
+
+// panelSeries is a metric (of config, or any config if "") drawn in a
+// panel, as config label in the legend ("": the row's config).
+type panelSeries struct{ metric, config, label string }
+
+// figureLayouts are the experiments drawn in their paper's layout rather
+// than a panel per metric.
+var figureLayouts = map[string][]panelLayout{
+	// GPM Fig. 11: (a) the speedup due to HCL per transactional workload
+	// (ours: gpKVS), (b) logging latency against concurrent logging
+	// threads.
+	"gpm-fig11": {
+		{key: "hcl_speedup", title: "(a) speedup due to HCL",
+			series: []panelSeries{
+				{"hcl_speedup", "", "HCL over conventional logging"},
+				{"hcl_speedup_vs_conv_per_warp", "", "HCL over a log per warp"},
+			},
+			workload: func(w string) (string, bool) { return w, !strings.HasPrefix(w, "log-") && w != "logging" },
+			xLabel:   "workload", yLabel: "HCL's speedup (×)"},
+		{key: "latency_us", title: "(b) logging latency against concurrent logging threads",
+			series: []panelSeries{
+				{"latency_us", "pm-far/gpm/hcl", "HCL"},
+				{"latency_us", "pm-far/gpm/conv", "conventional logging"},
+			},
+			workload: func(w string) (string, bool) { return strings.CutPrefix(w, "log-") },
+			xLabel:   "concurrent logging threads", yLabel: "logging latency (µs)", log: true},
+	},
+}
+
+// applyLayout returns the rows and the paper's marks of layout's panels:
+// each series' rows with the panel's key as metric, the series' label as
+// config and the workload renamed.
+func applyLayout(layout []panelLayout, rows []Row, marks []Comparison) ([]Row, []Comparison) {
+	var out []Row
+	var outMarks []Comparison
+	for _, l := range layout {
+		for _, s := range l.series {
+			match := func(metric, config, workload string) (string, string, bool) {
+				w, ok := l.workload(workload)
+				if !ok || metric != s.metric || (s.config != "" && config != s.config) {
+					return "", "", false
+				}
+				if s.label != "" {
+					config = s.label
+				}
+				return w, config, true
+			}
+			for _, r := range rows {
+				if w, c, ok := match(r.Metric, r.Config, r.Workload); ok {
+					out = append(out, Row{r.Experiment, w, c, l.key, r.Value})
+				}
+			}
+			for _, m := range marks {
+				if w, c, ok := match(m.Metric, m.Config, m.Workload); ok {
+					m.Workload, m.Config, m.Metric = w, c, l.key
+					outMarks = append(outMarks, m)
+				}
+			}
+		}
+	}
+	return out, outMarks
+}
+
+// apply sets the panel's title and labels, and its log scale, over the
+// rows of its key.
+func (l panelLayout) apply(p *plot.Plot, rows []Row) {
+	p.Title.Text = l.title
+	p.Y.Label.Text = l.yLabel
+	p.X.Label.Text = l.xLabel
+	if _, ok := p.Y.Scale.(clampedLog); ok {
+		p.Y.Label.Text += ", log scale"
+		return
+	}
+	if !l.log {
+		return
+	}
+	var ys []float64
+	for _, r := range rows {
+		if r.Metric == l.key {
+			ys = append(ys, r.Value)
+		}
+	}
+	if lo, hi, ok := logRange(ys); ok {
+		setLog(p, lo, hi)
+	}
+}
+
+// clampedLog is a log scale on which values at or below the axis's
+// minimum (a bar's base at 0) sit at the bottom.
+type clampedLog struct{}
+
+// Normalize returns the fractional position of x (plot.Normalizer).
+func (clampedLog) Normalize(lo, hi, x float64) float64 {
+	return plot.LogScale{}.Normalize(lo, hi, max(x, lo))
+}
+
+// baselineOf returns the config of a ratio panel that is 1 for every
+// workload while others are not (the baseline the ratios are over), or "".
+func baselineOf(workloads, configs []string, vals map[[2]string]float64) string {
+	if len(configs) < 2 {
+		return ""
+	}
+	for _, c := range configs {
+		one := true
+		for _, w := range workloads {
+			v, ok := vals[[2]string{w, c}]
+			one = one && ok && v == 1
+		}
+		if one {
+			return c
+		}
+	}
+	return ""
+}
+
+// axisLabel is the y axis's label for metric: the metric, the baseline a
+// ratio is over, and its unit.
+func axisLabel(metric, baseline string) string {
+	name := metric
+	if baseline != "" {
+		name += " over " + baseline
+	}
+	if u := unitOf(metric); u != "" {
+		return name + " (" + u + ")"
+	}
+	return name
+}
+
+// unitOf is the unit of a metric, read off its name ("" where it says
+// none).
+func unitOf(metric string) string {
+	m := strings.ToLower(metric)
+	switch {
+	case isRatio(m) || strings.Contains(m, "_over_") || strings.HasPrefix(m, "slowdown") || strings.Contains(m, "throughput"):
+		return "×"
+	case strings.HasPrefix(m, "cycles_per_"):
+		return "cycles per " + strings.ReplaceAll(strings.TrimPrefix(m, "cycles_per_"), "_", " ")
+	case m == "cycles" || strings.HasSuffix(m, "_cycles") || strings.HasPrefix(m, "cdf_p") || strings.HasSuffix(m, "_stall"):
+		return "cycles"
+	case strings.HasSuffix(m, "_us"):
+		return "µs"
+	case strings.HasSuffix(m, "_ns"):
+		return "ns"
+	case strings.HasSuffix(m, "_ms"):
+		return "ms"
+	case strings.HasSuffix(m, "_per_s"):
+		return "per second"
+	case strings.HasSuffix(m, "_gbps"):
+		return "GB/s"
+	case strings.HasSuffix(m, "_pct") || strings.HasSuffix(m, "_percent"):
+		return "%"
+	case strings.Contains(m, "bytes"):
+		return strings.ReplaceAll(m[strings.Index(m, "bytes"):], "_", " ")
+	case strings.Contains(m, "window") || strings.Contains(m, "misses") || strings.Contains(m, "threads") ||
+		strings.Contains(m, "writes") || strings.Contains(m, "count") || strings.Contains(m, "entries") ||
+		m == "keys" || m == "persists" || m == "workgroups" || strings.HasPrefix(m, "depth"):
+		return "count"
+	}
+	return ""
+}
+
+// addReference draws the dashed line at 1 of a ratio panel over n
+// workload groups (the legend says what 1 is).
+func addReference(p *plot.Plot, n int) error {
+	ref := plotter.NewFunction(func(float64) float64 { return 1 })
+	ref.XMin, ref.XMax = -0.5, float64(n)-0.5
+	ref.Dashes = []vg.Length{vg.Points(4), vg.Points(3)}
+	ref.Color = color.Gray{Y: 60}
+	ref.Width = vg.Points(1)
+	p.Add(ref)
+	return nil
+}
+
+// relativePanel draws the values a paper states relative to another
+// config ("sbrp-near over epoch-near"): ours as a grey bar each, the
+// paper's as a mark. It returns the panel and the width its bars need.
+func relativePanel(cmps []Comparison) (*plot.Plot, vg.Length, error) {
+	p := plot.New()
+	p.Title.Text = "the paper's relative values: ours (bars), the paper's (marks)"
+	p.Title.TextStyle.Font.Size = 12
+	p.Y.Label.Text = cmps[0].Metric + ", X over Y (×)"
+	p.Y.Tick.Marker = compactTicks{}
+	p.Y.Min = 0
+	barW := vg.Points(14)
+	var names []string
+	v := make(plotter.Values, len(cmps))
+	pm := paperMarks{width: barW}
+	ymax := 1.0
+	for i, c := range cmps {
+		names = append(names, c.Workload+": "+c.Label())
+		v[i] = c.Ours
+		pm.pts = append(pm.pts, paperMark{x: float64(i), y: c.Value})
+		ymax = max(ymax, c.Ours, c.Value)
+	}
+	bars, err := plotter.NewBarChart(v, barW)
+	if err != nil {
+		return nil, 0, fmt.Errorf("%w: %w", ErrFigure, err)
+	}
+	bars.LineStyle.Width = 0
+	bars.Color = color.Gray{Y: 150}
+	p.Add(bars)
+	if err := addReference(p, len(cmps)); err != nil {
+		return nil, 0, err
+	}
+	p.Add(pm)
+	p.NominalX(names...)
+	p.X.Tick.Label.Font.Size = 9
+	p.X.Tick.Label.Rotation = math.Pi / 6
+	p.X.Tick.Label.XAlign = draw.XRight
+	p.X.Tick.Label.YAlign = draw.YTop
+	p.X.Min, p.X.Max = -0.5, float64(len(cmps))-0.5
+	p.Y.Max = ymax * 1.08
+	return p, vg.Length(len(cmps)) * 2.5 * barW, nil
+}
+
+// dropRepeats leaves out of metrics each metric whose every value equals
+// an earlier metric's at the same workload and config (micro-persist's
+// durable_cycles where it is its cycles), and returns per metric kept the
+// metrics it stands for.
+func dropRepeats(rows []Row, metrics []string) ([]string, map[string][]string) {
+	type key struct{ workload, config, metric string }
+	vals := map[key]float64{}
+	for _, r := range rows {
+		vals[key{r.Workload, r.Config, r.Metric}] = r.Value
+	}
+	var kept []string
+	same := map[string][]string{}
+	for _, m := range metrics {
+		dup := ""
+		for _, k := range kept {
+			all := true
+			for _, r := range rows {
+				if r.Metric != m {
+					continue
+				}
+				v, ok := vals[key{r.Workload, r.Config, k}]
+				all = all && ok && v == r.Value
+			}
+			if all {
+				dup = k
+				break
+			}
+		}
+		if dup == "" {
+			kept = append(kept, m)
+		} else {
+			same[dup] = append(same[dup], m)
+		}
+	}
+	return kept, same
+}
+
+// extremes names the panel of a metric's minimum and maximum over the
+// benchmarks (rows of workload "min" and "max"), apart from the
+// benchmarks' panel.
+const extremes = ": min and max over the benchmarks"
+
+// splitExtremes moves the rows (and the paper's marks) of workloads "min"
+// and "max" of a metric that also has other workloads to a metric of
+// their own (metric + extremes), so that aggregates are not drawn as if
+// they were benchmarks.
+func splitExtremes(rows []Row, marks []Comparison) ([]Row, []Comparison) {
+	other := map[string]bool{}
+	for _, r := range rows {
+		if r.Workload != "min" && r.Workload != "max" {
+			other[r.Metric] = true
+		}
+	}
+	move := func(workload, metric string) bool {
+		return (workload == "min" || workload == "max") && other[metric]
+	}
+	out := slices.Clone(rows)
+	for i, r := range out {
+		if move(r.Workload, r.Metric) {
+			out[i].Metric += extremes
+		}
+	}
+	outMarks := slices.Clone(marks)
+	for i, m := range outMarks {
+		if move(m.Workload, m.Metric) {
+			outMarks[i].Metric += extremes
+		}
+	}
+	return out, outMarks
+}
+
+// groupMachines keeps a panel to at most eight colours: when rows have
+// more than eight configs, all named "machine/model" with at most eight
+// models, each bar group becomes a workload on one machine ("stream" over
+// "pm-near") and each colour a model (micro-persist: 6 colours, not 18).
+// Distributions (cdf_pNNN) are left as they are.
+func groupMachines(rows []Row, marks []Comparison) ([]Row, []Comparison) {
+	var configs, models []string
+	for _, r := range rows {
+		if strings.HasPrefix(r.Metric, cdfPrefix) {
+			return rows, marks
+		}
+		if slices.Contains(configs, r.Config) {
+			continue
+		}
+		configs = append(configs, r.Config)
+		i := strings.LastIndex(r.Config, "/")
+		if i < 0 {
+			return rows, marks
+		}
+		if !slices.Contains(models, r.Config[i+1:]) {
+			models = append(models, r.Config[i+1:])
+		}
+	}
+	if len(configs) <= len(qualitative) || len(models) > len(qualitative) {
+		return rows, marks
+	}
+	split := func(workload, config string) (string, string) {
+		i := strings.LastIndex(config, "/")
+		return workload + "\n" + config[:i], config[i+1:]
+	}
+	out := slices.Clone(rows)
+	for i := range out {
+		out[i].Workload, out[i].Config = split(out[i].Workload, out[i].Config)
+	}
+	outMarks := slices.Clone(marks)
+	for i := range outMarks {
+		if strings.Contains(outMarks[i].Config, "/") {
+			outMarks[i].Workload, outMarks[i].Config = split(outMarks[i].Workload, outMarks[i].Config)
+		}
+	}
+	return out, outMarks
 }

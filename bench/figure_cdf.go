@@ -56,8 +56,8 @@ func cdfPanels(rows []Row, metrics, configs []string, colors []color.Color) ([]*
 		p := plot.New()
 		p.Title.Text = w + ": CDF"
 		p.Title.TextStyle.Font.Size = 12
-		p.X.Label.Text = "value"
-		p.Y.Label.Text = "fraction"
+		p.X.Label.Text = "value (" + unitOf(cdfPrefix) + ")"
+		p.Y.Label.Text = "fraction (of 1)"
 		p.X.Tick.Marker = compactTicks{}
 		p.X.Min, p.Y.Min, p.Y.Max = 0, 0, 1
 		for _, k := range keys {

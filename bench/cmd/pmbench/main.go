@@ -55,6 +55,9 @@ func run(args []string, stdout, stderr io.Writer) error {
 		}
 		return writeKeys(stdout)
 	}
+	if len(args) > 0 && args[0] == "merge" {
+		return runMerge(args[1:], stdout, stderr)
+	}
 	fs := flag.NewFlagSet("pmbench", flag.ContinueOnError)
 	// A bad flag is one line (main prints the error); -h prints the usage.
 	fs.SetOutput(io.Discard)
@@ -66,7 +69,7 @@ func run(args []string, stdout, stderr io.Writer) error {
 	paper := fs.Bool("paper", false, "print the papers' reported values beside ours, with the ratio ours/paper (tables, CSV and figures)")
 	var sets multiFlag
 	fs.Var(&sets, "set", "hwmodel override key=value, repeatable (e.g. -set nvm.write_latency_cycles=500); -set help or pmbench keys lists the keys")
-	out := fs.String("out", "", "also write <experiment>.csv and <experiment>.svg (a bar chart) per experiment to this directory")
+	out := fs.String("out", "", "also write per experiment <experiment>.csv and its figure as <experiment>.svg and <experiment>.png (PNG at 150 dpi) to this directory")
 	sweep := fs.String("sweep", "", "run the experiments once per value of one hwmodel key, key=v1,v2,... (e.g. nvm.write_latency_cycles=200,400,800); every row's config ends with the value it ran at")
 	shard := fs.String("shard", "", "run only part i of n of each sweep, as i/n (0-based), for a batch scheduler")
 	window := fs.String("window", "", "comma-separated window sizes the COSPlay experiments try for COSPlay, SBatch and FreeSwitch (each reports its best; one size pins it); default: their own sweeps")
@@ -83,6 +86,9 @@ Exit status: 0 success, 2 bad usage or a failed run.
 
 Usage: pmbench [flags]
        pmbench keys      list the hwmodel parameters -set takes
+       pmbench merge [-format table|csv] [-out DIR] FILES...
+                         join the CSVs of -shard i/n runs: every aggregate, paper
+                         ratio and figure recomputed as one unsharded run's
 
 `)
 		fs.SetOutput(stderr)
@@ -162,15 +168,12 @@ Usage: pmbench [flags]
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt)
 	defer stop()
 	opts.Quick, opts.Smoke = *quick, *smoke
-	changed := ""
-	if len(sets) > 0 {
-		changed = ", on a machine changed by -set " + strings.Join(sets, ", -set ")
-	}
-	if *sweep != "" {
-		changed += ", swept over -sweep " + *sweep
-	}
+	changed := changedNote(sets, *sweep)
 	fmt.Fprintf(stderr, "pmbench: running %s at %s size%s%s\n", names(selected), opts.SizeName(), changed, sizeNote(*exps == "", *quick))
-	f := bench.Format{Size: opts.SizeName(), Paper: *paper, Set: sets}
+	f := bench.Format{Size: opts.SizeName(), Paper: *paper, Set: sets, Shard: *shard}
+	if len(sweepSets) > 0 {
+		f.Sweep, _, _ = strings.Cut(sweepSets[0], "=")
+	}
 	for i, e := range selected {
 		bar := newProgress(stderr, e.Name)
 		opts.Progress = bar.update
@@ -186,30 +189,117 @@ Usage: pmbench [flags]
 		// than the wall time does.
 		fmt.Fprintf(stderr, "%s [%s size]: %.1f s wall, %.1f s CPU\n", e.Name, opts.SizeName(),
 			time.Since(wall).Seconds(), (speed.CPUTime() - cpu).Seconds())
-		// Results are printed before files are written: a failed write
-		// loses nothing that was computed.
-		if *format == "csv" {
-			f.Header = i == 0
-			if err := bench.WriteCSV(stdout, rows, f); err != nil {
-				return err
-			}
-		} else {
-			if i > 0 {
-				fmt.Fprintln(stdout)
-			}
-			src := source(e, " (%s)")
-			if strings.HasPrefix(e.Description, source(e, "%s")) {
-				src = "" // the description says it already
-			}
-			fmt.Fprintf(stdout, "== %s [%s size%s]%s: %s\n", e.Name, opts.SizeName(), changed, src, e.Description)
-			if err := bench.WriteTable(stdout, rows, f); err != nil {
-				return err
-			}
+		if err := emit(stdout, *format, *out, i == 0, e, rows, f, changed); err != nil {
+			return err
 		}
-		if *out != "" {
-			if err := writeOut(*out, e, rows, f); err != nil {
+	}
+	return nil
+}
+
+// emit prints one experiment's rows as a table or CSV (first: the first
+// experiment printed) and, with out, writes its CSV and figures there.
+// Results are printed before files are written: a failed write loses
+// nothing that was computed.
+func emit(stdout io.Writer, format, out string, first bool, e bench.Experiment, rows []bench.Row, f bench.Format, changed string) error {
+	if format == "csv" {
+		f.Header = first
+		if err := bench.WriteShardCSV(stdout, e.Name, rows, f); err != nil {
+			return err
+		}
+	} else {
+		if !first {
+			fmt.Fprintln(stdout)
+		}
+		src := source(e, " (%s)")
+		if strings.HasPrefix(e.Description, source(e, "%s")) {
+			src = "" // the description says it already
+		}
+		fmt.Fprintf(stdout, "== %s [%s size%s]%s: %s\n", e.Name, f.Size, changed, src, e.Description)
+		if err := bench.WriteTable(stdout, rows, f); err != nil {
+			return err
+		}
+	}
+	if out != "" {
+		return writeOut(out, e, rows, f, changed)
+	}
+	return nil
+}
+
+// changedNote is what the table header, stderr and figure title say of a
+// machine changed by -set or -sweep ("" for none).
+func changedNote(sets []string, sweep string) string {
+	changed := ""
+	if len(sets) > 0 {
+		changed = ", on a machine changed by -set " + strings.Join(sets, ", -set ")
+	}
+	if sweep != "" {
+		changed += ", swept over -sweep " + sweep
+	}
+	return changed
+}
+
+// runMerge is pmbench merge: it joins shard CSVs and prints what one
+// unsharded run would have.
+func runMerge(args []string, stdout, stderr io.Writer) error {
+	fs := flag.NewFlagSet("pmbench merge", flag.ContinueOnError)
+	fs.SetOutput(io.Discard)
+	format := fs.String("format", "table", "output format: table or csv")
+	out := fs.String("out", "", "also write <experiment>.csv and its figure (.svg and .png) per experiment to this directory")
+	// Flags may come before or after the files.
+	var files []string
+	for {
+		if err := fs.Parse(args); err != nil {
+			if errors.Is(err, flag.ErrHelp) {
+				fmt.Fprint(stderr, "Usage: pmbench merge [-format table|csv] [-out DIR] FILES...\n\nJoins the CSVs of the shards of a -shard i/n -format csv run (or their -out CSVs) and prints\nwhat one unsharded run would have: every aggregate, the papers' ratios and the figures\nrecomputed from the joined rows.\n\n")
+				fs.SetOutput(stderr)
+				fs.PrintDefaults()
 				return err
 			}
+			return fmt.Errorf("merge: %w (pmbench merge -h lists the flags)", err)
+		}
+		if fs.NArg() == 0 {
+			break
+		}
+		files = append(files, fs.Arg(0))
+		args = fs.Args()[1:]
+	}
+	if len(files) == 0 {
+		return errors.New("merge: no files (pmbench merge FILES... [-out DIR])")
+	}
+	if *format != "table" && *format != "csv" {
+		return fmt.Errorf("unknown -format %q (want table or csv)", *format)
+	}
+	if err := checkDir("-out", *out); err != nil {
+		return err
+	}
+	var readers []io.Reader
+	for _, name := range files {
+		fh, err := os.Open(name)
+		if err != nil {
+			return fmt.Errorf("merge: %w", err)
+		}
+		defer fh.Close()
+		readers = append(readers, fh)
+	}
+	merged, err := bench.Merge(readers...)
+	if err != nil {
+		return err
+	}
+	for i, m := range merged {
+		sweep := ""
+		if m.Format.Sweep != "" {
+			var vals []string
+			for _, r := range m.Rows {
+				if i := strings.LastIndex(r.Config, " "+m.Format.Sweep+"="); i >= 0 && !slices.Contains(vals, r.Config[i+len(m.Format.Sweep)+2:]) {
+					vals = append(vals, r.Config[i+len(m.Format.Sweep)+2:])
+				}
+			}
+			sweep = m.Format.Sweep + "=" + strings.Join(vals, ",")
+		}
+		changed := changedNote(m.Format.Set, sweep)
+		fmt.Fprintf(stderr, "pmbench merge: %s at %s size%s, from %d files\n", m.Experiment.Name, m.Format.Size, changed, len(files))
+		if err := emit(stdout, *format, *out, i == 0, m.Experiment, m.Rows, m.Format, changed); err != nil {
+			return err
 		}
 	}
 	return nil
@@ -389,14 +479,15 @@ func (f *multiFlag) Set(v string) error {
 }
 
 // writeOut writes the experiment's CSV and its figure, as SVG and PNG,
-// into dir.
-func writeOut(dir string, e bench.Experiment, rows []bench.Row, f bench.Format) error {
+// into dir; changed (", on a machine changed by -set ...") goes into the
+// figure's title.
+func writeOut(dir string, e bench.Experiment, rows []bench.Row, f bench.Format, changed string) error {
 	file, err := os.Create(filepath.Join(dir, e.Name+".csv"))
 	if err != nil {
 		return err
 	}
 	f.Header = true
-	if err := bench.WriteCSV(file, rows, f); err != nil {
+	if err := bench.WriteShardCSV(file, e.Name, rows, f); err != nil {
 		file.Close()
 		return err
 	}
@@ -407,6 +498,12 @@ func writeOut(dir string, e bench.Experiment, rows []bench.Row, f bench.Format) 
 		return nil
 	}
 	title := fmt.Sprintf("%s%s, %s size", e.Name, source(e, " (%s)"), f.Size)
+	if changed != "" {
+		title += "\n" + strings.TrimPrefix(changed, ", ")
+		if f.Paper {
+			title += "\n(the papers' marks are for their own machine, not this one)"
+		}
+	}
 	for _, ext := range []string{".svg", ".png"} {
 		if err := bench.WriteFigure(filepath.Join(dir, e.Name+ext), title, rows, f.Paper); err != nil {
 			return err

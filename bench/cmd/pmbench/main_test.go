@@ -74,7 +74,7 @@ func TestPmbenchOutAndShard(t *testing.T) {
 	require.NoError(t, run([]string{"-exp", "sbrp-fig9", "-smoke", "-out", dir, "-set", "persist.window=4"}, &out, &errb))
 	csv, err := os.ReadFile(filepath.Join(dir, "sbrp-fig9.csv"))
 	require.NoError(t, err)
-	require.True(t, strings.HasPrefix(string(csv), "experiment,workload,config,metric,value,size\n"))
+	require.True(t, strings.HasPrefix(string(csv), "experiment,workload,config,metric,value,size,overrides\n"), "%s", csv)
 	svg, err := os.ReadFile(filepath.Join(dir, "sbrp-fig9.svg"))
 	require.NoError(t, err)
 	require.Contains(t, string(svg), "<svg")
@@ -94,7 +94,15 @@ func TestPmbenchOutAndShard(t *testing.T) {
 			want = append(want, l)
 		}
 	}
-	got := append(strings.Split(strings.TrimSpace(s0.String()), "\n")[1:], strings.Split(strings.TrimSpace(s1.String()), "\n")[1:]...)
+	var got []string
+	for _, s := range []string{s0.String(), s1.String()} {
+		lines := strings.Split(strings.TrimSpace(s), "\n")
+		require.Equal(t, "experiment,workload,config,metric,value,size,shard,value_exact", lines[0])
+		for _, l := range lines[1:] {
+			f := strings.Split(l, ",")
+			got = append(got, strings.Join(f[:6], ","))
+		}
+	}
 	require.ElementsMatch(t, want, got)
 	require.Error(t, run([]string{"-exp", "sbrp-fig6", "-shard", "2/2"}, &out, &errb))
 	require.Error(t, run([]string{"-exp", "micro-persist", "-quick", "-set", "nope=1"}, &out, &errb))
@@ -233,6 +241,8 @@ func TestPmbenchHelp(t *testing.T) {
 	require.Equal(t, 2, exitCode(err))
 	require.Equal(t, 0, exitCode(nil))
 	require.Contains(t, errb.String(), "pmbench runs")
+	require.Contains(t, errb.String(), "<experiment>.svg and <experiment>.png", "-out says it writes SVG and PNG")
+	require.Contains(t, errb.String(), "pmbench merge", "the usage names the merge subcommand")
 }
 
 // -sweep runs the experiments once per value and says in every row's
@@ -244,7 +254,8 @@ func TestPmbenchSweep(t *testing.T) {
 	cycles := map[string]string{}
 	for _, line := range strings.Split(strings.TrimSpace(out.String()), "\n")[1:] {
 		f := strings.Split(line, ",")
-		require.Len(t, f, 6, line)
+		require.Len(t, f, 7, line)
+		require.Equal(t, strings.Fields(f[2])[1], f[6], "the overrides column names the sweep value")
 		switch {
 		case strings.HasSuffix(f[2], " nvm.write_latency_cycles=100"), strings.HasSuffix(f[2], " nvm.write_latency_cycles=3200"):
 		default:
@@ -262,4 +273,121 @@ func TestPmbenchSweep(t *testing.T) {
 	sl, err := strconv.ParseFloat(slow, 64)
 	require.NoError(t, err)
 	require.GreaterOrEqual(t, sl, f, "a slower NVM write is not faster")
+}
+
+// -set and -sweep are shown in the CSV (an overrides column, only then),
+// in the figure's title, and a ratio to the papers' values measured on a
+// changed machine is named so.
+func TestPmbenchOverridesShown(t *testing.T) {
+	for _, tc := range []struct {
+		args   []string
+		header string
+		row    string
+		title  string
+	}{
+		{[]string{"-exp", "sbrp-fig9", "-smoke"}, "experiment,workload,config,metric,value,size", ",smoke", ""},
+		{[]string{"-exp", "sbrp-fig9", "-smoke", "-paper"}, "experiment,workload,config,metric,value,size,paper_value,ratio,paper_source", ",smoke,", ""},
+		{[]string{"-exp", "sbrp-fig9", "-smoke", "-paper", "-set", "nvm.write_latency_cycles=500"},
+			"experiment,workload,config,metric,value,size,overrides,paper_value,ratio_changed_machine,paper_source",
+			",smoke,nvm.write_latency_cycles=500,", "on a machine changed by -set nvm.write_latency_cycles=500"},
+		{[]string{"-exp", "sbrp-fig9", "-smoke", "-set", "persist.window=4", "-sweep", "nvm.write_latency_cycles=200,400"},
+			"experiment,workload,config,metric,value,size,overrides",
+			",smoke,persist.window=4 nvm.write_latency_cycles=400", "swept over -sweep nvm.write_latency_cycles=200,400"},
+	} {
+		dir := t.TempDir()
+		var out, errb bytes.Buffer
+		require.NoError(t, run(append(tc.args, "-format", "csv", "-out", dir), &out, &errb), "%v", tc.args)
+		lines := strings.Split(strings.TrimSpace(out.String()), "\n")
+		require.Equal(t, tc.header, lines[0], "%v", tc.args)
+		require.Contains(t, lines[len(lines)-1], tc.row, "%v", tc.args)
+		svg, err := os.ReadFile(filepath.Join(dir, "sbrp-fig9.svg"))
+		require.NoError(t, err)
+		if tc.title == "" {
+			require.NotContains(t, string(svg), "changed by", "%v", tc.args)
+			continue
+		}
+		require.Contains(t, string(svg), tc.title, "%v: the figure's title", tc.args)
+		if slices.Contains(tc.args, "-paper") {
+			require.Contains(t, string(svg), "the papers&#39; marks are for their own machine", "%v", tc.args)
+		}
+	}
+}
+
+// pmbench merge joins the CSVs of -shard runs into what one unsharded run
+// prints, byte for byte: geomeans (sbrp-fig6), minima and maxima
+// (cosplay-fig8), averages (lin-fig4), the papers' ratios, an experiment
+// that does not shard (gpm-fig11), a shard with no rows of an experiment
+// (gope-fig7), a -set and a -sweep.
+func TestPmbenchMerge(t *testing.T) {
+	for _, tc := range []struct {
+		args   []string
+		shards int
+	}{
+		{[]string{"-exp", "sbrp-fig6", "-smoke"}, 2},
+		{[]string{"-exp", "cosplay-fig8,cosplay-fig11", "-smoke"}, 2},
+		{[]string{"-exp", "sbrp-fig6,cosplay-fig8,gpm-fig11", "-smoke", "-paper"}, 3},
+		{[]string{"-exp", "sbrp-fig11", "-smoke", "-set", "persist.window=4", "-sweep", "nvm.write_latency_cycles=200,400"}, 2},
+		// lin-fig4's averages; gope-fig7 is one tree, so shard 1 has none
+		// of it (a row that says so) and lin-fig4 has one kernel group.
+		{[]string{"-exp", "gope-fig7,lin-fig4", "-quick"}, 2},
+	} {
+		dir := t.TempDir()
+		args := append(slices.Clone(tc.args), "-format", "csv")
+		var want, errb bytes.Buffer
+		require.NoError(t, run(args, &want, &errb), "%v", args)
+		var files []string
+		for i := range tc.shards {
+			var s bytes.Buffer
+			require.NoError(t, run(append(slices.Clone(args), "-shard", strconv.Itoa(i)+"/"+strconv.Itoa(tc.shards)), &s, &errb))
+			files = append(files, filepath.Join(dir, strconv.Itoa(i)+".csv"))
+			require.NoError(t, os.WriteFile(files[i], s.Bytes(), 0o644))
+		}
+		slices.Reverse(files) // the order of the files does not matter
+		var got bytes.Buffer
+		out := filepath.Join(dir, "out")
+		require.NoError(t, run(append([]string{"merge", "-format", "csv"}, append(files, "-out", out)...), &got, &errb), "%v", args)
+		require.Equal(t, want.String(), got.String(), "%v: merged shards print what one run does", args)
+		name := strings.Split(tc.args[1], ",")[0]
+		csv, err := os.ReadFile(filepath.Join(out, name+".csv"))
+		require.NoError(t, err)
+		require.Contains(t, want.String(), strings.SplitN(string(csv), "\n", 2)[1], "%v: -out writes the merged CSV", args)
+		_, err = os.Stat(filepath.Join(out, name+".png"))
+		require.NoError(t, err, "%v: and the figure", args)
+	}
+
+	// Shards missing, given twice, of different runs, and files that are
+	// not shard CSVs are one-line errors.
+	dir := t.TempDir()
+	write := func(name string, args ...string) string {
+		var b, errb bytes.Buffer
+		require.NoError(t, run(append(args, "-format", "csv"), &b, &errb))
+		p := filepath.Join(dir, name)
+		require.NoError(t, os.WriteFile(p, b.Bytes(), 0o644))
+		return p
+	}
+	s0 := write("s0.csv", "-exp", "sbrp-fig9", "-smoke", "-shard", "0/2")
+	s1 := write("s1.csv", "-exp", "sbrp-fig9", "-smoke", "-shard", "1/2")
+	t3 := write("t3.csv", "-exp", "sbrp-fig9", "-smoke", "-shard", "1/3")
+	q1 := write("q1.csv", "-exp", "sbrp-fig9", "-quick", "-shard", "1/2")
+	whole := write("whole.csv", "-exp", "sbrp-fig9", "-smoke")
+	for _, tc := range []struct {
+		args []string
+		msg  string
+	}{
+		{[]string{"merge", s0}, "shard 1/2 missing"},
+		{[]string{"merge", s0, s0, s1}, "shard 0/2 given twice"},
+		{[]string{"merge", s0, t3}, "split 2 and 3 ways"},
+		{[]string{"merge", s0, q1}, "different sizes"},
+		{[]string{"merge", whole}, "not the CSV of a -shard i/n run"},
+		{[]string{"merge", filepath.Join(dir, "nope.csv")}, "no such file"},
+		{[]string{"merge"}, "no files"},
+		{[]string{"merge", "-bogus", s0}, "flag provided but not defined"},
+		{[]string{"merge", "-format", "xml", s0, s1}, "unknown -format"},
+	} {
+		var out, errb bytes.Buffer
+		err := run(tc.args, &out, &errb)
+		require.ErrorContains(t, err, tc.msg, "%v", tc.args)
+		require.NotContains(t, err.Error(), "\n", "%v", tc.args)
+		require.Empty(t, out.String(), "%v", tc.args)
+	}
 }
