@@ -436,9 +436,17 @@ func sized(s []uint64, n int) []uint64 {
 // words fills w with the little-endian words at the start of b (at least
 // 8*len(w) bytes) and returns it.
 func words(w []uint64, b []byte) []uint64 {
-	for i := range w {
-		w[i] = binary.LittleEndian.Uint64(b)
-		b = b[8:]
+	b = b[:8*len(w)]
+	d := w
+	for len(d) >= 4 && len(b) >= 32 { // four at a time, no bounds check in the body
+		d[0] = binary.LittleEndian.Uint64(b[0:8])
+		d[1] = binary.LittleEndian.Uint64(b[8:16])
+		d[2] = binary.LittleEndian.Uint64(b[16:24])
+		d[3] = binary.LittleEndian.Uint64(b[24:32])
+		d, b = d[4:], b[32:]
+	}
+	for i := range d {
+		d[i] = binary.LittleEndian.Uint64(b[8*i:])
 	}
 	return w
 }
