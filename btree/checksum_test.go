@@ -1,6 +1,7 @@
 package btree
 
 import (
+	"encoding/binary"
 	"errors"
 	"fmt"
 	"maps"
@@ -263,15 +264,154 @@ func TestCorruptNodeNamed(t *testing.T) {
 	}
 }
 
-// TestCRCWords: crcWords is seal's CRC-32C of the same bytes.
-func TestCRCWords(t *testing.T) {
+// TestCRCWord: crcWord is seal's CRC-32C of the same 8 bytes, from any
+// state, and nextCheck is the CRC-32C of 'N', id and next.
+func TestCRCWord(t *testing.T) {
 	b := []byte{'N', 1, 2, 3, 4, 5, 6, 7, 8}
-	require.Equal(t, seal.Checksum(b), crcWords(crcWords(0, 'N', 1), 0x0807060504030201, 8))
-	require.Equal(t, seal.Update(seal.Checksum(b[:1]), b[1:5]), crcWords(seal.Checksum(b[:1]), 0x04030201, 4))
+	require.Equal(t, seal.Checksum(b), crcWord(crcN, 0x0807060504030201))
+	require.Equal(t, seal.Checksum(b), nextCheck(0x04030201, 0x08070605))
+	require.Equal(t, seal.Checksum(b[1:]), crcWord(0, 0x0807060504030201))
+	seed := testSeed(t)
+	rng := rand.New(rand.NewPCG(seed, 1))
+	w := make([]byte, 8)
+	for range 1000 {
+		crc, v := rng.Uint32(), rng.Uint64()
+		binary.LittleEndian.PutUint64(w, v)
+		require.Equal(t, seal.Update(crc, w), crcWord(crc, v), "crc %#x v %#x", crc, v)
+		require.Equal(t, crcWordsRef(crc, v, 8), crcWord(crc, v))
+		id, next := rng.Uint32(), rng.Uint32()
+		require.Equal(t, nextCheckRef(id, next), nextCheck(id, next))
+	}
+}
+
+// The checksums as the first version of format 3 computed them, byte by
+// byte: the reference nodeSum and nextCheck must match (the format's
+// checksum values never change), and the baseline of BenchmarkNodeSum.
+
+// nodeSumRef is format 3's nodeSum as first written.
+func nodeSumRef(id uint32, b []byte, order int) uint32 {
+	h := binary.LittleEndian.Uint32(b)
+	cnt := int(h >> 16)
+	nk := cnt
+	if h>>8&0xff != kindLeaf {
+		nk = max(cnt-1, 0)
+	}
+	crc := crcWordsRef(0, uint64(id)|uint64(h)<<32, 8) // the id, then the header's low half
+	crc = seal.Update(crc, b[16:16+8*nk])
+	return seal.Update(crc, b[16+8*order:16+8*order+8*cnt])
+}
+
+// nextCheckRef is format 3's nextCheck as first written.
+func nextCheckRef(id, next uint32) uint32 {
+	return crcWordsRef(crcWordsRef(0, 'N', 1), uint64(id)|uint64(next)<<32, 8)
+}
+
+// crcWordsRef is seal.Update(crc, the n low bytes of v, little-endian),
+// a byte at a time.
+func crcWordsRef(crc uint32, v uint64, n int) uint32 {
+	crc = ^crc
+	for range n {
+		crc = castagnoli[byte(crc)^byte(v)] ^ crc>>8
+		v >>= 8
+	}
+	return ^crc
+}
+
+// decodeNodeIntoRef is decodeNodeInto as first written (nodeSumRef,
+// nextCheckRef, a word at a time), the baseline of BenchmarkNodeSum.
+func decodeNodeIntoRef(b []byte, order int, id uint32, n *node) error {
+	if order < MinOrder || order > MaxOrder || uint64(len(b)) < nodeBytesFor(order) {
+		return fmt.Errorf("%w: node %d of %d bytes for order %d", ErrCorrupt, id, len(b), order)
+	}
+	h := binary.LittleEndian.Uint64(b)
+	cnt, err := checkHeader(id, h, order)
+	if err != nil {
+		return err
+	}
+	if sum := nodeSumRef(id, b, order); uint32(h>>32) != sum {
+		return fmt.Errorf("%w: node %d: checksum mismatch (stored %#08x, computed %#08x)", ErrCorrupt, id, uint32(h>>32), sum)
+	}
+	w := binary.LittleEndian.Uint64(b[8:])
+	next := uint32(w)
+	if uint32(w>>32) != nextCheckRef(id, next) {
+		return fmt.Errorf("%w: node %d: next word %#x fails its check", ErrCorrupt, id, w)
+	}
+	n.leaf, n.next = h>>8&0xff == kindLeaf, next
+	if !n.leaf && next != 0 {
+		return fmt.Errorf("%w: node %d: internal node with a next pointer", ErrCorrupt, id)
+	}
+	nk := cnt
+	if !n.leaf {
+		nk = cnt - 1
+	}
+	n.keys = sized(n.keys, nk)
+	n.vals = sized(n.vals, cnt)
+	for i := range n.keys {
+		n.keys[i] = binary.LittleEndian.Uint64(b[16+8*i:])
+	}
+	for i := range n.vals {
+		n.vals[i] = binary.LittleEndian.Uint64(b[16+8*order+8*i:])
+	}
+	return nil
+}
+
+// TestNodeSumReference: nodeSum and decodeNodeInto agree with the
+// reference (format 3 as first written) on random nodes of orders 4, 15
+// and 255: random bytes everywhere (unused slots and padding included),
+// a header of either kind with every count from 0 (1 for an internal
+// node) to the order, a random id; half of them sealed so that they
+// decode, the other half with a random stored sum or next word.
+func TestNodeSumReference(t *testing.T) {
+	seed := testSeed(t)
+	for _, order := range []int{4, 15, 255} {
+		t.Run(fmt.Sprintf("order %d", order), func(t *testing.T) {
+			rng := rand.New(rand.NewPCG(seed, uint64(order)))
+			b := make([]byte, nodeBytesFor(order))
+			var got, want node
+			for i := range 4000 {
+				for j := range b {
+					b[j] = byte(rng.Uint32())
+				}
+				leaf := rng.IntN(2) == 0
+				cnt := rng.IntN(order + 1)
+				if !leaf {
+					cnt = max(cnt, 1)
+				}
+				if i%8 == 0 {
+					cnt = order // full nodes: the keys run into the values
+				}
+				id := rng.Uint32()
+				binary.LittleEndian.PutUint32(b, uint32(nodeHeader(leaf, cnt)))
+				sum := nodeSumRef(id, b, order)
+				require.Equal(t, sum, nodeSum(id, b, order), "node %d leaf=%v count %d", id, leaf, cnt)
+				if i%2 == 0 {
+					binary.LittleEndian.PutUint32(b[4:], sum)
+					next := uint32(0)
+					if leaf {
+						next = rng.Uint32()
+					}
+					binary.LittleEndian.PutUint64(b[8:], uint64(nextCheckRef(id, next))<<32|uint64(next))
+				}
+				errRef := decodeNodeIntoRef(b, order, id, &want)
+				err := decodeNodeInto(b, order, id, &got)
+				if errRef != nil {
+					require.EqualError(t, err, errRef.Error())
+					continue
+				}
+				require.NoError(t, err)
+				require.Equal(t, want.leaf, got.leaf)
+				require.Equal(t, want.next, got.next)
+				require.Equal(t, want.keys, got.keys)
+				require.Equal(t, want.vals, got.vals)
+			}
+		})
+	}
 }
 
 // BenchmarkNodeSum: the checksum of a full node of the default order,
-// alone and as part of decoding it.
+// alone and as part of decoding it, and of a half-full internal node;
+// the ref variants are format 3's first implementation (nodeSumRef,
+// decodeNodeIntoRef), for a before-and-after in one run.
 func BenchmarkNodeSum(b *testing.B) {
 	const order = 15
 	n := &node{leaf: true, next: 9, keys: make([]uint64, order), vals: make([]uint64, order)}
@@ -279,17 +419,29 @@ func BenchmarkNodeSum(b *testing.B) {
 		n.keys[i], n.vals[i] = uint64(i), uint64(i*i)
 	}
 	img := encodeNode(n, order, 5)
-	b.Run("sum", func(b *testing.B) {
-		for b.Loop() {
-			nodeSum(5, img, order)
-		}
-	})
-	b.Run("decode", func(b *testing.B) {
-		var d node
-		for b.Loop() {
-			if err := decodeNodeInto(img, order, 5, &d); err != nil {
-				b.Fatal(err)
+	half := encodeNode(&node{keys: n.keys[:7], vals: n.vals[:8]}, order, 5)
+	for _, c := range []struct {
+		name   string
+		sum    func(uint32, []byte, int) uint32
+		decode func([]byte, int, uint32, *node) error
+	}{{"", nodeSum, decodeNodeInto}, {"ref", nodeSumRef, decodeNodeIntoRef}} {
+		b.Run("sum"+c.name, func(b *testing.B) {
+			for b.Loop() {
+				c.sum(5, img, order)
 			}
-		}
-	})
+		})
+		b.Run("sumhalf"+c.name, func(b *testing.B) {
+			for b.Loop() {
+				c.sum(5, half, order)
+			}
+		})
+		b.Run("decode"+c.name, func(b *testing.B) {
+			var d node
+			for b.Loop() {
+				if err := c.decode(img, order, 5, &d); err != nil {
+					b.Fatal(err)
+				}
+			}
+		})
+	}
 }

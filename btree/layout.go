@@ -282,6 +282,11 @@ func nodeHeader(leaf bool, count int) uint64 {
 // nodeSum returns the checksum of node id whose bytes b (at least
 // nodeBytesFor(order)) hold a header with a count of at most order: a
 // CRC-32C of the id, the header's low 32 bits and the used keys and values.
+//
+// The id and the header's low half are one 8-byte word, hashed by table
+// (crcWord); the used keys and values are hashed where they lie in b, by
+// crc32.Update (the CPU's CRC-32C instruction where there is one): one
+// call when they are contiguous (a full leaf), else one per nonempty run.
 func nodeSum(id uint32, b []byte, order int) uint32 {
 	h := binary.LittleEndian.Uint32(b)
 	cnt := int(h >> 16)
@@ -289,30 +294,56 @@ func nodeSum(id uint32, b []byte, order int) uint32 {
 	if h>>8&0xff != kindLeaf {
 		nk = max(cnt-1, 0)
 	}
-	crc := crcWords(0, uint64(id)|uint64(h)<<32, 8) // the id, then the header's low half
-	crc = seal.Update(crc, b[16:16+8*nk])
-	return seal.Update(crc, b[16+8*order:16+8*order+8*cnt])
+	crc := crcWord(0, uint64(id)|uint64(h)<<32) // the id, then the header's low half
+	vals := 16 + 8*order
+	if nk == order { // the keys run into the values
+		return crc32.Update(crc, castagnoli, b[16:vals+8*cnt])
+	}
+	if nk > 0 {
+		crc = crc32.Update(crc, castagnoli, b[16:16+8*nk])
+	}
+	if cnt > 0 {
+		crc = crc32.Update(crc, castagnoli, b[vals:vals+8*cnt])
+	}
+	return crc
 }
 
 // nextCheck is the check of node id's next word when it points at next:
 // the CRC-32C of 'N' (no prefix nodeSum shares), id and next.
 func nextCheck(id, next uint32) uint32 {
-	return crcWords(crcWords(0, 'N', 1), uint64(id)|uint64(next)<<32, 8)
+	return crcWord(crcN, uint64(id)|uint64(next)<<32)
 }
 
-// castagnoli is the CRC-32C table (the one seal's checksums use).
-var castagnoli = crc32.MakeTable(crc32.Castagnoli)
+// castagnoli is the CRC-32C table (the one seal's checksums use), and
+// castagnoli8 its slicing-by-8 tables: castagnoli8[k][i] is the CRC
+// state after byte i followed by k zero bytes (castagnoli8[0] is the
+// table itself).
+var (
+	castagnoli  = crc32.MakeTable(crc32.Castagnoli)
+	castagnoli8 = func() *[8][256]uint32 {
+		var t [8][256]uint32
+		t[0] = *castagnoli
+		for k := 1; k < 8; k++ {
+			for i := range t[k] {
+				p := t[k-1][i]
+				t[k][i] = p>>8 ^ t[0][byte(p)]
+			}
+		}
+		return &t
+	}()
+	// crcN is the CRC-32C of the byte 'N', nextCheck's prefix.
+	crcN = crc32.Update(0, castagnoli, []byte{'N'})
+)
 
-// crcWords is seal.Update(crc, the n low bytes of v, little-endian),
-// without a slice: a slice of a local array escapes into crc32.Update, an
-// allocation per node read.
-func crcWords(crc uint32, v uint64, n int) uint32 {
-	crc = ^crc
-	for range n {
-		crc = castagnoli[byte(crc)^byte(v)] ^ crc>>8
-		v >>= 8
-	}
-	return ^crc
+// crcWord is crc32.Update(crc, castagnoli, the 8 bytes of v,
+// little-endian) by the slicing-by-8 tables: eight independent lookups,
+// no slice (a slice of a local array escapes into crc32.Update, an
+// allocation per call) and no call into hash/crc32.
+func crcWord(crc uint32, v uint64) uint32 {
+	v ^= uint64(^crc)
+	t := castagnoli8
+	return ^(t[7][byte(v)] ^ t[6][byte(v>>8)] ^ t[5][byte(v>>16)] ^ t[4][byte(v>>24)] ^
+		t[3][byte(v>>32)] ^ t[2][byte(v>>40)] ^ t[1][byte(v>>48)] ^ t[0][byte(v>>56)])
 }
 
 // nextWord is the next word of node id pointing at next (0: none).
@@ -388,14 +419,8 @@ func decodeNodeInto(b []byte, order int, id uint32, n *node) error {
 	if !n.leaf {
 		nk = cnt - 1
 	}
-	n.keys = sized(n.keys, nk)
-	n.vals = sized(n.vals, cnt)
-	for i := range n.keys {
-		n.keys[i] = binary.LittleEndian.Uint64(b[16+8*i:])
-	}
-	for i := range n.vals {
-		n.vals[i] = binary.LittleEndian.Uint64(b[16+8*order+8*i:])
-	}
+	n.keys = words(sized(n.keys, nk), b[16:])
+	n.vals = words(sized(n.vals, cnt), b[16+8*order:])
 	return nil
 }
 
@@ -406,6 +431,24 @@ func sized(s []uint64, n int) []uint64 {
 		return make([]uint64, n)
 	}
 	return s[:n]
+}
+
+// words fills w with the little-endian words at the start of b (at least
+// 8*len(w) bytes) and returns it.
+func words(w []uint64, b []byte) []uint64 {
+	b = b[:8*len(w)]
+	d := w
+	for len(d) >= 4 && len(b) >= 32 { // four at a time, no bounds check in the body
+		d[0] = binary.LittleEndian.Uint64(b[0:8])
+		d[1] = binary.LittleEndian.Uint64(b[8:16])
+		d[2] = binary.LittleEndian.Uint64(b[16:24])
+		d[3] = binary.LittleEndian.Uint64(b[24:32])
+		d, b = d[4:], b[32:]
+	}
+	for i := range d {
+		d[i] = binary.LittleEndian.Uint64(b[8*i:])
+	}
+	return w
 }
 
 // addr helpers

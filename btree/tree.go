@@ -7,6 +7,7 @@ import (
 	"iter"
 	"math/bits"
 	"slices"
+	"sync"
 
 	"github.com/scopedpm/scopedpm/pm"
 )
@@ -93,8 +94,11 @@ type Tree struct {
 	name string
 	r    pm.Range
 	g    geometry
-	cur  meta
-	bm   [2][]uint64 // volatile copies of the two bitmaps
+	// node0 is g.nodeAddr(r.Base, 0): node id lies at node0 plus
+	// id*g.nodeBytes (readNodeInto, without deriving the offset each time).
+	node0 pm.Addr
+	cur   meta
+	bm    [2][]uint64 // volatile copies of the two bitmaps
 	// diff lists the words where bm[0] and bm[1] may differ (every other
 	// word is equal in both); nodes is the number of nodes marked in the
 	// committed bitmap, and hint a node id no greater than its first free
@@ -127,7 +131,7 @@ func Create(m *pm.Machine, region string, o Options) (*Tree, error) {
 	if err != nil {
 		return nil, fmt.Errorf("btree: create %q: %w", region, err)
 	}
-	t := &Tree{m: m, name: region, r: r, g: g, hint: 1}
+	t := &Tree{m: m, name: region, r: r, g: g, hint: 1, node0: g.nodeAddr(r.Base, 0)}
 	words := int(g.bitmapBytes() / 8)
 	t.bm[0], t.bm[1] = make([]uint64, words), make([]uint64, words)
 	if err := t.write(r.Base.Add(headerOff), g.encode()); err != nil {
@@ -178,6 +182,7 @@ func openNoRecover(m *pm.Machine, region string) (*Tree, error) {
 	if t.g, err = decodeHeader(hb); err != nil {
 		return nil, fmt.Errorf("btree: region %q: %w", region, err)
 	}
+	t.node0 = t.g.nodeAddr(r.Base, 0)
 	if t.g.size() > r.Size {
 		return nil, fmt.Errorf("%w: region %q of %d bytes, header needs %d", ErrCorrupt, region, r.Size, t.g.size())
 	}
@@ -347,7 +352,7 @@ func (t *Tree) readNodeInto(id uint32, b []byte, n *node) error {
 	if id == 0 || uint64(id) >= t.g.capacity {
 		return fmt.Errorf("%w: node id %d of %d", ErrCorrupt, id, t.g.capacity)
 	}
-	if err := t.read(t.g.nodeAddr(t.r.Base, id), b); err != nil {
+	if err := t.read(t.node0.Add(uint64(id)*t.g.nodeBytes), b); err != nil {
 		return err
 	}
 	return decodeNodeInto(b, t.g.order, id, n) // its errors name the node
@@ -387,17 +392,8 @@ func route(n *node, key uint64) int {
 	return i
 }
 
-// findLeaf returns the leaf for key.
-func (t *Tree) findLeaf(key uint64) (*node, error) {
-	n := &node{}
-	if err := t.findLeafInto(key, make([]byte, t.g.nodeBytes), n); err != nil {
-		return nil, err
-	}
-	return n, nil
-}
-
-// findLeafInto is findLeaf into n, through b (nodeBytes long): one node
-// and one buffer for the whole descent, not one per level.
+// findLeafInto reads the leaf for key into n, through b (nodeBytes
+// long): one node and one buffer for the whole descent, not one per level.
 func (t *Tree) findLeafInto(key uint64, b []byte, n *node) error {
 	id := t.cur.root
 	for range t.cur.height - 1 {
@@ -422,14 +418,37 @@ func (t *Tree) findLeafInto(key uint64, b []byte, n *node) error {
 // last committed batch (durable). A read error (ErrCorrupt, or the
 // backend's) is returned as such, never as a missing key.
 func (t *Tree) Get(key uint64) (uint64, bool, error) {
-	n, err := t.findLeaf(key)
-	if err != nil {
+	s := getScratch(t.g.nodeBytes)
+	defer scratchPool.Put(s)
+	n := &s.n
+	if err := t.findLeafInto(key, s.b, n); err != nil {
 		return 0, false, err
 	}
 	if i, ok := slices.BinarySearch(n.keys, key); ok {
 		return n.vals[i], true, nil
 	}
 	return 0, false, nil
+}
+
+// scratch is the node and buffer of a descent (findLeafInto), pooled so
+// that a Get allocates nothing: a pool, not a field of the Tree, because
+// reads may run concurrently (see Tree).
+type scratch struct {
+	n node
+	b []byte
+}
+
+var scratchPool = sync.Pool{New: func() any { return new(scratch) }}
+
+// getScratch returns a scratch from the pool whose buffer is nodeBytes
+// long; put it back with scratchPool.Put once nothing refers to its node.
+func getScratch(nodeBytes uint64) *scratch {
+	s := scratchPool.Get().(*scratch)
+	if uint64(cap(s.b)) < nodeBytes {
+		s.b = make([]byte, nodeBytes)
+	}
+	s.b = s.b[:nodeBytes]
+	return s
 }
 
 // Scan returns the keys in [lo, hi] in ascending order with their values,
