@@ -4,6 +4,7 @@ import (
 	"encoding/binary"
 	"errors"
 	"fmt"
+	"hash/crc32"
 	"maps"
 	"math/rand/v2"
 	"slices"
@@ -305,6 +306,9 @@ func nodeSumRef(id uint32, b []byte, order int) uint32 {
 func nextCheckRef(id, next uint32) uint32 {
 	return crcWordsRef(crcWordsRef(0, 'N', 1), uint64(id)|uint64(next)<<32, 8)
 }
+
+// castagnoli is the CRC-32C table the references read.
+var castagnoli = crc32.MakeTable(crc32.Castagnoli)
 
 // crcWordsRef is seal.Update(crc, the n low bytes of v, little-endian),
 // a byte at a time.

@@ -4,7 +4,6 @@ import (
 	"encoding/binary"
 	"errors"
 	"fmt"
-	"hash/crc32"
 
 	"github.com/scopedpm/scopedpm/internal/seal"
 	"github.com/scopedpm/scopedpm/pm"
@@ -285,7 +284,7 @@ func nodeHeader(leaf bool, count int) uint64 {
 //
 // The id and the header's low half are one 8-byte word, hashed by table
 // (crcWord); the used keys and values are hashed where they lie in b, by
-// crc32.Update (the CPU's CRC-32C instruction where there is one): one
+// seal.Update (the CPU's CRC-32C instruction where there is one): one
 // call when they are contiguous (a full leaf), else one per nonempty run.
 func nodeSum(id uint32, b []byte, order int) uint32 {
 	h := binary.LittleEndian.Uint32(b)
@@ -297,13 +296,13 @@ func nodeSum(id uint32, b []byte, order int) uint32 {
 	crc := crcWord(0, uint64(id)|uint64(h)<<32) // the id, then the header's low half
 	vals := 16 + 8*order
 	if nk == order { // the keys run into the values
-		return crc32.Update(crc, castagnoli, b[16:vals+8*cnt])
+		return seal.Update(crc, b[16:vals+8*cnt])
 	}
 	if nk > 0 {
-		crc = crc32.Update(crc, castagnoli, b[16:16+8*nk])
+		crc = seal.Update(crc, b[16:16+8*nk])
 	}
 	if cnt > 0 {
-		crc = crc32.Update(crc, castagnoli, b[vals:vals+8*cnt])
+		crc = seal.Update(crc, b[vals:vals+8*cnt])
 	}
 	return crc
 }
@@ -314,37 +313,12 @@ func nextCheck(id, next uint32) uint32 {
 	return crcWord(crcN, uint64(id)|uint64(next)<<32)
 }
 
-// castagnoli is the CRC-32C table (the one seal's checksums use), and
-// castagnoli8 its slicing-by-8 tables: castagnoli8[k][i] is the CRC
-// state after byte i followed by k zero bytes (castagnoli8[0] is the
-// table itself).
-var (
-	castagnoli  = crc32.MakeTable(crc32.Castagnoli)
-	castagnoli8 = func() *[8][256]uint32 {
-		var t [8][256]uint32
-		t[0] = *castagnoli
-		for k := 1; k < 8; k++ {
-			for i := range t[k] {
-				p := t[k-1][i]
-				t[k][i] = p>>8 ^ t[0][byte(p)]
-			}
-		}
-		return &t
-	}()
-	// crcN is the CRC-32C of the byte 'N', nextCheck's prefix.
-	crcN = crc32.Update(0, castagnoli, []byte{'N'})
-)
+// crcN is the CRC-32C of the byte 'N', nextCheck's prefix.
+var crcN = seal.Update(0, []byte{'N'})
 
-// crcWord is crc32.Update(crc, castagnoli, the 8 bytes of v,
-// little-endian) by the slicing-by-8 tables: eight independent lookups,
-// no slice (a slice of a local array escapes into crc32.Update, an
-// allocation per call) and no call into hash/crc32.
-func crcWord(crc uint32, v uint64) uint32 {
-	v ^= uint64(^crc)
-	t := castagnoli8
-	return ^(t[7][byte(v)] ^ t[6][byte(v>>8)] ^ t[5][byte(v>>16)] ^ t[4][byte(v>>24)] ^
-		t[3][byte(v>>32)] ^ t[2][byte(v>>40)] ^ t[1][byte(v>>48)] ^ t[0][byte(v>>56)])
-}
+// crcWord is the CRC-32C crc extended with the 8 bytes of v, little-endian
+// (seal.UpdateWord: table lookups, no allocation).
+func crcWord(crc uint32, v uint64) uint32 { return seal.UpdateWord(crc, v) }
 
 // nextWord is the next word of node id pointing at next (0: none).
 func nextWord(id, next uint32) uint64 { return uint64(nextCheck(id, next))<<32 | uint64(next) }

@@ -35,6 +35,32 @@ func Checksum(b []byte) uint32 { return crc32.Checksum(b, castagnoli) }
 // Update returns the CRC-32C crc extended with b (crc32.Update).
 func Update(crc uint32, b []byte) uint32 { return crc32.Update(crc, castagnoli, b) }
 
+// castagnoli8 are the slicing-by-8 tables of castagnoli: castagnoli8[k][i]
+// is the CRC state after byte i followed by k zero bytes (castagnoli8[0]
+// is the table itself).
+var castagnoli8 = func() *[8][256]uint32 {
+	var t [8][256]uint32
+	t[0] = *castagnoli
+	for k := 1; k < 8; k++ {
+		for i := range t[k] {
+			p := t[k-1][i]
+			t[k][i] = p>>8 ^ t[0][byte(p)]
+		}
+	}
+	return &t
+}()
+
+// UpdateWord returns Update(crc, the 8 bytes of v, little-endian), by
+// slicing-by-8 tables: eight independent lookups, no slice (a slice of a
+// local array escapes into crc32.Update, an allocation per call) and no
+// call into hash/crc32. For one word at a time on hot paths.
+func UpdateWord(crc uint32, v uint64) uint32 {
+	v ^= uint64(^crc)
+	t := castagnoli8
+	return ^(t[7][byte(v)] ^ t[6][byte(v>>8)] ^ t[5][byte(v>>16)] ^ t[4][byte(v>>24)] ^
+		t[3][byte(v>>32)] ^ t[2][byte(v>>40)] ^ t[1][byte(v>>48)] ^ t[0][byte(v>>56)])
+}
+
 // New returns a zeroed block of size bytes that starts with magic ("" for a
 // block without one, such as a record inside a sealed region). It panics if
 // magic is neither "" nor MagicSize bytes or size cannot hold magic and

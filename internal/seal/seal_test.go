@@ -3,6 +3,7 @@ package seal_test
 import (
 	"encoding/binary"
 	"hash/crc32"
+	"math/rand/v2"
 	"testing"
 
 	"github.com/stretchr/testify/require"
@@ -69,4 +70,16 @@ func FuzzOpen(f *testing.F) {
 			require.Equal(t, got, c, "an opened block reseals to itself")
 		}
 	})
+}
+
+// UpdateWord is Update of the word's 8 little-endian bytes, from any state.
+func TestUpdateWord(t *testing.T) {
+	seed := uint64(0x5ea1)
+	t.Logf("seed %d", seed)
+	rng := rand.New(rand.NewPCG(seed, 0))
+	for range 1000 {
+		crc, v := rng.Uint32(), rng.Uint64()
+		b := binary.LittleEndian.AppendUint64(nil, v)
+		require.Equal(t, seal.Update(crc, b), seal.UpdateWord(crc, v))
+	}
 }
