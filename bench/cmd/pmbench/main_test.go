@@ -248,6 +248,9 @@ func TestPmbenchHelp(t *testing.T) {
 // -sweep runs the experiments once per value and says in every row's
 // config which value it ran at; a slower NVM is never faster.
 func TestPmbenchSweep(t *testing.T) {
+	if testing.Short() {
+		t.Skip("runs micro-persist twice (82 s under the race detector); runs without -short")
+	}
 	var out, errb bytes.Buffer
 	require.NoError(t, run([]string{"-exp", "micro-persist", "-quick", "-format", "csv", "-sweep", "nvm.write_latency_cycles=100,3200"}, &out, &errb))
 	require.Contains(t, errb.String(), "swept over -sweep nvm.write_latency_cycles=100,3200")
@@ -331,6 +334,9 @@ func TestPmbenchMerge(t *testing.T) {
 		// of it (a row that says so) and lin-fig4 has one kernel group.
 		{[]string{"-exp", "gope-fig7,lin-fig4", "-quick"}, 2},
 	} {
+		if testing.Short() && tc.shards != 2 || testing.Short() && tc.args[1] != "sbrp-fig6" {
+			continue // the race run (-short): one case; every case runs without -short
+		}
 		dir := t.TempDir()
 		args := append(slices.Clone(tc.args), "-format", "csv")
 		var want, errb bytes.Buffer
