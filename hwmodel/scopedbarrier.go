@@ -29,11 +29,15 @@ import (
 //     marker to the L1 FIFOs its scope covers: the SM's for thread, warp
 //     and block scope, every SM's for device and system scope. The marker
 //     sends every line ahead of it to the L2 FIFO; there it sends every
-//     line ahead of it to NVM, and the verb returns once the L2 has the
-//     acks of every write-back it issued (§6.1: "the L2 cache controller
-//     then waits for acknowledgement of the completion of all writebacks
-//     to the NVRAM"). Lines first stored after the verb's cycle (by a warp
-//     the engine ran ahead) stay behind the marker.
+//     line ahead of it to NVM. The verb returns once the L2 holds the
+//     acks of the write-backs in flight when the marker arrived and of
+//     those carrying the scope's stores made before it (§6.1's L2
+//     controller waits for its write-backs' acks before it answers), and
+//     an L2 round trip has passed. Lines first stored after the verb's
+//     cycle (by a warp the engine ran ahead) stay behind the marker.
+//   - The FIFOs are taken as they stand at a store's cycle: entries first
+//     stored later, by a warp the engine ran ahead, neither fill a FIFO
+//     nor leave ahead of older ones.
 //   - A kernel's end drains every FIFO.
 //
 // The paper's NVW-FIFO entries are 8 bytes, one physical address each;
