@@ -128,23 +128,30 @@ func gopeBuildN(n int, seed uint64) (*gopeTree, error) {
 	return g, nil
 }
 
-// gopeConfig is one bar: an algorithm on the gope machine, with overrides.
+// gopeConfig is one bar: an algorithm on the gope machine under a model,
+// with overrides.
 type gopeConfig struct {
-	name string
-	alg  btree.Alg
-	edit edit // the bar's change to the gope preset (nil: none)
+	name  string
+	alg   btree.Alg
+	model hwmodel.Model // ScopedBarrier; None on the DRAM-only machine (pmAsDRAM)
+	edit  edit          // the bar's change to the gope preset (nil: none)
 }
 
+// pmAsDRAM makes the machine the DRAM-only baseline: PM timed as device
+// memory, no persist work. Only the None model runs on it (hwmodel.New
+// refuses another, hwmodel.ErrPMAsDRAM).
+func pmAsDRAM(c *hwmodel.Config) { c.Persist.None = true }
+
 var (
-	gopeDRAM   = gopeConfig{"dram-only", btree.Alg2, func(c *hwmodel.Config) { c.Persist.None = true }}
-	gopeKernel = gopeConfig{"kernel-scope", btree.Alg1, nil}
-	gopeWG     = gopeConfig{"workgroup-scope", btree.Alg2, nil}
+	gopeDRAM   = gopeConfig{"dram-only", btree.Alg2, hwmodel.None, pmAsDRAM}
+	gopeKernel = gopeConfig{"kernel-scope", btree.Alg1, hwmodel.ScopedBarrier, nil}
+	gopeWG     = gopeConfig{"workgroup-scope", btree.Alg2, hwmodel.ScopedBarrier, nil}
 	// gopeDRAMAlg1 is Algorithm 1 without persistence: what its structure
 	// (a kernel-wide barrier per level) costs on its own.
-	gopeDRAMAlg1 = gopeConfig{"dram-only-alg1", btree.Alg1, func(c *hwmodel.Config) { c.Persist.None = true }}
+	gopeDRAMAlg1 = gopeConfig{"dram-only-alg1", btree.Alg1, hwmodel.None, pmAsDRAM}
 	// gopeWGDRAMLat is the workgroup scope with DRAM latencies on the NV
 	// region (the paper's footnote 5).
-	gopeWGDRAMLat = gopeConfig{"workgroup-scope/dram-latency", btree.Alg2, func(c *hwmodel.Config) {
+	gopeWGDRAMLat = gopeConfig{"workgroup-scope/dram-latency", btree.Alg2, hwmodel.ScopedBarrier, func(c *hwmodel.Config) {
 		c.NVM.ReadLatencyCycles, c.NVM.WriteLatencyCycles = c.DRAM.ReadLatencyCycles, c.DRAM.WriteLatencyCycles
 	}}
 )
@@ -157,10 +164,11 @@ type gopeRun struct {
 }
 
 // runGope inserts the batch of g into a copy of its tree on the gope
-// machine under ScopedBarrier with c's overrides, and times it until its
+// machine under c's model (ScopedBarrier, or None on the DRAM-only
+// machine) with c's overrides, and times it until its
 // persists are durable.
 func runGope(g *gopeTree, c gopeConfig, o Options) (gopeRun, error) {
-	be, err := o.backend("gope", hwmodel.ScopedBarrier, c.edit)
+	be, err := o.backend("gope", c.model, c.edit)
 	if err != nil {
 		return gopeRun{}, err
 	}
@@ -279,8 +287,8 @@ func runGopeFig7(ctx context.Context, o Options) ([]Row, error) {
 	for _, f := range fifos {
 		fifo := func(c *hwmodel.Config) { c.Persist.NVWFIFOL1, c.Persist.NVWFIFOL2 = f[0], f[1] }
 		configs = append(configs,
-			gopeConfig{fmt.Sprintf("workgroup-scope/%d-%d", f[0], f[1]), btree.Alg2, fifo},
-			gopeConfig{fmt.Sprintf("kernel-scope/%d-%d", f[0], f[1]), btree.Alg1, fifo})
+			gopeConfig{fmt.Sprintf("workgroup-scope/%d-%d", f[0], f[1]), btree.Alg2, hwmodel.ScopedBarrier, fifo},
+			gopeConfig{fmt.Sprintf("kernel-scope/%d-%d", f[0], f[1]), btree.Alg1, hwmodel.ScopedBarrier, fifo})
 	}
 	sizes := gopeSizes(o.Quick)
 	trees, runs, err := gopeSweep(ctx, o, sizes[len(sizes)-1:], configs)
@@ -309,7 +317,7 @@ func runGopeFig7(ctx context.Context, o Options) ([]Row, error) {
 // and counts the level-lv NV writes the recovery made: what the crash made
 // the insertion write again at that level.
 func gopeCrashRework(g *gopeTree, c gopeConfig, o Options) ([]uint64, error) {
-	be, err := o.backend("gope", hwmodel.ScopedBarrier, c.edit)
+	be, err := o.backend("gope", c.model, c.edit)
 	if err != nil {
 		return nil, err
 	}

@@ -93,8 +93,16 @@ func CheckSet(es []Experiment, sets []string) error {
 }
 
 // CheckPresets checks that every preset the experiments es build machines
-// from (Experiment.Presets) takes the overrides sets.
+// from (Experiment.Presets) takes the overrides sets, and that sets do not
+// set persist.none: whether a machine's PM is timed as DRAM goes with its
+// model (only None runs on such a machine, hwmodel.ErrPMAsDRAM), and the
+// experiments choose both.
 func CheckPresets(es []Experiment, sets []string) error {
+	for _, kv := range sets {
+		if k, _, _ := strings.Cut(kv, "="); hwmodel.CanonicalKey(strings.TrimSpace(k)) == "persist.none" {
+			return fmt.Errorf("%s: %w: the experiments choose each machine's model and which machines are DRAM-only", kv, hwmodel.ErrPMAsDRAM)
+		}
+	}
 	checked := map[string]bool{}
 	for _, e := range es {
 		for _, p := range e.Presets {

@@ -222,4 +222,10 @@ func TestCheckSetEveryPreset(t *testing.T) {
 		}
 	}
 	require.NoError(t, bench.CheckSet(get("engine"), nil))
+	// Whether PM is timed as DRAM goes with the model, which the
+	// experiments choose: -set persist.none is refused before anything runs.
+	for _, set := range []string{"persist.none=true", "persist.none=false", " persist.none =1"} {
+		require.ErrorIs(t, bench.CheckSet(get("sbrp-fig6"), []string{set}), hwmodel.ErrPMAsDRAM, set)
+		require.ErrorIs(t, bench.CheckPresets(get("gope-fig5"), []string{set}), hwmodel.ErrPMAsDRAM, set)
+	}
 }

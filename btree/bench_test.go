@@ -41,17 +41,18 @@ func benchTree(b *testing.B, n int) (*pm.Image, []uint64) {
 func BenchmarkInsert(b *testing.B) {
 	img, batch := benchTree(b, 20000)
 	for _, c := range []struct {
-		name string
-		alg  Alg
-		set  []string
-	}{{"dram-only", Alg2, []string{"persist.none=true"}}, {"alg1", Alg1, nil}, {"alg2", Alg2, nil}} {
+		name  string
+		alg   Alg
+		set   []string
+		model hwmodel.Model
+	}{{"dram-only", Alg2, []string{"persist.none=true"}, hwmodel.None}, {"alg1", Alg1, nil, hwmodel.ScopedBarrier}, {"alg2", Alg2, nil, hwmodel.ScopedBarrier}} {
 		b.Run(c.name, func(b *testing.B) {
 			cfg := hwmodel.PresetGOPE()
 			require.NoError(b, cfg.Set(c.set...))
 			var cycles uint64
 			var host time.Duration
 			for b.Loop() {
-				be, err := hwmodel.New(cfg, hwmodel.ScopedBarrier)
+				be, err := hwmodel.New(cfg, c.model)
 				require.NoError(b, err)
 				m, err := pm.Reopen(img.Clone(), be)
 				require.NoError(b, err)

@@ -56,8 +56,10 @@
 // writes the bitmap of the batch's parity where it differs (one span, from
 // the first differing word to the last) and the meta line of that parity,
 // and stores the commit word. A commit costs what the batch
-// changed, and free nodes are found from a hint below which all are in use. The DRAM-only baseline of the
-// paper is Algorithm 2 on a hwmodel configuration with persist.none set.
+// changed, and free nodes are found from a hint below which all are in use.
+// The DRAM-only baseline of the paper is Algorithm 2 on a hwmodel
+// configuration with persist.none set, under the None model (the only one
+// such a machine runs).
 //
 // # Recovery
 //

@@ -337,6 +337,9 @@ type Backend struct {
 }
 
 // New returns a backend for the machine cfg under model. It validates cfg.
+// A machine whose PM is timed as device memory (Config.Persist.None, the
+// dram preset) does no persist work and takes None only: New returns an
+// error wrapping ErrPMAsDRAM for any other model.
 func New(cfg Config, model Model) (*Backend, error) {
 	if err := cfg.Validate(); err != nil {
 		return nil, err
@@ -344,8 +347,11 @@ func New(cfg Config, model Model) (*Backend, error) {
 	if !slices.Contains(timed, model) && !model.WriteBack() {
 		return nil, fmt.Errorf("%w: %v (hwmodel times %v)", ErrModel, model, timed)
 	}
+	if cfg.Persist.None && model != None {
+		return nil, fmt.Errorf("%w: configuration %q with model %v (pass hwmodel.None)", ErrPMAsDRAM, cfg.Name, model)
+	}
 	b := &Backend{cfg: cfg, model: model}
-	if model.WriteBack() && !cfg.Persist.None {
+	if model.WriteBack() {
 		b.rs = newWriteBackHW(cfg, model.VolatileWPQ())
 	}
 	b.lineBytes = uint64(cfg.L1.LineBytes)
@@ -358,9 +364,6 @@ func New(cfg Config, model Model) (*Backend, error) {
 	b.l1Lat, b.l2Lat = uint64(cfg.L1.LatencyCycles), uint64(cfg.L2.LatencyCycles)
 	b.nvmWr = uint64(cfg.NVM.WriteLatencyCycles)
 	b.pmAsDRAM = cfg.Persist.None
-	if b.pmAsDRAM {
-		b.model = None
-	}
 	b.ms = newMemSystem(cfg, b.lineShift)
 	if b.pmAsDRAM {
 		b.ms.far = false
@@ -384,8 +387,8 @@ func New(cfg Config, model Model) (*Backend, error) {
 // Config returns the backend's configuration.
 func (b *Backend) Config() Config { return b.cfg }
 
-// Model returns the backend's persistency model (None for a configuration
-// with persist.none set).
+// Model returns the backend's persistency model (None on a machine with
+// persist.none set: New takes no other).
 func (b *Backend) Model() Model { return b.model }
 
 // Name returns "hwmodel/<model>/<config name>".

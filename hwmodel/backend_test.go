@@ -205,7 +205,7 @@ func TestMetamorphic(t *testing.T) {
 			}
 			cfg, err := Preset(preset)
 			require.NoError(t, err)
-			for _, model := range Models() {
+			for _, model := range cfg.Models() {
 				t.Run(fmt.Sprintf("%s/%s/%s", kc.name, preset, model), func(t *testing.T) {
 					be, err := New(cfg, model)
 					require.NoError(t, err)

@@ -133,10 +133,10 @@ func TestStreamingBound(t *testing.T) {
 		per, presets = 1, presets[:1] // the race run: one preset, every model
 	}
 	for _, preset := range presets {
-		for _, model := range Models() {
+		cfg, err := Preset(preset)
+		require.NoError(t, err)
+		for _, model := range cfg.Models() {
 			t.Run(preset+"/"+model.String(), func(t *testing.T) {
-				cfg, err := Preset(preset)
-				require.NoError(t, err)
 				n := float64(cfg.L1.LineBytes)
 				if cfg.Persist.SectorBytes > 0 {
 					n = float64(cfg.Persist.SectorBytes)

@@ -230,8 +230,10 @@ type PersistConfig struct {
 	// head on (L1 to L2, L2 to NVM).
 	NVWFIFOL1 int `json:"nvw_fifo_l1"`
 	NVWFIFOL2 int `json:"nvw_fifo_l2"`
-	// None turns off all persist work: PM behaves as device memory and every
-	// persistency verb is free, whatever the model (the DRAM-only baseline).
+	// None makes the machine one whose PM is timed as device memory (the
+	// DRAM-only baseline): no persist work, and every persistency verb is
+	// free. It is a property of the machine that only the None model
+	// describes: New refuses any other model on it (ErrPMAsDRAM).
 	None bool `json:"none"`
 }
 
@@ -467,7 +469,8 @@ const voltaMemGBps = 32 * 16 * 2 * 850e6 / 1e9
 
 // PresetDRAM is the DRAM-only baseline: the PM-near machine with PM at
 // device-memory latency and bandwidth and no persist work (Config.Persist.None).
-// Speedups in the SBRP figures are taken over machines like this one.
+// Speedups in the SBRP figures are taken over machines like this one. It
+// runs the None model only: New(PresetDRAM(), None).
 func PresetDRAM() Config {
 	c := sbrpBase()
 	c.Name = "dram"

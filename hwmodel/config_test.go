@@ -14,7 +14,7 @@ func TestPresetsValid(t *testing.T) {
 		require.NoError(t, err, name)
 		require.NoError(t, c.Validate(), name)
 		require.Equal(t, name, c.Name)
-		for _, m := range Models() {
+		for _, m := range c.Models() {
 			b, err := New(c, m)
 			require.NoError(t, err)
 			require.Contains(t, b.Name(), name)

@@ -20,4 +20,9 @@ var (
 	ErrCrashTime = errors.New("hwmodel: crash cycle out of range")
 	// ErrGeometry: a launch does not fit the configured GPU.
 	ErrGeometry = errors.New("hwmodel: launch does not fit the GPU")
+	// ErrPMAsDRAM: New was given a machine whose PM is timed as device
+	// memory (Config.Persist.None, the dram preset) and a model other than
+	// None. Such a machine does no persist work, so only None describes it;
+	// New refuses any other model rather than time it as None.
+	ErrPMAsDRAM = errors.New("hwmodel: a machine with PM timed as DRAM (persist.none) runs the none model only")
 )

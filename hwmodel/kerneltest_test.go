@@ -23,7 +23,7 @@ func TestFoundationKernelsMetamorphic(t *testing.T) {
 			}
 			cfg, err := hwmodel.Preset(preset)
 			require.NoError(t, err)
-			for _, model := range hwmodel.Models() {
+			for _, model := range cfg.Models() {
 				be, err := hwmodel.New(cfg, model)
 				require.NoError(t, err)
 				got, res, err := kerneltest.Final(c, be)

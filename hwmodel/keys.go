@@ -107,7 +107,7 @@ var keyDocs = map[string][3]string{
 	"mem.write_queue_entries":           {"count", "a channel's write queue per device (device memory, NVM): a write holds an entry until the device has written it (its share of the bandwidth, then its write latency); under ADR the PM queue is the persistence point", "SBRP artifact's and the re-study's gpgpusim.config (-gpgpu_frfcfs_dram_sched_queue_size 64, -gpgpu_dram_partition_queues 64:64:64:64); gope: not in Table 2, the SBRP artifact's"},
 	"mem.sfifo_l1":                      {"count", "S-FIFO entries per L1: the dirty volatile lines a write-combining L1 keeps; a full S-FIFO writes its head's line to the L2, a device- or system-scope release and the kernel's end write them all (0: volatile stores are written through to the L2)", "gope: the scoped persist barrier paper's Table 2 (L1 S-FIFO 16) and §3 (write-combining L1); 0 elsewhere (GPGPU-Sim's L1 writes global stores through)"},
 	"mem.l2_flush_at_end":               {"bool", "the L2's dirty volatile lines are written back at every kernel's end, and the kernel ends once the memory queues took them", "on: SBRP artifact (-gpgpu_flush_l2_cache 1); off on volta (the re-study's gpgpusim.config leaves it off) and gope (gem5 does not flush)"},
-	"persist.none":                      {"bool", "no persist work: PM behaves as device memory (the DRAM-only baseline)", "off; on in the dram preset"},
+	"persist.none":                      {"bool", "PM timed as device memory, no persist work (the DRAM-only machine); it runs the none model only: hwmodel.New refuses another", "off; on in the dram preset"},
 }
 
 // KeyInfos returns the documentation of every key of Keys, in the same

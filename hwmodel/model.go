@@ -57,6 +57,16 @@ var timed = []Model{Strict, Epoch, GPM, SBRP, ScopedBarrier, None}
 // Models returns the models the backend times, in a fixed order.
 func Models() []Model { return slices.Clone(timed) }
 
+// Models returns the models of Models that New accepts on the machine c:
+// None alone where c's PM is timed as device memory (Persist.None, the
+// dram preset; ErrPMAsDRAM), every one elsewhere.
+func (c Config) Models() []Model {
+	if c.Persist.None {
+		return []Model{None}
+	}
+	return Models()
+}
+
 // ParseModel returns the model named name (persistency.Parse) if the
 // backend times it; the error wraps ErrModel.
 func ParseModel(name string) (Model, error) {

@@ -3,7 +3,7 @@ package hwmodel
 import "github.com/scopedpm/scopedpm/pm"
 
 // nonePolicy is no persistency (COSPlay's Unordered, and the DRAM-only
-// baseline with persist.none): PM lines are written back from the L1 on
+// machine, persist.none, which takes no other model): PM lines are written back from the L1 on
 // eviction, at a device-scope release and at the kernel's end, through the
 // same memory system as every model's; no verb waits for a persist.
 type nonePolicy struct{ basePolicy }
