@@ -98,16 +98,16 @@ type GPUConfig struct {
 // CacheConfig is a set-associative cache.
 type CacheConfig struct {
 	SizeBytes     int `json:"size_bytes"`     // capacity
-	LineBytes     int `json:"line_bytes"`     // line size; accesses coalesce into lines of the L1's size
+	LineBytes     int `json:"line_bytes"`     // line size (the GPU's L1's: warp accesses coalesce into lines of this size)
 	Assoc         int `json:"assoc"`          // ways per set
-	LatencyCycles int `json:"latency_cycles"` // hit latency from the SM
+	LatencyCycles int `json:"latency_cycles"` // hit latency (from the SM; a CPU cache's adds to the levels above it)
 }
 
 // MemConfig is a memory device with separate read and write latency and
 // bandwidth.
 type MemConfig struct {
-	ReadLatencyCycles  int     `json:"read_latency_cycles"`  // from the L2 miss to the data
-	WriteLatencyCycles int     `json:"write_latency_cycles"` // from the L2 to the write's ack at the persistence point
+	ReadLatencyCycles  int     `json:"read_latency_cycles"`  // read latency, from the last-level cache's miss to the data
+	WriteLatencyCycles int     `json:"write_latency_cycles"` // write latency, from the last-level cache to the write's ack at the persistence point
 	ReadGBps           float64 `json:"read_gbps"`            // read bandwidth
 	WriteGBps          float64 `json:"write_gbps"`           // write bandwidth
 	// SharedBus makes reads and writes share one bus, a read byte taking
@@ -127,9 +127,10 @@ type MemSysConfig struct {
 	// SMWrites is the most line writes an SM has outstanding (sent and not
 	// yet acknowledged), every model's: the L1's miss-status entries.
 	SMWrites int `json:"sm_writes"`
-	// Channels is the number of memory channels; each has BanksPerChannel
-	// L2 banks (memory sub-partitions), and lines interleave over the
-	// banks.
+	// Channels and BanksPerChannel are the memory channels and the L2
+	// banks (memory sub-partitions) of each; lines interleave over every
+	// bank, and NVM and device-memory bandwidth are split evenly over the
+	// channels.
 	Channels        int `json:"channels"`
 	BanksPerChannel int `json:"banks_per_channel"`
 	// L2PortBytesPerCycle is an L2 bank's data port, in bytes per cycle.

@@ -3,7 +3,6 @@ package hwmodel
 import (
 	"container/heap"
 	"fmt"
-	"maps"
 	"math/bits"
 	"slices"
 
@@ -77,13 +76,18 @@ type CPUConfig struct {
 	// for it (COSPlay §4.3's rule, the default), which holds up every SQ
 	// entry behind it.
 	SameLineInWBB bool `json:"same_line_in_wbb"`
-	// L1D, L2 and LLC are the core's caches; their line sizes must agree.
-	L1D       CacheConfig `json:"l1d"`
-	L2        CacheConfig `json:"l2"`
+	// L1D is the core's L1 data cache. The three caches' line sizes must
+	// agree; a line is the CLWB granularity.
+	L1D CacheConfig `json:"l1d"`
+	// L2 is the core's private L2 cache.
+	L2 CacheConfig `json:"l2"`
+	// LLC is the inclusive last-level cache, across the NoC from the L2.
 	LLC       CacheConfig `json:"llc"`
 	NoCCycles int         `json:"noc_cycles"` // interconnect between the L2 and the LLC
-	// PM is the persistent memory: read latency after an LLC miss, write
-	// latency from the WBB to the memory controller, bandwidths.
+	// PM is the CPU's memory, persistent and volatile alike: COSPlay
+	// Table 2 has no DRAM. Its read latency is after an LLC miss, its
+	// write latency from the WBB to the memory controller (the ADR
+	// persistence domain).
 	PM MemConfig `json:"pm"`
 	// BMOCycles is the latency of the backend memory operations added to
 	// every line reaching the memory controller (COSPlay §5: 0 plain ADR,
@@ -107,7 +111,7 @@ func BMOs() []BMO {
 	return []BMO{{"ADR", 0}, {"Enc", 100}, {"LD", 200}, {"HD", 700}, {"Comb", 1000}}
 }
 
-// cosplayCPU is the core of COSPlay Table 2 (see keyDocs for each value's
+// cosplayCPU is the core of COSPlay Table 2 (see cpuKeySources for each value's
 // source).
 func cosplayCPU() CPUConfig {
 	return CPUConfig{
@@ -870,37 +874,35 @@ func (s *CPUStats) add(o *CPUStats) {
 	s.SameLine += o.SameLine
 }
 
-// cpuKeyDocs documents the CPU keys (see keyDocs): every preset has the
-// core of COSPlay Table 2.
-var cpuKeyDocs = map[string][3]string{
-	"cpu.clock_mhz":               {"MHz", "CPU core clock; converts the PM bandwidths to bytes per cycle", "COSPlay Table 2 (2.2 GHz)"},
-	"cpu.dispatch_width":          {"count", "instructions the core dispatches and retires per cycle (a verb is an instruction)", "COSPlay Table 2 (4-wide dispatch/retirement)"},
-	"cpu.rob_entries":             {"count", "reorder buffer: instructions in flight", "COSPlay Table 2 (224)"},
-	"cpu.sq_entries":              {"count", "store queue entries (stores and CLWBs, from dispatch until they leave its head)", "COSPlay Table 2 (56)"},
-	"cpu.wbb_entries":             {"count", "write-back buffer entries (CLWBs until their line is durable)", "COSPlay Table 2 (32)"},
-	"cpu.contexts":                {"count", "Store-Clwb Tracker counters: COSPlay contexts cid share counter cid mod contexts", "not in Table 2: COSPlay §4.3 caps persist concurrency at min(window, contexts) and Fig. 8's best windows reach 31, so 32"},
-	"cpu.same_line_in_wbb":        {"bool", "a CLWB whose line has a CLWB pending in the WBB moves to the WBB anyway and writes back at once, durable no earlier than the pending one, instead of waiting at the SQ head (holding up the SQ)", "off: COSPlay §4.3 (a clwb moves to the WBB if no clwb to the same address is pending there)"},
-	"cpu.sq_drain_cycles":         {"cycles", "cycles the SQ head takes per entry (a store's L1d write, a CLWB's move to the WBB)", "not in Table 2: one store commits to the L1d per cycle"},
-	"cpu.l1d.size_bytes":          {"bytes", "CPU L1 data cache capacity", "COSPlay Table 2 (32 KB)"},
-	"cpu.l1d.line_bytes":          {"bytes", "CPU cache line (CLWB granularity)", "COSPlay Table 2 (64 B blocks)"},
-	"cpu.l1d.assoc":               {"count", "CPU L1d ways per set", "COSPlay Table 2 (8-way)"},
-	"cpu.l1d.latency_cycles":      {"cycles", "CPU L1d access latency", "COSPlay Table 2 (4 cycles)"},
-	"cpu.l2.size_bytes":           {"bytes", "CPU L2 capacity", "COSPlay Table 2 (1 MB)"},
-	"cpu.l2.line_bytes":           {"bytes", "CPU L2 line", "COSPlay Table 2 (64 B)"},
-	"cpu.l2.assoc":                {"count", "CPU L2 ways per set", "COSPlay Table 2 (16-way)"},
-	"cpu.l2.latency_cycles":       {"cycles", "CPU L2 access latency (added to the L1d's)", "COSPlay Table 2 (10 cycles)"},
-	"cpu.llc.size_bytes":          {"bytes", "inclusive LLC capacity", "COSPlay Table 2 (16 MB)"},
-	"cpu.llc.line_bytes":          {"bytes", "LLC line", "COSPlay Table 2 (64 B)"},
-	"cpu.llc.assoc":               {"count", "LLC ways per set", "COSPlay Table 2 (16-way)"},
-	"cpu.llc.latency_cycles":      {"cycles", "LLC access latency (added to the L1d's, the L2's and the NoC's)", "COSPlay Table 2 (30 cycles)"},
-	"cpu.noc_cycles":              {"cycles", "crossbar latency between the L2 and the LLC", "COSPlay Table 2 (8 cycles)"},
-	"cpu.pm.read_latency_cycles":  {"cycles", "PM read latency after an LLC miss (volatile memory too: Table 2 has no DRAM)", "COSPlay Table 2 (600 cycles, Optane)"},
-	"cpu.pm.write_latency_cycles": {"cycles", "latency of a CLWB's line from the WBB to the memory controller (the ADR persistence domain)", "COSPlay Table 2 (200 cycles to the controller; §2.2's ADR persist latency)"},
-	"cpu.pm.read_gbps":            {"GB/s", "PM read bandwidth", "COSPlay Table 2 (4 GB/s)"},
-	"cpu.pm.write_gbps":           {"GB/s", "PM write bandwidth: a 64-byte write-back occupies it 64/bandwidth", "COSPlay Table 2 (2 GB/s)"},
-	"cpu.pm.shared_bus":           {"bool", "PM reads and writes share one bus, each direction at its own bandwidth", "off: COSPlay Table 2 gives a read and a write bandwidth"},
-	"cpu.bmo_cycles":              {"cycles", "backend memory operation latency added to every line reaching the memory controller (latency, not throughput)", "COSPlay §5 (0 plain ADR; Enc 100, LD 200, HD 700, Comb 1000)"},
-	"cpu.switch_cycles":           {"cycles", "cost of one coroutine switch and the round-robin scheduler (FreeSwitch: 0; a run's coro.Config.SwitchCycles overrides it)", "COSPlay Table 3: (CII-1)*1000/SKI is 215-234 instructions per sfence for SPS, PC, TATP, CQ (220); a task of 3 sfences switches 4 times (one at its end), so 220*3/4 = 165 per switch, 41 cycles at 4 a cycle"},
+// cpuKeySources says where each CPU key's value comes from (see
+// keySources): every preset has the core of COSPlay Table 2.
+var cpuKeySources = map[string]string{
+	"cpu.clock_mhz":               "COSPlay Table 2 (2.2 GHz)",
+	"cpu.dispatch_width":          "COSPlay Table 2 (4-wide dispatch/retirement)",
+	"cpu.rob_entries":             "COSPlay Table 2 (224)",
+	"cpu.sq_entries":              "COSPlay Table 2 (56)",
+	"cpu.wbb_entries":             "COSPlay Table 2 (32)",
+	"cpu.contexts":                "not in Table 2: COSPlay §4.3 caps persist concurrency at min(window, contexts) and Fig. 8's best windows reach 31, so 32",
+	"cpu.same_line_in_wbb":        "off: COSPlay §4.3 (a clwb moves to the WBB if no clwb to the same address is pending there)",
+	"cpu.sq_drain_cycles":         "not in Table 2: one store commits to the L1d per cycle",
+	"cpu.l1d.size_bytes":          "COSPlay Table 2 (32 KB)",
+	"cpu.l1d.line_bytes":          "COSPlay Table 2 (64 B blocks)",
+	"cpu.l1d.assoc":               "COSPlay Table 2 (8-way)",
+	"cpu.l1d.latency_cycles":      "COSPlay Table 2 (4 cycles)",
+	"cpu.l2.size_bytes":           "COSPlay Table 2 (1 MB)",
+	"cpu.l2.line_bytes":           "COSPlay Table 2 (64 B)",
+	"cpu.l2.assoc":                "COSPlay Table 2 (16-way)",
+	"cpu.l2.latency_cycles":       "COSPlay Table 2 (10 cycles)",
+	"cpu.llc.size_bytes":          "COSPlay Table 2 (16 MB)",
+	"cpu.llc.line_bytes":          "COSPlay Table 2 (64 B)",
+	"cpu.llc.assoc":               "COSPlay Table 2 (16-way)",
+	"cpu.llc.latency_cycles":      "COSPlay Table 2 (30 cycles)",
+	"cpu.noc_cycles":              "COSPlay Table 2 (8 cycles)",
+	"cpu.pm.read_latency_cycles":  "COSPlay Table 2 (600 cycles, Optane)",
+	"cpu.pm.write_latency_cycles": "COSPlay Table 2 (200 cycles to the controller; §2.2's ADR persist latency)",
+	"cpu.pm.read_gbps":            "COSPlay Table 2 (4 GB/s)",
+	"cpu.pm.write_gbps":           "COSPlay Table 2 (2 GB/s)",
+	"cpu.pm.shared_bus":           "off: COSPlay Table 2 gives a read and a write bandwidth",
+	"cpu.bmo_cycles":              "COSPlay §5 (0 plain ADR; Enc 100, LD 200, HD 700, Comb 1000)",
+	"cpu.switch_cycles":           "COSPlay Table 3: (CII-1)*1000/SKI is 215-234 instructions per sfence for SPS, PC, TATP, CQ (220); a task of 3 sfences switches 4 times (one at its end), so 220*3/4 = 165 per switch, 41 cycles at 4 a cycle",
 }
-
-func init() { maps.Copy(keyDocs, cpuKeyDocs) }

@@ -31,6 +31,13 @@ func TestPMAsDRAMTakesNoneOnly(t *testing.T) {
 			require.Nil(t, be)
 		}
 	}
+	// pmbench keys says so.
+	for _, in := range hwmodel.KeyInfos() {
+		if in.Key == "persist.none" {
+			require.Contains(t, in.Doc, "only the None model")
+			require.Contains(t, in.Doc, "New refuses any other model")
+		}
+	}
 	// A machine with PM takes every model.
 	near := hwmodel.PresetPMNear()
 	require.Equal(t, hwmodel.Models(), near.Models())
