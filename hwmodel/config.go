@@ -50,7 +50,7 @@ type Config struct {
 
 // GPUConfig is the shape of the GPU and its clock.
 type GPUConfig struct {
-	ClockMHz           float64 `json:"clock_mhz"`             // core clock
+	ClockMHz           float64 `json:"clock_mhz"`             // core clock; converts cycles to time
 	SMs                int     `json:"sms"`                   // streaming multiprocessors
 	WarpSize           int     `json:"warp_size"`             // threads per warp
 	Schedulers         int     `json:"schedulers"`            // warp schedulers per SM (instructions issued per cycle)
@@ -156,8 +156,8 @@ type MemSysConfig struct {
 // LinkConfig is the PCIe link.
 type LinkConfig struct {
 	PMFar         bool    `json:"pm_far"`         // PM is attached to the host: PM traffic crosses the link
-	LatencyCycles int     `json:"latency_cycles"` // one-way latency
-	GBps          float64 `json:"gbps"`           // bandwidth
+	LatencyCycles int     `json:"latency_cycles"` // one-way PCIe latency, added once to a far access's way there
+	GBps          float64 `json:"gbps"`           // PCIe bandwidth
 	// FullDuplex gives each direction its own GBps, as PCIe links have
 	// (reads from PM-far come back over one direction, writes go over the
 	// other). Off, both directions share one GBps. The SBRP machines

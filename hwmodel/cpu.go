@@ -63,12 +63,12 @@ import (
 // drops the line from its own inner caches only.
 type CPUConfig struct {
 	ClockMHz      float64 `json:"clock_mhz"`       // core clock; converts bandwidth to bytes per cycle
-	DispatchWidth int     `json:"dispatch_width"`  // instructions dispatched and retired per cycle
-	ROBEntries    int     `json:"rob_entries"`     // reorder buffer
-	SQEntries     int     `json:"sq_entries"`      // store queue (stores and CLWBs)
-	WBBEntries    int     `json:"wbb_entries"`     // write-back buffer (CLWBs in flight)
-	Contexts      int     `json:"contexts"`        // Store-Clwb Tracker counters (hardware persist contexts)
-	SQDrainCycles int     `json:"sq_drain_cycles"` // cycles the SQ head takes per entry
+	DispatchWidth int     `json:"dispatch_width"`  // instructions the core dispatches and retires per cycle (a verb is an instruction)
+	ROBEntries    int     `json:"rob_entries"`     // reorder buffer: instructions in flight
+	SQEntries     int     `json:"sq_entries"`      // store queue entries (stores and CLWBs, from dispatch until they leave its head)
+	WBBEntries    int     `json:"wbb_entries"`     // write-back buffer entries (CLWBs until their line is durable)
+	Contexts      int     `json:"contexts"`        // Store-Clwb Tracker counters (hardware persist contexts): COSPlay contexts cid share counter cid mod contexts
+	SQDrainCycles int     `json:"sq_drain_cycles"` // cycles the SQ head takes per entry (a store's L1d write, a CLWB's move to the WBB)
 	// SameLineInWBB lets a CLWB whose line has a CLWB pending in the WBB
 	// move to the WBB anyway and send its write-back at once, durable no
 	// earlier than the pending one (the path to the memory controller
@@ -93,7 +93,9 @@ type CPUConfig struct {
 	// every line reaching the memory controller (COSPlay §5: 0 plain ADR,
 	// Enc 100, LD 200, HD 700, Comb 1000); latency only, never throughput.
 	BMOCycles int `json:"bmo_cycles"`
-	// SwitchCycles is the cost of one coroutine switch and the scheduler.
+	// SwitchCycles is the cost of one coroutine switch and the round-robin
+	// scheduler (FreeSwitch: 0; a run's coro.Config.SwitchCycles overrides
+	// it).
 	SwitchCycles int `json:"switch_cycles"`
 }
 

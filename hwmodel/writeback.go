@@ -121,7 +121,9 @@ import (
 // hardware that no other model uses.
 type WriteBackConfig struct {
 	// Channels is the number of memory channels (memory controllers, each
-	// with a WPQ). The re-study's Table I: 32.
+	// with a WPQ) the re-study's L2 write-back walk proceeds over in
+	// parallel; 0 turns the re-study's write-back GPU off. The re-study's
+	// Table I: 32.
 	Channels int `json:"channels"`
 	// L2BanksPerChannel is the number of L2 banks per channel; an L2WB
 	// walks the banks in parallel. Table I: 2.
