@@ -55,6 +55,20 @@ type memSystem struct {
 	// drained is when every write issued so far has been taken by its
 	// queue (the kernel-end flush waits for it).
 	drained uint64
+
+	// audit (tests only) makes every hold check the most slots its
+	// calendar then holds in its interval; peak is the greatest such count
+	// over the calendar's limit, in slots (0: never over).
+	audit bool
+	over  int
+}
+
+// hold takes a slot of o from start to end, and audits it when asked.
+func (m *memSystem) hold(o *occupancy, start, end uint64, limit int) {
+	o.add(start, end)
+	if m.audit {
+		m.over = max(m.over, int(o.peak(start, end))-limit)
+	}
 }
 
 // smPort is an SM's side of the memory system.
@@ -162,33 +176,61 @@ func (m *memSystem) trim(at uint64) {
 // the queue took them and when the device has written them.
 //
 // The queue serves writes in arrival order: a write enters it when an entry
-// is free and it is at most queueMax transfers from the bus, and holds the
-// entry until the device has written it. The bus's calendar books transfers
-// out of time order (warps the engine ran ahead book first), so a write
-// that finds the bus booked far ahead waits outside the queue rather than
-// holding an entry all that time: the queue's entries stay bounded by its
-// own FIFO service, and no write is durable before the bus can take it
-// within queueMax transfers.
+// is free for as long as it will hold it and it is at most queueMax
+// transfers from the bus, and holds the entry until the device has written
+// it. The bus's calendar books transfers out of time order (warps the
+// engine ran ahead book first), so a write that finds the bus booked far
+// ahead waits outside the queue rather than holding an entry all that time:
+// the queue's entries stay bounded by its own FIFO service, and no write is
+// durable before the bus can take it within queueMax transfers.
 func (c *channel) write(x, n uint64, queueMax int) (in, done uint64) {
-	svc := (n*c.wr.perByte + (1<<fracBits - 1)) >> fracBits
-	in = c.queue.firstFree(x, queueMax)
-	end := c.writeBus(in, n)
-	if ahead := uint64(queueMax) * svc; end > in+ahead {
-		in = c.queue.firstFree(end-ahead, queueMax)
-	}
-	done = end + c.wrLat
+	in = c.admit(x, n, queueMax)
+	done = c.writeBus(in, n, true) + c.wrLat
 	c.queue.add(in, done)
 	return in, done
 }
 
+// auditWrite is write for a memory system that audits its queues.
+func (m *memSystem) auditWrite(c *channel, x, n uint64) (in, done uint64) {
+	in, done = c.write(x, n, m.queueMax)
+	if m.audit {
+		m.over = max(m.over, int(c.queue.peak(in, done))-m.queueMax)
+	}
+	return in, done
+}
+
+// dryWrite is write without reserving anything: when the queue would take
+// the bytes and when the device would have written them.
+func (c *channel) dryWrite(x, n uint64, queueMax int) (in, done uint64) {
+	in = c.admit(x, n, queueMax)
+	return in, c.writeBus(in, n, false) + c.wrLat
+}
+
+// admit returns when the queue takes n bytes that reached it at cycle x:
+// once an entry is free for as long as they will hold it, and no earlier
+// than queueMax transfers before the bus can take them.
+func (c *channel) admit(x, n uint64, queueMax int) uint64 {
+	svc := (n*c.wr.perByte + (1<<fracBits - 1)) >> fracBits
+	hold := func(s uint64) uint64 { return c.writeBus(s, n, false) + c.wrLat }
+	in := c.queue.fit(x, queueMax, hold)
+	if ahead, end := uint64(queueMax)*svc, c.writeBus(in, n, false); end > in+ahead {
+		in = c.queue.fit(end-ahead, queueMax, hold)
+	}
+	return in
+}
+
 // writeBus moves n written bytes over the channel's bus from cycle x at
 // the write bandwidth and returns when they are done: on the write bus, or
-// on the bus reads and writes share.
-func (c *channel) writeBus(x, n uint64) uint64 {
+// on the bus reads and writes share. With book false it is a dry run.
+func (c *channel) writeBus(x, n uint64, book bool) uint64 {
+	bus := &c.wr
 	if c.shared {
-		return c.rd.transferAs(x, n, c.wr.perByte)
+		bus = &c.rd
 	}
-	return c.wr.transfer(x, n)
+	if !book {
+		return bus.endAs(x, n, c.wr.perByte)
+	}
+	return bus.transferAs(x, n, c.wr.perByte)
 }
 
 // read reads n bytes from the channel from cycle x and returns when they
@@ -207,14 +249,25 @@ type pmWrite struct {
 
 // writePM sends n bytes of PM line from SM sm, no earlier than cycle t,
 // to the persistence point, and returns its times. st counts its bytes.
+// The write leaves once one of the SM's outstanding-write slots is free
+// from its departure to its ack.
 func (m *memSystem) writePM(sm int, line, n, t uint64, st *Stats) pmWrite {
 	p := &m.sms[sm]
-	var w pmWrite
-	w.start = p.writes.firstFree(t, m.writesMax)
-	w.left = m.inject(sm, n, w.start)
+	start := p.writes.fit(t, m.writesMax, func(s uint64) uint64 { return m.pmPath(sm, line, n, s, nil).ack })
+	w := m.pmPath(sm, line, n, start, st)
+	m.hold(&p.writes, w.start, w.ack, m.writesMax)
+	return w
+}
+
+// pmPath times a PM line write of n bytes that leaves SM sm at cycle
+// start: with st, it reserves the injection port, the L2 bank's port, the
+// link and the PM queue and bus, and counts the bytes in st; with st nil
+// it is a dry run that reserves nothing.
+func (m *memSystem) pmPath(sm int, line, n, start uint64, st *Stats) pmWrite {
+	w := pmWrite{start: start}
+	w.left = m.sms[sm].inject.take(start, n, st != nil)
 	x, ch := m.toPartition(line, n, w.left+m.l2Lat, st)
-	w.queued, w.ack = m.toPM(ch, n, x)
-	p.writes.add(w.start, w.ack)
+	w.queued, w.ack = m.toPM(ch, n, x, st != nil)
 	return w
 }
 
@@ -225,15 +278,20 @@ func (m *memSystem) writePM(sm int, line, n, t uint64, st *Stats) pmWrite {
 func (m *memSystem) writeFromL2(line, n, t uint64, st *Stats) pmWrite {
 	x, ch := m.toPartition(line, n, t, st)
 	w := pmWrite{start: t, left: t}
-	w.queued, w.ack = m.toPM(ch, n, x)
+	w.queued, w.ack = m.toPM(ch, n, x, true)
 	return w
 }
 
 // toPM puts n bytes that reached channel ch's partition at cycle x into its
 // PM write queue and returns when the queue took them and when they are
-// durable (the persistence point's ack).
-func (m *memSystem) toPM(ch, n, x uint64) (queued, ack uint64) {
-	in, done := m.nvm[ch].write(x, n, m.queueMax)
+// durable (the persistence point's ack). With book false it is a dry run.
+func (m *memSystem) toPM(ch, n, x uint64, book bool) (queued, ack uint64) {
+	var in, done uint64
+	if book {
+		in, done = m.auditWrite(&m.nvm[ch], x, n)
+	} else {
+		in, done = m.nvm[ch].dryWrite(x, n, m.queueMax)
+	}
 	switch {
 	case m.ackAtQueue:
 		// The GPU's memory partition acknowledges the write when the PM
@@ -244,7 +302,9 @@ func (m *memSystem) toPM(ch, n, x uint64) (queued, ack uint64) {
 	default:
 		ack = done
 	}
-	m.drained = max(m.drained, ack, in)
+	if book {
+		m.drained = max(m.drained, ack, in)
+	}
 	return in, ack
 }
 
@@ -263,7 +323,7 @@ func (m *memSystem) farLat() uint64 {
 func (m *memSystem) moreBytes(sm int, line, n, start uint64, st *Stats) {
 	left := m.inject(sm, n, start)
 	x, ch := m.toPartition(line, n, left+m.l2Lat, st)
-	m.drained = max(m.drained, m.nvm[ch].writeBus(x, n))
+	m.drained = max(m.drained, m.nvm[ch].writeBus(x, n, true))
 }
 
 // inject sends n bytes into SM sm's injection port from cycle t and
@@ -274,15 +334,21 @@ func (m *memSystem) inject(sm int, n, t uint64) uint64 {
 
 // toPartition sends n bytes of PM line that reached the L2 at cycle x over
 // its bank's port, and PCIe when PM is far, and returns when they reach the
-// memory partition and its channel. st counts the bytes.
+// memory partition and its channel. st counts the bytes; with st nil it is
+// a dry run that reserves nothing.
 func (m *memSystem) toPartition(line, n, x uint64, st *Stats) (uint64, uint64) {
+	book := st != nil
 	bank, ch := m.bank(line)
-	x = m.ports[bank].transfer(x, n)
+	x = m.ports[bank].take(x, n, book)
 	if m.far {
-		st.PCIeBytes += n
-		x = m.link(true).transfer(x, n+m.tlp) + m.pcieLat
+		x = m.link(true).take(x, n+m.tlp, book) + m.pcieLat
 	}
-	st.NVMWriteBytes += n
+	if book {
+		if m.far {
+			st.PCIeBytes += n
+		}
+		st.NVMWriteBytes += n
+	}
 	return x, ch
 }
 
@@ -302,7 +368,7 @@ func (m *memSystem) toL2(sm int, line, n, t uint64) (left, in uint64) {
 // them.
 func (m *memSystem) writeBackDRAM(line, n, t uint64) uint64 {
 	_, ch := m.bank(line)
-	in, _ := m.dram[ch].write(t, n, m.queueMax)
+	in, _ := m.auditWrite(&m.dram[ch], t, n)
 	m.drained = max(m.drained, in)
 	return in
 }

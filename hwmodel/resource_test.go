@@ -41,13 +41,25 @@ func TestCalendarsMatchNaiveWalk(t *testing.T) {
 					at -= rng.Uint64N(c.spread) // out of time order
 				}
 				n := uint64(32 << rng.IntN(3))
-				require.Equal(t, slow.transfer(at, n), fast.transfer(at, n), "transfer %d at %d", i, at)
+				dry := fast.endAs(at, n, fast.perByte)
+				got := fast.transfer(at, n)
+				require.Equal(t, slow.transfer(at, n), got, "transfer %d at %d", i, at)
+				require.Equal(t, dry, got, "dry run of transfer %d at %d", i, at)
 				w := c.window
 				s1, s2 := nocc.firstFree(at, w), occ.firstFree(at, w)
 				require.Equal(t, s1, s2, "firstFree %d at %d", i, at)
-				end := s1 + 1 + rng.Uint64N(300)
-				nocc.add(s1, end)
-				occ.add(s2, end)
+				// Half the jobs hold a slot for their whole interval (fit),
+				// the others from their first free bucket (add alone).
+				hold := 1 + rng.Uint64N(300)
+				end := func(s uint64) uint64 { return s + hold }
+				if i%2 == 0 {
+					s1, s2 = nocc.fit(at, w, end), occ.fit(at, w, end)
+					require.Equal(t, s1, s2, "fit %d at %d", i, at)
+					require.Less(t, nocc.peak(s1, end(s1)), uint32(w), "fit %d at %d finds a full bucket", i, at)
+				}
+				require.Equal(t, nocc.peak(s1, end(s1)), occ.peak(s2, end(s2)), "peak %d at %d", i, at)
+				nocc.add(s1, end(s1))
+				occ.add(s2, end(s2))
 				now += rng.Uint64N(8)
 				if i%997 == 0 {
 					fast.trim(now - c.spread/2)
@@ -82,6 +94,34 @@ func (o *naiveOccupancy) firstFree(t uint64, w int) uint64 {
 		k++
 	}
 	return max(t, k<<occShift)
+}
+
+// fit is the rule walked bucket by bucket: the first free bucket if the
+// whole interval has room there, and otherwise the cycle after the last
+// full bucket.
+func (o *naiveOccupancy) fit(t uint64, w int, end func(uint64) uint64) uint64 {
+	s := o.firstFree(t, w)
+	if o.peak(s, end(s)) < uint32(w) {
+		return s
+	}
+	for k := uint64(len(o.cnt)); k > 0; k-- {
+		if o.cnt[k-1] >= uint32(w) {
+			return max(s, (o.base+k)<<occShift)
+		}
+	}
+	return s
+}
+
+// peak is the most slots any bucket of the interval holds.
+func (o *naiveOccupancy) peak(start, end uint64) uint32 {
+	var best uint32
+	lo := max(start>>occShift, o.base)
+	for k := lo; k <= (max(end, start+1)-1)>>occShift; k++ {
+		if k-o.base < uint64(len(o.cnt)) {
+			best = max(best, o.cnt[k-o.base])
+		}
+	}
+	return best
 }
 
 func (o *naiveOccupancy) add(start, end uint64) {
