@@ -41,7 +41,11 @@ func testSeed(t *testing.T) uint64 {
 	if s == 0 {
 		s = uint64(time.Now().UnixNano())
 	}
-	t.Logf("seed = %d (replay: go test ./pm/native -run '%s$' -native.seed=%d)", s, t.Name(), s)
+	env := ""
+	if longRun() {
+		env = long.Env + "=1 " // the long run's counts
+	}
+	t.Logf("seed = %d (replay: %sgo test ./pm/native -run '%s$' -native.seed=%d)", s, env, t.Name(), s)
 	return s
 }
 
