@@ -22,11 +22,15 @@ import (
 
 // The injected-fault runs (TestFaultsKVS, TestFaultsBTree,
 // TestFaultsWorkloads) open a backend whose file system fails one seeded
-// operation: a write, a sync or a rename of any of the backend's files
-// (the log, a region file, a checkpoint's), the n-th of its kind, with
-// EIO or ENOSPC. Each run counts the faults that were injected (an
-// operation that was reached and failed); the long run injects 1,000 in
-// all (300 + 300 + 400), the short run 12, 16 and one per workload.
+// operation: a write, a sync or a rename of the log (LOG*) or of a region
+// file (*.pmr*, written by CreateRegion and by checkpoints), the n-th of
+// its kind on that class of file, with EIO or ENOSPC. Each run counts the
+// faults that were injected (an operation that was reached and failed);
+// the long run injects 1,000 in all (300 + 300 + 400), the short run 12,
+// 16 and one per workload. The seed fixes every fault; where background
+// checkpoints run (gpKVS, the B+tree) it does not fix which call the
+// failure of a checkpoint's write reaches, nor so what was acknowledged
+// by then.
 const (
 	faultsKVS       = 300
 	faultsBTree     = 300
@@ -36,37 +40,68 @@ const (
 // faultKinds are the operations a seeded fault may fail.
 var faultKinds = [...]native.FSOp{native.FSWrite, native.FSSync, native.FSRename}
 
-// seededFault is an Injector that fails the n-th operation of kind op it
-// sees (n >= 1), once, with err; it counts every operation by kind.
+// faultOp is a kind of operation on a class of file.
+type faultOp struct {
+	op     native.FSOp
+	region bool // on a region file, not the log
+}
+
+func (o faultOp) String() string {
+	if o.region {
+		return o.op.String() + " region"
+	}
+	return o.op.String() + " log"
+}
+
+// classify returns the class of file of path, and false for other files
+// (the directory, LOCK).
+func classify(op native.FSOp, path string) (faultOp, bool) {
+	base := filepath.Base(path)
+	switch {
+	case strings.HasPrefix(base, "LOG"):
+		return faultOp{op, false}, true
+	case strings.Contains(base, ".pmr"):
+		return faultOp{op, true}, true
+	}
+	return faultOp{}, false
+}
+
+// seededFault is an Injector that fails the n-th operation of kind at it
+// sees (n >= 1), once, with err; it counts every operation by kind and
+// class of file.
 type seededFault struct {
 	mu    sync.Mutex
-	op    native.FSOp
+	at    faultOp
 	n     int
 	err   error
-	seen  map[native.FSOp]int
+	seen  map[faultOp]int
 	hit   bool
 	where string // "sync LOG": the operation that failed
 }
 
-// newFault draws a fault from rng: its kind, its errno, and n in
-// [1, span(kind)].
-func newFault(rng *rand.Rand, span func(native.FSOp) int) *seededFault {
-	op := faultKinds[rng.IntN(len(faultKinds))]
-	for span(op) == 0 {
-		op = faultKinds[rng.IntN(len(faultKinds))]
+// newFault draws a fault from rng: its kind and class of file (among
+// those with span > 0), its errno, and n in [1, span(kind)].
+func newFault(rng *rand.Rand, span func(faultOp) int) *seededFault {
+	at := faultOp{faultKinds[rng.IntN(len(faultKinds))], rng.IntN(2) == 1}
+	for span(at) == 0 {
+		at = faultOp{faultKinds[rng.IntN(len(faultKinds))], rng.IntN(2) == 1}
 	}
 	err := error(syscall.EIO)
 	if rng.IntN(2) == 1 {
 		err = syscall.ENOSPC
 	}
-	return &seededFault{op: op, n: 1 + rng.IntN(span(op)), err: err, seen: map[native.FSOp]int{}}
+	return &seededFault{at: at, n: 1 + rng.IntN(span(at)), err: err, seen: map[faultOp]int{}}
 }
 
 func (f *seededFault) MaybeError(op native.FSOp, path string) error {
+	o, ok := classify(op, path)
+	if !ok {
+		return nil
+	}
 	f.mu.Lock()
 	defer f.mu.Unlock()
-	f.seen[op]++
-	if !f.hit && op == f.op && f.seen[op] == f.n {
+	f.seen[o]++
+	if !f.hit && o == f.at && f.seen[o] == f.n {
 		f.hit, f.where = true, op.String()+" "+filepath.Base(path)
 		return f.err
 	}
@@ -76,7 +111,7 @@ func (f *seededFault) MaybeError(op native.FSOp, path string) error {
 func (f *seededFault) String() string {
 	f.mu.Lock()
 	defer f.mu.Unlock()
-	return fmt.Sprintf("%v on %s #%d (hit %v: %s)", f.err, f.op, f.n, f.hit, f.where)
+	return fmt.Sprintf("%v on %v #%d (hit %v: %s)", f.err, f.at, f.n, f.hit, f.where)
 }
 
 func (f *seededFault) injected() bool {
@@ -102,7 +137,7 @@ type faultSession struct {
 type faultTally map[string]int
 
 func (ft faultTally) add(s *faultSession) {
-	ft[fmt.Sprintf("%s:%s/%v", s.first, s.f.op, s.f.err)]++
+	ft[fmt.Sprintf("%s:%v/%v", s.first, s.f.at, s.f.err)]++
 }
 
 // call checks a durable call's result and reports whether it succeeded
@@ -134,6 +169,22 @@ func (s *faultSession) end() bool {
 	return false
 }
 
+// faultSpan is the range of n for a fault of kind o in a trial of gpKVS or
+// the B+tree: up to logOps writes or syncs of the log; the log is renamed
+// at a checkpoint and at Close, a region file is renamed only when the
+// region is created, and written and synced by checkpoints.
+func faultSpan(o faultOp, logOps int) int {
+	switch {
+	case o.op == native.FSRename && o.region:
+		return 1
+	case o.op == native.FSRename:
+		return 2
+	case o.region:
+		return 6
+	}
+	return logOps
+}
+
 // faultCounts returns the long run's count, or the short run's.
 func faultCounts(long, short int) int {
 	if longRun() {
@@ -152,18 +203,13 @@ func TestFaultsKVS(t *testing.T) {
 	seed := testSeed(t)
 	rng := rand.New(rand.NewPCG(seed, 6))
 	want := faultCounts(faultsKVS, 12)
-	span := func(op native.FSOp) int {
-		if op == native.FSRename {
-			return 2
-		}
-		return 24
-	}
+	span := func(o faultOp) int { return faultSpan(o, 24) }
 	dir := t.TempDir()
 	var acked uint64
 	created := false
 	faults, trials, tally := 0, 0, faultTally{}
 	for ; faults < want; trials++ {
-		require.Less(t, trials, 4*want+20, "too few trials reach their fault")
+		require.Less(t, trials, 10*want+20, "too few trials reach their fault")
 		f := newFault(rng, span)
 		s := &faultSession{t: t, f: f, trial: trials}
 		opts := native.Options{Mode: native.ModeLog, CheckpointBytes: btCheckpoint, FS: native.InjectFS(native.OSFS(), f)}
@@ -244,18 +290,13 @@ func TestFaultsBTree(t *testing.T) {
 	seed := testSeed(t)
 	rng := rand.New(rand.NewPCG(seed, 7))
 	want := faultCounts(faultsBTree, 16)
-	span := func(op native.FSOp) int {
-		if op == native.FSRename {
-			return 2
-		}
-		return 60
-	}
+	span := func(o faultOp) int { return faultSpan(o, 60) }
 	dir := t.TempDir()
 	var acked uint64
 	created := false
 	faults, trials, tally := 0, 0, faultTally{}
 	for ; faults < want; trials++ {
-		require.Less(t, trials, 4*want+20, "too few trials reach their fault")
+		require.Less(t, trials, 10*want+20, "too few trials reach their fault")
 		f := newFault(rng, span)
 		s := &faultSession{t: t, f: f, trial: trials}
 		opts := native.Options{Mode: native.ModeLog, CheckpointBytes: btCheckpoint, FS: native.InjectFS(native.OSFS(), f)}
@@ -334,9 +375,9 @@ func TestFaultsWorkloads(t *testing.T) {
 		t.Run(name, func(t *testing.T) {
 			rng := rand.New(rand.NewPCG(seed, 8<<32|uint64(wi)))
 			// A run without faults counts the operations of each kind.
-			count := &seededFault{seen: map[native.FSOp]int{}}
+			count := &seededFault{seen: map[faultOp]int{}}
 			workloadTrial(&faultSession{t: t, f: count}, name, t.TempDir())
-			span := func(op native.FSOp) int { return count.seen[op] }
+			span := func(o faultOp) int { return count.seen[o] }
 			faults := 0
 			for trial := 0; faults < per; trial++ {
 				require.Less(t, trial, 4*per+8, "too few trials reach their fault (operations: %v)", count.seen)
