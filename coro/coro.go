@@ -42,6 +42,7 @@ type config struct {
 	core       int
 	name       string
 	idleRounds int
+	durBound   int // WithDurabilityBound
 	run        Config
 }
 
@@ -55,6 +56,15 @@ func WithName(name string) Option { return func(c *config) { c.name = name } }
 // yields and nothing is written make Run give up with ErrDeadlock (default
 // 4096).
 func WithIdleRounds(n int) Option { return func(c *config) { c.idleRounds = max(n, 1) } }
+
+// WithDurabilityBound sets how many verbs the tasks that run may report,
+// after a task began to wait at a durability point of a backend with
+// pm.Durability (the native backend's SFence, CFence, JoinStrand), before
+// the waiting tasks are made durable with one MakeDurable, if they are not
+// sooner (every live task held, or a round with nothing written). The
+// default is pm.DurabilityBound (65,536; see there why); n < 1 means 1.
+// Backends without pm.Durability, the simulated ones, ignore it.
+func WithDurabilityBound(n int) Option { return func(c *config) { c.durBound = max(n, 1) } }
 
 // Latency is one task's start and end: in backend cycles when the backend
 // has a clock (a Now method), else in verbs executed by the run so far
@@ -164,7 +174,7 @@ func Run(m *pm.Machine, tasks []Task, opts ...Option) (Result, error) {
 	if len(tasks) == 0 {
 		return Result{}, fmt.Errorf("%w: no tasks", ErrBadArg)
 	}
-	r := &runner{mem: m.Memory(), be: m.Backend(), ops: m.Caps().Ops, cfg: config{name: "cpu", idleRounds: 4096}, p: &pool{tasks: tasks}}
+	r := &runner{mem: m.Memory(), be: m.Backend(), ops: m.Caps().Ops, cfg: config{name: "cpu", idleRounds: 4096, durBound: pm.DurabilityBound}, p: &pool{tasks: tasks}}
 	for _, o := range opts {
 		o(&r.cfg)
 	}

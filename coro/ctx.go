@@ -73,7 +73,7 @@ func (c *Ctx) report() {
 			case r.dur.WaitDurable(&c.Agent, &r.op):
 				c.awaitDurable()
 			case len(r.held) > 0:
-				if r.heldVerbs++; r.heldVerbs >= durBound {
+				if r.heldVerbs++; r.heldVerbs >= r.cfg.durBound {
 					c.makeDurable()
 				}
 			}
@@ -81,23 +81,16 @@ func (c *Ctx) report() {
 	}
 }
 
-// durBound is how many verbs the tasks that run may report after a task
-// began to wait at a durability point before the waiting tasks are made
-// durable, if they are not sooner (see awaitDurable): a task that keeps
-// the core (a long loop of stores, or a loop that stores and yields while
-// it waits for a waiting task) holds them back for a bounded time.
-const durBound = 1 << 16
-
 // awaitDurable holds the task at a durability point (its verb returns
 // when what it persisted is durable) and lets the other contexts run:
 // the tasks held together share one MakeDurable (group commit), made when
 // every live task is held, when a round of the scheduler passes with
 // nothing written and no task ended, or when the others have reported
-// durBound verbs since the first was held. Alone in the window, or the
-// last live task to reach one, the task makes them durable at once, as
-// it does at SBatch's shared SFence, which other tasks' ordering points
-// rely on. On resuming, its persist context is restored, as after a
-// Yield.
+// the run's bound of verbs (WithDurabilityBound) since the first was
+// held. Alone in the window, or the last live task to reach one, the task
+// makes them durable at once, as it does at SBatch's shared SFence, which
+// other tasks' ordering points rely on. On resuming, its persist context
+// is restored, as after a Yield.
 func (c *Ctx) awaitDurable() {
 	r := c.r
 	if r.shared || len(r.held) >= r.live-1 {

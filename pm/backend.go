@@ -244,6 +244,19 @@ type Waker interface {
 	Wake(at uint64) []WarpReady
 }
 
+// DurabilityBound is how many verbs the agents that can run may report,
+// after an agent began to wait at a durability point (see Durability),
+// before the executor serves the waiting agents, if it has not sooner:
+// the default of scope.WithDurabilityBound and coro.WithDurabilityBound.
+// 65,536 is far more than a round of every resident agent reaching a
+// durability point takes (1,024 GPU threads that each store and fence
+// report 2,048 verbs), so group commit still shares one sync among them,
+// and few enough that an agent that never waits (a loop of stores, or a
+// spin loop that stores while it waits for a waiting agent's flag) holds
+// the waiting ones back for a bounded time, a few milliseconds of native
+// stores.
+const DurabilityBound = 1 << 16
+
 // Durability is implemented by backends whose durability verbs cost an
 // I/O that agents reaching them together can share, such as the native
 // backend, whose durability point is one sync of its persist log. After
@@ -254,10 +267,10 @@ type Waker interface {
 // The executor may first run the other agents that can run and then call
 // MakeDurable once for every agent waiting (group commit), but it serves
 // the waiting agents within bounded progress of the others (packages scope
-// and coro: once no agent can run, or once the others have run 65,536
-// verbs since the first began to wait), so that an agent that never waits
-// cannot hold them back for ever. An executor that does not know the
-// interface leaves durability to End.
+// and coro: once no agent can run, or once the others have run
+// DurabilityBound verbs since the first began to wait), so that an agent
+// that never waits cannot hold them back for ever. An executor that does
+// not know the interface leaves durability to End.
 type Durability interface {
 	// WaitDurable reports whether op, just reported by a's Op, must wait
 	// for MakeDurable before a goes on.

@@ -23,6 +23,7 @@ type Option func(*config)
 type config struct {
 	name      string
 	spinProbe int
+	durBound  int // WithDurabilityBound
 	ctx       context.Context
 	promote   []persistency.Promotion // applied to PRel and PAcq in order
 	sites     map[string]Scope        // per call site overrides
@@ -81,6 +82,15 @@ func WithName(name string) Option { return func(c *config) { c.name = name } }
 // thread.go). Raise it for a kernel that legitimately rereads a few words
 // more often than that with nothing written anywhere in between.
 func WithSpinProbe(n int) Option { return func(c *config) { c.spinProbe = max(n, 1) } }
+
+// WithDurabilityBound sets how many verbs the threads that can run may
+// report, after a thread began to wait at a durability point of a backend
+// with pm.Durability (the native backend's DFence, PRel, EpochBarrier),
+// before the waiting threads are served with one MakeDurable, if no
+// thread can run sooner; the running thread then yields. The default is
+// pm.DurabilityBound (65,536; see there why); n < 1 means 1. Backends
+// without pm.Durability, the simulated ones, ignore it.
+func WithDurabilityBound(n int) Option { return func(c *config) { c.durBound = max(n, 1) } }
 
 // WithSiteScopes overrides the scope of the verbs issued from given call
 // sites, keyed as pm/record reports sites (internal/callsite: the first
@@ -260,13 +270,13 @@ type engine struct {
 	// dur is the backend's pm.Durability, if it has one and takes verbs
 	// unbatched: a thread whose verb is a durability point waits in
 	// durWait until no thread can run, or until the other threads have
-	// run durBound verbs since the first of them began to wait, and one
+	// run the launch's durability bound (WithDurabilityBound) of verbs since the first of them began to wait, and one
 	// MakeDurable call then serves every waiting thread (group commit).
 	dur         pm.Durability
 	durWait     []*Thread
 	durVerbs    int        // verbs reported since the first thread in durWait began to wait
-	durDue      bool       // durVerbs reached durBound: the scheduler calls makeDurable
-	durRound    uint64     // durability points made due by durBound so far
+	durDue      bool       // durVerbs reached the bound: the scheduler calls makeDurable
+	durRound    uint64     // durability points made due by the bound so far
 	smFree      [][]uint64 // per SM, cycles at which block slots became free
 	probing     bool
 	probeGen    uint64
@@ -311,7 +321,7 @@ func Launch(m *pm.Machine, g Grid, k Kernel, opts ...Option) (Result, error) {
 	}
 	caps := m.Caps()
 	e := &engine{mem: m.Memory(), be: m.Backend(), ops: caps.Ops, batch: caps.Batch, lim: caps.GPU, grid: g, kernel: k,
-		cfg: config{name: "kernel", spinProbe: 256}, parked: map[pm.Addr][]parkEntry{}}
+		cfg: config{name: "kernel", spinProbe: 256, durBound: pm.DurabilityBound}, parked: map[pm.Addr][]parkEntry{}}
 	applyDefaults(&e.cfg, m.LaunchDefaults())
 	for _, o := range opts {
 		o(&e.cfg)
@@ -826,15 +836,6 @@ func (e *engine) checkBarrier(bar *barrier, live int) bool {
 }
 
 // wake makes a waiting thread runnable and queues its warp.
-// durBound is how many verbs the threads that can run may report after a
-// thread began to wait at a durability point before the waiting threads
-// are served: far more than a round of every resident thread reaching a
-// durability point takes (1,024 threads storing and fencing report 2,048),
-// so group commit still shares one sync among them, and few enough that a
-// thread that never waits (a loop of stores, or a spin loop that stores
-// while it waits for a waiting thread's flag) holds the waiting ones back
-// for a bounded time, a few milliseconds of native stores.
-const durBound = 1 << 16
 
 // awaitDurable suspends t, whose last verb is a durability point, until
 // makeDurable has made it durable.
@@ -848,12 +849,12 @@ func (e *engine) awaitDurable(t *Thread) {
 }
 
 // countDurable counts a verb of t, which does not wait, while threads wait
-// at a durability point. At durBound such verbs t yields, so that the
+// at a durability point. At the bound (WithDurabilityBound) such verbs t yields, so that the
 // scheduler serves the waiting threads; its warp then runs after the
 // warps they are in (they may set what t is spinning on) and after every
 // other warp that waited less.
 func (e *engine) countDurable(t *Thread) {
-	if e.durVerbs++; e.durVerbs < durBound {
+	if e.durVerbs++; e.durVerbs < e.cfg.durBound {
 		return
 	}
 	e.durDue = true
@@ -864,7 +865,7 @@ func (e *engine) countDurable(t *Thread) {
 }
 
 // makeDurable runs when no thread can run and some wait at a durability
-// point, or when the others have run durBound verbs since the first
+// point, or when the others have run the launch's durability bound (WithDurabilityBound) of verbs since the first
 // began to wait: one MakeDurable call serves them all, and they go on. An
 // error fails the launch, their verbs unreturned.
 func (e *engine) makeDurable() error {

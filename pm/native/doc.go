@@ -80,7 +80,14 @@
 //
 // # The guarantee of each verb (log mode)
 //
-// "Durable" means: recovered by Open after a crash or power failure.
+// "Durable" means: recovered by Open after a crash or power failure. In
+// short: an ordering verb costs nothing and only orders; a durability
+// verb (DFence, a durable PRel, EpochBarrier; a CPU task's SFence, CFence,
+// JoinStrand), a launch's or CPU run's end, a host write, Commit and Close
+// return only once everything issued before them is durable, and callers
+// that reach one together share one sync of the log (group commit); a call
+// that returns an error guarantees nothing about its own writes, and every
+// write acknowledged before it stays durable.
 //
 //   - Store, atomic, PRel's flag in PM: appended to the log; durable at
 //     the next durability point; never durable before a persist issued
@@ -105,13 +112,15 @@
 //     nothing written (say, tasks yielding on a lock the held task has):
 //     n tasks that each store and fence cost one sync per window of tasks.
 //     Either executor serves the held ones sooner, once the others have
-//     run 65,536 verbs since the first was held (the GPU executor makes
-//     the running thread yield for it), so a thread or task that never
-//     waits cannot hold them back for ever. A verb with nothing pending
-//     costs nothing. With Options.SBRPReleases a PRel only
-//     orders, as under SBRP. Inside Defer these verbs only order (the
-//     Defer's end is the durability point). In dax mode they order and
-//     the launch's end makes them durable.
+//     run pm.DurabilityBound (65,536) verbs since the first was held (the
+//     GPU executor makes the running thread yield for it), so a thread or
+//     task that never waits cannot hold them back for ever; a launch or
+//     run sets another bound with scope.WithDurabilityBound or
+//     coro.WithDurabilityBound. A verb with nothing pending costs
+//     nothing. With Options.SBRPReleases a PRel only orders, as under
+//     SBRP. Inside Defer these verbs only order (the Defer's end is the
+//     durability point). In dax mode they order and the launch's end
+//     makes them durable.
 //   - End of a launch or CPU run (Launch, Run return): a durability point.
 //     A launch that returns nil has every persist durable. A launch with
 //     more than Options.MaxPending persists also syncs mid-launch, each

@@ -6,6 +6,9 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"path/filepath"
+	"strings"
+	"sync/atomic"
 	"syscall"
 	"testing"
 	"time"
@@ -467,4 +470,65 @@ func TestDurabilityPointProgress(t *testing.T) {
 			}
 		})
 	}
+}
+
+// scope.WithDurabilityBound and coro.WithDurabilityBound set how many
+// verbs the others run before held durability verbs are served: a thread
+// (task) that loops over stores without waiting lets the held DFence
+// (Fence) return, or its sync happen, after about that many of its
+// stores, not after the default pm.DurabilityBound. (The CPU task stores
+// to PM: a CPU task's volatile stores are not reported to the backend.)
+func TestDurabilityBoundOption(t *testing.T) {
+	const loop, bound = 1 << 17, 1000
+	var syncs atomic.Int64
+	fs := native.InjectFS(native.OSFS(), native.InjectorFunc(func(op native.FSOp, path string) error {
+		if op == native.FSSync && strings.HasPrefix(filepath.Base(path), "LOG") {
+			syncs.Add(1)
+		}
+		return nil
+	}))
+	be, m := open(t, t.TempDir(), native.Options{Mode: native.ModeLog, FS: fs})
+	defer be.Close()
+	r, err := m.CreateRegion("d", 4096)
+	require.NoError(t, err)
+	v, err := m.Alloc(pm.DeviceMem, 64)
+	require.NoError(t, err)
+
+	var progress uint64
+	_, err = scope.Launch(m, scope.Grid{Blocks: 1, Threads: 2}, func(t *scope.Thread) {
+		if t.ID() == 0 {
+			t.Store64(r.Base, 1)
+			t.DFence()
+			progress = t.Load64(v)
+			return
+		}
+		for i := uint64(1); i <= loop; i++ {
+			t.Store64(v, i)
+		}
+	}, scope.WithDurabilityBound(bound))
+	require.NoError(t, err)
+	t.Logf("GPU: the DFence returned after %d of the writer's stores (bound %d)", progress, bound)
+	require.InDelta(t, bound, float64(progress), bound/10)
+
+	var synced uint64
+	s0 := syncs.Load()
+	_, err = coro.Run(m, []coro.Task{
+		func(c *coro.Ctx) {
+			c.Store64(r.Base.Add(8), 1)
+			c.CLWB(r.Base.Add(8))
+			c.Fence()
+		},
+		func(c *coro.Ctx) {
+			c.Yield() // the first task holds at its fence first
+			for i := uint64(1); i <= loop; i++ {
+				c.Store64(r.Base.Add(16), i)
+				if synced == 0 && syncs.Load() > s0 {
+					synced = i
+				}
+			}
+		},
+	}, coro.WithDurabilityBound(bound))
+	require.NoError(t, err)
+	t.Logf("CPU (%d syncs): the held Fence's sync came after %d of the other task's stores (bound %d)", syncs.Load()-s0, synced, bound)
+	require.InDelta(t, bound, float64(synced), bound/10)
 }

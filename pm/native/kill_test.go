@@ -250,15 +250,17 @@ func runChild(t *testing.T, what, dir string, env []string, delay func(lines []s
 // gpKVS in a child process is SIGKILLed at seeded random points while it
 // opens, recovers and commits batches; after each kill the parent reopens
 // the files, recovers and requires every acknowledged batch and nothing but
-// whole batches. Long mode (-native.long) runs 1,000 kills. The seed fixes
+// whole batches. The long run (longRun) kills it 400 times: with
+// TestKillBTree's 400 and TestKillWorkloads' 8 per workload, 1,112
+// SIGKILLs over gpKVS, the B+tree and every workload. The seed fixes
 // the delays of the kills; how far the child got by then depends on the
 // machine's speed, so a replay hits similar, not identical, points.
 func TestKillKVS(t *testing.T) {
 	seed := testSeed(t)
 	rng := rand.New(rand.NewPCG(seed, 1))
 	kills := 30
-	if *flagLong {
-		kills = 1000
+	if longRun() {
+		kills = 400
 	}
 	dir := t.TempDir()
 	var acked, inflight uint64
@@ -309,14 +311,14 @@ func TestKillKVS(t *testing.T) {
 // seeded random point after its setup; the parent reopens the files, runs
 // the workload's recovery and Check. A kill after Run returned (the child
 // said "done" with a digest of its image) must reopen to that very image:
-// nothing acknowledged lost. Two kills per workload (every correct
-// workload, the B+tree's included); long mode runs 50.
+// nothing acknowledged lost. One kill per workload (every correct
+// workload, gpKVS's and the B+tree's included); the long run, 8.
 func TestKillWorkloads(t *testing.T) {
 	seed := testSeed(t)
 	rng := rand.New(rand.NewPCG(seed, 2))
-	per := 2
-	if *flagLong {
-		per = 50
+	per := 1
+	if longRun() {
+		per = 8
 	}
 	total, midRun := 0, 0
 	for _, name := range correctWorkloads() {
@@ -405,6 +407,26 @@ func btreeContents(tr *btree.Tree) map[uint64]uint64 {
 	return s
 }
 
+// btreeOp runs the B+tree child's op j on tr (see btreeApply).
+func btreeOp(tr *btree.Tree, j uint64) error {
+	switch j % 5 {
+	case 0:
+		found, err := tr.Delete(btPutBase + j - 4)
+		if err == nil && !found {
+			err = fmt.Errorf("op %d: key %d not found", j, btPutBase+j-4)
+		}
+		return err
+	case 3:
+		keys, vals := make([]uint64, 8), make([]uint64, 8)
+		for i := range keys {
+			keys[i], vals[i] = btBatchBase+8*j+uint64(i), j
+		}
+		_, err := tr.InsertBatch(keys, vals, btree.BatchOptions{BlockThreads: 4})
+		return err
+	}
+	return tr.Put(btPutBase+j, j)
+}
+
 // btreeChild runs B+tree operations until killed, saying "ack j" once op
 // j returned.
 func btreeChild(dir string) error {
@@ -441,24 +463,7 @@ func btreeChild(dir string) error {
 	say("ready %d", j)
 	for j < btMaxOps {
 		j++
-		op := func() error {
-			switch j % 5 {
-			case 0:
-				found, err := tr.Delete(btPutBase + j - 4)
-				if err == nil && !found {
-					err = fmt.Errorf("op %d: key %d not found", j, btPutBase+j-4)
-				}
-				return err
-			case 3:
-				keys, vals := make([]uint64, 8), make([]uint64, 8)
-				for i := range keys {
-					keys[i], vals[i] = btBatchBase+8*j+uint64(i), j
-				}
-				_, err := tr.InsertBatch(keys, vals, btree.BatchOptions{BlockThreads: 4})
-				return err
-			}
-			return tr.Put(btPutBase+j, j)
-		}
+		op := func() error { return btreeOp(tr, j) }
 		if j%2 == 0 {
 			err = be.Defer(op)
 		} else {
@@ -509,13 +514,13 @@ func verifyBTree(t *testing.T, dir string, acked uint64, created *bool) uint64 {
 // it opens, recovers and writes; after each kill the parent reopens,
 // recovers and requires Check and every acknowledged op, and nothing
 // but whole ops. The child checkpoints every 16 KiB of log, in the
-// background. Long mode (-native.long) runs 1,000 kills.
+// background. The long run kills it 400 times (see TestKillKVS).
 func TestKillBTree(t *testing.T) {
 	seed := testSeed(t)
 	rng := rand.New(rand.NewPCG(seed, 3))
 	kills := 20
-	if *flagLong {
-		kills = 1000
+	if longRun() {
+		kills = 400
 	}
 	dir := t.TempDir()
 	var acked, inflight uint64

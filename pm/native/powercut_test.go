@@ -15,6 +15,7 @@ import (
 
 	"github.com/scopedpm/scopedpm/btree"
 	"github.com/scopedpm/scopedpm/coro"
+	"github.com/scopedpm/scopedpm/internal/testkit/long"
 	"github.com/scopedpm/scopedpm/pm"
 	"github.com/scopedpm/scopedpm/pm/functional"
 	"github.com/scopedpm/scopedpm/pm/native"
@@ -23,9 +24,16 @@ import (
 )
 
 var (
-	flagLong = flag.Bool("native.long", false, "run the long crash tests (>= 1,000 SIGKILLs, >= 10,000 power cuts)")
+	flagLong = flag.Bool("native.long", false, "run the long crash tests (as "+long.Env+"=1 does)")
 	flagSeed = flag.Uint64("native.seed", 0, "seed of the randomized crash tests (0: from the clock); every test logs the seed it used")
 )
+
+// longRun reports whether the long crash tests run: with -native.long or
+// in the repository's long run (SCOPEDPM_LONG=1, internal/testkit/long).
+// Together they hold issue 27's counts: >= 1,000 SIGKILLs, >= 10,000 power
+// cuts and >= 1,000 injected I/O faults over gpKVS, the B+tree and every
+// workload.
+func longRun() bool { return *flagLong || long.Enabled() }
 
 // testSeed returns the seed of a randomized test and logs how to replay it.
 func testSeed(t *testing.T) uint64 {
@@ -33,7 +41,11 @@ func testSeed(t *testing.T) uint64 {
 	if s == 0 {
 		s = uint64(time.Now().UnixNano())
 	}
-	t.Logf("seed = %d (replay: go test ./pm/native -run '%s$' -native.seed=%d)", s, t.Name(), s)
+	env := ""
+	if longRun() {
+		env = long.Env + "=1 " // the long run's counts
+	}
+	t.Logf("seed = %d (replay: %sgo test ./pm/native -run '%s$' -native.seed=%d)", s, env, t.Name(), s)
 	return s
 }
 
@@ -351,14 +363,14 @@ func correctWorkloads() []string {
 // Power failures across the workloads: each runs once on the native
 // backend with a journal, then crashes at seeded random syncs with a seeded
 // random subset of the unsynced words; every crash image recovers and
-// passes Check. Long mode (-native.long) runs >= 10,000 cuts, over the Tiny
+// passes Check. The long run (longRun) makes >= 10,000 cuts, over the Tiny
 // and the Quick size of each workload.
 func TestPowerCutWorkloads(t *testing.T) {
 	seed := testSeed(t)
 	names := correctWorkloads()
 	sizes := []workloads.Size{workloads.Tiny}
 	total := 50 * len(names)
-	if *flagLong {
+	if longRun() {
 		total = 10_000
 		sizes = append(sizes, workloads.Quick)
 	}
