@@ -18,6 +18,10 @@ package hwmodel
 //     channel's share of the write bandwidth) and its write latency has
 //     passed, so latency and bandwidth both reach the writer through the
 //     queue's occupancy (Little's law);
+//   - a write takes a queue entry or an outstanding-write slot only where
+//     one is free for its whole hold (occupancy.fit), so no queue ever
+//     holds more than its entries, in whatever order the engine books
+//     the writes;
 //   - PCIe for PM-far, each direction its own bandwidth when full duplex;
 //   - the persistence point: with persist.ack_at_queue, the GPU's memory
 //     partition, which acknowledges a write when its PM queue has room for
