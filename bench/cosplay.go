@@ -90,15 +90,47 @@ type cpuResult struct {
 	latency []uint64 // per task, in cycles (when asked)
 }
 
+// cpuRunKey is everything a run of cpuRun depends on: the benchmark, its
+// shape at the options' size, the machine's whole configuration and
+// whether task latencies are kept.
+type cpuRunKey struct {
+	app     string
+	shape   workloads.CPUShape
+	cfg     hwmodel.Config
+	latency bool
+}
+
+// cpuRuns keeps the runs of this process by key: the COSPlay figures
+// share many (benchmark, configuration, BMO) runs.
+var cpuRuns memo[cpuRunKey, cpuResult]
+
 // cpuRun sets up and runs job on a fresh cosplay machine and checks the
-// benchmark's invariant after it.
+// benchmark's invariant after it; the result of an earlier run of the same
+// key (cpuRunKey) in this process is returned instead of simulating it
+// again (a run is deterministic: TestGolden).
 func cpuRun(job cpuJob, o Options, latency bool) (cpuResult, error) {
+	cfg, err := o.config("cosplay", cpuEdit(job))
+	if err != nil {
+		return cpuResult{}, err
+	}
+	r, err := cpuRuns.do(cpuRunKey{job.app, o.cpuShape(job.run), cfg, latency}, func() (cpuResult, error) {
+		return simulateCPU(job, o, latency)
+	})
+	r.latency = slices.Clone(r.latency) // the caller's own
+	return r, err
+}
+
+// cpuEdit is job's change to the cosplay preset: its BMO latency.
+func cpuEdit(job cpuJob) edit { return func(c *hwmodel.Config) { c.CPU.BMOCycles = job.bmo } }
+
+// simulateCPU is cpuRun without the kept runs.
+func simulateCPU(job cpuJob, o Options, latency bool) (cpuResult, error) {
 	w, err := workloads.NewCPU(job.app, o.cpuShape(job.run), workloads.NoBug)
 	if err != nil {
 		return cpuResult{}, err
 	}
 	// The GPU model (SBRP) does not time CPU runs.
-	m, be, err := o.machine("cosplay", hwmodel.SBRP, func(c *hwmodel.Config) { c.CPU.BMOCycles = job.bmo })
+	m, be, err := o.machine("cosplay", hwmodel.SBRP, cpuEdit(job))
 	if err != nil {
 		return cpuResult{}, err
 	}

@@ -26,9 +26,14 @@ var raceSample = map[string]bool{"sbrp-fig9": true, "lin-fig4": true}
 // longExperiments are the experiments whose quick runs take longest (8 to
 // 33 s each on the 2-core development machine, crash checking and sweeps):
 // go test ./... leaves them, with their golden files, to the long run
-// (internal/testkit/long), which CI runs in a step of its own.
+// (internal/testkit/long), which CI runs in a step of its own. sbrp-fig6
+// (42 s of go test ./... on 2 shared cores) and sbrp-fig7 (8 s) are there
+// because they cost the long run next to nothing: sbrp-fig8 runs every
+// (app, configuration) of sbrp-fig6 and four of sbrp-fig7's six, and a
+// process simulates each such run once (bench's runApp keeps them).
 var longExperiments = map[string]bool{
 	"lin-table5": true, "sbrp-fig10a": true, "sbrp-fig10b": true, "sbrp-fig10c": true, "sbrp-fig8": true,
+	"sbrp-fig6": true, "sbrp-fig7": true,
 }
 
 func skipSlow(t *testing.T, name string) {

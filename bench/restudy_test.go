@@ -41,8 +41,9 @@ func TestLinFigures(t *testing.T) {
 	}
 	skipSlow(t, "lin-fig1")
 	e, _ := bench.Lookup("lin-fig1")
-	rows, err := e.Run(context.Background(), bench.Options{Quick: true})
-	require.NoError(t, err)
+	q := quickRunAt("lin-fig1", false) // the quick run TestGolden checks
+	require.NoError(t, q.err)
+	rows := q.rows
 	slow, err := e.Run(context.Background(), bench.Options{Quick: true, Set: []string{"writeback.channels=1", "writeback.l2_banks_per_channel=1"}})
 	require.NoError(t, err)
 	v, s := rowsBy(rows), rowsBy(slow)

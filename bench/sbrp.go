@@ -85,11 +85,41 @@ type appRun struct {
 	atCommit   bool   // the crash was just before the commit word's persist
 }
 
+// appRunKey is everything a run of runApp depends on: the workload and its
+// size, the machine's whole configuration (preset, the experiment's edit
+// and -set applied), the model, the scope promotion and whether it crashes
+// and recovers. Two bars of different experiments with the same key are
+// the same simulation (sbrp-fig8 runs sbrp-fig6's five configurations, the
+// sensitivity sweeps of sbrp-fig10 each run epoch-near and sbrp-near at the
+// preset's own value), which runs once per process.
+type appRunKey struct {
+	workload         string
+	size             workloads.Size
+	cfg              hwmodel.Config
+	model            hwmodel.Model
+	promote, recover bool
+}
+
+// appRuns keeps the runs of this process by key.
+var appRuns memo[appRunKey, appRun]
+
 // runApp sets up and runs workload on a fresh machine of configuration c
 // and, if recover is set, crashes it just before its last persist became
 // durable and times the recovery on a fresh machine of the same
-// configuration.
+// configuration. A run is deterministic (TestGolden): the result of an
+// earlier run of the same key (appRunKey) in this process is returned
+// instead of simulating it again; a failed run is not kept.
 func runApp(workload string, c sysConfig, o Options, recover bool) (appRun, error) {
+	cfg, err := o.config(c.preset, c.edit)
+	if err != nil {
+		return appRun{}, err
+	}
+	k := appRunKey{workload, o.workloadSize(), cfg, c.model, c.promote, recover}
+	return appRuns.do(k, func() (appRun, error) { return simulateApp(workload, c, o, recover) })
+}
+
+// simulateApp is runApp without the kept runs.
+func simulateApp(workload string, c sysConfig, o Options, recover bool) (appRun, error) {
 	w, err := workloads.New(workload, o.workloadSize())
 	if err != nil {
 		return appRun{}, err

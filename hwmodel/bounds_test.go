@@ -227,6 +227,18 @@ func TestWritePathKeysAreLive(t *testing.T) {
 	if testing.Short() {
 		t.Skip("dozens of streaming launches; runs without -short")
 	}
+	writePathKeysAreLive(t, []string{"pm-near", "pm-far"})
+}
+
+// TestWritePathKeysAreLiveLong is TestWritePathKeysAreLive on volta and
+// gope, in the long run (internal/testkit/long), which CI's long step
+// names, so that no case runs twice in CI.
+func TestWritePathKeysAreLiveLong(t *testing.T) {
+	long.Skip(t, "volta's and gope's write paths")
+	writePathKeysAreLive(t, []string{"volta", "gope"})
+}
+
+func writePathKeysAreLive(t *testing.T, presets []string) {
 	cases := []struct {
 		key   string
 		value string
@@ -244,10 +256,6 @@ func TestWritePathKeysAreLive(t *testing.T) {
 		{"persist.nvw_fifo_l2", "16", ScopedBarrier, false},
 		{"pcie.gbps", "2", Epoch, true},
 		{"pcie.tlp_bytes", "256", Epoch, true},
-	}
-	presets := []string{"pm-near", "pm-far", "volta", "gope"}
-	if !long.Enabled() {
-		presets = presets[:2] // volta's and gope's in the long run (internal/testkit/long)
 	}
 	for _, preset := range presets {
 		for _, c := range cases {

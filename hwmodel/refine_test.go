@@ -2,6 +2,7 @@ package hwmodel_test
 
 import (
 	"fmt"
+	"slices"
 	"testing"
 
 	"github.com/stretchr/testify/require"
@@ -20,21 +21,33 @@ import (
 var timedPresets = []string{"pm-near", "pm-far", "pm-far-eadr", "gope", "volta"}
 
 // presetsToTime are the timed presets a test crosses with every model and
-// kernel: one per persistence mechanism (ADR near, eADR across PCIe, the
-// NVW-FIFOs of gope), and all of them in the long run
-// (internal/testkit/long).
-func presetsToTime() []string {
-	if !long.Enabled() {
-		return []string{"pm-near", "pm-far-eadr", "gope"}
-	}
-	return timedPresets
+// kernel in the default run: one per persistence mechanism (ADR near, eADR
+// across PCIe, the NVW-FIFOs of gope). The rest of timedPresets
+// (longPresetsToTime) are the long run's (internal/testkit/long), in a test
+// of their own that CI's long step names, so that no case runs twice in CI.
+func presetsToTime() []string { return []string{"pm-near", "pm-far-eadr", "gope"} }
+
+// longPresetsToTime are the timed presets presetsToTime leaves to the long
+// run.
+func longPresetsToTime() []string {
+	return slices.DeleteFunc(slices.Clone(timedPresets), func(p string) bool { return slices.Contains(presetsToTime(), p) })
 }
 
 // Every crash image hwmodel produces for the foundation kernels, under
-// every model and timed preset, is one the model's PMO allows.
-func TestFoundationKernelsRefinePMO(t *testing.T) {
+// every model and timed preset, is one the model's PMO allows (the presets
+// of the long run in TestFoundationKernelsRefinePMOLong).
+func TestFoundationKernelsRefinePMO(t *testing.T) { foundationKernelsRefinePMO(t, presetsToTime()) }
+
+// TestFoundationKernelsRefinePMOLong is TestFoundationKernelsRefinePMO on
+// the timed presets the default run leaves out.
+func TestFoundationKernelsRefinePMOLong(t *testing.T) {
+	long.Skip(t, "pm-far and volta")
+	foundationKernelsRefinePMO(t, longPresetsToTime())
+}
+
+func foundationKernelsRefinePMO(t *testing.T, presets []string) {
 	for _, c := range kerneltest.Cases() {
-		for _, preset := range presetsToTime() {
+		for _, preset := range presets {
 			cfg, err := hwmodel.Preset(preset)
 			require.NoError(t, err)
 			for _, model := range hwmodel.Models() {
@@ -93,9 +106,19 @@ func lockedAppend(m *pm.Machine, grid scope.Grid) (check func(img *pm.Image) err
 }
 
 // The locked append refines the PMO under every model and timed preset,
-// and its invariant holds at every cycle where the durable image changes.
-func TestLockedAppendEveryCycle(t *testing.T) {
-	for _, preset := range presetsToTime() {
+// and its invariant holds at every cycle where the durable image changes
+// (the presets of the long run in TestLockedAppendEveryCycleLong).
+func TestLockedAppendEveryCycle(t *testing.T) { lockedAppendEveryCycle(t, presetsToTime()) }
+
+// TestLockedAppendEveryCycleLong is TestLockedAppendEveryCycle on the
+// timed presets the default run leaves out.
+func TestLockedAppendEveryCycleLong(t *testing.T) {
+	long.Skip(t, "pm-far and volta")
+	lockedAppendEveryCycle(t, longPresetsToTime())
+}
+
+func lockedAppendEveryCycle(t *testing.T, presets []string) {
+	for _, preset := range presets {
 		cfg, err := hwmodel.Preset(preset)
 		require.NoError(t, err)
 		for _, model := range hwmodel.Models() {
