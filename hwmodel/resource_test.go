@@ -96,20 +96,28 @@ func (o *naiveOccupancy) firstFree(t uint64, w int) uint64 {
 	return max(t, k<<occShift)
 }
 
-// fit is the rule walked bucket by bucket: the first free bucket if the
-// whole interval has room there, and otherwise the cycle after the last
-// full bucket.
+// fit is the rule walked bucket by bucket: up to fitTries starts, each the
+// first free bucket after the last full one the previous start's interval
+// met, and then the cycle after the calendar's last full bucket.
 func (o *naiveOccupancy) fit(t uint64, w int, end func(uint64) uint64) uint64 {
 	s := o.firstFree(t, w)
-	if o.peak(s, end(s)) < uint32(w) {
-		return s
-	}
-	for k := uint64(len(o.cnt)); k > 0; k-- {
-		if o.cnt[k-1] >= uint32(w) {
-			return max(s, (o.base+k)<<occShift)
+	for try := 1; ; try++ {
+		if o.peak(s, end(s)) < uint32(w) {
+			return s
 		}
+		b := min((end(s)-1)>>occShift, o.base+uint64(len(o.cnt))-1)
+		for o.cnt[b-o.base] < uint32(w) {
+			b--
+		}
+		if try == fitTries {
+			for k := uint64(len(o.cnt)); k > 0; k-- {
+				if o.cnt[k-1] >= uint32(w) {
+					return max(s, (o.base+k)<<occShift)
+				}
+			}
+		}
+		s = o.firstFree((b+1)<<occShift, w)
 	}
-	return s
 }
 
 // peak is the most slots any bucket of the interval holds.
