@@ -61,8 +61,8 @@ type memSystem struct {
 	drained uint64
 
 	// audit (tests only) makes every hold check the most slots its
-	// calendar then holds in its interval; peak is the greatest such count
-	// over the calendar's limit, in slots (0: never over).
+	// calendar then holds in its interval; over is the most by which such
+	// a count exceeded the calendar's limit (0 or less: never).
 	audit bool
 	over  int
 }

@@ -262,10 +262,10 @@ const fitTries = 4
 // to fitTries starts, and then waits until after the calendar's last full
 // bucket, where its whole interval has room. The cap bounds the cost: a
 // saturated queue can have dozens of full stretches ahead (volta's PM
-// queues under a stream: 24-31 per write, 40x the CPU time), and searching
-// them all changes the streaming kernels by under 1%; waiting after the
-// last full bucket at the first miss instead made ScopedBarrier's
-// micro-persist stream 8% slower than Epoch's on pm-near. end is called
+// queues under a stream: 24-31 per write, up to 8x the CPU time of four
+// tries), and searching them all changes the streaming kernels by under
+// 1%; waiting after the last full bucket at the first miss instead made
+// ScopedBarrier's micro-persist stream 8.5% slower than Epoch's on pm-near. end is called
 // only when a bucket at or after the start is full.
 func (o *occupancy) fit(t uint64, w int, end func(s uint64) uint64) uint64 {
 	s := o.firstFree(t, w)
