@@ -200,33 +200,47 @@ func faultCounts(long, short int) int {
 // failed, an injected fault always reaches a call, and a reopen without
 // faults holds every acknowledged batch and nothing but whole batches.
 func TestFaultsKVS(t *testing.T) {
-	seed := testSeed(t)
-	rng := rand.New(rand.NewPCG(seed, 6))
-	want := faultCounts(faultsKVS, 12)
-	span := func(o faultOp) int { return faultSpan(o, 24) }
+	trial := func(s *faultSession, _ *native.Backend, m *pm.Machine, acked *uint64, created bool) {
+		kvsTrial(s, m, acked, created)
+	}
+	faults, trials, acked, tally := storeFaults(t, 6, faultCounts(faultsKVS, 12), 24, trial, verifyKVS)
+	t.Logf("%d injected faults in %d trials over gpKVS, %d acknowledged batches, 0 lost, every fault reported; by call:op/errno: %v", faults, trials, acked, tally)
+}
+
+// storeFaults runs one store's trials on one directory, a fault drawn from
+// the test's seed (stream picks its random stream) per trial over the
+// first span operations of its class, until want faults have reached a
+// call: trial runs the store's calls on the opened backend, and verify
+// reopens the directory without faults after each trial and returns the
+// acknowledged count it found.
+func storeFaults(t *testing.T, stream uint64, want, span int,
+	trial func(s *faultSession, be *native.Backend, m *pm.Machine, acked *uint64, created bool),
+	verify func(t *testing.T, dir string, acked uint64, created *bool) uint64,
+) (faults, trials int, acked uint64, tally faultTally) {
+	rng := rand.New(rand.NewPCG(testSeed(t), stream))
+	spanOf := func(o faultOp) int { return faultSpan(o, span) }
 	dir := t.TempDir()
-	var acked uint64
 	created := false
-	faults, trials, tally := 0, 0, faultTally{}
+	tally = faultTally{}
 	for ; faults < want; trials++ {
 		require.Less(t, trials, 10*want+20, "too few trials reach their fault")
-		f := newFault(rng, span)
+		f := newFault(rng, spanOf)
 		s := &faultSession{t: t, f: f, trial: trials}
 		opts := native.Options{Mode: native.ModeLog, CheckpointBytes: btCheckpoint, FS: native.InjectFS(native.OSFS(), f)}
 		be, err := native.Open(dir, opts)
 		if s.call("Open", err) {
 			m, err := pm.NewMachine(be)
 			require.NoError(t, err)
-			kvsTrial(s, m, &acked, created)
+			trial(s, be, m, &acked, created)
 			s.call("Close", be.Close())
 		}
 		if s.end() {
 			faults++
 			tally.add(s)
 		}
-		acked = verifyKVS(t, dir, acked, &created)
+		acked = verify(t, dir, acked, &created)
 	}
-	t.Logf("%d injected faults in %d trials over gpKVS, %d acknowledged batches, 0 lost, every fault reported; by call:op/errno: %v", faults, trials, acked, tally)
+	return faults, trials, acked, tally
 }
 
 // kvsTrial opens, recovers or creates the store and commits up to 12
@@ -287,32 +301,7 @@ func kvsTrial(s *faultSession, m *pm.Machine, acked *uint64, created bool) {
 // with ErrIO and the errno, none acknowledged after it, and a reopen
 // holds every acknowledged op and passes Check.
 func TestFaultsBTree(t *testing.T) {
-	seed := testSeed(t)
-	rng := rand.New(rand.NewPCG(seed, 7))
-	want := faultCounts(faultsBTree, 16)
-	span := func(o faultOp) int { return faultSpan(o, 60) }
-	dir := t.TempDir()
-	var acked uint64
-	created := false
-	faults, trials, tally := 0, 0, faultTally{}
-	for ; faults < want; trials++ {
-		require.Less(t, trials, 10*want+20, "too few trials reach their fault")
-		f := newFault(rng, span)
-		s := &faultSession{t: t, f: f, trial: trials}
-		opts := native.Options{Mode: native.ModeLog, CheckpointBytes: btCheckpoint, FS: native.InjectFS(native.OSFS(), f)}
-		be, err := native.Open(dir, opts)
-		if s.call("Open", err) {
-			m, err := pm.NewMachine(be)
-			require.NoError(t, err)
-			btreeTrial(s, be, m, &acked, created)
-			s.call("Close", be.Close())
-		}
-		if s.end() {
-			faults++
-			tally.add(s)
-		}
-		acked = verifyBTree(t, dir, acked, &created)
-	}
+	faults, trials, acked, tally := storeFaults(t, 7, faultCounts(faultsBTree, 16), 60, btreeTrial, verifyBTree)
 	t.Logf("%d injected faults in %d trials over the B+tree, %d acknowledged ops, 0 lost, every fault reported; by call:op/errno: %v", faults, trials, acked, tally)
 }
 
