@@ -3,11 +3,9 @@ package lint
 import (
 	"go/parser"
 	"go/token"
-	"io/fs"
 	"path/filepath"
 	"sort"
 	"strconv"
-	"strings"
 	"testing"
 
 	"github.com/stretchr/testify/require"
@@ -29,16 +27,7 @@ func TestImportFloors(t *testing.T) {
 	fset := token.NewFileSet()
 	used := map[string]bool{}
 	var bad []string
-	err := filepath.WalkDir(root, func(path string, d fs.DirEntry, err error) error {
-		if err != nil {
-			return err
-		}
-		if d.IsDir() && (strings.HasPrefix(d.Name(), ".") || d.Name() == "testdata") && path != root {
-			return filepath.SkipDir
-		}
-		if d.IsDir() || !strings.HasSuffix(path, ".go") || strings.HasSuffix(path, "_test.go") {
-			return nil
-		}
+	walkSources(t, root, func(path string) error {
 		rel, _ := filepath.Rel(root, path)
 		dir := filepath.ToSlash(filepath.Dir(rel))
 		from, ok := layers.Of(dir)
@@ -72,7 +61,6 @@ func TestImportFloors(t *testing.T) {
 		}
 		return nil
 	})
-	require.NoError(t, err)
 	for key := range floorExceptions {
 		if !used[key] {
 			bad = append(bad, "floorExceptions: "+key+" is not an import any more; remove it")

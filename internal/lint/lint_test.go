@@ -20,16 +20,7 @@ var modelDirs = []string{"pm", "scope", "coro", "hwmodel", "crash", "txn", "kvs"
 func TestHouseRules(t *testing.T) {
 	root := filepath.Join("..", "..")
 	fset := token.NewFileSet()
-	err := filepath.WalkDir(root, func(path string, d fs.DirEntry, err error) error {
-		if err != nil {
-			return err
-		}
-		if d.IsDir() && (strings.HasPrefix(d.Name(), ".") || d.Name() == "testdata") && path != root {
-			return filepath.SkipDir
-		}
-		if d.IsDir() || !strings.HasSuffix(path, ".go") || strings.HasSuffix(path, "_test.go") {
-			return nil
-		}
+	walkSources(t, root, func(path string) error {
 		rel, _ := filepath.Rel(root, path)
 		f, err := parser.ParseFile(fset, path, nil, parser.ImportsOnly)
 		require.NoError(t, err)
@@ -57,6 +48,24 @@ func TestHouseRules(t *testing.T) {
 			}
 		}
 		return nil
+	})
+}
+
+// walkSources calls f with the path of every non-test Go file under root,
+// skipping hidden folders and testdata, and fails t on an error.
+func walkSources(t *testing.T, root string, f func(path string) error) {
+	t.Helper()
+	err := filepath.WalkDir(root, func(path string, d fs.DirEntry, err error) error {
+		if err != nil {
+			return err
+		}
+		if d.IsDir() && (strings.HasPrefix(d.Name(), ".") || d.Name() == "testdata") && path != root {
+			return filepath.SkipDir
+		}
+		if d.IsDir() || !strings.HasSuffix(path, ".go") || strings.HasSuffix(path, "_test.go") {
+			return nil
+		}
+		return f(path)
 	})
 	require.NoError(t, err)
 }

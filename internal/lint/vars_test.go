@@ -4,10 +4,8 @@ import (
 	"go/ast"
 	"go/parser"
 	"go/token"
-	"io/fs"
 	"path/filepath"
 	"sort"
-	"strings"
 	"testing"
 
 	"github.com/stretchr/testify/require"
@@ -21,16 +19,7 @@ func TestNoExportedMutableVars(t *testing.T) {
 	root := filepath.Join("..", "..")
 	fset := token.NewFileSet()
 	var bad []string
-	err := filepath.WalkDir(root, func(path string, d fs.DirEntry, err error) error {
-		if err != nil {
-			return err
-		}
-		if d.IsDir() && (strings.HasPrefix(d.Name(), ".") || d.Name() == "testdata") && path != root {
-			return filepath.SkipDir
-		}
-		if d.IsDir() || !strings.HasSuffix(path, ".go") || strings.HasSuffix(path, "_test.go") {
-			return nil
-		}
+	walkSources(t, root, func(path string) error {
 		f, err := parser.ParseFile(fset, path, nil, 0)
 		require.NoError(t, err)
 		for _, decl := range f.Decls {
@@ -53,7 +42,6 @@ func TestNoExportedMutableVars(t *testing.T) {
 		}
 		return nil
 	})
-	require.NoError(t, err)
 	sort.Strings(bad)
 	require.Empty(t, bad, "exported package-level variables that are not sentinel errors: make them functions or constants")
 }
@@ -94,23 +82,13 @@ func TestNoPackageStateWrittenAfterInit(t *testing.T) {
 	root := filepath.Join("..", "..")
 	fset := token.NewFileSet()
 	pkgs := map[string][]*ast.File{}
-	err := filepath.WalkDir(root, func(path string, d fs.DirEntry, err error) error {
-		if err != nil {
-			return err
-		}
-		if d.IsDir() && (strings.HasPrefix(d.Name(), ".") || d.Name() == "testdata") && path != root {
-			return filepath.SkipDir
-		}
-		if d.IsDir() || !strings.HasSuffix(path, ".go") || strings.HasSuffix(path, "_test.go") {
-			return nil
-		}
+	walkSources(t, root, func(path string) error {
 		f, err := parser.ParseFile(fset, path, nil, 0)
 		require.NoError(t, err)
 		rel, _ := filepath.Rel(root, filepath.Dir(path))
 		pkgs[filepath.ToSlash(rel)] = append(pkgs[filepath.ToSlash(rel)], f)
 		return nil
 	})
-	require.NoError(t, err)
 	used := map[string]bool{}
 	var bad []string
 	for dir, files := range pkgs {
