@@ -22,6 +22,8 @@ var (
 	h100Measured []byte
 	//go:embed h100/measured2.csv
 	h100Measured2 []byte
+	//go:embed h100/measured3.csv
+	h100Measured3 []byte
 )
 
 func init() {
@@ -40,10 +42,12 @@ func init() {
 // the CSV files.
 type h100Point struct{ bench, variant, param, metric string }
 
-// h100Table reads both measurement files into a map.
+// h100Table reads the measurement files into a map. measured3.csv's
+// benches are named "3/" + its bench (it measures some of the first file's
+// benches again, on another machine and day).
 func h100Table() (map[h100Point]float64, error) {
 	out := map[h100Point]float64{}
-	for _, data := range [][]byte{h100Measured, h100Measured2} {
+	for i, data := range [][]byte{h100Measured, h100Measured2, h100Measured3} {
 		recs, err := csv.NewReader(bytes.NewReader(data)).ReadAll()
 		if err != nil {
 			return nil, fmt.Errorf("bench: h100 measurements: %w", err)
@@ -56,7 +60,11 @@ func h100Table() (map[h100Point]float64, error) {
 			if err != nil {
 				return nil, fmt.Errorf("bench: h100 measurements: row %q: %w", r, err)
 			}
-			out[h100Point{r[0], r[1], r[2], r[3]}] = v
+			bench := r[0]
+			if i == 2 {
+				bench = "3/" + bench
+			}
+			out[h100Point{bench, r[1], r[2], r[3]}] = v
 		}
 	}
 	return out, nil
@@ -161,7 +169,7 @@ func runHWValidate(ctx context.Context, o Options) ([]Row, error) {
 		return nil, err
 	}
 	h := &hv{ctx: ctx, o: o, meas: meas, clk: cfg.GPU.ClockMHz}
-	for _, part := range []func() error{h.lat, h.pending, h.bandwidth, h.conc, h.log} {
+	for _, part := range []func() error{h.lat, h.pending, h.bandwidth, h.conc, h.log, h.loads, h.atoms, h.bystander, h.depth, h.convParts} {
 		if err := part(); err != nil {
 			return h.rows, err
 		}
@@ -383,6 +391,10 @@ func (h *hv) conc() error {
 	if h.o.Quick {
 		warpsList = []int{1, 132}
 	}
+	loop, err := h.concLoop()
+	if err != nil {
+		return err
+	}
 	for _, fence := range []string{"none", "gpu", "system"} {
 		for _, warps := range warpsList {
 			if err := h.ctx.Err(); err != nil {
@@ -393,6 +405,7 @@ func (h *hv) conc() error {
 				return func(t *scope.Thread) {
 					w := uint64(t.ID() / 32)
 					for i := range iters {
+						t.Work(loop) // the loop's own instructions, measured (concLoop)
 						t.Store32(base.Add((w*iters+uint64(i))*128+4*uint64(t.Lane())), uint32(i))
 						switch fence {
 						case "gpu":
@@ -432,7 +445,7 @@ func (h *hv) log() error {
 		if err := h.ctx.Err(); err != nil {
 			return err
 		}
-		g := scope.Grid{Blocks: (n + 255) / 256, Threads: min(n, 256)}
+		g := logGrid(n)
 		hcl, err := h100Launch(h.o, g, func(m *pm.Machine) (scope.Kernel, error) {
 			r, err := m.CreateRegion("log", uint64(n)*5*4)
 			if err != nil {
@@ -453,39 +466,7 @@ func (h *hv) log() error {
 		if err != nil {
 			return err
 		}
-		capacity := uint64(n/parts + 1)
-		conv, err := h100Launch(h.o, g, func(m *pm.Machine) (scope.Kernel, error) {
-			r, err := m.CreateRegion("log", parts*capacity*8*4)
-			if err != nil {
-				return nil, err
-			}
-			tail, err := m.CreateRegion("tail", parts*4)
-			if err != nil {
-				return nil, err
-			}
-			locks, err := m.Alloc(pm.DeviceMem, parts*4)
-			if err != nil {
-				return nil, err
-			}
-			return func(t *scope.Thread) {
-				tid := t.ID()
-				if tid >= n {
-					return
-				}
-				p := uint64(tid % parts)
-				lock := locks.Add(4 * p)
-				for t.AtomicCAS32(lock, 0, 1, pm.Device) != 0 {
-				}
-				tl := uint64(t.Load32(tail.Base.Add(4 * p)))
-				for j := range uint64(5) {
-					t.Store32(r.Base.Add(((p*capacity+tl)*8+j)*4), uint32(tid)+uint32(j))
-				}
-				t.EpochBarrier()
-				t.Store32(tail.Base.Add(4*p), uint32(tl+1))
-				t.EpochBarrier()
-				t.AtomicExch32(lock, 0, pm.Device)
-			}, nil
-		})
+		conv, err := h100Launch(h.o, g, convKernel(n, true, true, true))
 		if err != nil {
 			return err
 		}
@@ -504,4 +485,60 @@ func (h *hv) log() error {
 		h.add(w, "hcl_speedup", mc/mh, float64(conv.event())/float64(hcl.event()))
 	}
 	return nil
+}
+
+// logGrid is the logging kernels' launch shape for n threads: blocks of up
+// to 256.
+func logGrid(n int) scope.Grid { return scope.Grid{Blocks: (n + 255) / 256, Threads: min(n, 256)} }
+
+// convKernel builds gpmbench.cu's conventional logging for n threads: 32
+// partitions, a lock per partition in device memory, a 20-byte entry, a
+// system fence, the tail, a fence, the unlock. logHost and tailHost put the
+// log and the tail in PM (the GPU's host memory) or device memory; fences
+// false leaves the fences out (gpmbench3.cu's parts).
+func convKernel(n int, logHost, tailHost, fences bool) func(m *pm.Machine) (scope.Kernel, error) {
+	const parts = 32
+	capacity := uint64(n/parts + 1)
+	kind := func(host bool) pm.Kind {
+		if host {
+			return pm.PMem
+		}
+		return pm.DeviceMem
+	}
+	return func(m *pm.Machine) (scope.Kernel, error) {
+		log, err := memBase(m, "log", parts*capacity*8*4, kind(logHost))
+		if err != nil {
+			return nil, err
+		}
+		tail, err := memBase(m, "tail", parts*4, kind(tailHost))
+		if err != nil {
+			return nil, err
+		}
+		locks, err := m.Alloc(pm.DeviceMem, parts*4)
+		if err != nil {
+			return nil, err
+		}
+		return func(t *scope.Thread) {
+			tid := t.ID()
+			if tid >= n {
+				return
+			}
+			p := uint64(tid % parts)
+			lock := locks.Add(4 * p)
+			for t.AtomicCAS32(lock, 0, 1, pm.Device) != 0 {
+			}
+			tl := uint64(t.Load32(tail.Add(4 * p)))
+			for j := range uint64(5) {
+				t.Store32(log.Add(((p*capacity+tl)*8+j)*4), uint32(tid)+uint32(j))
+			}
+			if fences {
+				t.EpochBarrier()
+			}
+			t.Store32(tail.Add(4*p), uint32(tl+1))
+			if fences {
+				t.EpochBarrier()
+			}
+			t.AtomicExch32(lock, 0, pm.Device)
+		}, nil
+	}
 }

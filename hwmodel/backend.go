@@ -271,6 +271,7 @@ type Backend struct {
 	lineShift           uint
 	lineBytes           uint64
 	l1Lat, l2Lat, nvmWr uint64
+	uncachedFar         bool // pcie.uncached_reads with PM far
 	pmAsDRAM            bool
 
 	ms *memSystem // the memory system every model's traffic crosses (memsys.go)
@@ -362,6 +363,7 @@ func New(cfg Config, model Model) (*Backend, error) {
 		b.secShift = uint(bits.TrailingZeros(uint(sb)))
 	}
 	b.l1Lat, b.l2Lat = uint64(cfg.L1.LatencyCycles), uint64(cfg.L2.LatencyCycles)
+	b.uncachedFar = cfg.PCIe.PMFar && cfg.PCIe.UncachedReads && !cfg.Persist.None
 	b.nvmWr = uint64(cfg.NVM.WriteLatencyCycles)
 	b.pmAsDRAM = cfg.Persist.None
 	b.ms = newMemSystem(cfg, b.lineShift)
@@ -1106,6 +1108,13 @@ func gathered(group []pendOp, kind pm.OpKind, sc pm.Scope) bool {
 
 // read times one line read through the L1 and returns when it is back.
 func (b *Backend) read(ws *warpState, line uint64, isPM bool, t uint64) uint64 {
+	if isPM && b.uncachedFar {
+		// pcie.uncached_reads: no cache keeps a PM-far line
+		b.last.L1Misses++
+		b.last.L1PMMisses++
+		b.last.L2Misses++
+		return b.ms.readLine(line, b.lineBytes, t+b.l2Lat, true, &b.last)
+	}
 	s := &b.sms[ws.sm]
 	if s.l1.lookup(line) >= 0 {
 		return t + b.l1Lat
@@ -1400,6 +1409,21 @@ func (b *Backend) publish(ws *warpState, t uint64) uint64 {
 	return last
 }
 
+// fenceAll is, with gpu.fence_waits_all, when a fence issued at t whose
+// own round trip is rt ends at the earliest: once the writes any SM issued
+// by t are complete (sys: of system scope) or have left the GPU's queues
+// (device scope), and the way back (half rt). 0 without the key. A device
+// fence does not wait for the host's ack of a write (measured: a
+// __threadfence after a store to host memory costs what it costs alone),
+// but it is queued behind every earlier write (measured: it waits as long
+// as a system fence beside other SMs' streams).
+func (b *Backend) fenceAll(t, rt uint64, sys bool) uint64 {
+	if e := b.ms.earlier(t, sys); e > 0 {
+		return e + rt/2
+	}
+	return 0
+}
+
 // waitAcks stalls the warp from t until ack and counts the stall.
 func waitAcks(t, ack uint64, stall *uint64) uint64 {
 	done := max(t+1, ack)
@@ -1425,13 +1449,15 @@ func (b *Backend) verb(ws *warpState, t uint64, kind pm.OpKind, sc pm.Scope, gro
 		switch {
 		case sc >= pm.System && g.FenceSystemCycles > 0:
 			b.publish(ws, t)
-			return max(t+uint64(g.FenceSystemCycles), ws.lastAck)
+			f := uint64(g.FenceSystemCycles)
+			return max(t+f, ws.lastAck, b.fenceAll(t, f, true))
 		case sc >= pm.Device:
 			b.publish(ws, t)
+			rt := b.l2Lat
 			if g.FenceDeviceCycles > 0 {
-				return t + uint64(g.FenceDeviceCycles)
+				rt = uint64(g.FenceDeviceCycles)
 			}
-			return t + b.l2Lat
+			return max(t+rt, b.fenceAll(t, rt, false))
 		}
 		return t + uint64(max(g.FenceBlockCycles, 1))
 	case pm.OpCLWB, pm.OpSFence, pm.OpSetCtx, pm.OpCFence, pm.OpYield, pm.OpL2WB, pm.OpPCommit:

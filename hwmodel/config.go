@@ -93,6 +93,14 @@ type GPUConfig struct {
 	FenceBlockCycles  int `json:"fence_block_cycles"`
 	FenceDeviceCycles int `json:"fence_device_cycles"`
 	FenceSystemCycles int `json:"fence_system_cycles"`
+	// FenceWaitsAll makes a fence of device or system scope, and GPM's
+	// persist, wait for every write any SM issued before it, not only its
+	// own warp's: it ends no earlier than the latest completion of those
+	// writes (a PM write's ack, a volatile write's arrival at the L2) plus
+	// the way back (half the fence's round trip), as a fence ordered
+	// behind every earlier write in the memory system's queues does. Off,
+	// a fence waits for its own warp's writes only, as GPGPU-Sim's does.
+	FenceWaitsAll bool `json:"fence_waits_all"`
 }
 
 // CacheConfig is a set-associative cache.
@@ -167,6 +175,11 @@ type LinkConfig struct {
 	// the PCIe transaction layer packet's framing, sequence number,
 	// header and link CRC. 0 when GBps is already a data rate.
 	TLPBytes int `json:"tlp_bytes"`
+	// UncachedReads makes every read of PM-far memory cross the link: the
+	// GPU's L1 and L2 keep no PM-far line a read brings in, as an NVIDIA
+	// GPU's caches keep no line of pinned host memory. Off, PM-far lines
+	// are cached like any other, as in GPGPU-Sim.
+	UncachedReads bool `json:"uncached_reads"`
 }
 
 // PersistConfig describes the persistence point and the persist hardware of
@@ -510,26 +523,39 @@ func PresetH100() Config {
 		FenceBlockCycles:  10,
 		FenceDeviceCycles: 704,
 		FenceSystemCycles: 1280,
+		// measured (bench/h100/measured3.csv, bystander): a fence waits
+		// for every write any SM issued before it
+		FenceWaitsAll: true,
 	}
 	// Hopper: 256 KB of L1 and shared memory per SM (all L1 for kernels
 	// without shared memory), 50 MB of L2; lines of 128 bytes in 32-byte
-	// sectors. Associativity and hit latencies are not measured here: the
-	// SBRP machine's.
-	c.L1 = CacheConfig{SizeBytes: 256 << 10, LineBytes: 128, Assoc: 4, LatencyCycles: 20}
-	c.L2 = CacheConfig{SizeBytes: 50 << 20, LineBytes: 128, Assoc: 16, LatencyCycles: 160}
-	// HBM3, 3.35 TB/s (H100 SXM5; 3,157 GB/s of writes measured); latency
+	// sectors. Associativity is not measured here: the SBRP machine's.
+	// Hit latencies measured (bench/h100/measured3.csv, load): one
+	// thread's dependent loads, 39.6 cycles each over 8 KB (ld.ca) and
+	// 290.3 over 1 MB (ld.cg, after a warm lap).
+	c.L1 = CacheConfig{SizeBytes: 256 << 10, LineBytes: 128, Assoc: 4, LatencyCycles: 40}
+	c.L2 = CacheConfig{SizeBytes: 50 << 20, LineBytes: 128, Assoc: 16, LatencyCycles: 290}
+	// HBM3, 3.35 TB/s (H100 SXM5; 3,157 GB/s of writes measured). Read
+	// latency measured (load device): dependent loads over 256 MB, each a
+	// line not yet read, 660.7 cycles, less the L2's 290. Write latency
 	// not measured: the SBRP machine's.
-	c.DRAM = MemConfig{ReadLatencyCycles: 100, WriteLatencyCycles: 100, ReadGBps: 3350, WriteGBps: 3350}
+	c.DRAM = MemConfig{ReadLatencyCycles: 370, WriteLatencyCycles: 100, ReadGBps: 3350, WriteGBps: 3350}
 	// The "PM" is host DRAM behind the link; the link binds its bandwidth
-	// long before the host's memory does. Its latencies are not measured
-	// here (the SBRP machine's NVM); under eADR only its queue's occupancy
-	// sees them.
-	c.NVM = MemConfig{ReadLatencyCycles: 400, WriteLatencyCycles: 400, ReadGBps: 300, WriteGBps: 300}
+	// long before the host's memory does. Read latency measured (load
+	// host): dependent loads over 512 MB of pinned host memory, 2,440
+	// cycles each, less the L2's 290 and the link's 350 (pcie.latency_cycles
+	// is added once per read, as the SBRP artifact's far round trip is):
+	// the host's side and the completion's way back. Write latency not
+	// measured (the SBRP machine's NVM); under eADR only the queue's
+	// occupancy sees it.
+	c.NVM = MemConfig{ReadLatencyCycles: 1800, WriteLatencyCycles: 400, ReadGBps: 300, WriteGBps: 300}
 	// PCIe Gen5 x16: 32 GT/s x 16 lanes x 128/130 = 63.0 GB/s each way.
 	// A write's way to the host is half the measured system fence (a
 	// round trip to the host: 1,280 cycles), of which the L2 takes its
-	// 160 and the link the rest.
-	c.PCIe = LinkConfig{PMFar: true, LatencyCycles: 640 - 160, GBps: 63.0, FullDuplex: true}
+	// 290 and the link the rest. Reads of host memory are not cached
+	// (measured, load host-l2: a 1 MB working set read again after a warm
+	// lap, 2,390 cycles a load, as cold).
+	c.PCIe = LinkConfig{PMFar: true, LatencyCycles: 640 - 290, GBps: 63.0, FullDuplex: true, UncachedReads: true}
 	// Every write is one memory-write TLP: a 4-byte STP token (framing
 	// and sequence number, PCIe 3.0+), a 4-DW header (64-bit address) and
 	// a 4-byte LCRC around its data, so a 128-byte line takes 152 bytes

@@ -37,10 +37,11 @@ func (p epochPolicy) verb(ws *warpState, t uint64, kind pm.OpKind, sc pm.Scope, 
 			// The system fence: its own round trip to the host, or
 			// the last write's arrival there (done) and the
 			// acknowledgement's way back (half the round trip),
-			// whichever is later.
-			done = max(done+f/2, t+f)
+			// whichever is later; with gpu.fence_waits_all, every
+			// earlier write's, any SM's.
+			done = max(done+f/2, t+f, p.fenceAll(t, f, true))
 		} else {
-			done += p.l2Lat // the extra device-scope fence
+			done = max(done+p.l2Lat, p.fenceAll(t, 2*p.l2Lat, false)) // the extra device-scope fence
 		}
 	}
 	return done

@@ -60,6 +60,13 @@ type memSystem struct {
 	// queue (the kernel-end flush waits for it).
 	drained uint64
 
+	// acks and gone, with gpu.fence_waits_all, note every write's
+	// departure against its completion (a PM write's ack, a volatile
+	// write's arrival in the L2) and against the cycle it left the GPU's
+	// queues (onto the link for PM-far, into the partition otherwise), for
+	// the system and device fences that wait for every earlier write.
+	acks, gone *watermark
+
 	// audit (tests only) makes every hold check the most slots its
 	// calendar then holds in its interval; over is the most by which such
 	// a count exceeded the calendar's limit (0 or less: never).
@@ -126,7 +133,32 @@ func newMemSystem(cfg Config, lineShift uint) *memSystem {
 	m.dram = newChannels(cfg.DRAM, cfg.Mem.Channels, clk)
 	m.up = newResource(cfg.PCIe.GBps, clk)
 	m.down = newResource(cfg.PCIe.GBps, clk)
+	if cfg.GPU.FenceWaitsAll {
+		m.acks, m.gone = &watermark{}, &watermark{}
+	}
 	return m
+}
+
+// wrote notes, for gpu.fence_waits_all, a write issued at start that left
+// the GPU's queues at out and completes at done.
+func (m *memSystem) wrote(start, out, done uint64) {
+	if m.acks != nil {
+		m.acks.note(start, done)
+		m.gone.note(start, out)
+	}
+}
+
+// earlier returns, with gpu.fence_waits_all, the latest completion (sys
+// set: of system scope) or departure from the GPU's queues (device scope)
+// of the writes any SM issued by cycle t; 0 without the key.
+func (m *memSystem) earlier(t uint64, sys bool) uint64 {
+	switch {
+	case m.acks == nil:
+		return 0
+	case sys:
+		return m.acks.by(t)
+	}
+	return m.gone.by(t)
 }
 
 // perCycleBytes returns a resource that moves n bytes per cycle.
@@ -170,10 +202,18 @@ func (m *memSystem) each(res func(*resource), occ func(*occupancy)) {
 
 func (m *memSystem) reset(at uint64) {
 	m.each(func(r *resource) { r.reset(at) }, func(o *occupancy) { o.reset(at) })
+	if m.acks != nil {
+		m.acks.reset(at)
+		m.gone.reset(at)
+	}
 }
 
 func (m *memSystem) trim(at uint64) {
 	m.each(func(r *resource) { r.trim(at) }, func(o *occupancy) { o.trim(at) })
+	if m.acks != nil {
+		m.acks.trim(at)
+		m.gone.trim(at)
+	}
 }
 
 // write puts n bytes into the channel's queue from cycle x and returns when
@@ -247,6 +287,7 @@ func (c *channel) read(x, n uint64) uint64 {
 type pmWrite struct {
 	start  uint64 // its outstanding-write slot was taken
 	left   uint64 // its bytes have left the SM's injection port
+	out    uint64 // it left the GPU's queues: onto the link (PM-far) or into the partition
 	queued uint64 // its PM queue took it
 	ack    uint64 // it is durable
 }
@@ -260,6 +301,7 @@ func (m *memSystem) writePM(sm int, line, n, t uint64, st *Stats) pmWrite {
 	start := p.writes.fit(t, m.writesMax, func(s uint64) uint64 { return m.pmPath(sm, line, n, s, nil).ack })
 	w := m.pmPath(sm, line, n, start, st)
 	m.hold(&p.writes, w.start, w.ack, m.writesMax)
+	m.wrote(w.start, w.out, w.ack) // issued once it has its slot
 	return w
 }
 
@@ -270,7 +312,8 @@ func (m *memSystem) writePM(sm int, line, n, t uint64, st *Stats) pmWrite {
 func (m *memSystem) pmPath(sm int, line, n, start uint64, st *Stats) pmWrite {
 	w := pmWrite{start: start}
 	w.left = m.sms[sm].inject.take(start, n, st != nil)
-	x, ch := m.toPartition(line, n, w.left+m.l2Lat, st)
+	var x, ch uint64
+	w.out, x, ch = m.toPartition(line, n, w.left+m.l2Lat, st)
 	w.queued, w.ack = m.toPM(ch, n, x, st != nil)
 	return w
 }
@@ -280,9 +323,10 @@ func (m *memSystem) pmPath(sm int, line, n, start uint64, st *Stats) pmWrite {
 // L2, as ScopedBarrier's L2 NVW-FIFO issues them: no SM port, no L2
 // latency from an SM), and returns its times. st counts its bytes.
 func (m *memSystem) writeFromL2(line, n, t uint64, st *Stats) pmWrite {
-	x, ch := m.toPartition(line, n, t, st)
-	w := pmWrite{start: t, left: t}
+	out, x, ch := m.toPartition(line, n, t, st)
+	w := pmWrite{start: t, left: t, out: out}
 	w.queued, w.ack = m.toPM(ch, n, x, true)
+	m.wrote(t, w.out, w.ack)
 	return w
 }
 
@@ -326,7 +370,7 @@ func (m *memSystem) farLat() uint64 {
 // ports and bandwidth in the same burst; its ack stays.
 func (m *memSystem) moreBytes(sm int, line, n, start uint64, st *Stats) {
 	left := m.inject(sm, n, start)
-	x, ch := m.toPartition(line, n, left+m.l2Lat, st)
+	_, x, ch := m.toPartition(line, n, left+m.l2Lat, st)
 	m.drained = max(m.drained, m.nvm[ch].writeBus(x, n, true))
 }
 
@@ -337,15 +381,18 @@ func (m *memSystem) inject(sm int, n, t uint64) uint64 {
 }
 
 // toPartition sends n bytes of PM line that reached the L2 at cycle x over
-// its bank's port, and PCIe when PM is far, and returns when they reach the
-// memory partition and its channel. st counts the bytes; with st nil it is
-// a dry run that reserves nothing.
-func (m *memSystem) toPartition(line, n, x uint64, st *Stats) (uint64, uint64) {
+// its bank's port, and PCIe when PM is far, and returns when they left the
+// GPU's queues (onto the link when PM is far), when they reach the memory
+// partition, and its channel. st counts the bytes; with st nil it is a dry
+// run that reserves nothing.
+func (m *memSystem) toPartition(line, n, x uint64, st *Stats) (out, at, channel uint64) {
 	book := st != nil
 	bank, ch := m.bank(line)
 	x = m.ports[bank].take(x, n, book)
+	out = x
 	if m.far {
-		x = m.link(true).take(x, n+m.tlp, book) + m.pcieLat
+		out = m.link(true).take(x, n+m.tlp, book)
+		x = out + m.pcieLat
 	}
 	if book {
 		if m.far {
@@ -353,7 +400,7 @@ func (m *memSystem) toPartition(line, n, x uint64, st *Stats) (uint64, uint64) {
 		}
 		st.NVMWriteBytes += n
 	}
-	return x, ch
+	return out, x, ch
 }
 
 // toL2 sends n bytes of a volatile store from SM sm at cycle t into the L2
@@ -364,6 +411,7 @@ func (m *memSystem) toL2(sm int, line, n, t uint64) (left, in uint64) {
 	bank, _ := m.bank(line)
 	in = m.ports[bank].transfer(left+m.l2Lat, n)
 	m.drained = max(m.drained, in)
+	m.wrote(t, in, in)
 	return left, in
 }
 

@@ -1,0 +1,380 @@
+package bench
+
+import (
+	"fmt"
+	"slices"
+	"strconv"
+
+	"github.com/scopedpm/scopedpm/hwmodel"
+	"github.com/scopedpm/scopedpm/pm"
+	"github.com/scopedpm/scopedpm/scope"
+)
+
+// The comparisons against bench/h100/measured3.csv (gpmbench3.cu): load
+// latencies by level, L2 atomics, a fence against other SMs' streaming
+// writes, and conventional logging taken apart.
+
+// h100Traced is h100Launch with fn called for every instruction the
+// backend times (hwmodel.Backend.SetTrace).
+func h100Traced(o Options, g scope.Grid, mk func(m *pm.Machine) (scope.Kernel, error), fn func(hwmodel.Event)) (h100Result, error) {
+	m, be, err := o.machine("h100", hwmodel.GPM, nil)
+	if err != nil {
+		return h100Result{}, err
+	}
+	k, err := mk(m)
+	if err != nil {
+		return h100Result{}, err
+	}
+	be.SetTrace(fn)
+	if _, err := scope.Launch(m, g, k); err != nil {
+		return h100Result{}, err
+	}
+	return h100Result{be.LastLaunch(), launchLatency(be)}, nil
+}
+
+// memBase returns size bytes of target memory on m: a PM region named
+// name, or device memory.
+func memBase(m *pm.Machine, name string, size uint64, target pm.Kind) (pm.Addr, error) {
+	if target == pm.PMem {
+		r, err := m.CreateRegion(name, size)
+		if err != nil {
+			return 0, err
+		}
+		return r.Base, nil
+	}
+	return m.Alloc(pm.DeviceMem, size)
+}
+
+// median returns the median of v (the upper one of an even count); 0 for
+// none.
+func median(v []float64) float64 {
+	if len(v) == 0 {
+		return 0
+	}
+	v = slices.Clone(v)
+	slices.Sort(v)
+	return v[len(v)/2]
+}
+
+// loads compares one thread's dependent loads: each a line of the level
+// named, timed from issue to data. The model's loads block their warp, so
+// a chain of distinct lines is timed as the GPU's pointer chase is.
+func (h *hv) loads() error {
+	hops := 256
+	if h.o.Quick {
+		hops = 32
+	}
+	for _, c := range []struct {
+		name   string
+		target pm.Kind
+		lines  int // lines the chase visits
+		warm   bool
+	}{
+		{"l1", pm.DeviceMem, 64, true}, // 8 KB: in the L1 after a warm lap
+		// 1 MB: the GPU's chase skips the L1 (ld.cg); the model's loads
+		// go through it, and 1 MB is four times the L1
+		{"l2", pm.DeviceMem, 8192, true},
+		{"device", pm.DeviceMem, hops, false}, // every line read once: L2 misses
+		{"host", pm.PMem, hops, false},
+		{"host-l2", pm.PMem, 64, true}, // a warm lap over host memory
+	} {
+		if err := h.ctx.Err(); err != nil {
+			return err
+		}
+		lines := c.lines
+		warm := 0
+		if c.warm {
+			warm = lines
+		}
+		var lat []float64
+		n := 0
+		_, err := h100Traced(h.o, scope.Grid{Blocks: 1, Threads: 1}, func(m *pm.Machine) (scope.Kernel, error) {
+			base, err := memBase(m, "chase", uint64(lines)*128, c.target)
+			if err != nil {
+				return nil, err
+			}
+			return func(t *scope.Thread) {
+				for i := range warm + hops {
+					t.Load32(base.Add(uint64(i%lines) * 128))
+				}
+			}, nil
+		}, func(ev hwmodel.Event) {
+			if ev.Kind == pm.OpLoad {
+				if n >= warm {
+					lat = append(lat, float64(ev.Done-ev.Issue))
+				}
+				n++
+			}
+		})
+		if err != nil {
+			return err
+		}
+		// The GPU's first repetition of the chase over device memory is
+		// the one that misses in the L2 (the later ones hit it); over host
+		// memory the later ones miss no TLB entry (the first: 3,147
+		// cycles a load, the second 2,441), and no cache keeps host lines.
+		rep := "rep1"
+		if c.name == "device" {
+			rep = "rep0"
+		}
+		mv, err := h.get(h100Point{"3/load", c.name, rep, "cycles"})
+		if err != nil {
+			return err
+		}
+		h.add("load "+c.name, "cycles", mv, median(lat))
+	}
+	return nil
+}
+
+// atoms compares one thread's dependent atomics on one word of device
+// memory.
+func (h *hv) atoms() error {
+	n := 256
+	if h.o.Quick {
+		n = 32
+	}
+	for _, kind := range []string{"add", "cas", "exch"} {
+		var lat []float64
+		_, err := h100Traced(h.o, scope.Grid{Blocks: 1, Threads: 1}, func(m *pm.Machine) (scope.Kernel, error) {
+			a, err := m.Alloc(pm.DeviceMem, 128)
+			if err != nil {
+				return nil, err
+			}
+			return func(t *scope.Thread) {
+				v := uint32(0)
+				for range n {
+					switch kind {
+					case "add":
+						v = t.AtomicAdd32(a, 1, pm.Device)
+					case "cas":
+						v = t.AtomicCAS32(a, v, v+1, pm.Device)
+					case "exch":
+						v = t.AtomicExch32(a, v+1, pm.Device)
+					}
+				}
+			}, nil
+		}, func(ev hwmodel.Event) {
+			if ev.Kind == pm.OpAtomic {
+				lat = append(lat, float64(ev.Done-ev.Issue))
+			}
+		})
+		if err != nil {
+			return err
+		}
+		mv, err := h.get(h100Point{"3/atom", "device/" + kind, "rep1", "cycles"})
+		if err != nil {
+			return err
+		}
+		h.add("atom "+kind, "cycles", mv, median(lat))
+	}
+	return nil
+}
+
+// fenceBeside times the fences of F fencers (thread 0 of each of the
+// first F blocks: an optional 4-byte store to its own PM line, then the
+// fence, until every streaming block is done, or 4 times without any) while
+// S more blocks of W warps stream 16-byte stores, bytes in all, to target
+// memory, and count themselves done. It returns the fencers' mean fence,
+// issue to done, as the GPU's fencer measures it (its cycles over its
+// fences). The GPU's fencer reads the count every 16 fences; the model's
+// reads it before every fence, since a few of its fences span the whole
+// stream and those after the stream would otherwise weigh as much.
+func (h *hv) fenceBeside(fence string, store bool, F, S, W int, target pm.Kind, bytes uint64) (float64, error) {
+	const alone = 4
+	threads := 32 * W
+	steps := 0
+	if S > 0 {
+		steps = max(1, int(bytes/uint64(S*threads*16)))
+	}
+	var sum, n float64
+	_, err := h100Traced(h.o, scope.Grid{Blocks: F + S, Threads: threads}, func(m *pm.Machine) (scope.Kernel, error) {
+		own, err := memBase(m, "own", uint64(max(F, 1))*128, pm.PMem)
+		if err != nil {
+			return nil, err
+		}
+		stream, err := memBase(m, "stream", uint64(max(S*threads*steps, 1))*16, target)
+		if err != nil {
+			return nil, err
+		}
+		done, err := m.Alloc(pm.DeviceMem, 128)
+		if err != nil {
+			return nil, err
+		}
+		return func(t *scope.Thread) {
+			if t.Block() < F {
+				if t.TID() != 0 {
+					return
+				}
+				for i := 0; ; i++ {
+					if S > 0 && t.Load32(done) >= uint32(S) || S == 0 && i == alone {
+						return
+					}
+					if store {
+						t.Store32(own.Add(uint64(t.Block())*128), uint32(i))
+					}
+					if fence == "gpu" {
+						t.Fence(pm.Device)
+					} else {
+						t.EpochBarrier()
+					}
+				}
+			}
+			var v [16]byte
+			g := uint64((t.Block()-F)*threads + t.TID())
+			for k := range uint64(steps) {
+				t.StoreBytes(stream.Add((k*uint64(S*threads)+g)*16), v[:])
+			}
+			t.SyncThreads()
+			if t.TID() == 0 {
+				t.Fence(pm.Device)
+				t.AtomicAdd32(done, 1, pm.Device)
+			}
+		}, nil
+	}, func(ev hwmodel.Event) {
+		if ev.Kind == pm.OpFence || ev.Kind == pm.OpEpochBarrier {
+			sum += float64(ev.Done - ev.Issue)
+			n++
+		}
+	})
+	return sum / max(n, 1), err
+}
+
+// bystander compares a fence of one SM alone and beside other SMs'
+// streaming writes, to host or device memory, with and without a store of
+// its own before it; and 32 fencing SMs beside 100 streaming ones.
+func (h *hv) bystander() error {
+	type v struct {
+		F, S   int
+		target string
+	}
+	vs := []v{{1, 0, "none"}, {1, 1, "host"}, {1, 131, "host"}, {1, 131, "device"}, {32, 100, "host"}}
+	if h.o.Quick {
+		vs = []v{{1, 0, "none"}, {1, 131, "host"}}
+	}
+	for _, fence := range []string{"system", "gpu"} {
+		for _, store := range []bool{false, true} {
+			for _, c := range vs {
+				if err := h.ctx.Err(); err != nil {
+					return err
+				}
+				if c.F == 32 && store {
+					continue
+				}
+				kind, bytes := pm.PMem, uint64(16<<20)
+				if c.target == "device" {
+					kind, bytes = pm.DeviceMem, 32<<20
+				}
+				if h.o.Quick {
+					bytes /= 8
+				}
+				lat, err := h.fenceBeside(fence, store, c.F, c.S, 8, kind, bytes)
+				if err != nil {
+					return err
+				}
+				st := "nostore"
+				if store {
+					st = "store"
+				}
+				variant := fmt.Sprintf("%s/%s/F%d/S%d/%s", fence, st, c.F, c.S, c.target)
+				mv, err := h.get(h100Point{"3/bystander", variant, "-", "fence_cycles"})
+				if err != nil {
+					return err
+				}
+				h.add("bystander "+variant, "fence_cycles", mv, lat)
+			}
+		}
+	}
+	return nil
+}
+
+// depth compares one SM's system fence beside S streaming SMs of W warps
+// each: how deep the queue in front of a fence is.
+func (h *hv) depth() error {
+	type v struct {
+		target string
+		S, W   int
+	}
+	var vs []v
+	for _, s := range []int{1, 8, 32, 66, 131} {
+		for _, w := range []int{1, 8, 32} {
+			vs = append(vs, v{"host", s, w})
+		}
+	}
+	for _, w := range []int{1, 8, 32} {
+		vs = append(vs, v{"device", 131, w})
+	}
+	if h.o.Quick {
+		vs = []v{{"host", 8, 8}}
+	}
+	for _, c := range vs {
+		if err := h.ctx.Err(); err != nil {
+			return err
+		}
+		kind, bytes := pm.PMem, uint64(16<<20)
+		if c.target == "device" {
+			kind, bytes = pm.DeviceMem, 32<<20
+		}
+		if h.o.Quick {
+			bytes /= 8
+		}
+		lat, err := h.fenceBeside("system", false, 1, c.S, c.W, kind, bytes)
+		if err != nil {
+			return err
+		}
+		variant := fmt.Sprintf("%s/S%d/W%d", c.target, c.S, c.W)
+		mv, err := h.get(h100Point{"3/depth", variant, "-", "fence_cycles"})
+		if err != nil {
+			return err
+		}
+		h.add("depth "+variant, "fence_cycles", mv, lat)
+	}
+	return nil
+}
+
+// concLoop is the cycles of one iteration of gpmbench.cu's conc loop
+// without its store (a 64-bit modulo and the loop), measured: the kernel
+// without the store, 64 iterations of one warp, less the empty kernel.
+func (h *hv) concLoop() (uint64, error) {
+	per, err := h.get(h100Point{"3/conc", "host/nostore", "1", "us_per_iter"})
+	if err != nil {
+		return 0, err
+	}
+	launch, err := h.get(h100Point{"3/launch", "empty", "-", "us"})
+	if err != nil {
+		return 0, err
+	}
+	return uint64((per*64 - launch) / 64 * h.clk), nil
+}
+
+// convParts compares gpmbench3.cu's conventional logging taken apart: the
+// tail in device memory, no fences, the log and tail in device memory with
+// and without fences, against n threads.
+func (h *hv) convParts() error {
+	ns := []int{32, 128, 512, 2048}
+	if h.o.Quick {
+		ns = []int{32, 256}
+	}
+	for _, c := range []struct {
+		name                      string
+		logHost, tailHost, fences bool
+	}{
+		{"conv", true, true, true}, {"conv-devtail", true, false, true}, {"conv-nofence", true, true, false},
+		{"conv-dev-nofence", false, false, false}, {"conv-dev", false, false, true},
+	} {
+		for _, n := range ns {
+			if err := h.ctx.Err(); err != nil {
+				return err
+			}
+			r, err := h100Launch(h.o, logGrid(n), convKernel(n, c.logHost, c.tailHost, c.fences))
+			if err != nil {
+				return err
+			}
+			mv, ok := h.meas[h100Point{"3/log", c.name, strconv.Itoa(n), "us"}]
+			if !ok {
+				continue // quick sizes measured on the GPU only in part
+			}
+			h.add(fmt.Sprintf("log parts %d threads %s", n, c.name), "us", mv, h.us(r.event()))
+		}
+	}
+	return nil
+}
