@@ -144,28 +144,56 @@ func (t *Tree) Stage(keys, vals []uint64, o BatchOptions) error {
 }
 
 func (t *Tree) stageBatch(keys, vals []uint64, o BatchOptions) (record, []laneInfo, [][]uint64, []uint32, error) {
+	s, err := t.stageFull(keys, vals, o)
+	if s == nil {
+		return record{}, nil, nil, nil, err
+	}
+	return s.rec, s.lanes, s.starts, s.offs, err
+}
+
+// staged is a batch stageFull planned and staged: its record and plan,
+// the paths its keys take down the committed tree (path[depth][i]), the
+// committed nodes the plan read, its sorted keys and values and its free
+// list.
+type staged struct {
+	rec    record
+	lanes  []laneInfo
+	starts [][]uint64
+	offs   []uint32
+	path   [][]uint32
+	nodes  map[uint32]*node
+	ks, vs []uint64
+	ids    []uint32
+}
+
+// stageFull is stageBatch returning all it computed; a nil result comes
+// with an error before the plan, a non-nil one with a failed stage.
+func (t *Tree) stageFull(keys, vals []uint64, o BatchOptions) (*staged, error) {
 	if len(keys) != len(vals) || len(keys) == 0 {
-		return record{}, nil, nil, nil, fmt.Errorf("%w: %d keys and %d values", ErrBadArg, len(keys), len(vals))
+		return nil, fmt.Errorf("%w: %d keys and %d values", ErrBadArg, len(keys), len(vals))
 	}
 	o = o.withDefaults()
 	if o.BlockThreads < 1 || o.Alg > Alg1 {
-		return record{}, nil, nil, nil, fmt.Errorf("%w: batch options %+v", ErrBadArg, o)
+		return nil, fmt.Errorf("%w: batch options %+v", ErrBadArg, o)
 	}
 	if _, ok, err := t.pending(); err != nil || ok {
 		if err != nil {
-			return record{}, nil, nil, nil, err
+			return nil, err
 		}
-		return record{}, nil, nil, nil, ErrRecovery
+		return nil, ErrRecovery
 	}
 	ks, vs := sortBatch(keys, vals)
 	if uint64(len(ks)) > t.g.maxBatch {
-		return record{}, nil, nil, nil, fmt.Errorf("%w: batch of %d keys, the tree takes %d", ErrBadArg, len(ks), t.g.maxBatch)
+		return nil, fmt.Errorf("%w: batch of %d keys, the tree takes %d", ErrBadArg, len(ks), t.g.maxBatch)
 	}
-	rec, lanes, starts, offs, err := t.plan(ks, o)
+	s := &staged{ks: ks, vs: vs}
+	var err error
+	s.rec, s.lanes, s.starts, s.offs, s.path, s.nodes, err = t.planPaths(ks, o)
 	if err != nil {
-		return record{}, nil, nil, nil, err
+		return nil, err
 	}
-	return rec, lanes, starts, offs, t.stage(rec, lanes, ks, vs)
+	s.ids, err = t.stage(s.rec, s.lanes, ks, vs)
+	return s, err
 }
 
 // InsertBatch inserts keys with their values (a key already present gets
@@ -260,6 +288,14 @@ func (t *Tree) resume(o BatchOptions, commit bool) (BatchResult, error) {
 // offs[depth*n+i] is where the owner of the run starting at key i writes its
 // pieces at depth: node ids do not depend on the order threads run in.
 func (t *Tree) plan(ks []uint64, o BatchOptions) (record, []laneInfo, [][]uint64, []uint32, error) {
+	rec, lanes, starts, offs, _, _, err := t.planPaths(ks, o)
+	return rec, lanes, starts, offs, err
+}
+
+// planPaths is plan, also returning the paths of the keys (path[depth][i],
+// the node at depth on key i's way down) and the committed nodes it read,
+// by id (every node on the paths).
+func (t *Tree) planPaths(ks []uint64, o BatchOptions) (record, []laneInfo, [][]uint64, []uint32, [][]uint32, map[uint32]*node, error) {
 	n, h, order := len(ks), int(t.cur.height), t.g.order
 	cache := map[uint32]*node{}
 	get := func(id uint32) (*node, error) {
@@ -286,10 +322,10 @@ func (t *Tree) plan(ks []uint64, o BatchOptions) (record, []laneInfo, [][]uint64
 			}
 			nd, err := get(id)
 			if err != nil {
-				return record{}, nil, nil, nil, err
+				return record{}, nil, nil, nil, nil, nil, err
 			}
 			if nd.leaf {
-				return record{}, nil, nil, nil, fmt.Errorf("%w: leaf at depth %d of %d", ErrCorrupt, d, h)
+				return record{}, nil, nil, nil, nil, nil, fmt.Errorf("%w: leaf at depth %d of %d", ErrCorrupt, d, h)
 			}
 			id = uint32(nd.vals[route(nd, k)])
 		}
@@ -318,7 +354,7 @@ func (t *Tree) plan(ks []uint64, o BatchOptions) (record, []laneInfo, [][]uint64
 			for _, id := range level {
 				nd, err := get(id)
 				if err != nil {
-					return record{}, nil, nil, nil, err
+					return record{}, nil, nil, nil, nil, nil, err
 				}
 				for _, c := range nd.vals {
 					nextLevel = append(nextLevel, uint32(c))
@@ -336,7 +372,7 @@ func (t *Tree) plan(ks []uint64, o BatchOptions) (record, []laneInfo, [][]uint64
 		}
 	}
 	if uint64(len(lanes)) > t.g.maxLanes {
-		return record{}, nil, nil, nil, fmt.Errorf("%w: %d lanes, the tree takes %d (raise MaxLanes or BlockThreads)", ErrBadArg, len(lanes), t.g.maxLanes)
+		return record{}, nil, nil, nil, nil, nil, fmt.Errorf("%w: %d lanes, the tree takes %d (raise MaxLanes or BlockThreads)", ErrBadArg, len(lanes), t.g.maxLanes)
 	}
 	// Bound the pieces every run of keys under one node can produce, level
 	// by level from the leaves, and charge them to the lane that writes
@@ -362,15 +398,15 @@ func (t *Tree) plan(ks []uint64, o BatchOptions) (record, []laneInfo, [][]uint64
 			}
 			var entries uint64
 			if depth == h-1 {
-				nd, err := t.readNode(path[depth][i])
+				nd, err := get(path[depth][i])
 				if err != nil {
-					return record{}, nil, nil, nil, err
+					return record{}, nil, nil, nil, nil, nil, err
 				}
 				entries = uint64(len(nd.vals) + j - i)
 			} else {
 				nd, err := get(path[depth][i])
 				if err != nil {
-					return record{}, nil, nil, nil, err
+					return record{}, nil, nil, nil, nil, nil, err
 				}
 				entries = uint64(len(nd.vals))
 				for c := i; c < j; c++ {
@@ -435,7 +471,7 @@ func (t *Tree) plan(ks []uint64, o BatchOptions) (record, []laneInfo, [][]uint64
 	}
 	rec := record{seq: t.cur.seq + 1, n: uint64(n), lanes: uint64(len(lanes)), d: uint32(d), oldRoot: t.cur.root,
 		oldHeight: uint32(h), alg: uint32(o.Alg), free: total, topStart: top[0], topEnd: top[h], block: uint32(o.BlockThreads)}
-	return rec, lanes, starts, offs, nil
+	return rec, lanes, starts, offs, path, cache, nil
 }
 
 // freeIDs returns the first n free node ids of the committed bitmap, in
@@ -470,11 +506,12 @@ func (t *Tree) freeIDs(n uint64) ([]uint32, error) {
 
 // stage writes the batch's keys, values, free list and lanes, then its
 // record: once the record is durable the batch will happen (recovery
-// finishes it).
-func (t *Tree) stage(rec record, lanes []laneInfo, ks, vs []uint64) error {
+// finishes it). It returns the free list (the node ids the batch may
+// write).
+func (t *Tree) stage(rec record, lanes []laneInfo, ks, vs []uint64) ([]uint32, error) {
 	ids, err := t.freeIDs(rec.free)
 	if err != nil {
-		return err
+		return nil, err
 	}
 	put := func(off uint64, words []uint64, size int) error {
 		b := make([]byte, size*len(words))
@@ -500,10 +537,10 @@ func (t *Tree) stage(rec record, lanes []laneInfo, ks, vs []uint64) error {
 			continue
 		}
 		if err := put(a.off, a.words, a.size); err != nil {
-			return err
+			return nil, err
 		}
 	}
-	return t.write(t.r.Base.Add(recordOff), rec.encode())
+	return ids, t.write(t.r.Base.Add(recordOff), rec.encode())
 }
 
 // finish runs (or resumes) the batch's kernel and commits it.

@@ -207,11 +207,14 @@ func (db *DB) use() (*Tree, error) {
 
 // Put sets key to val. It is durable when Put returns nil (one batch of
 // one key, committed by one aligned store after the nodes it wrote; in
-// log mode, one sync of the persist log).
+// log mode, one sync of the persist log). Like PutBatch, it runs the
+// batch on the host: the insert kernel's writes, byte for byte, in an
+// order its barriers allow, so recovery finishes a cut batch with the
+// kernel (see Tree.InsertBatch).
 func (db *DB) Put(key, val uint64) error {
 	db.mu.Lock()
 	defer db.mu.Unlock()
-	return db.write(func(t *Tree) error { return t.Put(key, val) })
+	return db.write(func(t *Tree) error { return t.insertHost([]uint64{key}, []uint64{val}) })
 }
 
 // PutBatch sets keys[i] to vals[i] for every i, atomically (the last value
@@ -223,11 +226,7 @@ func (db *DB) PutBatch(keys, vals []uint64) error {
 	db.mu.Lock()
 	defer db.mu.Unlock()
 	return db.write(func(t *Tree) error {
-		if len(keys) == 0 && len(vals) == 0 {
-			return nil
-		}
-		_, err := t.InsertBatch(keys, vals, BatchOptions{})
-		return err
+		return t.insertHost(keys, vals)
 	})
 }
 

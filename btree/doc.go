@@ -92,7 +92,10 @@
 // The paper updates nodes in place under an undo log; here nodes are
 // copied, which writes whole nodes (more NV writes per key) but needs no
 // log. The host walks the old tree to bound each workgroup's allocations
-// (the kernel still finds the leaves itself). Delete is a host operation,
+// (the kernel still finds the leaves itself). The DB (OpenDir) runs its
+// batches on the host instead, issuing the kernel's writes byte for byte
+// in an order the kernel's barriers allow (no launch, no coroutines), so
+// its recovery is the kernel's. Delete is a host operation,
 // one key at a time (see Delete). Lookup and insertion kernels read their arguments (the
 // plan) from Go values, as kernel arguments.
 package btree

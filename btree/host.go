@@ -44,7 +44,7 @@ func (t *Tree) Delete(key uint64) (bool, error) {
 	}
 	rec := record{seq: t.cur.seq + 1, n: 1, lanes: 1, oldRoot: t.cur.root, oldHeight: t.cur.height,
 		free: uint64(len(ids)), topStart: uint64(len(ids)), topEnd: uint64(len(ids)), del: 1, block: 1}
-	if err := t.stage(rec, []laneInfo{{0, 1, 0, uint64(len(ids))}}, []uint64{key}, []uint64{0}); err != nil {
+	if _, err := t.stage(rec, []laneInfo{{0, 1, 0, uint64(len(ids))}}, []uint64{key}, []uint64{0}); err != nil {
 		return false, err
 	}
 	return true, t.deleteKey(key, ids)

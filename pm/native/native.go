@@ -74,9 +74,10 @@ type Options struct {
 	// GPU is the GPU shape reported to the executors (pm.DefaultGPU if
 	// zero).
 	GPU pm.GPULimits
-	// MaxPending bounds the persists held in memory during a launch: when
-	// a launch has logged this many since the last durability point, they
-	// are written and synced mid-launch (DefaultMaxPending if zero).
+	// MaxPending bounds the persists held in memory during a launch or a
+	// Defer: when a launch (or the host writes and launches of a Defer)
+	// has logged this many since the last durability point, they are
+	// written and synced at once (DefaultMaxPending if zero).
 	MaxPending int
 	// CheckpointBytes: once the log file passes this size, the next
 	// durability point starts an empty log and a background checkpoint,
@@ -723,7 +724,9 @@ func (b *Backend) Host(ev pm.HostEvent) {
 		r.markDirty(off, ev.Size)
 	case ModeLog:
 		b.logBytes(r, ev.Addr, r.shadow[off:off+ev.Size])
-		if b.defers == 0 {
+		if b.defers == 0 || b.npend >= b.opts.MaxPending {
+			// Inside Defer, MaxPending bounds the host writes held too:
+			// a sync mid-Defer keeps a prefix of them, as a crash may.
 			b.hostErr = b.commit()
 		}
 	case ModeDAX:

@@ -1,0 +1,362 @@
+package btree
+
+import (
+	"encoding/binary"
+	"fmt"
+	"slices"
+
+	"github.com/scopedpm/scopedpm/pm"
+)
+
+// insertHost is InsertBatch with the default options (Algorithm 2,
+// workgroups of 64) run on the host instead of as a kernel: the DB's write
+// path. It stages the batch exactly as InsertBatch does, then issues the
+// very writes the kernel would (the same nodes at the same ids, the same
+// piece records, epoch status marks, result and leaf chain words, byte for
+// byte) in one order the kernel's persist barriers allow: each workgroup's
+// levels from the leaves up, each level before its mark, then the levels
+// above d, then the leaf chain. Host writes are durable in issue order, so
+// a crash leaves a state the kernel could have left, and recovery (Open,
+// Recover) finishes the batch with the kernel as it would an interrupted
+// launch. Then it commits, as InsertBatch does.
+func (t *Tree) insertHost(keys, vals []uint64) error {
+	if len(keys) != len(vals) {
+		return fmt.Errorf("%w: %d keys and %d values", ErrBadArg, len(keys), len(vals))
+	}
+	if len(keys) == 0 {
+		return nil
+	}
+	o := BatchOptions{}.withDefaults()
+	s, err := t.stageFull(keys, vals, o)
+	if err != nil {
+		return err
+	}
+	hb := &hostBatch{t: t, s: s, n: len(s.ks), h: int(s.rec.oldHeight), d: int(s.rec.d), order: t.g.order}
+	hb.k = (&kern{g: t.g, base: t.r.Base, n: hb.n, h: hb.h, d: hb.d}).areas()
+	if err := hb.run(); err != nil {
+		return err
+	}
+	return t.commit(s.rec)
+}
+
+// hostBatch runs a staged batch's kernel on the host (insertHost).
+type hostBatch struct {
+	t        *Tree
+	s        *staged
+	k        *kern // the region's addresses
+	n, h, d  int
+	order    int
+	pieces   [][]entry // pieces[depth][2*i+p]: owner i's pieces, the last flagged lastPiece
+	wb       []byte    // scratch for writes
+	mergeBuf []entry
+}
+
+// node returns committed node id, read (and checked) once.
+func (hb *hostBatch) node(id uint32) (*node, error) {
+	if nd, ok := hb.s.nodes[id]; ok {
+		return nd, nil
+	}
+	nd, err := hb.t.readNode(id)
+	if err != nil {
+		return nil, err
+	}
+	hb.s.nodes[id] = nd
+	return nd, nil
+}
+
+// put writes words at a as little-endian 8-byte words, one host write.
+func (hb *hostBatch) put(a pm.Addr, words ...uint64) error {
+	b := hb.wb[:0]
+	for _, w := range words {
+		b = binary.LittleEndian.AppendUint64(b, w)
+	}
+	hb.wb = b
+	return hb.t.write(a, b)
+}
+
+// run issues the batch's writes: the kernel's phases B and C in one order
+// its barriers allow.
+func (hb *hostBatch) run() error {
+	hb.pieces = make([][]entry, hb.h)
+	for d := range hb.pieces {
+		hb.pieces[d] = make([]entry, 2*hb.n)
+	}
+	top := len(hb.s.lanes)
+	for lane, ln := range hb.s.lanes {
+		ks, ke := int(ln.ks), int(ln.ke)
+		for li := range hb.h - hb.d {
+			depth := hb.h - 1 - li
+			for i := ks; i < ke; i++ {
+				if i == ks || hb.s.path[depth][i-1] != hb.s.path[depth][i] {
+					if err := hb.process(depth, i, ke, lane); err != nil {
+						return err
+					}
+				}
+			}
+			if err := hb.put(hb.k.mark(lane), markWord(hb.s.rec.seq, li+1, 0)); err != nil {
+				return err
+			}
+		}
+	}
+	for ti := range hb.d {
+		depth := hb.d - 1 - ti
+		for i := range hb.n {
+			if i == 0 || hb.s.path[depth][i-1] != hb.s.path[depth][i] {
+				if err := hb.process(depth, i, hb.n, top); err != nil {
+					return err
+				}
+			}
+		}
+		if err := hb.put(hb.k.mark(top), markWord(hb.s.rec.seq, ti+1, 0)); err != nil {
+			return err
+		}
+	}
+	leafDepth := hb.h - 1
+	for i := range hb.n {
+		if i == 0 || hb.s.path[leafDepth][i-1] != hb.s.path[leafDepth][i] {
+			if err := hb.chain(i); err != nil {
+				return err
+			}
+		}
+	}
+	return hb.put(hb.k.mark(top), markWord(hb.s.rec.seq, hb.d+1, 0))
+}
+
+// runEnd is kern.runEnd: the end of the run of keys from owner i that
+// share its node at depth, below hi.
+func (hb *hostBatch) runEnd(depth, i, hi int) int {
+	p := hb.s.path[depth]
+	j := i + 1
+	for j < hi && p[j] == p[i] {
+		j++
+	}
+	return j
+}
+
+// process is kern.process on the host: it merges owner i's run into its
+// node at depth, writes the pieces and their records (and, at the root,
+// the grown root and the batch's result).
+func (hb *hostBatch) process(depth, i, hi, lane int) error {
+	j := hb.runEnd(depth, i, hi)
+	id := hb.s.path[depth][i]
+	leaf := depth == hb.h-1
+	nd, err := hb.node(id)
+	if err != nil {
+		return err
+	}
+	if nd.leaf != leaf {
+		return fmt.Errorf("%w: node %d at depth %d of %d is leaf=%v", ErrCorrupt, id, depth, hb.h, nd.leaf)
+	}
+	merged := hb.mergeBuf[:0]
+	ks, vs := hb.s.ks, hb.s.vs
+	if leaf {
+		a, b := 0, i
+		for a < len(nd.keys) || b < j {
+			switch {
+			case b >= j || (a < len(nd.keys) && nd.keys[a] < ks[b]):
+				merged = append(merged, entry{nd.keys[a], nd.vals[a]})
+				a++
+			case a >= len(nd.keys) || ks[b] < nd.keys[a]:
+				merged = append(merged, entry{ks[b], vs[b]})
+				b++
+			default: // the key is present: new value
+				merged = append(merged, entry{ks[b], vs[b]})
+				a++
+				b++
+			}
+		}
+	} else {
+		from, cnt := i, len(nd.vals)
+		below := hb.pieces[depth+1]
+		for c := range cnt {
+			var sep uint64
+			if c > 0 {
+				sep = nd.keys[c-1]
+			}
+			child := nd.vals[c]
+			x := from
+			if c > 0 {
+				x = from + sortSearch(ks[from:j], sep)
+			}
+			from = x
+			touched := x < j
+			if touched && c < cnt-1 {
+				touched = ks[x] < nd.keys[c]
+			}
+			if !touched {
+				merged = append(merged, entry{sep, child})
+				continue
+			}
+			if uint64(hb.s.path[depth+1][x]) != child {
+				return fmt.Errorf("%w: host batch: key %d of the run under node %d is not under its child %d", ErrCorrupt, x, id, child)
+			}
+			for p := 0; ; p++ {
+				if 2*x+p >= 2*hb.n {
+					return fmt.Errorf("%w: host batch: pieces of key %d overrun", ErrCorrupt, x)
+				}
+				pc := below[2*x+p]
+				if p == 0 {
+					pc.key = sep
+				}
+				merged = append(merged, entry{pc.key, pc.val &^ lastPiece})
+				if below[2*x+p].val&lastPiece != 0 {
+					break
+				}
+			}
+		}
+	}
+	hb.mergeBuf = merged
+	lv := hb.h - 1 - depth
+	cur := uint64(hb.s.offs[depth*hb.n+i])
+	var oldNext uint32
+	if leaf {
+		oldNext = nd.next
+	}
+	pieces, err := hb.writePieces(merged, leaf, lane, lv, &cur, oldNext)
+	if err != nil {
+		return err
+	}
+	// The piece records: 2*len(pieces) words from pieceAt(depth, 2*i).
+	rec := hb.pieces[depth][2*i : 2*i+len(pieces)]
+	words := make([]uint64, 0, 2*len(pieces))
+	for p, e := range pieces {
+		v := e.val
+		if p == len(pieces)-1 {
+			v |= lastPiece
+		}
+		rec[p] = entry{e.key, v}
+		words = append(words, e.key, v)
+	}
+	if err := hb.put(hb.k.pieceAt(depth, 2*i), words...); err != nil {
+		return err
+	}
+	if depth == 0 {
+		height := hb.h
+		for len(pieces) > 1 {
+			if pieces, err = hb.writePieces(pieces, false, lane, lv, &cur, 0); err != nil {
+				return err
+			}
+			height++
+		}
+		if err := hb.put(hb.k.base.Add(resultOff), hb.s.rec.seq, pieces[0].val, uint64(height)); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// sortSearch returns the first index of ks (ascending) whose key is >= key.
+func sortSearch(ks []uint64, key uint64) int {
+	i, _ := slices.BinarySearch(ks, key)
+	return i
+}
+
+// writePieces is kern.writePieces on the host: it splits es evenly into
+// nodes of at most Order entries at the lane's next free ids and writes
+// the words the kernel stores (header, next, the used keys and values; the
+// slots beyond the count keep what they held). A leaf's pieces are
+// chained, the last keeping oldNext.
+func (hb *hostBatch) writePieces(es []entry, leaf bool, lane, lv int, cur *uint64, oldNext uint32) ([]entry, error) {
+	order := hb.order
+	p := max(1, (len(es)+order-1)/order)
+	base := *cur
+	*cur += uint64(p)
+	if end := hb.s.starts[lane][lv+1]; base+uint64(p) > end {
+		return nil, fmt.Errorf("%w: host batch: lane %d of %d: %d nodes at cursor %d, lane ends at %d", ErrCorrupt, lane, len(hb.s.lanes), p, base, end)
+	}
+	out := make([]entry, p)
+	at := 0
+	for q := range p {
+		sz := len(es)/p + btoi(q < len(es)%p)
+		part := es[at : at+sz]
+		at += sz
+		id := hb.s.ids[base+uint64(q)]
+		out[q] = entry{part[0].key, uint64(id)}
+		next := uint32(0)
+		if leaf {
+			next = oldNext
+			if q < p-1 {
+				next = hb.s.ids[base+uint64(q)+1]
+			}
+		}
+		img := encodeNode(nodeOf(part, leaf, next), order, id)
+		nk := len(part) - btoi(!leaf)
+		at0 := hb.k.node(id)
+		if err := hb.t.write(at0, img[:16+8*nk]); err != nil {
+			return nil, err
+		}
+		vo := 16 + 8*order
+		if err := hb.t.write(at0.Add(uint64(vo)), img[vo:vo+8*len(part)]); err != nil {
+			return nil, err
+		}
+	}
+	return out, nil
+}
+
+// chain is kern.chain on the host: it links leaf owner i's last piece to
+// the next leaf (or that leaf's first piece), and points the untouched leaf
+// before owner i's old leaf, if any, at its first piece.
+func (hb *hostBatch) chain(i int) error {
+	leafDepth := hb.h - 1
+	path := hb.s.path
+	c := path[leafDepth][i]
+	j := hb.runEnd(leafDepth, i, hb.n)
+	ps := hb.pieces[leafDepth]
+	first := uint32(ps[2*i].val &^ lastPiece)
+	var last uint32
+	for p := 0; ; p++ {
+		if 2*i+p >= 2*hb.n {
+			return fmt.Errorf("%w: host batch: leaf pieces of key %d overrun", ErrCorrupt, i)
+		}
+		v := ps[2*i+p].val
+		last = uint32(v &^ lastPiece)
+		if v&lastPiece != 0 {
+			break
+		}
+	}
+	old, err := hb.node(c)
+	if err != nil {
+		return err
+	}
+	next := old.next
+	if j < hb.n && next != 0 && path[leafDepth][j] == next {
+		next = uint32(ps[2*j].val &^ lastPiece)
+	}
+	if last == 0 || first == 0 || uint64(last) >= hb.t.g.capacity || uint64(first) >= hb.t.g.capacity {
+		return fmt.Errorf("%w: host batch: leaf pieces %d..%d of key %d", ErrCorrupt, first, last, i)
+	}
+	if err := hb.put(hb.k.node(last).Add(8), nextWord(last, next)); err != nil {
+		return err
+	}
+	// The leaf before c in the old tree: up to the first ancestor where c's
+	// branch is not the leftmost, one child left, then rightmost down.
+	var pred uint32
+	for depth := leafDepth - 1; depth >= 0 && pred == 0; depth-- {
+		parent, child := path[depth][i], path[depth+1][i]
+		pn, err := hb.node(parent)
+		if err != nil {
+			return err
+		}
+		for x := 1; x < len(pn.vals); x++ {
+			if uint32(pn.vals[x]) != child {
+				continue
+			}
+			pred = uint32(pn.vals[x-1])
+			for range leafDepth - 1 - depth {
+				n, err := hb.node(pred)
+				if err != nil {
+					return err
+				}
+				if n.leaf {
+					return fmt.Errorf("%w: node %d: leaf above the leaf level", ErrCorrupt, pred)
+				}
+				pred = uint32(n.vals[len(n.vals)-1])
+			}
+			break
+		}
+	}
+	if pred != 0 && (i == 0 || path[leafDepth][i-1] != pred) {
+		return hb.put(hb.k.node(pred).Add(8), nextWord(pred, first))
+	}
+	return nil
+}
