@@ -98,18 +98,29 @@ type laneInfo struct{ ks, ke, as, ae uint64 }
 // sortBatch returns the keys sorted ascending with their values, the last
 // value of a repeated key winning.
 func sortBatch(keys, vals []uint64) ([]uint64, []uint64) {
-	idx := make([]int, len(keys))
-	for i := range idx {
-		idx[i] = i
+	// Sort (key, index) pairs: the index breaks ties, so the order is the
+	// stable one without a stable sort's extra passes.
+	type kv struct {
+		k uint64
+		i int
 	}
-	slices.SortStableFunc(idx, func(a, b int) int { return cmp.Compare(keys[a], keys[b]) })
-	var ks, vs []uint64
-	for _, i := range idx {
-		if len(ks) > 0 && ks[len(ks)-1] == keys[i] {
-			vs[len(vs)-1] = vals[i]
+	ps := make([]kv, len(keys))
+	for i, k := range keys {
+		ps[i] = kv{k, i}
+	}
+	slices.SortFunc(ps, func(a, b kv) int {
+		if c := cmp.Compare(a.k, b.k); c != 0 {
+			return c
+		}
+		return cmp.Compare(a.i, b.i)
+	})
+	ks, vs := make([]uint64, 0, len(keys)), make([]uint64, 0, len(keys))
+	for _, p := range ps {
+		if len(ks) > 0 && ks[len(ks)-1] == p.k {
+			vs[len(vs)-1] = vals[p.i]
 			continue
 		}
-		ks, vs = append(ks, keys[i]), append(vs, vals[i])
+		ks, vs = append(ks, p.k), append(vs, vals[p.i])
 	}
 	return ks, vs
 }
@@ -298,15 +309,17 @@ func (t *Tree) plan(ks []uint64, o BatchOptions) (record, []laneInfo, [][]uint64
 func (t *Tree) planPaths(ks []uint64, o BatchOptions) (record, []laneInfo, [][]uint64, []uint32, [][]uint32, map[uint32]*node, error) {
 	n, h, order := len(ks), int(t.cur.height), t.g.order
 	cache := map[uint32]*node{}
+	nb := make([]byte, t.g.nodeBytes)
 	get := func(id uint32) (*node, error) {
 		if nd, ok := cache[id]; ok {
 			return nd, nil
 		}
-		nd, err := t.readNode(id)
-		if err == nil {
-			cache[id] = nd
+		nd := &node{}
+		if err := t.readNodeInto(id, nb, nd); err != nil {
+			return nil, err
 		}
-		return nd, err
+		cache[id] = nd
+		return nd, nil
 	}
 	// path[depth][i]: the node at depth on key i's way down.
 	path := make([][]uint32, h)

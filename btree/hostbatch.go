@@ -48,7 +48,33 @@ type hostBatch struct {
 	order    int
 	pieces   [][]entry // pieces[depth][2*i+p]: owner i's pieces, the last flagged lastPiece
 	wb       []byte    // scratch for writes
+	nb       []byte    // scratch for a node's image (encode)
 	mergeBuf []entry
+}
+
+// encode is encodeNode(nodeOf(es, leaf, next), order, id) into hb's
+// scratch, without allocating: the header, next word and used keys and
+// values are encodeNode's, the slots beyond the count are stale (neither
+// written nor covered by nodeSum).
+func (hb *hostBatch) encode(es []entry, leaf bool, next, id uint32) []byte {
+	order := hb.order
+	if hb.nb == nil {
+		hb.nb = make([]byte, nodeBytesFor(order))
+	}
+	b := hb.nb
+	binary.LittleEndian.PutUint64(b, nodeHeader(leaf, len(es)))
+	binary.LittleEndian.PutUint64(b[8:], nextWord(id, next))
+	keys, vals := b[16:], b[16+8*order:]
+	for i, e := range es {
+		if leaf {
+			binary.LittleEndian.PutUint64(keys[8*i:], e.key)
+		} else if i > 0 {
+			binary.LittleEndian.PutUint64(keys[8*(i-1):], e.key)
+		}
+		binary.LittleEndian.PutUint64(vals[8*i:], e.val)
+	}
+	binary.LittleEndian.PutUint32(b[4:], nodeSum(id, b, order))
+	return b
 }
 
 // node returns committed node id, read (and checked) once.
@@ -279,7 +305,7 @@ func (hb *hostBatch) writePieces(es []entry, leaf bool, lane, lv int, cur *uint6
 				next = hb.s.ids[base+uint64(q)+1]
 			}
 		}
-		img := encodeNode(nodeOf(part, leaf, next), order, id)
+		img := hb.encode(part, leaf, next, id)
 		nk := len(part) - btoi(!leaf)
 		at0 := hb.k.node(id)
 		if err := hb.t.write(at0, img[:16+8*nk]); err != nil {
