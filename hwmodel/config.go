@@ -148,6 +148,13 @@ type MemSysConfig struct {
 	// device has written it. Under ADR the PM queue is the persistence
 	// point.
 	WriteQueueEntries int `json:"write_queue_entries"`
+	// ReadsQueue makes a read that misses in the L2 take an entry of its
+	// channel's queue (WriteQueueEntries, per device) from its arrival
+	// until its data has crossed the bus, beside the writes: one scheduler
+	// queue holds both, as GPGPU-Sim's FR-FCFS queue does without a
+	// separate write queue, so a read waits behind a queue full of writes.
+	// Off, reads hold no entry and only share the bus.
+	ReadsQueue bool `json:"reads_queue"`
 	// L2FlushAtEnd writes the L2's dirty volatile lines back to memory at
 	// the end of every kernel, and the kernel ends once the memory queues
 	// have taken them (GPGPU-Sim's -gpgpu_flush_l2_cache). Off, they stay
@@ -320,6 +327,9 @@ func sbrpMem() MemSysConfig {
 		// -gpgpu_frfcfs_dram_sched_queue_size 64 (and the partition's
 		// L2-to-memory queue, -gpgpu_dram_partition_queues 64:64:64:64)
 		WriteQueueEntries: 64,
+		// reads and writes in that one queue (-dram_seperate_write_queue_enable
+		// is commented out)
+		ReadsQueue: true,
 		// -gpgpu_flush_l2_cache 1
 		L2FlushAtEnd: true,
 	}
@@ -576,6 +586,7 @@ func PresetH100() Config {
 	// artifact's value too) and the channels: five HBM3 stacks of 16
 	// channels each (JEDEC HBM3).
 	c.Mem.Channels = 80
+	c.Mem.ReadsQueue = false // not measured: reads hold no entry
 	return c
 }
 

@@ -109,6 +109,7 @@ var keySources = map[string]string{
 	"mem.banks_per_channel":             "SBRP artifact and re-study (-gpgpu_n_sub_partition_per_mchannel 2); gope: not in Table 2, the SBRP artifact's",
 	"mem.l2_port_bytes_per_cycle":       "SBRP artifact's and the re-study's gpgpusim.config (-gpgpu_cache:dl2 ...,32)",
 	"mem.write_queue_entries":           "SBRP artifact's and the re-study's gpgpusim.config (-gpgpu_frfcfs_dram_sched_queue_size 64, -gpgpu_dram_partition_queues 64:64:64:64); gope: not in Table 2, the SBRP artifact's",
+	"mem.reads_queue":                   "on: SBRP artifact's and the re-study's gpgpusim.config (one -gpgpu_frfcfs_dram_sched_queue_size 64 queue per channel for reads and writes: -dram_seperate_write_queue_enable is commented out; the artifact's PM channels are dram_t instances with their own such queue); gope: the SBRP artifact's; h100: off, not measured",
 	"mem.sfifo_l1":                      "gope: the scoped persist barrier paper's Table 2 (L1 S-FIFO 16) and §3 (write-combining L1); 0 elsewhere (GPGPU-Sim's L1 writes global stores through)",
 	"mem.l2_flush_at_end":               "on: SBRP artifact (-gpgpu_flush_l2_cache 1); off on volta (the re-study's gpgpusim.config leaves it off) and gope (gem5 does not flush)",
 	"persist.none":                      "off; on in the dram preset",

@@ -31,10 +31,11 @@ package hwmodel
 //     through the queues).
 //
 // Reads that miss in the L2 take the L2 bank's port, the channel's read
-// bandwidth and latency, and PCIe when PM is far; a warp's own loads are
-// bounded by the warp waiting for them, so reads hold no queue entry. A
-// model's own limits (SBRP's flush window, its persist buffer, the
-// NVW-FIFOs) are its policy's.
+// bandwidth and latency, and PCIe when PM is far; with mem.reads_queue
+// (GPGPU-Sim's one scheduler queue for both) they also take an entry of
+// the channel's queue beside the writes, so a full queue of writes holds
+// them back. A model's own limits (SBRP's flush window, its persist
+// buffer, the NVW-FIFOs) are its policy's.
 type memSystem struct {
 	lineShift  uint
 	l2Lat      uint64
@@ -43,6 +44,7 @@ type memSystem struct {
 	eadrLat    uint64
 	far, eadr  bool
 	ackAtQueue bool
+	readsQueue bool // mem.reads_queue
 	writesMax  int // mem.sm_writes
 	queueMax   int // mem.write_queue_entries
 	banks      uint64
@@ -116,7 +118,7 @@ func newMemSystem(cfg Config, lineShift uint) *memSystem {
 		l2Lat:     uint64(cfg.L2.LatencyCycles), pcieLat: uint64(cfg.PCIe.LatencyCycles), tlp: uint64(cfg.PCIe.TLPBytes),
 		eadrLat: uint64(cfg.Persist.EADRLatencyCycles),
 		far:     cfg.PCIe.PMFar, eadr: cfg.Persist.Point == pointEADR, ackAtQueue: cfg.Persist.AckAtQueue,
-		writesMax: cfg.Mem.SMWrites, queueMax: cfg.Mem.WriteQueueEntries,
+		writesMax: cfg.Mem.SMWrites, queueMax: cfg.Mem.WriteQueueEntries, readsQueue: cfg.Mem.ReadsQueue,
 		perChannel: uint64(cfg.Mem.BanksPerChannel),
 		half:       !cfg.PCIe.FullDuplex,
 	}
@@ -283,6 +285,20 @@ func (c *channel) read(x, n uint64) uint64 {
 	return c.rd.transfer(x, n) + c.rdLat
 }
 
+// readFrom reads n bytes from channel c from cycle x and returns when they
+// are back at the partition. With mem.reads_queue the read first takes an
+// entry of the channel's queue, free for as long as it holds it (until
+// its bytes have crossed the bus), and so waits behind a full queue.
+func (m *memSystem) readFrom(c *channel, x, n uint64) uint64 {
+	if !m.readsQueue {
+		return c.read(x, n)
+	}
+	in := c.queue.fit(x, m.queueMax, func(s uint64) uint64 { return c.rd.endAs(s, n, c.rd.perByte) })
+	end := c.rd.transfer(in, n)
+	m.hold(&c.queue, in, end, m.queueMax)
+	return end + c.rdLat
+}
+
 // pmWrite is one line write towards the persistence point, as timed.
 type pmWrite struct {
 	start  uint64 // its outstanding-write slot was taken
@@ -433,13 +449,13 @@ func (m *memSystem) readLine(line, n, x uint64, isPM bool, st *Stats) uint64 {
 	x = m.ports[bank].transfer(x, n)
 	if !isPM {
 		st.DRAMReadBytes += n
-		return m.dram[ch].read(x, n)
+		return m.readFrom(&m.dram[ch], x, n)
 	}
 	if m.far {
 		x += m.pcieLat // pcie.latency_cycles is the artifact's whole far round trip over device memory
 	}
 	st.NVMReadBytes += n
-	x = m.nvm[ch].read(x, n)
+	x = m.readFrom(&m.nvm[ch], x, n)
 	if m.far {
 		st.PCIeBytes += n
 		x = m.link(false).transfer(x, n+m.tlp)
