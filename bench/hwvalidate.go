@@ -115,18 +115,7 @@ func (r h100Result) clock() uint64 { return r.st.Retired - r.launch }
 // h100Launch launches the kernel mk builds on a fresh h100 machine under
 // GPM (with the run's overrides) and returns the result.
 func h100Launch(o Options, g scope.Grid, mk func(m *pm.Machine) (scope.Kernel, error)) (h100Result, error) {
-	m, be, err := o.machine("h100", hwmodel.GPM, nil)
-	if err != nil {
-		return h100Result{}, err
-	}
-	k, err := mk(m)
-	if err != nil {
-		return h100Result{}, err
-	}
-	if _, err := scope.Launch(m, g, k); err != nil {
-		return h100Result{}, err
-	}
-	return h100Result{be.LastLaunch(), launchLatency(be)}, nil
+	return h100Traced(o, g, mk, nil)
 }
 
 // hv is one hw-validate run: its options, the measurements, the

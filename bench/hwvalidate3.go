@@ -14,8 +14,8 @@ import (
 // latencies by level, L2 atomics, a fence against other SMs' streaming
 // writes, and conventional logging taken apart.
 
-// h100Traced is h100Launch with fn called for every instruction the
-// backend times (hwmodel.Backend.SetTrace).
+// h100Traced is h100Launch with fn, unless nil, called for every
+// instruction the backend times (hwmodel.Backend.SetTrace).
 func h100Traced(o Options, g scope.Grid, mk func(m *pm.Machine) (scope.Kernel, error), fn func(hwmodel.Event)) (h100Result, error) {
 	m, be, err := o.machine("h100", hwmodel.GPM, nil)
 	if err != nil {
@@ -25,7 +25,9 @@ func h100Traced(o Options, g scope.Grid, mk func(m *pm.Machine) (scope.Kernel, e
 	if err != nil {
 		return h100Result{}, err
 	}
-	be.SetTrace(fn)
+	if fn != nil {
+		be.SetTrace(fn)
+	}
 	if _, err := scope.Launch(m, g, k); err != nil {
 		return h100Result{}, err
 	}
