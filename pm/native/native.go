@@ -1143,7 +1143,7 @@ func writeFromLog(fs FS, dir, path string, regs map[uint64]ckptRegion) error {
 		if len(e.data) > 0 {
 			ws, ok := writes[i]
 			if !ok {
-				ws = make([]logWrite, 0, len(raw)/512)
+				ws = make([]logWrite, 0, len(raw)/96) // entries of node writes: ~100 bytes each
 			}
 			writes[i] = append(ws, logWrite{off: uint64(e.addr - r.base), pos: uint64(e.pos), n: uint64(len(e.data))})
 		}
