@@ -98,6 +98,30 @@ type laneInfo struct{ ks, ke, as, ae uint64 }
 // sortBatch returns the keys sorted ascending with their values, the last
 // value of a repeated key winning.
 func sortBatch(keys, vals []uint64) ([]uint64, []uint64) {
+	// Where every key and index fit one word together, sort the packed
+	// words (key above index): several times faster than sorting pairs.
+	shift := uint(bits.Len(uint(len(keys))))
+	var most uint64
+	for _, k := range keys {
+		most |= k
+	}
+	if bits.Len64(most)+int(shift) <= 64 {
+		ps := make([]uint64, len(keys))
+		for i, k := range keys {
+			ps[i] = k<<shift | uint64(i)
+		}
+		slices.Sort(ps)
+		ks, vs := make([]uint64, 0, len(keys)), make([]uint64, 0, len(keys))
+		for _, p := range ps {
+			k, i := p>>shift, p&(1<<shift-1)
+			if len(ks) > 0 && ks[len(ks)-1] == k {
+				vs[len(vs)-1] = vals[i]
+				continue
+			}
+			ks, vs = append(ks, k), append(vs, vals[i])
+		}
+		return ks, vs
+	}
 	// Sort (key, index) pairs: the index breaks ties, so the order is the
 	// stable one without a stable sort's extra passes.
 	type kv struct {
