@@ -98,6 +98,30 @@ type laneInfo struct{ ks, ke, as, ae uint64 }
 // sortBatch returns the keys sorted ascending with their values, the last
 // value of a repeated key winning.
 func sortBatch(keys, vals []uint64) ([]uint64, []uint64) {
+	// Where every key and index fit one word together, sort the packed
+	// words (key above index): several times faster than sorting pairs.
+	shift := uint(bits.Len(uint(len(keys))))
+	var most uint64
+	for _, k := range keys {
+		most |= k
+	}
+	if bits.Len64(most)+int(shift) <= 64 {
+		ps := make([]uint64, len(keys))
+		for i, k := range keys {
+			ps[i] = k<<shift | uint64(i)
+		}
+		slices.Sort(ps)
+		ks, vs := make([]uint64, 0, len(keys)), make([]uint64, 0, len(keys))
+		for _, p := range ps {
+			k, i := p>>shift, p&(1<<shift-1)
+			if len(ks) > 0 && ks[len(ks)-1] == k {
+				vs[len(vs)-1] = vals[i]
+				continue
+			}
+			ks, vs = append(ks, k), append(vs, vals[i])
+		}
+		return ks, vs
+	}
 	// Sort (key, index) pairs: the index breaks ties, so the order is the
 	// stable one without a stable sort's extra passes.
 	type kv struct {
@@ -308,13 +332,23 @@ func (t *Tree) plan(ks []uint64, o BatchOptions) (record, []laneInfo, [][]uint64
 // by id (every node on the paths).
 func (t *Tree) planPaths(ks []uint64, o BatchOptions) (record, []laneInfo, [][]uint64, []uint32, [][]uint32, map[uint32]*node, error) {
 	n, h, order := len(ks), int(t.cur.height), t.g.order
-	cache := map[uint32]*node{}
+	cache := make(map[uint32]*node, min(h*n, 1<<16))
 	nb := make([]byte, t.g.nodeBytes)
+	// Nodes and their keys and values come from slabs: three allocations
+	// a chunk of nodes instead of three a node.
+	chunk := min(128, max(8, h*n))
+	var slab []node
+	var arena []uint64
 	get := func(id uint32) (*node, error) {
 		if nd, ok := cache[id]; ok {
 			return nd, nil
 		}
-		nd := &node{}
+		if len(slab) == 0 {
+			slab, arena = make([]node, chunk), make([]uint64, 2*order*chunk)
+		}
+		nd := &slab[0]
+		nd.keys, nd.vals = arena[:0:order], arena[order:order:2*order]
+		slab, arena = slab[1:], arena[2*order:]
 		if err := t.readNodeInto(id, nb, nd); err != nil {
 			return nil, err
 		}

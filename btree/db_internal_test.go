@@ -5,6 +5,7 @@ package btree
 import (
 	"maps"
 	"math/rand/v2"
+	"slices"
 	"testing"
 
 	"github.com/stretchr/testify/require"
@@ -184,4 +185,26 @@ func TestDBPowerCutHostInsert(t *testing.T) {
 	require.Equal(t, ops, last)
 	require.Positive(t, resumed)
 	t.Logf("%d writes, %d syncs (one per host write), %d cuts inside a batch or delete, every cut recovered a prefix", ops, n, resumed)
+}
+
+// sortBatch sorts the keys and keeps the last value of a repeated key, on
+// the packed path (small keys) and the pairs path (keys from 1<<60 on).
+func TestSortBatch(t *testing.T) {
+	rng := rand.New(rand.NewPCG(3, 4))
+	for x := range 200 {
+		base := uint64(x%2) << 60
+		n := 1 + rng.IntN(300)
+		keys, vals := make([]uint64, n), make([]uint64, n)
+		want := map[uint64]uint64{}
+		for i := range keys {
+			keys[i], vals[i] = base+rng.Uint64N(uint64(n)), rng.Uint64()
+			want[keys[i]] = vals[i]
+		}
+		ks, vs := sortBatch(keys, vals)
+		require.True(t, slices.IsSorted(ks))
+		require.Len(t, ks, len(want))
+		for i, k := range ks {
+			require.Equal(t, want[k], vs[i], "key %d", k)
+		}
+	}
 }

@@ -1122,17 +1122,18 @@ func (b *Backend) startCheckpoint() error {
 
 // writeFromLog writes the entries of the log at path to the region files
 // (what they leave in log order, each byte written once: overlapping and
-// adjacent entries merged into one write), syncs the files it wrote, then removes the log and
-// syncs the directory. It runs without the backend: regs are the regions
-// the log's entries may touch.
+// adjacent entries merged into one write), syncs the files it wrote, then
+// removes the log and syncs the directory. It runs without the backend:
+// regs are the regions the log's entries may touch.
 func writeFromLog(fs FS, dir, path string, regs map[uint64]ckptRegion) error {
 	raw, err := readAll(fs, path)
 	if err != nil {
 		return fmt.Errorf("%w: checkpoint: read %s: %w", ErrIO, path, err)
 	}
-	// The entries, in log order, per region: merged into extents below so
+	// The entries, in log order, per region, as places in raw (no
+	// pointers for the collector to scan): merged into extents below so
 	// that a byte written many times is written to its file once.
-	writes := map[uint64][]ckptWrite{}
+	writes := map[uint64][]logWrite{}
 	_, _, _, err = scanLog(raw, func(e logEntry) error {
 		i := uint64(e.addr) >> pm.OffsetBits
 		r, ok := regs[i]
@@ -1140,7 +1141,11 @@ func writeFromLog(fs FS, dir, path string, regs map[uint64]ckptRegion) error {
 			return fmt.Errorf("%w: checkpoint: log entry of %d bytes at %v outside every region", pm.ErrCorrupt, len(e.data), e.addr)
 		}
 		if len(e.data) > 0 {
-			writes[i] = append(writes[i], ckptWrite{off: uint64(e.addr - r.base), data: e.data})
+			ws, ok := writes[i]
+			if !ok {
+				ws = make([]logWrite, 0, len(raw)/96) // entries of node writes: ~100 bytes each
+			}
+			writes[i] = append(ws, logWrite{off: uint64(e.addr - r.base), pos: uint64(e.pos), n: uint64(len(e.data))})
 		}
 		return nil
 	})
@@ -1149,7 +1154,7 @@ func writeFromLog(fs FS, dir, path string, regs map[uint64]ckptRegion) error {
 	}
 	for _, i := range slices.Sorted(maps.Keys(writes)) {
 		r := regs[i]
-		for _, x := range mergeWrites(writes[i]) {
+		for _, x := range mergeLogWrites(raw, writes[i]) {
 			if _, err := r.f.WriteAt(x.data, int64(HeaderSize+x.off)); err != nil {
 				return fmt.Errorf("%w: checkpoint: write region %s: %w", ErrIO, r.name, err)
 			}
@@ -1175,40 +1180,70 @@ type ckptWrite struct {
 	data []byte
 }
 
-// mergeWrites returns the bytes that the writes ws, applied in order,
-// leave, as extents in ascending order: the writes that overlap or touch
-// are merged into one, later bytes over earlier ones. The extents hold no
-// byte that no write wrote, so writing them (in any order) writes what
-// writing ws in order would.
-func mergeWrites(ws []ckptWrite) []ckptWrite {
-	ivs := make([]ckptWrite, len(ws))
-	copy(ivs, ws)
-	slices.SortFunc(ivs, func(a, b ckptWrite) int { return cmp.Compare(a.off, b.off) })
+// logWrite is a log entry's n bytes at pos in the log, for offset off of
+// its region.
+type logWrite struct {
+	off, pos, n uint64
+}
+
+// mergeLogWrites returns the bytes that the writes ws (of raw's bytes),
+// applied in order, leave, as extents in ascending order: the writes that
+// overlap or touch are merged into one, later bytes over earlier ones. The
+// extents hold no byte that no write wrote, so writing them (in any order)
+// writes what writing ws in order would. Their bytes share one buffer.
+func mergeLogWrites(raw []byte, ws []logWrite) []ckptWrite {
+	// The writes by offset (then log order): offset and index packed in
+	// one word where they fit, which sorts several times faster.
+	order := make([]uint32, len(ws))
+	shift := uint(bits.Len(uint(len(ws))))
+	var maxOff uint64
+	for _, w := range ws {
+		maxOff = max(maxOff, w.off)
+	}
+	if shift < 64 && bits.Len64(maxOff)+int(shift) <= 64 {
+		keys := make([]uint64, len(ws))
+		for i, w := range ws {
+			keys[i] = w.off<<shift | uint64(i)
+		}
+		slices.Sort(keys)
+		for j, k := range keys {
+			order[j] = uint32(k & (1<<shift - 1))
+		}
+	} else {
+		for i := range order {
+			order[i] = uint32(i)
+		}
+		slices.SortFunc(order, func(a, b uint32) int {
+			return cmp.Or(cmp.Compare(ws[a].off, ws[b].off), cmp.Compare(a, b))
+		})
+	}
 	type extent struct{ lo, hi uint64 }
 	var ext []extent
-	for _, w := range ivs {
-		end := w.off + uint64(len(w.data))
+	extOf := make([]uint32, len(ws)) // the extent of each write
+	var total uint64
+	for _, i := range order {
+		w := ws[i]
+		end := w.off + w.n
 		if n := len(ext); n > 0 && w.off <= ext[n-1].hi {
-			ext[n-1].hi = max(ext[n-1].hi, end)
-			continue
+			if end > ext[n-1].hi {
+				total += end - ext[n-1].hi
+				ext[n-1].hi = end
+			}
+		} else {
+			ext = append(ext, extent{w.off, end})
+			total += w.n
 		}
-		ext = append(ext, extent{w.off, end})
+		extOf[i] = uint32(len(ext) - 1)
 	}
+	buf := make([]byte, total)
 	out := make([]ckptWrite, len(ext))
 	for j, e := range ext {
-		out[j] = ckptWrite{off: e.lo, data: make([]byte, e.hi-e.lo)}
+		out[j] = ckptWrite{off: e.lo, data: buf[: e.hi-e.lo : e.hi-e.lo]}
+		buf = buf[e.hi-e.lo:]
 	}
-	for _, w := range ws {
-		j, _ := slices.BinarySearchFunc(ext, w.off, func(e extent, off uint64) int {
-			if e.hi <= off {
-				return -1
-			}
-			if e.lo > off {
-				return 1
-			}
-			return 0
-		})
-		copy(out[j].data[w.off-ext[j].lo:], w.data)
+	for i, w := range ws {
+		x := out[extOf[i]]
+		copy(x.data[w.off-x.off:], raw[w.pos:w.pos+w.n])
 	}
 	return out
 }

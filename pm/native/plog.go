@@ -87,6 +87,7 @@ func decodeLogHeader(b []byte) (uint64, error) {
 type logEntry struct {
 	addr pm.Addr
 	data []byte // aliases the record
+	pos  int    // where data starts in the bytes decoded (scanLog: the log's)
 }
 
 // appendEntry appends an entry of data at a to a record payload. When
@@ -141,6 +142,12 @@ func encodeRecord(dst []byte, gen, seq uint64, payload []byte) []byte {
 // parse is corrupt (pm.ErrCorrupt). It never panics and never returns an
 // entry outside b.
 func decodeRecord(b []byte, gen uint64) (n int, seq uint64, ents []logEntry, err error) {
+	return decodeRecordInto(b, gen, nil)
+}
+
+// decodeRecordInto is decodeRecord appending the entries to ents[:0].
+func decodeRecordInto(b []byte, gen uint64, ents []logEntry) (n int, seq uint64, _ []logEntry, err error) {
+	ents = ents[:0]
 	if len(b) < recHeaderSize {
 		return 0, 0, nil, errBadRecord
 	}
@@ -159,6 +166,7 @@ func decodeRecord(b []byte, gen uint64) (n int, seq uint64, ents []logEntry, err
 	}
 	seq = binary.LittleEndian.Uint64(b[16:])
 	p := b[recHeaderSize:n]
+	pos := recHeaderSize
 	for len(p) > 0 {
 		if len(p) < entHeaderSize {
 			return 0, 0, nil, fmt.Errorf("%w: log record %d: truncated entry", pm.ErrCorrupt, seq)
@@ -172,8 +180,9 @@ func decodeRecord(b []byte, gen uint64) (n int, seq uint64, ents []logEntry, err
 		if padded > uint64(len(p)-entHeaderSize) {
 			return 0, 0, nil, fmt.Errorf("%w: log record %d: entry of %d bytes overruns the record", pm.ErrCorrupt, seq, m)
 		}
-		ents = append(ents, logEntry{addr: a, data: p[entHeaderSize : entHeaderSize+m]})
+		ents = append(ents, logEntry{addr: a, data: p[entHeaderSize : entHeaderSize+m], pos: pos + entHeaderSize})
 		p = p[entHeaderSize+padded:]
+		pos += entHeaderSize + int(padded)
 	}
 	return n, seq, ents, nil
 }
@@ -191,8 +200,11 @@ func scanLog(b []byte, apply func(e logEntry) error) (gen uint64, end int, recor
 	}
 	off := logHeaderSize
 	want := uint64(1)
+	var ents []logEntry
 	for off < len(b) {
-		n, seq, ents, err := decodeRecord(b[off:], gen)
+		var n int
+		var seq uint64
+		n, seq, ents, err = decodeRecordInto(b[off:], gen, ents)
 		if errors.Is(err, errBadRecord) {
 			for o := off + 8; o+recHeaderSize <= len(b); o += 8 {
 				if _, _, _, err := decodeRecord(b[o:], gen); err == nil {
@@ -208,6 +220,7 @@ func scanLog(b []byte, apply func(e logEntry) error) (gen uint64, end int, recor
 			return 0, 0, 0, fmt.Errorf("%w: log record at offset %d has sequence number %d, want %d", pm.ErrCorrupt, off, seq, want)
 		}
 		for _, e := range ents {
+			e.pos += off
 			if err := apply(e); err != nil {
 				return 0, 0, 0, err
 			}
