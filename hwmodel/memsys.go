@@ -45,8 +45,8 @@ type memSystem struct {
 	far, eadr  bool
 	ackAtQueue bool
 	readsQueue bool // mem.reads_queue
-	writesMax  int // mem.sm_writes
-	queueMax   int // mem.write_queue_entries
+	writesMax  int  // mem.sm_writes
+	queueMax   int  // mem.write_queue_entries
 	banks      uint64
 	perChannel uint64
 
