@@ -14,9 +14,11 @@ import (
 )
 
 // The H100 measurements (bench/h100/README.md: what each column means,
-// the machine, the date, the CUDA programs that took them). They are facts
-// the model is checked against, never inputs to it, except the three fence
-// costs the h100 preset takes as parameters.
+// the machines, the dates, the CUDA programs that took them). They are
+// facts the model is checked against, never inputs to it, except what the
+// h100 preset takes as parameters (three fence costs, the load latencies,
+// that host memory is not cached, that a fence waits for every earlier
+// write) and the conc kernel's loop, which its model kernel charges as Work.
 var (
 	//go:embed h100/measured.csv
 	h100Measured []byte
@@ -30,7 +32,7 @@ func init() {
 	Register(Experiment{
 		Name: "hw-validate",
 		Description: "hwmodel's h100 preset under GPM against measurements of an NVIDIA H100 with pinned host memory over PCIe Gen5 (GPM-eADR): " +
-			"fence costs by scope, a system fence after pending lines, zero-copy write bandwidth, per-SM write parallelism, warps storing and fencing at once, GPM Fig. 11(b)'s logging (HCL, conventional) against threads; measured, modelled and model/measured",
+			"fence costs by scope, a system fence after pending lines, zero-copy write bandwidth, per-SM write parallelism, warps storing and fencing at once, GPM Fig. 11(b)'s logging (HCL, conventional) against threads and the conventional log taken apart, load latencies by level, L2 atomics, a fence beside other SMs' streams; measured, modelled and model/measured",
 		Paper:   "GPM",
 		Presets: []string{"h100"},
 		Figure:  "real silicon (bench/h100)",
