@@ -33,7 +33,14 @@ func (t *Tree) insertHost(keys, vals []uint64) error {
 	}
 	hb := &hostBatch{t: t, s: s, n: len(s.ks), h: int(s.rec.oldHeight), d: int(s.rec.d), order: t.g.order}
 	hb.k = (&kern{g: t.g, base: t.r.Base, n: hb.n, h: hb.h, d: hb.d}).areas()
-	if err := hb.run(); err != nil {
+	hb.held, hb.wb = t.held[:0], t.wb[:0]
+	defer func() { t.held, t.wb = hb.held[:0], hb.wb[:0] }()
+	err = hb.run()
+	// The writes held before an error were issued before it: issue them.
+	if ferr := hb.flush(); ferr != nil {
+		return ferr
+	}
+	if err != nil {
 		return err
 	}
 	return t.commit(s.rec)
@@ -46,9 +53,10 @@ type hostBatch struct {
 	k        *kern // the region's addresses
 	n, h, d  int
 	order    int
-	pieces   [][]entry // pieces[depth][2*i+p]: owner i's pieces, the last flagged lastPiece
-	wb       []byte    // scratch for writes
-	nb       []byte    // scratch for a node's image (encode)
+	pieces   [][]entry  // pieces[depth][2*i+p]: owner i's pieces, the last flagged lastPiece
+	held     []pm.Write // writes not yet issued; their bytes lie in wb, in order (flush)
+	wb       []byte     // the held writes' bytes
+	nb       []byte     // scratch for a node's image (encode)
 	mergeBuf []entry
 }
 
@@ -77,10 +85,14 @@ func (hb *hostBatch) encode(es []entry, leaf bool, next, id uint32) []byte {
 	return b
 }
 
-// node returns committed node id, read (and checked) once.
+// node returns committed node id, read (and checked) once. It issues the
+// held writes first, so the read sees the image it would have.
 func (hb *hostBatch) node(id uint32) (*node, error) {
 	if nd, ok := hb.s.nodes[id]; ok {
 		return nd, nil
+	}
+	if err := hb.flush(); err != nil {
+		return nil, err
 	}
 	nd, err := hb.t.readNode(id)
 	if err != nil {
@@ -90,14 +102,49 @@ func (hb *hostBatch) node(id uint32) (*node, error) {
 	return nd, nil
 }
 
-// put writes words at a as little-endian 8-byte words, one host write.
+// put writes words at a as little-endian 8-byte words, one host write
+// (held: see write).
 func (hb *hostBatch) put(a pm.Addr, words ...uint64) error {
-	b := hb.wb[:0]
+	lo := len(hb.wb)
 	for _, w := range words {
-		b = binary.LittleEndian.AppendUint64(b, w)
+		hb.wb = binary.LittleEndian.AppendUint64(hb.wb, w)
 	}
-	hb.wb = b
-	return hb.t.write(a, b)
+	hb.hold(a, lo)
+	return nil
+}
+
+// write is one host write of b at a, held until flush: the batch's writes
+// go out in issue order in few vectored calls (pm.Machine.CopyInMany).
+func (hb *hostBatch) write(a pm.Addr, b []byte) {
+	lo := len(hb.wb)
+	hb.wb = append(hb.wb, b...)
+	hb.hold(a, lo)
+}
+
+// hold records the bytes of wb from lo as a held write at a; flush
+// re-slices Data into wb's final array (wb may move as it grows).
+func (hb *hostBatch) hold(a pm.Addr, lo int) {
+	hb.held = append(hb.held, pm.Write{Addr: a, Data: hb.wb[lo:len(hb.wb):len(hb.wb)]})
+}
+
+// flush issues the held writes, in order, in one host call.
+func (hb *hostBatch) flush() error {
+	if len(hb.held) == 0 {
+		return nil
+	}
+	// Re-slice every write into wb's final array.
+	at := 0
+	for i := range hb.held {
+		n := len(hb.held[i].Data)
+		hb.held[i].Data = hb.wb[at : at+n : at+n]
+		at += n
+	}
+	err := hb.t.m.CopyInMany(hb.held)
+	hb.held, hb.wb = hb.held[:0], hb.wb[:0]
+	if err != nil {
+		return fmt.Errorf("btree: write: %w", err)
+	}
+	return nil
 }
 
 // run issues the batch's writes: the kernel's phases B and C in one order
@@ -308,13 +355,9 @@ func (hb *hostBatch) writePieces(es []entry, leaf bool, lane, lv int, cur *uint6
 		img := hb.encode(part, leaf, next, id)
 		nk := len(part) - btoi(!leaf)
 		at0 := hb.k.node(id)
-		if err := hb.t.write(at0, img[:16+8*nk]); err != nil {
-			return nil, err
-		}
+		hb.write(at0, img[:16+8*nk])
 		vo := 16 + 8*order
-		if err := hb.t.write(at0.Add(uint64(vo)), img[vo:vo+8*len(part)]); err != nil {
-			return nil, err
-		}
+		hb.write(at0.Add(uint64(vo)), img[vo:vo+8*len(part)])
 	}
 	return out, nil
 }

@@ -109,6 +109,10 @@ type Tree struct {
 	// reach is changes' scratch bitmap of the nodes its walk of a new tree
 	// reached, all clear between commits.
 	reach []uint64
+	// held and wb are insertHost's buffers of held writes, kept between
+	// batches.
+	held []pm.Write
+	wb   []byte
 
 	knobs testingKnobs // set by tests (export_test.go)
 }

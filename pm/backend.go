@@ -181,6 +181,23 @@ type HostErrer interface {
 	HostErr() error
 }
 
+// HostWriter is implemented by backends that take a run of host writes in
+// one call, such as the native backend, which then checks its health once
+// instead of once per write. Machine.CopyInMany uses it when the machine's
+// own backend implements it (a wrapper that watches Host must implement it
+// too, or its writes go through Host one by one).
+type HostWriter interface {
+	// HostWrites reports ws, in order, after the machine copied them all
+	// into the visible image: each must have the effect of a Host call
+	// for a HostWrite of w.Data at w.Addr (volatile ones included, which
+	// a backend may ignore), taking the bytes from w.Data, since a later
+	// write may overlap an earlier one. It returns the number of writes
+	// that are durable and, when that is less than len(ws), the error of
+	// the next one (what HostErr would have returned for it); it reports
+	// none after that one.
+	HostWrites(ws []Write) (int, error)
+}
+
 // Storage is implemented by backends that keep the PM namespace and region
 // bytes themselves, such as the native backend, whose regions are
 // memory-mapped files. For such a backend the machine's PM regions are the

@@ -265,6 +265,52 @@ func (m *Machine) CopyIn(a Addr, data []byte) error {
 	return nil
 }
 
+// Write is one host write of Machine.CopyInMany: Data copied in at Addr.
+type Write struct {
+	Addr Addr
+	Data []byte
+}
+
+// CopyInMany is CopyIn of each write of ws in order, in one call: the same
+// bytes, durable in the same order and under the same promise. It first
+// checks every write's address (each in one range); if one is bad it
+// returns that error, naming the write, and writes nothing. A backend
+// that implements HostWriter hears of the writes in one HostWrites call,
+// otherwise each is reported as CopyIn reports it. If the backend fails
+// write i, CopyInMany returns its error (wrapping ErrBackend and naming
+// the write): writes before i are durable, and write i and the writes
+// after it are in the visible image with their durability unknown, as
+// for a CopyIn that fails.
+func (m *Machine) CopyInMany(ws []Write) error {
+	if m.crashed {
+		return ErrCrashed
+	}
+	for i, w := range ws {
+		if _, _, err := m.mem.locate(w.Addr, uint64(len(w.Data)), 1); err != nil {
+			return fmt.Errorf("copy in write %d of %d: %w", i, len(ws), err)
+		}
+	}
+	hw, ok := m.be.(HostWriter)
+	if !ok {
+		for i, w := range ws {
+			if err := m.CopyIn(w.Addr, w.Data); err != nil {
+				return fmt.Errorf("copy in write %d of %d: %w", i, len(ws), err)
+			}
+		}
+		return nil
+	}
+	for _, w := range ws {
+		s, off, _ := m.mem.locate(w.Addr, uint64(len(w.Data)), 1)
+		copy(s.data[off:], w.Data)
+	}
+	n, err := hw.HostWrites(ws)
+	if err != nil {
+		w := ws[min(n, len(ws)-1)]
+		return fmt.Errorf("%w: %s: copy in write %d of %d (%d bytes at %v): %w", ErrBackend, m.be.Name(), n, len(ws), len(w.Data), w.Addr, err)
+	}
+	return nil
+}
+
 // hostErr returns the backend's error for the last host change, if it can
 // fail one (HostErrer).
 func (m *Machine) hostErr() error {

@@ -719,22 +719,57 @@ func (b *Backend) Host(ev pm.HostEvent) {
 		return
 	}
 	off := uint64(ev.Addr - r.base)
+	b.hostErr = b.hostWrite(r, ev.Addr, r.shadow[off:off+ev.Size])
+}
+
+// hostWrite makes the host write of data at a, in r, durable (log mode:
+// logs it and, outside Defer, syncs).
+func (b *Backend) hostWrite(r *region, a pm.Addr, data []byte) error {
+	off, n := uint64(a-r.base), uint64(len(data))
 	switch b.mode {
 	case ModeUnsafeNoSync:
-		r.markDirty(off, ev.Size)
+		r.markDirty(off, n)
 	case ModeLog:
-		b.logBytes(r, ev.Addr, r.shadow[off:off+ev.Size])
+		b.logBytes(r, a, data)
 		if b.defers == 0 || b.npend >= b.opts.MaxPending {
 			// Inside Defer, MaxPending bounds the host writes held too:
 			// a sync mid-Defer keeps a prefix of them, as a crash may.
-			b.hostErr = b.commit()
+			return b.commit()
 		}
 	case ModeDAX:
 		b.flush()
-		copy(r.data[off:off+ev.Size], r.shadow[off:off+ev.Size])
-		b.daxDirty(r, off, off+ev.Size)
+		copy(r.data[off:off+n], data)
+		b.daxDirty(r, off, off+n)
 		b.syncGroup()
 	}
+	return nil
+}
+
+// HostWrites implements pm.HostWriter (pm.Machine.CopyInMany): Host for
+// each write in order, with one full health check (the background
+// checkpoint's, the log's) for the lot; a sticky I/O error that a write
+// leaves fails the writes after it, as their own Host calls would.
+func (b *Backend) HostWrites(ws []pm.Write) (int, error) {
+	b.hostErr = nil
+	if b.closed {
+		return 0, ErrClosed
+	}
+	if err := b.usable(); err != nil {
+		return 0, err
+	}
+	for i, w := range ws {
+		if i > 0 && b.err != nil && errors.Is(b.err, ErrIO) {
+			return i, b.err
+		}
+		r := b.regionAt(w.Addr)
+		if r == nil || len(w.Data) == 0 || w.Addr < r.base || uint64(w.Addr-r.base)+uint64(len(w.Data)) > r.size {
+			continue
+		}
+		if err := b.hostWrite(r, w.Addr, w.Data); err != nil {
+			return i, err
+		}
+	}
+	return len(ws), nil
 }
 
 // HostErr returns the error of the last Host call (nil when it is durable)
