@@ -3,6 +3,7 @@
 package btree
 
 import (
+	"fmt"
 	"maps"
 	"math/rand/v2"
 	"slices"
@@ -75,24 +76,7 @@ func TestDBPowerCut(t *testing.T) {
 		cs := rng.Uint64()
 		img, err := be.PowerCut(s, cs)
 		require.NoError(t, err)
-		m2, err := pm.Reopen(img, functional.New(pm.GPULimits{}))
-		require.NoError(t, err)
-		tr2, err := Open(m2, dbRegion)
-		require.NoError(t, err, "cut at sync %d of %d, cut seed %d", s, n, cs)
-		require.NoError(t, tr2.Check(), "cut at sync %d of %d, cut seed %d", s, n, cs)
-		got := map[uint64]uint64{}
-		for k, v := range tr2.All() {
-			got[k] = v
-		}
-		j := -1
-		for c := last; c <= ops; c++ {
-			if maps.Equal(got, states[c]) {
-				j = c
-				break
-			}
-		}
-		require.GreaterOrEqual(t, j, 0, "cut at sync %d of %d (seed %d): no prefix of the writes at or after %d", s, n, cs, last)
-		last = j
+		last = recoveredPrefix(t, img, states, last, fmt.Sprintf("cut at sync %d of %d, cut seed %d", s, n, cs))
 	}
 	require.Equal(t, ops, last)
 	t.Logf("%d writes, %d syncs (MaxPending forces syncs inside a write), every cut recovered a prefix", ops, n)
@@ -163,24 +147,7 @@ func TestDBPowerCutHostInsert(t *testing.T) {
 		if _, ok, err := Progress(img, dbRegion); err == nil && ok {
 			resumed++
 		}
-		m2, err := pm.Reopen(img, functional.New(pm.GPULimits{}))
-		require.NoError(t, err)
-		tr2, err := Open(m2, dbRegion)
-		require.NoError(t, err, "cut at sync %d of %d, cut seed %d", s, n, cs)
-		require.NoError(t, tr2.Check(), "cut at sync %d of %d, cut seed %d", s, n, cs)
-		got := map[uint64]uint64{}
-		for k, v := range tr2.All() {
-			got[k] = v
-		}
-		j := -1
-		for c := last; c <= ops; c++ {
-			if maps.Equal(got, states[c]) {
-				j = c
-				break
-			}
-		}
-		require.GreaterOrEqual(t, j, 0, "cut at sync %d of %d (seed %d): no prefix of the writes at or after %d", s, n, cs, last)
-		last = j
+		last = recoveredPrefix(t, img, states, last, fmt.Sprintf("cut at sync %d of %d, cut seed %d", s, n, cs))
 	}
 	require.Equal(t, ops, last)
 	require.Positive(t, resumed)
@@ -207,4 +174,28 @@ func TestSortBatch(t *testing.T) {
 			require.Equal(t, want[k], vs[i], "key %d", k)
 		}
 	}
+}
+
+// recoveredPrefix opens the tree in a power-cut image, checks it, and
+// returns the index c >= last of the state in states it holds: the cut
+// recovered the first c writes. It fails the test when no such state
+// matches.
+func recoveredPrefix(t *testing.T, img *pm.Image, states []map[uint64]uint64, last int, cut string) int {
+	t.Helper()
+	m2, err := pm.Reopen(img, functional.New(pm.GPULimits{}))
+	require.NoError(t, err)
+	tr2, err := Open(m2, dbRegion)
+	require.NoError(t, err, cut)
+	require.NoError(t, tr2.Check(), cut)
+	got := map[uint64]uint64{}
+	for k, v := range tr2.All() {
+		got[k] = v
+	}
+	for c := last; c < len(states); c++ {
+		if maps.Equal(got, states[c]) {
+			return c
+		}
+	}
+	require.Fail(t, "no prefix of the writes at or after "+fmt.Sprint(last), cut)
+	return -1
 }
