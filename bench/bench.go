@@ -36,7 +36,9 @@ type Options struct {
 	// Smoke, with Quick, asks the experiments that support it for their
 	// smallest inputs (workloads.Tiny): a test that the harness runs and
 	// its rows are well formed, not a measurement (the figures' numbers
-	// mean nothing at that size). The SBRP and COSPlay experiments support it.
+	// mean nothing at that size). The SBRP and COSPlay experiments support
+	// it, and the wall-clock comparisons with Pebble (1,024 keys, 10 ms
+	// slices).
 	Smoke bool
 	// Set holds hwmodel overrides ("nvm.write_latency_cycles=500") that
 	// experiments on hwmodel apply to every configuration they build.

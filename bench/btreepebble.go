@@ -64,8 +64,11 @@ type ordShape struct {
 
 const minOps = 3
 
-func ordShapeFor(quick bool) ordShape {
-	if quick {
+func ordShapeFor(o Options) ordShape {
+	if o.Quick && o.Smoke {
+		return ordShape{keys: 1 << 10, budget: 10 * time.Millisecond}
+	}
+	if o.Quick {
 		return ordShape{keys: 1 << 13, budget: 200 * time.Millisecond}
 	}
 	return ordShape{keys: 1 << 16, budget: time.Second}
@@ -89,8 +92,8 @@ func ordKey(i int) uint64 { return uint64(i)*0x9E37 + 1 }
 func ordVal(k, round uint64) uint64 { return k<<16 | round&0xffff }
 
 func runBtreeVsPebble(ctx context.Context, o Options) ([]Row, error) {
-	sh := ordShapeFor(o.Quick)
-	dirs := benchFilesystems()
+	sh := ordShapeFor(o)
+	dirs := benchFilesystems(o.Smoke)
 	works := ordWorks()
 	var rows []Row
 	item := 0

@@ -321,8 +321,11 @@ type kvsBenchShape struct {
 
 const minBatches = 3
 
-func kvsBenchShapeFor(quick bool) kvsBenchShape {
-	if quick {
+func kvsBenchShapeFor(o Options) kvsBenchShape {
+	if o.Quick && o.Smoke {
+		return kvsBenchShape{batches: []int{1, 100}, keySpace: 1 << 10, budget: 10 * time.Millisecond}
+	}
+	if o.Quick {
 		return kvsBenchShape{batches: []int{1, 100, 1000}, keySpace: 1 << 14, budget: 250 * time.Millisecond}
 	}
 	return kvsBenchShape{batches: []int{1, 100, 1000, 65536}, keySpace: 1 << 18, budget: 2 * time.Second}
@@ -336,8 +339,10 @@ type benchFS struct {
 }
 
 // benchFilesystems returns the disk ($SCOPEDPM_BENCH_DIR, else the
-// temporary directory) and tmpfs (/dev/shm) where it exists.
-func benchFilesystems() []benchFS {
+// temporary directory) and tmpfs (/dev/shm) where it exists; for a smoke
+// run only the last of them (a check of the harness: tmpfs spares it the
+// disk's fsyncs).
+func benchFilesystems(smoke bool) []benchFS {
 	disk := os.Getenv(EnvBenchDir)
 	if disk == "" {
 		disk = os.TempDir()
@@ -346,6 +351,9 @@ func benchFilesystems() []benchFS {
 	dirs := []fsDir{{"disk", disk}}
 	if st, err := os.Stat("/dev/shm"); err == nil && st.IsDir() {
 		dirs = append(dirs, fsDir{"tmpfs", "/dev/shm"})
+	}
+	if smoke {
+		dirs = dirs[len(dirs)-1:]
 	}
 	out := make([]benchFS, len(dirs))
 	for i, d := range dirs {
@@ -359,8 +367,8 @@ func benchFilesystems() []benchFS {
 }
 
 func runKVSVsPebble(ctx context.Context, o Options) ([]Row, error) {
-	sh := kvsBenchShapeFor(o.Quick)
-	dirs := benchFilesystems()
+	sh := kvsBenchShapeFor(o)
+	dirs := benchFilesystems(o.Smoke)
 	buckets := sh.keySpace / 2
 	// systemsFor lists the sides on the filesystem of dir: gpKVS in the
 	// durable mode the native backend picks there (dax on a DAX

@@ -39,7 +39,7 @@ var longExperiments = map[string]bool{
 func skipSlow(t *testing.T, name string) {
 	t.Helper()
 	switch {
-	case testing.Short() && (name == "kvs-vs-pebble" || name == "btree-vs-pebble" || name == "txn-vs-pebble"):
+	case testing.Short() && notGolden[name]:
 		t.Skip("wall-clock disk benchmark; runs without -short")
 	case !testing.Short() && longExperiments[name]:
 		long.Skip(t, name+" takes over 8 s at quick size")
@@ -123,8 +123,12 @@ type runKey struct {
 // -short it runs the experiments that can (the SBRP figures) on their
 // smallest inputs (bench.Options.Smoke): the registry test and the
 // experiments' own tests check the harness and the rows' form, not the
-// numbers. quickRunAt(name, false) is always the quick size.
-func quickRun(name string) *quickResult { return quickRunAt(name, testing.Short()) }
+// numbers. The wall-clock comparisons with Pebble (notGolden) run at smoke
+// size outside the long run too: at quick size they take 12 to 25 s each
+// of real time. quickRunAt(name, false) is always the quick size.
+func quickRun(name string) *quickResult {
+	return quickRunAt(name, testing.Short() || notGolden[name] && !long.Enabled())
+}
 
 func quickRunAt(name string, smoke bool) *quickResult {
 	k := runKey{name, smoke}

@@ -55,8 +55,11 @@ type bankShape struct {
 	budget   time.Duration // timed run per batch size and side
 }
 
-func bankShapeFor(quick bool) bankShape {
-	if quick {
+func bankShapeFor(o Options) bankShape {
+	if o.Quick && o.Smoke {
+		return bankShape{accounts: 1 << 8, budget: 10 * time.Millisecond}
+	}
+	if o.Quick {
 		return bankShape{accounts: 1 << 12, budget: 200 * time.Millisecond}
 	}
 	return bankShape{accounts: 1 << 16, budget: time.Second}
@@ -70,8 +73,8 @@ const bankOpening = 1 << 40
 var bankBatches = [...]int{1, 100, 1000}
 
 func runTxnVsPebble(ctx context.Context, o Options) ([]Row, error) {
-	sh := bankShapeFor(o.Quick)
-	dirs := benchFilesystems()
+	sh := bankShapeFor(o)
+	dirs := benchFilesystems(o.Smoke)
 	var rows []Row
 	item := 0
 	o.progress(len(dirs)*len(bankBatches), 0)

@@ -64,7 +64,7 @@ func run(args []string, stdout, stderr io.Writer) error {
 	list := fs.Bool("list", false, "list the experiments and exit")
 	exps := fs.String("exp", "", "comma-separated experiments to run (default: the quick default set)")
 	quick := fs.Bool("quick", false, "small inputs (seconds, not minutes); the default set always runs quick. Quick numbers can differ from paper scale: every table header and CSV row says which size it is")
-	smoke := fs.Bool("smoke", false, "the smallest inputs where an experiment has them (the SBRP and COSPlay figures): a check that the harness runs, not a measurement; implies -quick")
+	smoke := fs.Bool("smoke", false, "the smallest inputs where an experiment has them (the SBRP and COSPlay figures, the *-vs-pebble comparisons): a check that the harness runs, not a measurement; implies -quick")
 	format := fs.String("format", "table", "output format: table or csv")
 	paper := fs.Bool("paper", false, "print the papers' reported values beside ours, with the ratio ours/paper (tables, CSV and figures)")
 	var sets multiFlag
