@@ -176,9 +176,10 @@ func (h *hv) atoms() error {
 // first F blocks: an optional 4-byte store to its own PM line, then the
 // fence, until every streaming block is done, or 4 times without any) while
 // S more blocks of W warps stream 16-byte stores, bytes in all, to target
-// memory, and count themselves done. It returns the fencers' mean fence,
-// issue to done, as the GPU's fencer measures it (its cycles over its
-// fences). The GPU's fencer reads the count every 16 fences; the model's
+// memory, and count themselves done. It returns the median over the
+// fencers of each one's mean fence, issue to done, as the GPU's fencers
+// measure it (its cycles over its fences); the streaming blocks' own
+// fences before they count themselves done are not the fencers'. The GPU's fencer reads the count every 16 fences; the model's
 // reads it before every fence, since a few of its fences span the whole
 // stream and those after the stream would otherwise weigh as much.
 func (h *hv) fenceBeside(fence string, store bool, F, S, W int, target pm.Kind, bytes uint64) (float64, error) {
@@ -188,7 +189,7 @@ func (h *hv) fenceBeside(fence string, store bool, F, S, W int, target pm.Kind, 
 	if S > 0 {
 		steps = max(1, int(bytes/uint64(S*threads*16)))
 	}
-	var sum, n float64
+	sum, n := make([]float64, F), make([]float64, F)
 	_, err := h100Traced(h.o, scope.Grid{Blocks: F + S, Threads: threads}, func(m *pm.Machine) (scope.Kernel, error) {
 		own, err := memBase(m, "own", uint64(max(F, 1))*128, pm.PMem)
 		if err != nil {
@@ -233,12 +234,18 @@ func (h *hv) fenceBeside(fence string, store bool, F, S, W int, target pm.Kind, 
 			}
 		}, nil
 	}, func(ev hwmodel.Event) {
-		if ev.Kind == pm.OpFence || ev.Kind == pm.OpEpochBarrier {
-			sum += float64(ev.Done - ev.Issue)
-			n++
+		// Global warp ids run block by block: the fencers are warp 0
+		// of each of the first F blocks.
+		if f := ev.Warp / W; f < F && (ev.Kind == pm.OpFence || ev.Kind == pm.OpEpochBarrier) {
+			sum[f] += float64(ev.Done - ev.Issue)
+			n[f]++
 		}
 	})
-	return sum / max(n, 1), err
+	per := make([]float64, F)
+	for f := range per {
+		per[f] = sum[f] / max(n[f], 1)
+	}
+	return median(per), err
 }
 
 // bystander compares a fence of one SM alone and beside other SMs'

@@ -188,8 +188,10 @@ type warpState struct {
 	lastItem, orderItem int64
 	drainFront          uint64
 	// wait is a DFence or epoch barrier whose end the persist buffers'
-	// drain decides (pm.Waker): the warp is blocked until the wait's item
-	// of its SM's buffer has left it.
+	// drain decides, or a fence that waits for every SM's earlier writes
+	// (pm.Waker): the warp is blocked until the wait's item of its SM's
+	// buffer has left it, or until every other warp has caught up with
+	// the fence.
 	wait  *pbWait
 	stamp uint64 // Sync de-duplication
 	bar   pm.OpKind
@@ -292,6 +294,8 @@ type Backend struct {
 	pbQueue    pbHeap         // SBRP: SMs by their persist buffer head's start (pbuffer.go)
 	waking     bool           // the executor handles pm.Blocked this launch (pm.Waker)
 	woken      []pm.WarpReady // warps the drain woke since the last Wake
+	fenceWait  []int32        // warps blocked at a fence that waits for every SM (fenceAll)
+	endsStep   uint64         // bit k: a verb of kind k ends its lane's step (BeginWaking)
 	wokenOut   []pm.WarpReady
 	sent       uint64 // set by flush: when the write entered its PM queue
 	left       uint64 // set by flush: when the write's bytes left the SM
@@ -528,7 +532,7 @@ func (b *Backend) Begin(l pm.Launch) error {
 	}
 	clear(b.relFront)
 	b.pbQueue = pbHeap{keys: b.pbQueue.keys[:0], n: len(b.sms)}
-	b.waking, b.woken = false, b.woken[:0]
+	b.waking, b.woken, b.fenceWait, b.endsStep = false, b.woken[:0], b.fenceWait[:0], 0
 	clear(b.released)
 	clear(b.atomics)
 	b.pending = b.pending[:0]
@@ -695,6 +699,10 @@ func (b *Backend) Step(w int) uint64 {
 	b.timePending(w, ws)
 	b.inStep = false
 	if ws.wait != nil {
+		if ws.wait.fence {
+			b.fenceWait = append(b.fenceWait, ws.id)
+			return pm.Blocked
+		}
 		if !b.pbBlock(ws) {
 			return pm.Blocked
 		}
@@ -737,12 +745,41 @@ func (b *Backend) sortPending() {
 	}
 }
 
+// convergeAtStepEnd gives the verbs that end their lane's step
+// (BeginWaking) the index after every other verb of the step, so that the
+// lanes reaching one such verb are timed as one instruction, as a warp
+// issues a fence once for all its lanes, however many verbs each lane ran
+// before it (one lane's store before a fence of the whole warp is one
+// store and one fence, not two fences).
+func (b *Backend) convergeAtStepEnd() {
+	if b.endsStep == 0 {
+		return
+	}
+	last, any := int32(0), false
+	for i := range b.pending {
+		if p := &b.pending[i]; b.endsStep&(1<<uint(p.kind)) == 0 {
+			last = max(last, p.idx)
+		} else {
+			any = true
+		}
+	}
+	if !any {
+		return
+	}
+	for i := range b.pending {
+		if p := &b.pending[i]; b.endsStep&(1<<uint(p.kind)) != 0 {
+			p.idx = last + 1
+		}
+	}
+}
+
 // timePending times the pending ops of warp w as instructions: the k-th
 // verbs of the lanes together.
 func (b *Backend) timePending(w int, ws *warpState) {
 	if len(b.pending) == 0 {
 		return
 	}
+	b.convergeAtStepEnd()
 	b.sortPending()
 	for lo := 0; lo < len(b.pending); {
 		hi := lo + 1
@@ -1417,7 +1454,27 @@ func (b *Backend) publish(ws *warpState, t uint64) uint64 {
 // __threadfence after a store to host memory costs what it costs alone),
 // but it is queued behind every earlier write (measured: it waits as long
 // as a system fence beside other SMs' streams).
-func (b *Backend) fenceAll(t, rt uint64, sys bool) uint64 {
+//
+// Warps run a step of several instructions ahead of each other, so at t
+// other warps may not have issued all their writes before t yet. Where the
+// executor can block a warp (pm.Waker), a fence ends its warp's step and
+// the warp waits (fenceWait) until every other warp has run past t: then
+// fenceAll is taken, and the fence's end is the later of it and done, the
+// end without it. Otherwise it is taken at once, with what is booked.
+func (b *Backend) fenceAll(ws *warpState, t, rt uint64, sys bool, done uint64) uint64 {
+	if !b.cfg.GPU.FenceWaitsAll {
+		return done
+	}
+	if b.waking && ws.wait == nil {
+		ws.wait = &pbWait{fence: true, from: t, rt: rt, sys: sys}
+		return done
+	}
+	return max(done, b.fenceAllNow(t, rt, sys))
+}
+
+// fenceAllNow is fenceAll's bound from the writes booked so far: 0 if
+// none issued by t.
+func (b *Backend) fenceAllNow(t, rt uint64, sys bool) uint64 {
 	if e := b.ms.earlier(t, sys); e > 0 {
 		return e + rt/2
 	}
@@ -1450,14 +1507,14 @@ func (b *Backend) verb(ws *warpState, t uint64, kind pm.OpKind, sc pm.Scope, gro
 		case sc >= pm.System && g.FenceSystemCycles > 0:
 			b.publish(ws, t)
 			f := uint64(g.FenceSystemCycles)
-			return max(t+f, ws.lastAck, b.fenceAll(t, f, true))
+			return b.fenceAll(ws, t, f, true, max(t+f, ws.lastAck))
 		case sc >= pm.Device:
 			b.publish(ws, t)
 			rt := b.l2Lat
 			if g.FenceDeviceCycles > 0 {
 				rt = uint64(g.FenceDeviceCycles)
 			}
-			return max(t+rt, b.fenceAll(t, rt, false))
+			return b.fenceAll(ws, t, rt, false, t+rt)
 		}
 		return t + uint64(max(g.FenceBlockCycles, 1))
 	case pm.OpCLWB, pm.OpSFence, pm.OpSetCtx, pm.OpCFence, pm.OpYield, pm.OpL2WB, pm.OpPCommit:

@@ -39,9 +39,9 @@ func (p epochPolicy) verb(ws *warpState, t uint64, kind pm.OpKind, sc pm.Scope, 
 			// acknowledgement's way back (half the round trip),
 			// whichever is later; with gpu.fence_waits_all, every
 			// earlier write's, any SM's.
-			done = max(done+f/2, t+f, p.fenceAll(t, f, true))
+			done = p.fenceAll(ws, t, f, true, max(done+f/2, t+f))
 		} else {
-			done = max(done+p.l2Lat, p.fenceAll(t, 2*p.l2Lat, false)) // the extra device-scope fence
+			done = p.fenceAll(ws, t, 2*p.l2Lat, false, done+p.l2Lat) // the extra device-scope fence
 		}
 	}
 	return done

@@ -313,11 +313,16 @@ func (b *Backend) pbEvict(sm int, e int32, t uint64) uint64 {
 
 // pbWait is a warp's DFence or epoch barrier that waits for the persist
 // buffer's drain: it issued at from, and ends extra cycles after the
-// warp's persists before item are durable.
+// warp's persists before item are durable. With fence set it is instead a
+// fence issued at from that waits for every SM's writes issued by then
+// (Backend.fenceAll, of round trip rt and system scope if sys).
 type pbWait struct {
 	item   int64
 	from   uint64
 	extra  uint64
+	fence  bool
+	rt     uint64
+	sys    bool
 	ev     Event   // its trace event, when traced
 	traced bool    // ev is to be traced when it ends
 	seqs   []int32 // its verbs' indices, when verb times are kept
@@ -325,23 +330,54 @@ type pbWait struct {
 
 // BeginWaking implements pm.Waker: under SBRP a DFence or epoch barrier
 // ends its lane's step, and its warp blocks until the persist buffers'
-// drain, which Wake times in time order, has passed it.
+// drain, which Wake times in time order, has passed it. With
+// gpu.fence_waits_all every verb that can wait for every SM's writes
+// (fenceAll) ends its lane's step, and its warp blocks until the other
+// warps have run past it.
 func (b *Backend) BeginWaking() []pm.OpKind {
-	if !b.running || b.model != SBRP {
+	if !b.running {
 		return nil
 	}
-	b.waking = true
-	return []pm.OpKind{pm.OpDFence, pm.OpEpochBarrier}
+	var kinds []pm.OpKind
+	if b.model == SBRP {
+		kinds = append(kinds, pm.OpDFence, pm.OpEpochBarrier)
+	}
+	if b.cfg.GPU.FenceWaitsAll {
+		kinds = append(kinds, pm.OpFence)
+		if b.model == GPM {
+			kinds = append(kinds, pm.OpOFence, pm.OpDFence, pm.OpEpochBarrier, pm.OpPAcq, pm.OpPRel)
+		}
+	}
+	b.waking = len(kinds) > 0
+	for _, k := range kinds {
+		b.endsStep |= 1 << uint(k)
+	}
+	return kinds
 }
 
 // Wake implements pm.Waker: it drains the persist buffers up to cycle at
 // (all of them for pm.Blocked) and returns the warps whose waits ended.
 func (b *Backend) Wake(at uint64) []pm.WarpReady {
-	if at == pm.Blocked {
-		b.pbDrainAll()
-	} else {
-		b.pbAdvance(at)
+	if b.model == SBRP {
+		if at == pm.Blocked {
+			b.pbDrainAll()
+		} else {
+			b.pbAdvance(at)
+		}
 	}
+	// A fence waiting for every SM's writes ends once no other warp can
+	// issue before it: every write issued by its cycle is booked.
+	kept := b.fenceWait[:0]
+	for _, w := range b.fenceWait {
+		ws := &b.warps[w]
+		if at != pm.Blocked && ws.wait.from > at {
+			kept = append(kept, w)
+			continue
+		}
+		b.endWait(ws)
+		b.woken = append(b.woken, pm.WarpReady{Warp: int(w), At: ws.clock})
+	}
+	b.fenceWait = kept
 	// Drains during steps (a store's, a full buffer's) wake warps too.
 	b.wokenOut = append(b.wokenOut[:0], b.woken...)
 	b.woken = b.woken[:0]
@@ -378,9 +414,13 @@ func (b *Backend) pbBlock(ws *warpState) bool {
 func (b *Backend) endWait(ws *warpState) {
 	wt := ws.wait
 	ws.wait = nil
-	b.pbResolve(ws.sm, wt.item)
-	done := waitAcks(wt.from, ws.lastAck, &b.last.Stalls.DFence) + wt.extra
-	ws.clock = max(ws.clock, done)
+	if wt.fence {
+		ws.clock = max(ws.clock, b.fenceAllNow(wt.from, wt.rt, wt.sys))
+	} else {
+		b.pbResolve(ws.sm, wt.item)
+		done := waitAcks(wt.from, ws.lastAck, &b.last.Stalls.DFence) + wt.extra
+		ws.clock = max(ws.clock, done)
+	}
 	for _, q := range wt.seqs {
 		b.verbDone[q] = ws.clock
 	}

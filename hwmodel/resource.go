@@ -207,6 +207,7 @@ type occupancy struct {
 	cov  []uint32 // per node: jobs covering the node's whole range
 	mn   []uint32 // per node: least count in its range (its add included)
 	mx   []uint32 // per node: greatest count in its range (its add included)
+	keep []uint32 // rebuild's scratch: the counts it keeps
 }
 
 func (o *occupancy) reset(at uint64) {
@@ -392,17 +393,21 @@ func (o *occupancy) rebuild(drop, need uint64) {
 	for n < need || n < keep {
 		n *= 2
 	}
-	counts := make([]uint32, keep)
-	copy(counts, leaves[drop:drop+keep])
+	o.keep = append(o.keep[:0], leaves[drop:drop+keep]...)
 	if n != o.n {
 		o.n = n
-		o.cov = make([]uint32, 2*n)
-		o.mn = make([]uint32, 2*n)
-		o.mx = make([]uint32, 2*n)
-	} else {
-		clear(o.cov)
+		// Reuse the arrays where they fit, unless they are far larger
+		// than what is kept (a far-future hold grew them).
+		if c := uint64(cap(o.cov)); c >= 2*n && c <= 8*n {
+			o.cov, o.mn, o.mx = o.cov[:2*n], o.mn[:2*n], o.mx[:2*n]
+		} else {
+			o.cov = make([]uint32, 2*n)
+			o.mn = make([]uint32, 2*n)
+			o.mx = make([]uint32, 2*n)
+		}
 	}
-	copy(o.cov[n:], counts)
+	clear(o.cov)
+	copy(o.cov[n:], o.keep)
 	copy(o.mn[n:], o.cov[n:])
 	copy(o.mx[n:], o.cov[n:])
 	for node := n - 1; node >= 1; node-- {

@@ -1,0 +1,134 @@
+package hwmodel
+
+import (
+	"testing"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/scopedpm/scopedpm/pm"
+	"github.com/scopedpm/scopedpm/scope"
+)
+
+// TestFenceWaitsForEveryEarlierWrite holds gpu.fence_waits_all to its
+// promise beside other SMs' streams: every fence of the fencing warp ends
+// no earlier than every write any SM issued before it (in an earlier
+// bucket of the watermark) is complete, for the system fence, and has left
+// the GPU's queues, for the device fence. Warps run several instructions
+// ahead of each other, so a fence timed as soon as its warp reached it saw
+// only the writes booked by then: beside 8 streaming SMs its later fences
+// cost a round trip each while the queue in front of them was full.
+func TestFenceWaitsForEveryEarlierWrite(t *testing.T) {
+	for _, fence := range []string{"system", "device"} {
+		t.Run(fence, func(t *testing.T) {
+			cfg, err := Preset("h100")
+			require.NoError(t, err)
+			require.True(t, cfg.GPU.FenceWaitsAll)
+			be, m := setupHW(t, cfg, GPM)
+			const streamers, threads, steps = 8, 64, 512
+			stream := region(t, m, "stream", streamers*threads*steps*16)
+			done, err := m.Alloc(pm.DeviceMem, 8)
+			require.NoError(t, err)
+			type span struct{ issue, done uint64 }
+			var fences []span
+			be.SetTrace(func(ev Event) {
+				if ev.Warp == 0 && (ev.Kind == pm.OpFence || ev.Kind == pm.OpEpochBarrier) {
+					fences = append(fences, span{ev.Issue, ev.Done})
+				}
+			})
+			_, err = scope.Launch(m, scope.Grid{Blocks: 1 + streamers, Threads: threads}, func(th *scope.Thread) {
+				if th.Block() == 0 {
+					if th.TID() != 0 {
+						return
+					}
+					for th.Load32(done) < streamers {
+						if fence == "system" {
+							th.EpochBarrier()
+						} else {
+							th.Fence(pm.Device)
+						}
+					}
+					return
+				}
+				var v [16]byte
+				g := uint64((th.Block()-1)*threads + th.TID())
+				for k := range uint64(steps) {
+					th.StoreBytes(stream.Base.Add((k*streamers*threads+g)*16), v[:])
+				}
+				th.SyncThreads()
+				if th.TID() == 0 {
+					th.AtomicAdd32(done, 1, pm.Device)
+				}
+			})
+			require.NoError(t, err)
+			w := be.ms.acks
+			if fence == "device" {
+				w = be.ms.gone
+			}
+			require.Zero(t, w.floor, "the watermark forgot writes: the test's stream is too long to check")
+			require.Greater(t, len(fences), 2)
+			waited := 0
+			for i, f := range fences {
+				k := f.issue >> bucketShift
+				if k == 0 || k-1 < w.base {
+					continue
+				}
+				before := w.by((k - 1) << bucketShift) // writes that left in an earlier bucket
+				require.GreaterOrEqual(t, f.done, before, "fence %d of %d issued at %d ends before a write issued earlier completes", i, len(fences), f.issue)
+				if before > f.issue+uint64(cfg.GPU.FenceSystemCycles) {
+					waited++
+				}
+			}
+			t.Logf("%s: %d fences, %d waited beyond their round trip for other SMs' writes", fence, len(fences), waited)
+			require.Greater(t, waited, len(fences)/2, "most fences beside the streams wait for them")
+		})
+	}
+}
+
+// TestFenceIssuedOncePerWarp: where a fence ends its lane's step
+// (pm.Waker), the lanes reaching it are timed as one fence instruction,
+// however many verbs each ran before it, as a warp issues a fence once for
+// all its lanes: lane 0 storing before each of the warp's fences gives one
+// store and one fence of 32 lanes per iteration, not a fence of 31 lanes
+// and another of lane 0.
+func TestFenceIssuedOncePerWarp(t *testing.T) {
+	for _, c := range []struct {
+		preset string
+		model  Model
+		kind   pm.OpKind
+	}{{"h100", GPM, pm.OpEpochBarrier}, {"h100", GPM, pm.OpFence}, {"pm-near", SBRP, pm.OpDFence}} {
+		t.Run(c.preset+"/"+c.model.String()+"/"+c.kind.String(), func(t *testing.T) {
+			cfg, err := Preset(c.preset)
+			require.NoError(t, err)
+			be, m := setupHW(t, cfg, c.model)
+			r := region(t, m, "p", 4096)
+			const iters = 8
+			var lanes []int
+			be.SetTrace(func(ev Event) {
+				if ev.Kind == c.kind {
+					lanes = append(lanes, ev.Lanes)
+				}
+			})
+			_, err = scope.Launch(m, scope.Grid{Blocks: 1, Threads: 32}, func(th *scope.Thread) {
+				for i := range uint64(iters) {
+					if th.Lane() == 0 {
+						th.Store64(r.Base.Add(8*i), i)
+					}
+					switch c.kind {
+					case pm.OpEpochBarrier:
+						th.EpochBarrier()
+					case pm.OpFence:
+						th.Fence(pm.System)
+					default:
+						th.DFence()
+					}
+				}
+			})
+			require.NoError(t, err)
+			want := make([]int, iters)
+			for i := range want {
+				want[i] = 32
+			}
+			require.Equal(t, want, lanes, "lanes of each %v instruction", c.kind)
+		})
+	}
+}
