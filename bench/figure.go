@@ -100,7 +100,11 @@ func WriteFigure(path, title string, rows []Row, paper bool) error {
 			}
 		}
 		if len(same[m]) > 0 {
-			p.Title.Text += " (" + strings.Join(same[m], ", ") + ": the same)"
+			var words []string
+			for _, s := range same[m] {
+				words = append(words, metricWords(s))
+			}
+			p.Title.Text += " (" + strings.Join(words, ", ") + ": the same)"
 		}
 		if i := slices.IndexFunc(layout, func(l panelLayout) bool { return l.key == m }); i >= 0 {
 			layout[i].apply(p, rows)
@@ -198,8 +202,10 @@ func newCanvas(path string, w, h vg.Length) (vg.CanvasWriterTo, error) {
 // isRatio reports whether a metric is a ratio to a baseline, drawn with a
 // reference line at 1.
 func isRatio(metric string) bool {
+	metric = strings.TrimSuffix(metric, extremes)
 	return strings.Contains(metric, "speedup") || strings.HasSuffix(metric, "_norm") || strings.HasPrefix(metric, "x_") ||
-		strings.HasPrefix(metric, "over_") || strings.HasPrefix(metric, "normalized_") || strings.HasPrefix(metric, "normalised_")
+		strings.HasPrefix(metric, "over_") || strings.HasPrefix(metric, "normalized_") || strings.HasPrefix(metric, "normalised_") ||
+		strings.Contains(metric, "_over_") || strings.Contains(metric, "_vs_") || strings.HasPrefix(metric, "slowdown")
 }
 
 // metricPanel draws one metric: a group of bars per workload that has the
@@ -208,6 +214,7 @@ func isRatio(metric string) bool {
 // values more than 100x apart get a log scale. It returns the panel, the
 // width its bars and the gaps between groups need, and the baseline.
 func metricPanel(metric string, rows []Row, configs []string, colors []color.Color, marks []Comparison) (*plot.Plot, vg.Length, string, error) {
+	exp := rows[0].Experiment
 	var workloads, cfgs []string
 	vals := map[[2]string]float64{}
 	for _, r := range rows {
@@ -226,11 +233,14 @@ func metricPanel(metric string, rows []Row, configs []string, colors []color.Col
 	slices.SortStableFunc(cfgs, func(a, b string) int { return slices.Index(configs, a) - slices.Index(configs, b) })
 
 	p := plot.New()
-	p.Title.Text = metric
+	p.Title.Text = metricWords(metric)
 	p.Title.TextStyle.Font.Size = 12
 	base := ""
 	if isRatio(metric) {
 		base = baselineOf(workloads, cfgs, vals)
+		if base == "" {
+			base = namedBaseline(exp, metric)
+		}
 	}
 	p.Y.Label.Text = axisLabel(strings.TrimSuffix(metric, extremes), base)
 	p.Y.Tick.Marker = compactTicks{}
@@ -660,32 +670,38 @@ func (clampedLog) Normalize(lo, hi, x float64) float64 {
 }
 
 // baselineOf returns the config of a ratio panel that is 1 for every
-// workload while others are not (the baseline the ratios are over), or "".
+// workload while others are not (the baseline the ratios are over), or ""
+// where none is or several are (sbrp-fig8: gpm, epoch-far and epoch-near
+// miss alike).
 func baselineOf(workloads, configs []string, vals map[[2]string]float64) string {
 	if len(configs) < 2 {
 		return ""
 	}
+	base := ""
 	for _, c := range configs {
 		one := true
 		for _, w := range workloads {
 			v, ok := vals[[2]string{w, c}]
 			one = one && ok && v == 1
 		}
+		if one && base != "" {
+			return ""
+		}
 		if one {
-			return c
+			base = c
 		}
 	}
-	return ""
+	return base
 }
 
 // axisLabel is the y axis's label for metric: the metric, the baseline a
 // ratio is over, and its unit.
 func axisLabel(metric, baseline string) string {
-	name := metric
-	if baseline != "" {
+	name := metricWords(metric)
+	if baseline != "" && !strings.Contains(name, " over ") {
 		name += " over " + baseline
 	}
-	if u := unitOf(metric); u != "" {
+	if u := unitOf(metric); u != "" && u != name {
 		return name + " (" + u + ")"
 	}
 	return name
@@ -743,7 +759,7 @@ func relativePanel(cmps []Comparison) (*plot.Plot, vg.Length, error) {
 	p := plot.New()
 	p.Title.Text = "the paper's relative values: ours (bars), the paper's (marks)"
 	p.Title.TextStyle.Font.Size = 12
-	p.Y.Label.Text = cmps[0].Metric + ", X over Y (×)"
+	p.Y.Label.Text = metricWords(cmps[0].Metric) + ", X over Y (×)"
 	p.Y.Tick.Marker = compactTicks{}
 	p.Y.Min = 0
 	barW := vg.Points(14)

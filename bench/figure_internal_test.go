@@ -1,6 +1,10 @@
 package bench
 
 import (
+	"encoding/csv"
+	"os"
+	"path/filepath"
+	"strings"
 	"testing"
 
 	"github.com/stretchr/testify/require"
@@ -28,5 +32,63 @@ func TestCompactTicks(t *testing.T) {
 			require.True(t, tk.Value >= tc.lo && tk.Value <= tc.hi || !tc.log, "%v: tick %v off the axis", tc, tk.Value)
 		}
 		require.GreaterOrEqual(t, len(labels), tc.min, "%v: %v", tc, labels)
+	}
+}
+
+// Panel titles and axes say metrics in words, not identifiers: no
+// metric of an experiment's golden CSV is drawn with an underscore, and
+// units and "normalised" are left to the axis.
+func TestMetricWords(t *testing.T) {
+	for metric, want := range map[string]string{
+		"l1_pm_read_misses_norm": "L1 PM read misses",
+		"batch_p99_us":           "batch p99",
+		"keys_per_s":             "keys per second",
+		"x_pebble_keys_per_s":    "keys per second over Pebble's",
+		"speedup" + extremes:     "speedup" + extremes,
+		"perf_over_unordered":    "performance over Unordered",
+	} {
+		require.Equal(t, want, metricWords(metric), metric)
+	}
+	files, err := filepath.Glob(filepath.Join("testdata", "golden", "*.csv"))
+	require.NoError(t, err)
+	require.NotEmpty(t, files)
+	for _, f := range files {
+		b, err := os.ReadFile(f)
+		require.NoError(t, err)
+		for _, line := range strings.Split(strings.TrimSpace(string(b)), "\n")[1:] {
+			r, err := csv.NewReader(strings.NewReader(line)).Read()
+			require.NoError(t, err)
+			m := r[3]
+			require.NotContains(t, metricWords(m), "_", "%s: %s", f, m)
+			require.NotContains(t, axisLabel(m, ""), "_", "%s: %s", f, m)
+		}
+	}
+}
+
+// A ratio panel names what its ratios are over, on its axis and in the
+// legend's line at 1, also where the rows cannot say: sbrp-fig8's gpm and
+// epoch-far are both 1 everywhere (the first was taken), sbrp-fig9 has no
+// baseline bar, and cosplay-fig12's median_over_cosplay is a ratio (it had
+// no line at 1).
+func TestRatioBaseline(t *testing.T) {
+	for _, tc := range []struct {
+		rows []Row
+		want []string
+	}{
+		{[]Row{
+			{"sbrp-fig8", "Red", "gpm", "l1_pm_read_misses_norm", 1}, {"sbrp-fig8", "Red", "epoch-far", "l1_pm_read_misses_norm", 1},
+			{"sbrp-fig8", "Red", "sbrp-far", "l1_pm_read_misses_norm", 0.3},
+		}, []string{">L1 PM read misses over epoch-far (×)<", ">1 = epoch-far<"}},
+		{[]Row{{"sbrp-fig9", "Red", "sbrp-far-eadr", "speedup", 1.2}}, []string{">speedup over epoch-far (×)<", ">1 = epoch-far<"}},
+		{[]Row{{"cosplay-fig12", "SPS", "sbatch-iso", "median_over_cosplay", 1.4}},
+			[]string{">median task latency over COSPlay&#39;s (×)<", ">1 = COSPlay&#39;s median<", "stroke-dasharray"}},
+	} {
+		path := filepath.Join(t.TempDir(), "f.svg")
+		require.NoError(t, WriteFigure(path, "title", tc.rows, false))
+		b, err := os.ReadFile(path)
+		require.NoError(t, err)
+		for _, w := range tc.want {
+			require.Contains(t, string(b), w, tc.rows[0].Experiment)
+		}
 	}
 }

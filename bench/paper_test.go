@@ -162,13 +162,13 @@ func TestFigureLabels(t *testing.T) {
 		{"normalised", []bench.Row{
 			{"lin-fig1", "histo1", "nvm", "normalized_time", 1}, {"lin-fig1", "histo1", "SP_wt", "normalized_time", 1.07},
 			{"gope-fig5", "0.03MB", "kernel-scope", "over_alg1_dram", 1.1}, {"gope-fig5", "0.03MB", "kernel-scope", "barrier_stall", 20000},
-		}, false, []string{">normalized_time over nvm (×)<", ">over_alg1_dram (×)<", ">barrier_stall (cycles)<"}, nil},
+		}, false, []string{">execution time over nvm (×)<", ">kernel scope over Algorithm 1 without persistence (×)<", ">barrier stall (cycles)<"}, nil},
 		{"baseline", fig6, false, []string{">speedup over epoch-far (×)<", ">1 = epoch-far<"}, []string{"log scale"}},
 		{"relative", fig6, true, []string{"the paper&#39;s relative values", ">geomean: sbrp-near over epoch-near<"}, nil},
-		{"log", micro, false, []string{">cycles (cycles), log scale<"}, nil},
+		{"log", micro, false, []string{">cycles, log scale<"}, nil},
 		{"repeats", append(slices.Clone(micro), bench.Row{"micro-persist", "stream", "pm-near/strict", "durable_cycles", 61000},
 			bench.Row{"micro-persist", "ofence", "pm-near/strict", "cycles_per_op", 144}),
-			false, []string{">cycles (durable_cycles: the same)<", ">cycles_per_op (cycles per op)<"}, []string{">durable_cycles<"}},
+			false, []string{">cycles (durable cycles: the same)<", ">cycles per op<"}, []string{">durable_cycles<"}},
 		{"machines", func() []bench.Row {
 			var rows []bench.Row
 			for _, m := range []string{"pm-near", "pm-far"} {
