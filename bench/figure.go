@@ -125,14 +125,16 @@ func WriteFigure(path, title string, rows []Row, paper bool) error {
 	}
 	legend := figureLegend(configs, colors, len(marks) > 0 || len(relative) > 0, ref)
 
-	// One column of panels, two if there are many; each panel wide enough
-	// for its bars, the legend in a column of its own on the right.
+	// One column of panels, two if there are many and they are narrow
+	// (two columns of wide panels make a figure too wide to read on a
+	// slide: hw-validate's was 47 inches); each panel wide enough for its
+	// bars, the legend in a column of its own on the right.
+	panelW := max(5*vg.Inch, vg.Length(maxBars)+1.5*vg.Inch)
 	cols := 1
-	if len(panels) > 3 {
+	if len(panels) > 3 && panelW <= maxTwoColumnPanel {
 		cols = 2
 	}
 	nrows := (len(panels) + cols - 1) / cols
-	panelW := max(5*vg.Inch, vg.Length(maxBars)+1.5*vg.Inch)
 	panelH := 3.2 * vg.Inch
 	legendW := legendWidth(legend, append(slices.Clone(configs), "paper's value", ref)...)
 	// A line of the title for each line of title (a changed machine says
@@ -184,6 +186,9 @@ func WriteFigure(path, title string, rows []Row, paper bool) error {
 	}
 	return f.Close()
 }
+
+// maxTwoColumnPanel is the widest panel drawn two a row.
+const maxTwoColumnPanel = 8 * vg.Inch
 
 // newCanvas returns a canvas for the format of path's extension; PNGs are
 // drawn at 150 dpi so that their labels are readable on a slide.
@@ -497,6 +502,22 @@ func (c compactTicks) Ticks(lo, hi float64) []plot.Tick {
 				ticks = append(ticks, t)
 			}
 		}
+		// Fewer than three powers of ten on the axis (10 and 100 of
+		// 1.2 to 600): label the 2s and 5s between them too.
+		labelled := 0
+		for _, t := range ticks {
+			if t.Label != "" {
+				labelled++
+			}
+		}
+		if labelled < 3 {
+			for i, t := range ticks {
+				m := t.Value / math.Pow(10, math.Floor(math.Log10(t.Value)+1e-9))
+				if math.Abs(m-2) < 1e-6 || math.Abs(m-5) < 1e-6 {
+					ticks[i].Label = "x"
+				}
+			}
+		}
 	} else {
 		ticks = plot.DefaultTicks{}.Ticks(lo, hi)
 		// Fewer than four labels (0, 2, 4) say too little: label the
@@ -718,7 +739,7 @@ func unitOf(metric string) string {
 		return "cycles per " + strings.ReplaceAll(strings.TrimPrefix(m, "cycles_per_"), "_", " ")
 	case m == "cycles" || strings.HasSuffix(m, "_cycles") || strings.HasPrefix(m, "cdf_p") || strings.HasSuffix(m, "_stall"):
 		return "cycles"
-	case strings.HasSuffix(m, "_us"):
+	case strings.HasSuffix(m, "_us") || m == "us" || strings.HasPrefix(m, "us_per_"):
 		return "µs"
 	case strings.HasSuffix(m, "_ns"):
 		return "ns"
@@ -726,16 +747,25 @@ func unitOf(metric string) string {
 		return "ms"
 	case strings.HasSuffix(m, "_per_s"):
 		return "per second"
-	case strings.HasSuffix(m, "_gbps"):
+	case strings.HasSuffix(m, "_gbps") || m == "gbps":
 		return "GB/s"
 	case strings.HasSuffix(m, "_pct") || strings.HasSuffix(m, "_percent"):
 		return "%"
+	case strings.Contains(m, "page_writes_per_"):
+		return strings.ReplaceAll(m[strings.Index(m, "page_writes_per_"):], "_", " ")
 	case strings.Contains(m, "bytes"):
 		return strings.ReplaceAll(m[strings.Index(m, "bytes"):], "_", " ")
 	case strings.Contains(m, "window") || strings.Contains(m, "misses") || strings.Contains(m, "threads") ||
 		strings.Contains(m, "writes") || strings.Contains(m, "count") || strings.Contains(m, "entries") ||
-		m == "keys" || m == "persists" || m == "workgroups" || strings.HasPrefix(m, "depth"):
+		m == "keys" || m == "persists" || m == "workgroups" || strings.HasPrefix(m, "depth") ||
+		m == "verbs" || m == "levels" || m == "states" || m == "batches" || m == "ops" || m == "gets" || m == "sets":
 		return "count"
+	case strings.HasSuffix(m, "_mib"):
+		return "MiB"
+	case strings.Contains(m, "syncs_per_"):
+		return strings.ReplaceAll(m[strings.Index(m, "syncs_per_"):], "_", " ")
+	case m == "cpu_per_wall":
+		return "CPU s per wall s"
 	}
 	return ""
 }

@@ -4,6 +4,8 @@ import (
 	"encoding/csv"
 	"os"
 	"path/filepath"
+	"slices"
+	"strconv"
 	"strings"
 	"testing"
 
@@ -23,6 +25,7 @@ func TestCompactTicks(t *testing.T) {
 		{0, 3.2, false, 4},
 		{0, 1.5e6, false, 3},
 		{80, 240000, true, 4},
+		{1.2, 600, true, 5}, // lin-fig2's overheads: 10 and 100 alone
 	} {
 		var labels []string
 		for _, tk := range (compactTicks{log: tc.log}).Ticks(tc.lo, tc.hi) {
@@ -46,9 +49,12 @@ func TestMetricWords(t *testing.T) {
 		"x_pebble_keys_per_s":    "keys per second over Pebble's",
 		"speedup" + extremes:     "speedup" + extremes,
 		"perf_over_unordered":    "performance over Unordered",
+		"us_per_iter":            "time per iteration",
+		"us":                     "time",
 	} {
 		require.Equal(t, want, metricWords(metric), metric)
 	}
+	var noUnit []string
 	files, err := filepath.Glob(filepath.Join("testdata", "golden", "*.csv"))
 	require.NoError(t, err)
 	require.NotEmpty(t, files)
@@ -61,8 +67,15 @@ func TestMetricWords(t *testing.T) {
 			m := r[3]
 			require.NotContains(t, metricWords(m), "_", "%s: %s", f, m)
 			require.NotContains(t, axisLabel(m, ""), "_", "%s: %s", f, m)
+			require.NotEmpty(t, metricWords(m), "%s: %s", f, m)
+			if !strings.HasPrefix(m, "cdf_p") && !isRatio(m) && m != "accepted" && m != "crash_before_commit" {
+				if unitOf(m) == "" && !slices.Contains(noUnit, m) {
+					noUnit = append(noUnit, m)
+				}
+			}
 		}
 	}
+	require.Empty(t, noUnit, "metrics whose axis has no unit")
 }
 
 // A ratio panel names what its ratios are over, on its axis and in the
@@ -91,4 +104,31 @@ func TestRatioBaseline(t *testing.T) {
 			require.Contains(t, string(b), w, tc.rows[0].Experiment)
 		}
 	}
+}
+
+// Panels too wide to stand two a row (hw-validate's 24 fence
+// measurements) are stacked in one column: the figure is as wide as one
+// panel and the legend, not two.
+func TestFigureColumns(t *testing.T) {
+	var rows []Row
+	for i, m := range []string{"cycles", "us", "gbps", "write_gbps"} {
+		for w := range 24 {
+			for _, c := range []string{"measured", "model"} {
+				rows = append(rows, Row{"hw-validate", "lat " + strconv.Itoa(w), c, m, float64((10 + w) * (i + 1))})
+			}
+		}
+	}
+	path := filepath.Join(t.TempDir(), "f.svg")
+	require.NoError(t, WriteFigure(path, "title", rows, false))
+	b, err := os.ReadFile(path)
+	require.NoError(t, err)
+	_, rest, ok := strings.Cut(string(b), `width="`)
+	require.True(t, ok)
+	w, _, _ := strings.Cut(rest, `"`)
+	width, err := strconv.ParseFloat(strings.TrimSuffix(w, "pt"), 64)
+	require.NoError(t, err, w)
+	bars := 24 * 3.5 * 14.0 // 24 groups of two 14-point bars and a gap of one and a half
+	require.Less(t, width, 2*bars, "one column")
+	require.Contains(t, string(b), ">time (µs)<")
+	require.Contains(t, string(b), ">bandwidth (GB/s)<")
 }

@@ -27,6 +27,7 @@ var metricPhrases = map[string]string{
 	"normalized_time":              "execution time",
 	"cycles":                       "cycles",
 	"verbs":                        "thread-verbs",
+	"cpu_per_wall":                 "CPU time per wall-clock time",
 }
 
 // metricTokens are the words for tokens of metric names.
@@ -67,6 +68,9 @@ func metricWords(metric string) string {
 			}
 		}
 		m = strings.Join(words, " ")
+		if m == "" || strings.HasPrefix(m, "per ") {
+			m = strings.TrimSpace("time " + m) // us, us_per_iter
+		}
 	}
 	if over != "" {
 		m += " over " + metricTokens[over] + "'s"
