@@ -63,6 +63,7 @@ func WriteFigure(path, title string, rows []Row, paper bool) error {
 		}
 	}
 	rows, marks = splitExtremes(rows, marks)
+	rows, marks, sweptKey := transposeSweep(rows, marks)
 	rows, marks = groupMachines(rows, marks)
 	var metrics, configs []string
 	for _, r := range rows {
@@ -105,6 +106,9 @@ func WriteFigure(path, title string, rows []Row, paper bool) error {
 				words = append(words, metricWords(s))
 			}
 			p.Title.Text += " (" + strings.Join(words, ", ") + ": the same)"
+		}
+		if sweptKey != "" {
+			p.X.Label.Text = sweepWords(sweptKey)
 		}
 		if i := slices.IndexFunc(layout, func(l panelLayout) bool { return l.key == m }); i >= 0 {
 			layout[i].apply(p, rows)
@@ -343,6 +347,23 @@ var qualitative = []color.RGBA{
 func configColors(configs []string) []color.Color {
 	n := len(configs)
 	out := make([]color.Color, n)
+	// The minima and maxima over the benchmarks, drawn in a panel of
+	// their own, in greys: the benchmarks keep the palette.
+	if i, j := slices.Index(configs, "min"), slices.Index(configs, "max"); i >= 0 && j >= 0 && n-2 <= len(qualitative) {
+		k := 0
+		for c := range configs {
+			switch c {
+			case i:
+				out[c] = color.Gray{Y: 120}
+			case j:
+				out[c] = color.Gray{Y: 190}
+			default:
+				out[c] = qualitative[k]
+				k++
+			}
+		}
+		return out
+	}
 	if n <= len(qualitative) {
 		for i := range out {
 			out[i] = qualitative[i]
@@ -936,4 +957,54 @@ func groupMachines(rows []Row, marks []Comparison) ([]Row, []Comparison) {
 		}
 	}
 	return out, outMarks
+}
+
+// transposeSweep redraws a sweep of more than eight values (configs
+// key=value of one key, cosplay-fig1's eleven latencies) as groups of
+// bars, one per value, with a colour per workload (at most eight), so
+// that no panel has more colours than the palette. It returns the key,
+// or "" where rows are left as they are.
+func transposeSweep(rows []Row, marks []Comparison) ([]Row, []Comparison, string) {
+	var configs, workloads []string
+	key := ""
+	for _, r := range rows {
+		if !slices.Contains(configs, r.Config) {
+			configs = append(configs, r.Config)
+		}
+		if !slices.Contains(workloads, r.Workload) && r.Workload != "min" && r.Workload != "max" {
+			workloads = append(workloads, r.Workload)
+		}
+		k, v, ok := strings.Cut(r.Config, "=")
+		if _, err := strconv.ParseFloat(v, 64); !ok || err != nil || (key != "" && k != key) {
+			return rows, marks, ""
+		}
+		key = k
+	}
+	if len(configs) <= len(qualitative) || len(workloads) > len(qualitative) {
+		return rows, marks, ""
+	}
+	out := slices.Clone(rows)
+	for i, r := range out {
+		out[i].Workload, out[i].Config = strings.TrimPrefix(r.Config, key+"="), r.Workload
+	}
+	outMarks := slices.Clone(marks)
+	for i, m := range outMarks {
+		if v, ok := strings.CutPrefix(m.Config, key+"="); ok {
+			outMarks[i].Workload, outMarks[i].Config = v, m.Workload
+		}
+	}
+	return out, outMarks, key
+}
+
+// sweepWords names a swept key on an axis.
+func sweepWords(key string) string {
+	if w, ok := sweepNames[key]; ok {
+		return w
+	}
+	return key
+}
+
+// sweepNames are the words for the keys experiments sweep.
+var sweepNames = map[string]string{
+	"bmo": "persist latency added at the memory controller (cycles)",
 }

@@ -2,6 +2,7 @@ package bench
 
 import (
 	"encoding/csv"
+	"image/color"
 	"os"
 	"path/filepath"
 	"slices"
@@ -131,4 +132,38 @@ func TestFigureColumns(t *testing.T) {
 	require.Less(t, width, 2*bars, "one column")
 	require.Contains(t, string(b), ">time (µs)<")
 	require.Contains(t, string(b), ">bandwidth (GB/s)<")
+}
+
+// A sweep of more than eight values (cosplay-fig1's eleven latencies, 11
+// colours) is drawn a group per value and a colour per benchmark, the
+// minima and maxima in greys, the paper's marks moved with their bars.
+func TestTransposeSweep(t *testing.T) {
+	var rows []Row
+	for _, w := range []string{"SPS", "PC", "TATP", "TPCC", "CQ4", "CQ16", "CQ64", "min", "max"} {
+		for lat := 0; lat <= 1000; lat += 100 {
+			rows = append(rows, Row{"cosplay-fig1", w, "bmo=" + strconv.Itoa(lat), "slowdown", 2 + float64(lat)/100})
+		}
+	}
+	path := filepath.Join(t.TempDir(), "f.svg")
+	require.NoError(t, WriteFigure(path, "title", rows, true))
+	b, err := os.ReadFile(path)
+	require.NoError(t, err)
+	for _, w := range []string{">persist latency added at the memory controller (cycles)<", ">SPS<", ">1000<", ">paper&#39;s value<"} {
+		require.Contains(t, string(b), w)
+	}
+	require.NotContains(t, string(b), ">bmo=0<")
+	got, marks, key := transposeSweep(splitExtremes(rows, []Comparison{{PaperValue: PaperValue{Config: "bmo=0", Metric: "slowdown", Value: 1.1}, Workload: "min"}}))
+	require.Equal(t, "bmo", key)
+	var configs []string
+	for _, r := range got {
+		if !slices.Contains(configs, r.Config) {
+			configs = append(configs, r.Config)
+		}
+	}
+	require.Len(t, configs, 9) // seven benchmarks, min and max: never more than seven in a panel
+	require.Equal(t, "0", marks[0].Workload)
+	require.Equal(t, "min", marks[0].Config)
+	cols := configColors(configs)
+	require.Equal(t, color.Color(qualitative[0]), cols[0])
+	require.NotEqual(t, cols[7], cols[8])
 }
