@@ -164,6 +164,9 @@ func WriteFigure(path, title string, rows []Row, paper bool) error {
 		dc.FillText(sty, vg.Point{X: width / 2, Y: height - 0.45*vg.Inch - vg.Length(i)*0.25*vg.Inch}, l)
 	}
 
+	for _, p := range panels {
+		p.Y.Label.Text = wrapLabel(p.Y.Label.Text, maxAxisLabel)
+	}
 	grid := make([][]*plot.Plot, nrows)
 	for i := range grid {
 		grid[i] = make([]*plot.Plot, cols)
@@ -175,6 +178,15 @@ func WriteFigure(path, title string, rows []Row, paper bool) error {
 	tiles := draw.Tiles{Rows: nrows, Cols: cols, PadX: vg.Points(12), PadY: vg.Points(12),
 		PadTop: vg.Points(4), PadBottom: vg.Points(4), PadLeft: vg.Points(4), PadRight: vg.Points(8)}
 	canvases := plot.Align(grid, tiles, area)
+	if !inside(canvases, area) {
+		// Align lines up the panels' axes, but a panel whose tick labels
+		// need more room than its tile (the paper's relative values,
+		// long labels at an angle) pushes its neighbours off the figure:
+		// then each panel fills its own tile.
+		for i := range panels {
+			canvases[i/cols][i%cols] = tiles.At(area, i%cols, i/cols)
+		}
+	}
 	for i, p := range panels {
 		p.Draw(canvases[i/cols][i%cols])
 	}
@@ -189,6 +201,44 @@ func WriteFigure(path, title string, rows []Row, paper bool) error {
 		return err
 	}
 	return f.Close()
+}
+
+// maxAxisLabel is the longest y axis label drawn on one line: a panel is
+// 3.2 inches high, and a longer label runs off it at 12 points.
+const maxAxisLabel = 40
+
+// wrapLabel breaks s into two lines at the space nearest its middle if
+// it is longer than n characters.
+func wrapLabel(s string, n int) string {
+	if len([]rune(s)) <= n || strings.Contains(s, "\n") {
+		return s
+	}
+	best := -1
+	for i, r := range s {
+		if r == ' ' && (best < 0 || abs(i-len(s)/2) < abs(best-len(s)/2)) {
+			best = i
+		}
+	}
+	if best < 0 {
+		return s
+	}
+	return s[:best] + "\n" + s[best+1:]
+}
+
+func abs(i int) int { return max(i, -i) }
+
+// inside reports whether every canvas lies within area.
+func inside(canvases [][]draw.Canvas, area draw.Canvas) bool {
+	const slack = 0.5 // points, for rounding
+	for _, row := range canvases {
+		for _, c := range row {
+			if c.Min.X < area.Min.X-slack || c.Min.Y < area.Min.Y-slack || c.Max.X > area.Max.X+slack || c.Max.Y > area.Max.Y+slack ||
+				c.Max.X <= c.Min.X || c.Max.Y <= c.Min.Y {
+				return false
+			}
+		}
+	}
+	return true
 }
 
 // maxTwoColumnPanel is the widest panel drawn two a row.
@@ -617,8 +667,9 @@ type panelLayout struct {
 }
 
 // panelSeries is a metric (of config, or any config if "") drawn in a
-// panel, as config label in the legend ("": the row's config).
-type panelSeries struct{ metric, config, label string }
+// panel, as config label in the legend ("": the row's config), in the
+// group of bars workload ("": the row's workload, renamed by the panel).
+type panelSeries struct{ metric, config, label, workload string }
 
 // figureLayouts are the experiments drawn in their paper's layout rather
 // than a panel per metric.
@@ -629,19 +680,96 @@ var figureLayouts = map[string][]panelLayout{
 	"gpm-fig11": {
 		{key: "hcl_speedup", title: "(a) speedup due to HCL",
 			series: []panelSeries{
-				{"hcl_speedup", "", "HCL over conventional logging"},
-				{"hcl_speedup_vs_conv_per_warp", "", "HCL over a log per warp"},
+				{"hcl_speedup", "", "HCL over conventional logging", ""},
+				{"hcl_speedup_vs_conv_per_warp", "", "HCL over a log per warp", ""},
 			},
 			workload: func(w string) (string, bool) { return w, !strings.HasPrefix(w, "log-") && w != "logging" },
 			xLabel:   "workload", yLabel: "HCL's speedup (×)"},
 		{key: "latency_us", title: "(b) logging latency against concurrent logging threads",
 			series: []panelSeries{
-				{"latency_us", "pm-far/gpm/hcl", "HCL"},
-				{"latency_us", "pm-far/gpm/conv", "conventional logging"},
+				{"latency_us", "pm-far/gpm/hcl", "HCL", ""},
+				{"latency_us", "pm-far/gpm/conv", "conventional logging", ""},
 			},
 			workload: func(w string) (string, bool) { return strings.CutPrefix(w, "log-") },
 			xLabel:   "concurrent logging threads", yLabel: "logging latency (µs)", log: true},
 	},
+	// SBRP Fig. 11: one panel, the recovery time normalised (the raw
+	// cycles and whether the crash came before the commit are in the
+	// CSV).
+	"sbrp-fig11": {
+		{key: "recovery_norm", title: "recovery time after a crash, normalised to epoch-near",
+			series: []panelSeries{{"recovery_norm", "", "", ""}}, workload: allWorkloads, xLabel: "workload"},
+	},
+	// COSPlay Fig. 11: (a) COSPlay over SBatch at the same window, (b)
+	// each at its best window, and the windows (b) compares; each with
+	// its minimum and maximum over the benchmarks (the paper's values) in
+	// a panel of its own.
+	"cosplay-fig11": {
+		{key: "speedup_iso_window", title: "(a) COSPlay's speedup over SBatch at COSPlay's best window",
+			series: []panelSeries{{"speedup_iso_window", "", "", ""}}, workload: allWorkloads, xLabel: "benchmark (a bar per BMO)"},
+		{key: "speedup_best_windows", title: "(b) COSPlay's speedup over SBatch, each at its best window",
+			series: []panelSeries{{"speedup_best_windows", "", "", ""}}, workload: allWorkloads, xLabel: "benchmark (a bar per BMO)"},
+		{key: "sbatch_over_cosplay_window", title: "(b) the best windows: SBatch's over COSPlay's",
+			series: []panelSeries{{"sbatch_over_cosplay_window", "", "", ""}}, workload: allWorkloads, xLabel: "benchmark (a bar per BMO)"},
+	},
+	// COSPlay Fig. 13: (a) Enc, (b) HD, performance normalised to
+	// Unordered; and §6.2's gaps, min and max over the benchmarks and both
+	// BMOs (the paper's values).
+	"cosplay-fig13": {
+		fig13Panel("enc_perf_over_unordered", "(a) Enc", "Enc"),
+		fig13Panel("hd_perf_over_unordered", "(b) HD", "HD"),
+		{key: "slowdown_vs_unordered", title: "§6.2: slowdown over Unordered, min and max over the benchmarks and both BMOs",
+			series: []panelSeries{
+				{"slowdown_vs_unordered", "baseline", "Baseline", ""},
+				{"slowdown_vs_unordered", "cosplay", "COSPlay", ""},
+			},
+			workload: allWorkloads},
+	},
+	// COSPlay Fig. 14: (a) the throughputs over Baseline's on one core,
+	// Baseline's and COSPlay's in a panel each, (b) COSPlay's speedup at
+	// each thread count.
+	"cosplay-fig14": {
+		{key: "baseline_throughput", title: "(a) Baseline's throughput over Baseline's on one core",
+			series: []panelSeries{{"baseline_throughput", "", "", ""}}, workload: allWorkloads, xLabel: "benchmark (a bar per thread count)",
+			yLabel: "throughput over Baseline's on one core (×)"},
+		{key: "cosplay_throughput", title: "(a) COSPlay's throughput (at its best window) over Baseline's on one core",
+			series: []panelSeries{{"cosplay_throughput", "", "", ""}}, workload: allWorkloads, xLabel: "benchmark (a bar per thread count)",
+			yLabel: "throughput over Baseline's on one core (×)"},
+		{key: "speedup", title: "(b) COSPlay's speedup over Baseline at the same thread count",
+			series: []panelSeries{{"speedup", "", "", ""}}, workload: allWorkloads, xLabel: "benchmark (a bar per thread count)"},
+	},
+	// The scoped persist barrier paper's Fig. 7: a group of bars per
+	// NVW-FIFO size, a bar per scope.
+	"gope-fig7": {gopeFig7Panel("time_norm", "insertion time normalised to the DRAM-only baseline"),
+		gopeFig7Panel("nvw_full_stall", "stalls on a full NVW-FIFO")},
+}
+
+// allWorkloads keeps every workload as it is (panelLayout.workload).
+func allWorkloads(w string) (string, bool) { return w, true }
+
+// fig13Panel is a panel of COSPlay Fig. 13: bmo's Baseline, COSPlay and
+// FreeSwitch over Unordered.
+func fig13Panel(key, title, bmo string) panelLayout {
+	return panelLayout{key: key, title: title + ": performance normalised to Unordered",
+		series: []panelSeries{
+			{"perf_over_unordered", bmo + " baseline", "Baseline", ""},
+			{"perf_over_unordered", bmo + " cosplay", "COSPlay", ""},
+			{"perf_over_unordered", bmo + " freeswitch", "FreeSwitch", ""},
+		},
+		workload: allWorkloads, xLabel: "benchmark", yLabel: "performance over Unordered (×)"}
+}
+
+// gopeFig7Panel is a panel of gope-fig7's metric: a group per NVW-FIFO
+// size (L1/L2 entries), a bar per scope.
+func gopeFig7Panel(metric, title string) panelLayout {
+	var series []panelSeries
+	for _, f := range []string{"16-64", "64-256", "256-1024"} {
+		for _, sc := range []string{"workgroup", "kernel"} {
+			series = append(series, panelSeries{metric, sc + "-scope/" + f, sc + " scope", strings.Replace(f, "-", "/", 1)})
+		}
+	}
+	return panelLayout{key: metric, title: title, series: series, workload: allWorkloads,
+		xLabel: "NVW-FIFO entries (L1/L2), the largest tree"}
 }
 
 // applyLayout returns the rows and the paper's marks of layout's panels:
@@ -659,6 +787,9 @@ func applyLayout(layout []panelLayout, rows []Row, marks []Comparison) ([]Row, [
 				}
 				if s.label != "" {
 					config = s.label
+				}
+				if s.workload != "" {
+					w = s.workload
 				}
 				return w, config, true
 			}
@@ -682,7 +813,9 @@ func applyLayout(layout []panelLayout, rows []Row, marks []Comparison) ([]Row, [
 // rows of its key.
 func (l panelLayout) apply(p *plot.Plot, rows []Row) {
 	p.Title.Text = l.title
-	p.Y.Label.Text = l.yLabel
+	if l.yLabel != "" {
+		p.Y.Label.Text = l.yLabel
+	}
 	p.X.Label.Text = l.xLabel
 	if _, ok := p.Y.Scale.(clampedLog); ok {
 		p.Y.Label.Text += ", log scale"
@@ -820,6 +953,11 @@ func relativePanel(cmps []Comparison) (*plot.Plot, vg.Length, error) {
 	ymax := 1.0
 	for i, c := range cmps {
 		names = append(names, c.Workload+": "+c.Label())
+		if len(cmps) <= 4 {
+			// Few: level, on two lines, so that the panel keeps its
+			// height.
+			names[i] = c.Workload + ":\n" + c.Label()
+		}
 		v[i] = c.Ours
 		pm.pts = append(pm.pts, paperMark{x: float64(i), y: c.Value})
 		ymax = max(ymax, c.Ours, c.Value)
@@ -837,9 +975,11 @@ func relativePanel(cmps []Comparison) (*plot.Plot, vg.Length, error) {
 	p.Add(pm)
 	p.NominalX(names...)
 	p.X.Tick.Label.Font.Size = 9
-	p.X.Tick.Label.Rotation = math.Pi / 6
-	p.X.Tick.Label.XAlign = draw.XRight
-	p.X.Tick.Label.YAlign = draw.YTop
+	if len(cmps) > 4 {
+		p.X.Tick.Label.Rotation = math.Pi / 6
+		p.X.Tick.Label.XAlign = draw.XRight
+		p.X.Tick.Label.YAlign = draw.YTop
+	}
 	p.X.Min, p.X.Max = -0.5, float64(len(cmps))-0.5
 	p.Y.Max = ymax * 1.08
 	return p, vg.Length(len(cmps)) * 2.5 * barW, nil

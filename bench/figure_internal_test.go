@@ -5,12 +5,15 @@ import (
 	"image/color"
 	"os"
 	"path/filepath"
+	"regexp"
 	"slices"
 	"strconv"
 	"strings"
 	"testing"
 
 	"github.com/stretchr/testify/require"
+	"gonum.org/v1/plot/vg"
+	"gonum.org/v1/plot/vg/draw"
 )
 
 // A linear axis has at least four labelled ticks where its ticks are few
@@ -166,4 +169,81 @@ func TestTransposeSweep(t *testing.T) {
 	cols := configColors(configs)
 	require.Equal(t, color.Color(qualitative[0]), cols[0])
 	require.NotEqual(t, cols[7], cols[8])
+}
+
+// goldenRows reads the rows of an experiment's golden CSV.
+func goldenRows(t *testing.T, name string) []Row {
+	t.Helper()
+	f, err := os.Open(filepath.Join("testdata", "golden", name+".csv"))
+	require.NoError(t, err)
+	defer f.Close()
+	recs, err := csv.NewReader(f).ReadAll()
+	require.NoError(t, err)
+	var rows []Row
+	for _, r := range recs[1:] {
+		v, err := strconv.ParseFloat(r[4], 64)
+		require.NoError(t, err)
+		rows = append(rows, Row{r[0], r[1], r[2], r[3], v})
+	}
+	return rows
+}
+
+// The papers' figures are drawn in their panels (figureLayouts), and
+// every panel lies on the figure: cosplay-fig13's relative values, long
+// labels at an angle, pushed its first panel off the top.
+func TestPaperLayouts(t *testing.T) {
+	panel := regexp.MustCompile(`<path d="M([-\d.]+),([-\d.]+)L([-\d.]+),([-\d.]+)L([-\d.]+),([-\d.]+)L([-\d.]+),([-\d.]+)Z" style="fill:#FFFFFF" />`)
+	size := regexp.MustCompile(`<svg width="([\d.]+)pt" height="([\d.]+)pt"`)
+	for _, tc := range []struct {
+		exp           string
+		want, notWant []string
+	}{
+		{"sbrp-fig11", []string{">recovery time after a crash, normalised to epoch-near<", ">1 = epoch-near<"}, []string{"crash before", ">recovery cycles<"}},
+		{"cosplay-fig11", []string{">(a) COSPlay&#39;s speedup over SBatch at COSPlay&#39;s best window<", ">(b) the best windows: SBatch&#39;s over COSPlay&#39;s<"},
+			[]string{">COSPlay&#39;s best window<"}},
+		{"cosplay-fig13", []string{">(a) Enc: performance normalised to Unordered<", ">(b) HD: performance normalised to Unordered<", ">FreeSwitch<", ">1 = Unordered<"},
+			[]string{">Enc baseline<", ">window<"}},
+		{"cosplay-fig14", []string{">(b) COSPlay&#39;s speedup over Baseline at the same thread count<", ">throughput over Baseline&#39;s<", ">on one core (×)<"}, []string{">best window<"}},
+		{"gope-fig7", []string{">16/64<", ">workgroup scope<", ">NVW-FIFO entries (L1/L2), the largest tree<"}, []string{">workgroup-scope/16-64<"}},
+	} {
+		path := filepath.Join(t.TempDir(), "f.svg")
+		require.NoError(t, WriteFigure(path, "title", goldenRows(t, tc.exp), true))
+		b, err := os.ReadFile(path)
+		require.NoError(t, err)
+		s := string(b)
+		for _, w := range tc.want {
+			require.Contains(t, s, w, tc.exp)
+		}
+		for _, w := range tc.notWant {
+			require.NotContains(t, s, w, tc.exp)
+		}
+		wh := size.FindStringSubmatch(s)
+		require.NotNil(t, wh)
+		w, _ := strconv.ParseFloat(wh[1], 64)
+		h, _ := strconv.ParseFloat(wh[2], 64)
+		for _, m := range panel.FindAllStringSubmatch(s, -1) {
+			for i := 1; i < len(m); i += 2 {
+				x, _ := strconv.ParseFloat(m[i], 64)
+				y, _ := strconv.ParseFloat(m[i+1], 64)
+				require.True(t, x >= -0.5 && x <= w+0.5 && y >= -0.5 && y <= h+0.5, "%s: a panel off the figure: %s", tc.exp, m[0])
+			}
+		}
+	}
+}
+
+// A y axis label too long for a panel's height is broken into two lines.
+func TestWrapLabel(t *testing.T) {
+	require.Equal(t, "speedup (×)", wrapLabel("speedup (×)", maxAxisLabel))
+	require.Equal(t, "speedup at the same\nwindow over SBatch (×)", wrapLabel("speedup at the same window over SBatch (×)", maxAxisLabel))
+}
+
+// inside tells canvases on the figure from those Align pushed off it.
+func TestInside(t *testing.T) {
+	area := draw.Canvas{Rectangle: vg.Rectangle{Max: vg.Point{X: 100, Y: 100}}}
+	in := draw.Canvas{Rectangle: vg.Rectangle{Min: vg.Point{X: 10, Y: 10}, Max: vg.Point{X: 50, Y: 90}}}
+	off := draw.Canvas{Rectangle: vg.Rectangle{Min: vg.Point{X: 10, Y: 60}, Max: vg.Point{X: 50, Y: 130}}}
+	flat := draw.Canvas{Rectangle: vg.Rectangle{Min: vg.Point{X: 10, Y: 60}, Max: vg.Point{X: 50, Y: 40}}}
+	require.True(t, inside([][]draw.Canvas{{in, in}}, area))
+	require.False(t, inside([][]draw.Canvas{{in, off}}, area))
+	require.False(t, inside([][]draw.Canvas{{flat}}, area))
 }
