@@ -55,6 +55,13 @@ func WriteFigure(path, title string, rows []Row, paper bool) error {
 	}
 	// A figure with a layout of the paper's panels draws those.
 	layout := figureLayouts[rows[0].Experiment]
+	if f, ok := layoutFuncs[rows[0].Experiment]; ok {
+		l, err := f()
+		if err != nil {
+			return err
+		}
+		layout = l
+	}
 	if layout != nil {
 		exp := rows[0].Experiment
 		rows, marks = applyLayout(layout, rows, marks)
@@ -669,7 +676,12 @@ type panelLayout struct {
 // panelSeries is a metric (of config, or any config if "") drawn in a
 // panel, as config label in the legend ("": the row's config), in the
 // group of bars workload ("": the row's workload, renamed by the panel).
-type panelSeries struct{ metric, config, label, workload string }
+type panelSeries struct {
+	metric, config, label, workload string
+	// of, if set, is the one workload the series draws; config, if it
+	// ends in "*", matches the configs it begins.
+	of string
+}
 
 // figureLayouts are the experiments drawn in their paper's layout rather
 // than a panel per metric.
@@ -680,15 +692,15 @@ var figureLayouts = map[string][]panelLayout{
 	"gpm-fig11": {
 		{key: "hcl_speedup", title: "(a) speedup due to HCL",
 			series: []panelSeries{
-				{"hcl_speedup", "", "HCL over conventional logging", ""},
-				{"hcl_speedup_vs_conv_per_warp", "", "HCL over a log per warp", ""},
+				{"hcl_speedup", "", "HCL over conventional logging", "", ""},
+				{"hcl_speedup_vs_conv_per_warp", "", "HCL over a log per warp", "", ""},
 			},
 			workload: func(w string) (string, bool) { return w, !strings.HasPrefix(w, "log-") && w != "logging" },
 			xLabel:   "workload", yLabel: "HCL's speedup (×)"},
 		{key: "latency_us", title: "(b) logging latency against concurrent logging threads",
 			series: []panelSeries{
-				{"latency_us", "pm-far/gpm/hcl", "HCL", ""},
-				{"latency_us", "pm-far/gpm/conv", "conventional logging", ""},
+				{"latency_us", "pm-far/gpm/hcl", "HCL", "", ""},
+				{"latency_us", "pm-far/gpm/conv", "conventional logging", "", ""},
 			},
 			workload: func(w string) (string, bool) { return strings.CutPrefix(w, "log-") },
 			xLabel:   "concurrent logging threads", yLabel: "logging latency (µs)", log: true},
@@ -698,7 +710,7 @@ var figureLayouts = map[string][]panelLayout{
 	// CSV).
 	"sbrp-fig11": {
 		{key: "recovery_norm", title: "recovery time after a crash, normalised to epoch-near",
-			series: []panelSeries{{"recovery_norm", "", "", ""}}, workload: allWorkloads, xLabel: "workload"},
+			series: []panelSeries{{"recovery_norm", "", "", "", ""}}, workload: allWorkloads, xLabel: "workload"},
 	},
 	// COSPlay Fig. 11: (a) COSPlay over SBatch at the same window, (b)
 	// each at its best window, and the windows (b) compares; each with
@@ -706,11 +718,11 @@ var figureLayouts = map[string][]panelLayout{
 	// a panel of its own.
 	"cosplay-fig11": {
 		{key: "speedup_iso_window", title: "(a) COSPlay's speedup over SBatch at COSPlay's best window",
-			series: []panelSeries{{"speedup_iso_window", "", "", ""}}, workload: allWorkloads, xLabel: "benchmark (a bar per BMO)"},
+			series: []panelSeries{{"speedup_iso_window", "", "", "", ""}}, workload: allWorkloads, xLabel: "benchmark (a bar per BMO)"},
 		{key: "speedup_best_windows", title: "(b) COSPlay's speedup over SBatch, each at its best window",
-			series: []panelSeries{{"speedup_best_windows", "", "", ""}}, workload: allWorkloads, xLabel: "benchmark (a bar per BMO)"},
+			series: []panelSeries{{"speedup_best_windows", "", "", "", ""}}, workload: allWorkloads, xLabel: "benchmark (a bar per BMO)"},
 		{key: "sbatch_over_cosplay_window", title: "(b) the best windows: SBatch's over COSPlay's",
-			series: []panelSeries{{"sbatch_over_cosplay_window", "", "", ""}}, workload: allWorkloads, xLabel: "benchmark (a bar per BMO)"},
+			series: []panelSeries{{"sbatch_over_cosplay_window", "", "", "", ""}}, workload: allWorkloads, xLabel: "benchmark (a bar per BMO)"},
 	},
 	// COSPlay Fig. 13: (a) Enc, (b) HD, performance normalised to
 	// Unordered; and §6.2's gaps, min and max over the benchmarks and both
@@ -720,8 +732,8 @@ var figureLayouts = map[string][]panelLayout{
 		fig13Panel("hd_perf_over_unordered", "(b) HD", "HD"),
 		{key: "slowdown_vs_unordered", title: "§6.2: slowdown over Unordered, min and max over the benchmarks and both BMOs",
 			series: []panelSeries{
-				{"slowdown_vs_unordered", "baseline", "Baseline", ""},
-				{"slowdown_vs_unordered", "cosplay", "COSPlay", ""},
+				{"slowdown_vs_unordered", "baseline", "Baseline", "", ""},
+				{"slowdown_vs_unordered", "cosplay", "COSPlay", "", ""},
 			},
 			workload: allWorkloads},
 	},
@@ -730,18 +742,56 @@ var figureLayouts = map[string][]panelLayout{
 	// each thread count.
 	"cosplay-fig14": {
 		{key: "baseline_throughput", title: "(a) Baseline's throughput over Baseline's on one core",
-			series: []panelSeries{{"baseline_throughput", "", "", ""}}, workload: allWorkloads, xLabel: "benchmark (a bar per thread count)",
+			series: []panelSeries{{"baseline_throughput", "", "", "", ""}}, workload: allWorkloads, xLabel: "benchmark (a bar per thread count)",
 			yLabel: "throughput over Baseline's on one core (×)"},
 		{key: "cosplay_throughput", title: "(a) COSPlay's throughput (at its best window) over Baseline's on one core",
-			series: []panelSeries{{"cosplay_throughput", "", "", ""}}, workload: allWorkloads, xLabel: "benchmark (a bar per thread count)",
+			series: []panelSeries{{"cosplay_throughput", "", "", "", ""}}, workload: allWorkloads, xLabel: "benchmark (a bar per thread count)",
 			yLabel: "throughput over Baseline's on one core (×)"},
 		{key: "speedup", title: "(b) COSPlay's speedup over Baseline at the same thread count",
-			series: []panelSeries{{"speedup", "", "", ""}}, workload: allWorkloads, xLabel: "benchmark (a bar per thread count)"},
+			series: []panelSeries{{"speedup", "", "", "", ""}}, workload: allWorkloads, xLabel: "benchmark (a bar per thread count)"},
+	},
+	// The scoped persist barrier paper's Table 3: the NV writes per
+	// level (the tree's workgroups, depth and levels are in the CSV).
+	"gope-table3": {
+		{key: "nv_writes", title: "NV writes a crash at each level makes the insertion write again",
+			series: []panelSeries{{"nv_writes", "", "", "", ""}}, workload: allWorkloads, xLabel: "the level the crash hits"},
 	},
 	// The scoped persist barrier paper's Fig. 7: a group of bars per
 	// NVW-FIFO size, a bar per scope.
 	"gope-fig7": {gopeFig7Panel("time_norm", "insertion time normalised to the DRAM-only baseline"),
 		gopeFig7Panel("nvw_full_stall", "stalls on a full NVW-FIFO")},
+}
+
+// layoutFuncs build the layouts of experiments whose panels depend on the
+// papers' values.
+var layoutFuncs = map[string]func() ([]panelLayout, error){"lin-table5": linTable5Layout}
+
+// linTable5Layout draws the re-study's Table V: per kernel, the overhead
+// of the cheapest persistency scheme (and durable transaction) the crash
+// checker accepts, beside our run of the one the paper recommends (with
+// the paper's value on it), and their averages.
+func linTable5Layout() ([]panelLayout, error) {
+	vals, err := PaperValuesFor("lin-table5")
+	if err != nil {
+		return nil, err
+	}
+	panel := func(key, title, kind, pick string, txn bool) panelLayout {
+		series := []panelSeries{
+			{metric: "overhead_pct", config: kind + "=*", label: "our pick"},
+			{metric: "overhead_pct", config: kind, label: "our pick"},
+		}
+		for _, v := range vals {
+			if v.Workload != "average" && strings.HasPrefix(v.Config, "undo_") == txn {
+				series = append(series, panelSeries{metric: "overhead_pct", config: v.Config, label: pick, of: v.Workload})
+			}
+		}
+		return panelLayout{key: key, title: title, series: series, workload: allWorkloads,
+			xLabel: "kernel", yLabel: "overhead over the nvm baseline (%)"}
+	}
+	return []panelLayout{
+		panel("pm_overhead_pct", "the cheapest persistency scheme the crash checker accepts", "PM", "the paper's pick (our run)", false),
+		panel("dt_overhead_pct", "the cheapest durable transaction the crash checker accepts", "DT", "the paper's pick (our run)", true),
+	}, nil
 }
 
 // allWorkloads keeps every workload as it is (panelLayout.workload).
@@ -752,9 +802,9 @@ func allWorkloads(w string) (string, bool) { return w, true }
 func fig13Panel(key, title, bmo string) panelLayout {
 	return panelLayout{key: key, title: title + ": performance normalised to Unordered",
 		series: []panelSeries{
-			{"perf_over_unordered", bmo + " baseline", "Baseline", ""},
-			{"perf_over_unordered", bmo + " cosplay", "COSPlay", ""},
-			{"perf_over_unordered", bmo + " freeswitch", "FreeSwitch", ""},
+			{"perf_over_unordered", bmo + " baseline", "Baseline", "", ""},
+			{"perf_over_unordered", bmo + " cosplay", "COSPlay", "", ""},
+			{"perf_over_unordered", bmo + " freeswitch", "FreeSwitch", "", ""},
 		},
 		workload: allWorkloads, xLabel: "benchmark", yLabel: "performance over Unordered (×)"}
 }
@@ -765,7 +815,7 @@ func gopeFig7Panel(metric, title string) panelLayout {
 	var series []panelSeries
 	for _, f := range []string{"16-64", "64-256", "256-1024"} {
 		for _, sc := range []string{"workgroup", "kernel"} {
-			series = append(series, panelSeries{metric, sc + "-scope/" + f, sc + " scope", strings.Replace(f, "-", "/", 1)})
+			series = append(series, panelSeries{metric, sc + "-scope/" + f, sc + " scope", strings.Replace(f, "-", "/", 1), ""})
 		}
 	}
 	return panelLayout{key: metric, title: title, series: series, workload: allWorkloads,
@@ -782,7 +832,9 @@ func applyLayout(layout []panelLayout, rows []Row, marks []Comparison) ([]Row, [
 		for _, s := range l.series {
 			match := func(metric, config, workload string) (string, string, bool) {
 				w, ok := l.workload(workload)
-				if !ok || metric != s.metric || (s.config != "" && config != s.config) {
+				prefix, wild := strings.CutSuffix(s.config, "*")
+				if !ok || metric != s.metric || (s.of != "" && workload != s.of) ||
+					(s.config != "" && config != s.config && !(wild && strings.HasPrefix(config, prefix))) {
 					return "", "", false
 				}
 				if s.label != "" {
