@@ -308,7 +308,12 @@ func metricPanel(metric string, rows []Row, configs []string, colors []color.Col
 			base = namedBaseline(exp, metric)
 		}
 	}
-	p.Y.Label.Text = axisLabel(strings.TrimSuffix(metric, extremes), base)
+	over := base
+	if strings.Contains(metric, "overhead") {
+		// An overhead is relative too (with no line at 1): over what.
+		over = figureBaselines[exp][strings.TrimSuffix(metric, extremes)]
+	}
+	p.Y.Label.Text = axisLabel(strings.TrimSuffix(metric, extremes), over)
 	p.Y.Tick.Marker = compactTicks{}
 	p.Y.Min = 0
 	p.X.Tick.Label.Font.Size = 10
@@ -928,7 +933,7 @@ func axisLabel(metric, baseline string) string {
 	if baseline != "" && !strings.Contains(name, " over ") {
 		name += " over " + baseline
 	}
-	if u := unitOf(metric); u != "" && u != name {
+	if u := unitOf(metric); u != "" && !strings.HasSuffix(name, u) {
 		return name + " (" + u + ")"
 	}
 	return name
@@ -964,7 +969,7 @@ func unitOf(metric string) string {
 	case strings.Contains(m, "window") || strings.Contains(m, "misses") || strings.Contains(m, "threads") ||
 		strings.Contains(m, "writes") || strings.Contains(m, "count") || strings.Contains(m, "entries") ||
 		m == "keys" || m == "persists" || m == "workgroups" || strings.HasPrefix(m, "depth") ||
-		m == "verbs" || m == "levels" || m == "states" || m == "batches" || m == "ops" || m == "gets" || m == "sets":
+		m == "verbs" || m == "coroutines" || m == "levels" || m == "states" || m == "batches" || m == "ops" || m == "gets" || m == "sets":
 		return "count"
 	case strings.HasSuffix(m, "_mib"):
 		return "MiB"

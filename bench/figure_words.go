@@ -104,6 +104,14 @@ var figureBaselines = map[string]map[string]string{
 	"gope-fig7":     {"": "the DRAM-only baseline"},
 	"gpm-fig11":     {"": "conventional logging", "hcl_speedup_vs_conv_per_warp": "a log per warp"},
 	"hw-validate":   {"": "conventional logging"},
+	// The re-study's overheads (not ratios: no line at 1).
+	"lin-fig1":   {"overhead_pct": "nvm"},
+	"lin-fig2":   {"overhead_pct": "nvm"},
+	"lin-fig3":   {"overhead_pct": "nvm"},
+	"lin-fig4":   {"overhead_pct": "nvm"},
+	"lin-fig5":   {"overhead_pct": "nvm"},
+	"lin-fig6":   {"overhead_pct": "nvm"},
+	"lin-table5": {"overhead_pct": "nvm"},
 }
 
 // namedBaseline is what metric's ratios are over in exp (figureBaselines),

@@ -183,7 +183,7 @@ func TestFigureLabels(t *testing.T) {
 			{"cosplay-fig8", "min", "ADR", "speedup", 1.7}, {"cosplay-fig8", "max", "ADR", "speedup", 2},
 		}, false, []string{">speedup<", ">speedup: min and max over the benchmarks<"}, []string{"benchmarks (×)"}},
 		{"cdf", []bench.Row{{"cosplay-fig12", "SPS", "cosplay", "cdf_p050", 2000}, {"cosplay-fig12", "SPS", "cosplay", "cdf_p100", 5000}},
-			false, []string{">value (cycles)<"}, []string{">value<"}},
+			false, []string{">latency (cycles)<", ">SPS: CDF of the latency<"}, []string{">value<"}},
 		{"gpm layout", gpm, true, []string{">(a) speedup due to HCL<", ">(b) logging latency against concurrent logging threads<",
 			">concurrent logging threads<", ">logging latency (µs), log scale<", ">2048<", ">HCL over conventional logging<", ">paper&#39;s value<"},
 			[]string{"batch_cycles", ">log-32<"}},
