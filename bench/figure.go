@@ -69,6 +69,7 @@ func WriteFigure(path, title string, rows []Row, paper bool) error {
 			return fmt.Errorf("%w: no rows of %s's panels to plot for %s", ErrFigure, exp, title)
 		}
 	}
+	rows = splitDerived(rows)
 	rows, marks = splitExtremes(rows, marks)
 	rows, marks, sweptKey := transposeSweep(rows, marks)
 	rows, marks = groupMachines(rows, marks)
@@ -248,6 +249,10 @@ func inside(canvases [][]draw.Canvas, area draw.Canvas) bool {
 	return true
 }
 
+// maxBarsWidth is the most a panel's bars and gaps take where bars can be
+// narrowed to fit (down to 4 points).
+const maxBarsWidth = 14 * vg.Inch
+
 // maxTwoColumnPanel is the widest panel drawn two a row.
 const maxTwoColumnPanel = 8 * vg.Inch
 
@@ -269,7 +274,7 @@ func newCanvas(path string, w, h vg.Length) (vg.CanvasWriterTo, error) {
 // reference line at 1.
 func isRatio(metric string) bool {
 	metric = strings.TrimSuffix(metric, extremes)
-	return strings.Contains(metric, "speedup") || strings.HasSuffix(metric, "_norm") || strings.HasPrefix(metric, "x_") ||
+	return strings.HasPrefix(metric, derivedPrefix) || strings.Contains(metric, "speedup") || strings.HasSuffix(metric, "_norm") || strings.HasPrefix(metric, "x_") ||
 		strings.HasPrefix(metric, "over_") || strings.HasPrefix(metric, "normalized_") || strings.HasPrefix(metric, "normalised_") ||
 		strings.Contains(metric, "_over_") || strings.Contains(metric, "_vs_") || strings.HasPrefix(metric, "slowdown")
 }
@@ -304,6 +309,9 @@ func metricPanel(metric string, rows []Row, configs []string, colors []color.Col
 	base := ""
 	if isRatio(metric) {
 		base = baselineOf(workloads, cfgs, vals)
+		if c, ok := strings.CutPrefix(metric, derivedPrefix); ok {
+			base = c[strings.LastIndex(c, "/")+1:]
+		}
 		if base == "" {
 			base = namedBaseline(exp, metric)
 		}
@@ -323,10 +331,21 @@ func metricPanel(metric string, rows []Row, configs []string, colors []color.Col
 	}
 	if long*len(workloads) > 60 {
 		p.X.Tick.Label.Rotation = math.Pi / 6
+		if len(workloads) > 30 {
+			p.X.Tick.Label.Rotation = math.Pi / 3
+		}
 		p.X.Tick.Label.XAlign = draw.XRight
 		p.X.Tick.Label.YAlign = draw.YTop
 	}
 	barW := vg.Points(float64(max(5, min(14, 90/max(len(cfgs), 1)))))
+	// Many groups (hw-validate's 60 ratios): narrower bars and smaller
+	// labels, so that the panel stays within maxBarsWidth.
+	if w := maxBarsWidth / vg.Length(float64(len(workloads))*(float64(len(cfgs))+1.5)); w < barW {
+		barW = max(w, vg.Points(4))
+	}
+	if len(workloads) > 30 {
+		p.X.Tick.Label.Font.Size = 8
+	}
 	offset := func(i int) vg.Length { return barW * vg.Length(float64(i)-float64(len(cfgs)-1)/2) }
 	for i, c := range cfgs {
 		v := make(plotter.Values, len(workloads))
@@ -1204,4 +1223,79 @@ func sweepWords(key string) string {
 // sweepNames are the words for the keys experiments sweep.
 var sweepNames = map[string]string{
 	"bmo": "persist latency added at the memory controller (cycles)",
+}
+
+// derivedPrefix names the metric of a config that is one config's value
+// over another's (splitDerived): derivedPrefix + the config.
+const derivedPrefix = "ratio "
+
+// splitDerived moves the rows of a config named "a/b" whose every value
+// is the value of the config ending in " a" over that of the config
+// ending in " b" at its workload and metric (hw-validate's model/measured
+// beside "h100 model" and "h100 measured") to a panel of their own, a
+// group per workload and metric: a ratio drawn on its own axis, not on the
+// cycles or GB/s of the values it divides.
+func splitDerived(rows []Row) []Row {
+	type key struct{ workload, config, metric string }
+	vals := map[key]float64{}
+	var configs []string
+	for _, r := range rows {
+		vals[key{r.Workload, r.Config, r.Metric}] = r.Value
+		if !slices.Contains(configs, r.Config) {
+			configs = append(configs, r.Config)
+		}
+	}
+	end := func(suffix string) string {
+		for _, c := range configs {
+			if strings.HasSuffix(c, " "+suffix) {
+				return c
+			}
+		}
+		return ""
+	}
+	var derived []string
+	for _, c := range configs {
+		a, b, ok := strings.Cut(c, "/")
+		num, den := end(a), end(b)
+		if !ok || num == "" || den == "" {
+			continue
+		}
+		all := true
+		for _, r := range rows {
+			if r.Config != c {
+				continue
+			}
+			n, ok1 := vals[key{r.Workload, num, r.Metric}]
+			d, ok2 := vals[key{r.Workload, den, r.Metric}]
+			all = all && ok1 && ok2 && d != 0 && math.Abs(n/d-r.Value) <= 1e-4*math.Abs(r.Value)
+		}
+		if all {
+			derived = append(derived, c)
+		}
+	}
+	if len(derived) == 0 {
+		return rows
+	}
+	out := slices.Clone(rows)
+	for i, r := range out {
+		if slices.Contains(derived, r.Config) {
+			out[i].Workload = r.Workload + " (" + metricWords(r.Metric) + ")"
+			out[i].Metric = derivedPrefix + r.Config
+		}
+	}
+	// The ratios' panel last.
+	slices.SortStableFunc(out, func(x, y Row) int {
+		return cmpBool(strings.HasPrefix(x.Metric, derivedPrefix), strings.HasPrefix(y.Metric, derivedPrefix))
+	})
+	return out
+}
+
+func cmpBool(a, b bool) int {
+	switch {
+	case a == b:
+		return 0
+	case a:
+		return 1
+	}
+	return -1
 }

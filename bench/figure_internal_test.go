@@ -252,3 +252,28 @@ func TestInside(t *testing.T) {
 	require.False(t, inside([][]draw.Canvas{{in, off}}, area))
 	require.False(t, inside([][]draw.Canvas{{flat}}, area))
 }
+
+// A config that is one config over another (hw-validate's model/measured
+// beside h100 model and h100 measured) is drawn on an axis of its own, not
+// on the cycles of the values it divides, with the line at 1 named.
+func TestSplitDerived(t *testing.T) {
+	rows := []Row{
+		{"hw-validate", "load l1", "h100 measured", "cycles", 40}, {"hw-validate", "load l1", "h100 model", "cycles", 44},
+		{"hw-validate", "load l1", "model/measured", "cycles", 1.1},
+		{"hw-validate", "bw host", "h100 measured", "write_gbps", 50}, {"hw-validate", "bw host", "h100 model", "write_gbps", 25},
+		{"hw-validate", "bw host", "model/measured", "write_gbps", 0.5},
+	}
+	got := splitDerived(rows)
+	require.Equal(t, Row{"hw-validate", "load l1 (cycles)", "model/measured", derivedPrefix + "model/measured", 1.1}, got[4])
+	require.Equal(t, rows[3], got[2])
+	path := filepath.Join(t.TempDir(), "f.svg")
+	require.NoError(t, WriteFigure(path, "title", rows, false))
+	b, err := os.ReadFile(path)
+	require.NoError(t, err)
+	for _, w := range []string{">model over measured, each measurement<", ">1 = measured<", ">bw host (write bandwidth)<"} {
+		require.Contains(t, string(b), w)
+	}
+	// A config named a/b that is not a over b stays.
+	rows[2].Value = 3
+	require.Equal(t, rows, splitDerived(rows))
+}

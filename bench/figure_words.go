@@ -45,6 +45,9 @@ var metricTokens = map[string]string{
 // axis) and "normalised" (the axis names the baseline) left out.
 func metricWords(metric string) string {
 	m, extreme := strings.CutSuffix(metric, extremes)
+	if c, ok := strings.CutPrefix(m, derivedPrefix); ok {
+		return strings.ReplaceAll(c, "/", " over ") + ", each measurement"
+	}
 	over := ""
 	if rest, ok := strings.CutPrefix(m, "x_"); ok {
 		// x_pebble_keys_per_s: our rate over Pebble's.
@@ -103,7 +106,7 @@ var figureBaselines = map[string]map[string]string{
 	"gope-fig5":     {"": "the DRAM-only baseline", "over_alg1_dram": "Algorithm 1 without persistence"},
 	"gope-fig7":     {"": "the DRAM-only baseline"},
 	"gpm-fig11":     {"": "conventional logging", "hcl_speedup_vs_conv_per_warp": "a log per warp"},
-	"hw-validate":   {"": "conventional logging"},
+	"hw-validate":   {"hcl_speedup": "conventional logging"},
 	// The re-study's overheads (not ratios: no line at 1).
 	"lin-fig1":   {"overhead_pct": "nvm"},
 	"lin-fig2":   {"overhead_pct": "nvm"},
