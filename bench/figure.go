@@ -137,7 +137,7 @@ func WriteFigure(path, title string, rows []Row, paper bool) error {
 	}
 	legend := figureLegend(configs, colors, len(marks) > 0 || len(relative) > 0, ref)
 
-	// One column of panels, two if there are many and they are narrow
+	// One column of panels, two if there are many and they are not wide
 	// (two columns of wide panels make a figure too wide to read on a
 	// slide: hw-validate's was 47 inches); each panel wide enough for its
 	// bars, the legend in a column of its own on the right.
@@ -254,7 +254,7 @@ func inside(canvases [][]draw.Canvas, area draw.Canvas) bool {
 const maxBarsWidth = 14 * vg.Inch
 
 // maxTwoColumnPanel is the widest panel drawn two a row.
-const maxTwoColumnPanel = 8 * vg.Inch
+const maxTwoColumnPanel = 11 * vg.Inch
 
 // newCanvas returns a canvas for the format of path's extension; PNGs are
 // drawn at 150 dpi so that their labels are readable on a slide.
@@ -311,6 +311,14 @@ func metricPanel(metric string, rows []Row, configs []string, colors []color.Col
 		base = baselineOf(workloads, cfgs, vals)
 		if c, ok := strings.CutPrefix(metric, derivedPrefix); ok {
 			base = c[strings.LastIndex(c, "/")+1:]
+		}
+		if rest, ok := strings.CutPrefix(metric, "x_"); ok && base == "" {
+			// x_pebble_keys_per_s: over Pebble's rate (metricWords).
+			other, _, _ := strings.Cut(rest, "_")
+			if w := metricTokens[other]; w != "" {
+				other = w
+			}
+			base = other + "'s, the same file system and workload"
 		}
 		if base == "" {
 			base = namedBaseline(exp, metric)

@@ -97,6 +97,8 @@ func TestRatioBaseline(t *testing.T) {
 			{"sbrp-fig8", "Red", "sbrp-far", "l1_pm_read_misses_norm", 0.3},
 		}, []string{">L1 PM read misses over epoch-far (×)<", ">1 = epoch-far<"}},
 		{[]Row{{"sbrp-fig9", "Red", "sbrp-far-eadr", "speedup", 1.2}}, []string{">speedup over epoch-far (×)<", ">1 = epoch-far<"}},
+		{[]Row{{"kvs-vs-pebble", "set/b1", "disk(ext4)/gpkvs-native-log", "x_pebble_keys_per_s", 0.5}},
+			[]string{">keys per second over Pebble&#39;s (×)<", ">1 = Pebble&#39;s, the same file system and workload<"}},
 		{[]Row{{"lin-fig3", "lbm", "undo_C+wt", "overhead_pct", 20}, {"lin-fig3", "lbm", "undo_C+clwb", "overhead_pct", 30}},
 			[]string{">overhead over nvm (%)<"}},
 		{[]Row{{"cosplay-fig12", "SPS", "sbatch-iso", "median_over_cosplay", 1.4}},
