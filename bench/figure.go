@@ -744,6 +744,12 @@ var figureLayouts = map[string][]panelLayout{
 		{key: "recovery_norm", title: "recovery time after a crash, normalised to epoch-near",
 			series: []panelSeries{{"recovery_norm", "", "", "", ""}}, workload: allWorkloads, xLabel: "workload"},
 	},
+	// COSPlay Fig. 10: TPCC's speedups per BMO (COSPlay's best windows
+	// are in the CSV).
+	"cosplay-fig10": {
+		{key: "speedup", title: "TPCC: speedup over Baseline (sfences) per BMO",
+			series: []panelSeries{{"speedup", "", "", "", ""}}, workload: allWorkloads, xLabel: "BMO"},
+	},
 	// COSPlay Fig. 11: (a) COSPlay over SBatch at the same window, (b)
 	// each at its best window, and the windows (b) compares; each with
 	// its minimum and maximum over the benchmarks (the paper's values) in

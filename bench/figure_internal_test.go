@@ -208,6 +208,7 @@ func TestPaperLayouts(t *testing.T) {
 		{"cosplay-fig13", []string{">(a) Enc: performance normalised to Unordered<", ">(b) HD: performance normalised to Unordered<", ">FreeSwitch<", ">1 = Unordered<"},
 			[]string{">Enc baseline<", ">window<"}},
 		{"cosplay-fig14", []string{">(b) COSPlay&#39;s speedup over Baseline at the same thread count<", ">throughput over Baseline&#39;s<", ">on one core (×)<"}, []string{">best window<"}},
+		{"cosplay-fig10", []string{">TPCC: speedup over Baseline (sfences) per BMO<", ">BMO<", "the paper&#39;s relative values"}, []string{">best window<"}},
 		{"gope-table3", []string{">NV writes a crash at each level makes the insertion write again<"}, []string{">levels<", ">0.20MB<"}},
 		{"lin-table5", []string{">our pick<", ">the paper&#39;s pick (our run)<", ">the cheapest durable transaction the crash checker accepts<"},
 			[]string{">undo_K+idem<", ">accepted by the crash checker (1 = yes, 0 = no)<"}},
