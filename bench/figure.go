@@ -72,6 +72,7 @@ func WriteFigure(path, title string, rows []Row, paper bool) error {
 	rows = splitDerived(rows)
 	rows, marks = splitExtremes(rows, marks)
 	rows, marks, sweptKey := transposeSweep(rows, marks)
+	rows, marks = nameSweep(rows, marks)
 	rows, marks = groupMachines(rows, marks)
 	var metrics, configs []string
 	for _, r := range rows {
@@ -1237,6 +1238,45 @@ func sweepWords(key string) string {
 // sweepNames are the words for the keys experiments sweep.
 var sweepNames = map[string]string{
 	"bmo": "persist latency added at the memory controller (cycles)",
+}
+
+// sweepValues say a config key=value of a sweep in words (nameSweep):
+// the words before and after the value.
+var sweepValues = map[string][2]string{
+	"persist.buffer_entries": {"", " persist-buffer entries"},
+	"nvm_bandwidth_pct":      {"NVM bandwidth ", "%"},
+	"persist.window":         {"flush window of ", ""},
+	"threads":                {"threads: ", ""},
+}
+
+// nameSweep renames configs key=value, all of one key that sweepValues
+// has, in words (sbrp-fig10b's nvm_bandwidth_pct=50: NVM bandwidth 50%).
+func nameSweep(rows []Row, marks []Comparison) ([]Row, []Comparison) {
+	key := ""
+	for _, r := range rows {
+		k, _, ok := strings.Cut(r.Config, "=")
+		if _, known := sweepValues[k]; !ok || !known || (key != "" && k != key) {
+			return rows, marks
+		}
+		key = k
+	}
+	words := sweepValues[key]
+	name := func(c string) string {
+		v, ok := strings.CutPrefix(c, key+"=")
+		if !ok {
+			return c
+		}
+		return words[0] + v + words[1]
+	}
+	out := slices.Clone(rows)
+	for i := range out {
+		out[i].Config = name(out[i].Config)
+	}
+	outMarks := slices.Clone(marks)
+	for i := range outMarks {
+		outMarks[i].Config = name(outMarks[i].Config)
+	}
+	return out, outMarks
 }
 
 // derivedPrefix names the metric of a config that is one config's value

@@ -280,3 +280,26 @@ func TestSplitDerived(t *testing.T) {
 	rows[2].Value = 3
 	require.Equal(t, rows, splitDerived(rows))
 }
+
+// A sweep's configs are named in words in the legend (sbrp-fig10b's
+// nvm_bandwidth_pct=50), the paper's marks with them.
+func TestNameSweep(t *testing.T) {
+	rows := []Row{
+		{"sbrp-fig10b", "geomean", "nvm_bandwidth_pct=50", "speedup", 1.1},
+		{"sbrp-fig10b", "geomean", "nvm_bandwidth_pct=200", "speedup", 1.2},
+	}
+	got, marks := nameSweep(rows, []Comparison{{PaperValue: PaperValue{Config: "nvm_bandwidth_pct=50", Metric: "speedup", Value: 1.15}, Workload: "geomean"}})
+	require.Equal(t, "NVM bandwidth 50%", got[0].Config)
+	require.Equal(t, "NVM bandwidth 200%", got[1].Config)
+	require.Equal(t, "NVM bandwidth 50%", marks[0].Config)
+	path := filepath.Join(t.TempDir(), "f.svg")
+	require.NoError(t, WriteFigure(path, "title", rows, true))
+	b, err := os.ReadFile(path)
+	require.NoError(t, err)
+	require.Contains(t, string(b), ">NVM bandwidth 50%<")
+	require.NotContains(t, string(b), ">nvm_bandwidth_pct=50<")
+	// Configs of other kinds stay.
+	other := []Row{{"x", "w", "a=1", "m", 1}, {"x", "w", "b", "m", 1}}
+	got, _ = nameSweep(other, nil)
+	require.Equal(t, other, got)
+}
