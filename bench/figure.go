@@ -186,6 +186,15 @@ func WriteFigure(path, title string, rows []Row, paper bool) error {
 	area := draw.Crop(dc, 0, -legendW, 0, -titleH)
 	tiles := draw.Tiles{Rows: nrows, Cols: cols, PadX: vg.Points(12), PadY: vg.Points(12),
 		PadTop: vg.Points(4), PadBottom: vg.Points(4), PadLeft: vg.Points(4), PadRight: vg.Points(8)}
+	// A log panel's y label is drawn by drawPanel, not by gonum, which
+	// would also misplace it in Align's padding of its row.
+	labels := make([]plot.Axis, len(panels))
+	for i, p := range panels {
+		labels[i] = p.Y
+		if _, ok := p.Y.Scale.(clampedLog); ok {
+			p.Y.Label.Text = ""
+		}
+	}
 	canvases := plot.Align(grid, tiles, area)
 	if !inside(canvases, area) {
 		// Align lines up the panels' axes, but a panel whose tick labels
@@ -197,7 +206,7 @@ func WriteFigure(path, title string, rows []Row, paper bool) error {
 		}
 	}
 	for i, p := range panels {
-		p.Draw(canvases[i/cols][i%cols])
+		drawPanel(p, canvases[i/cols][i%cols], labels[i])
 	}
 	legend.Draw(draw.Crop(dc, width-legendW+vg.Points(6), -vg.Points(6), 0, -titleH-vg.Points(8)))
 
@@ -235,6 +244,30 @@ func wrapLabel(s string, n int) string {
 }
 
 func abs(i int) int { return max(i, -i) }
+
+// drawPanel draws p on c, y its y axis with its label. gonum makes room for a y axis label as if it
+// sat at the middle of the axis's data range, which on a log scale is
+// near the top: the label's length above the panel pushed the data down
+// (gpm-fig11's latencies began an inch under their title). A log panel's
+// label is drawn here instead, beside its data, in the strip gonum would
+// have given it.
+func drawPanel(p *plot.Plot, c draw.Canvas, y plot.Axis) {
+	label := y.Label
+	if _, ok := p.Y.Scale.(clampedLog); !ok || label.Text == "" {
+		p.Draw(c)
+		return
+	}
+	p.Y.Label.Text = ""
+	defer func() { p.Y.Label = label }()
+	sty := label.TextStyle
+	descent := sty.FontExtents().Descent
+	strip := sty.Height(label.Text) + descent + label.Padding
+	data := draw.Crop(c, strip, 0, 0, 0)
+	p.Draw(data)
+	dc := p.DataCanvas(data)
+	sty.Rotation += math.Pi / 2
+	c.FillText(sty, vg.Point{X: c.Min.X + label.TextStyle.Height(label.Text) - descent, Y: dc.Center().Y}, label.Text)
+}
 
 // inside reports whether every canvas lies within area.
 func inside(canvases [][]draw.Canvas, area draw.Canvas) bool {

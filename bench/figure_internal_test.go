@@ -3,6 +3,7 @@ package bench
 import (
 	"encoding/csv"
 	"image/color"
+	"math"
 	"os"
 	"path/filepath"
 	"regexp"
@@ -302,4 +303,38 @@ func TestNameSweep(t *testing.T) {
 	other := []Row{{"x", "w", "a=1", "m", 1}, {"x", "w", "b", "m", 1}}
 	got, _ = nameSweep(other, nil)
 	require.Equal(t, other, got)
+}
+
+// A log panel's data reaches up to its title: gonum made room for its y
+// label as if at the middle of the data range, near the top of a log axis,
+// and pushed the data an inch down (gpm-fig11's latencies).
+func TestLogPanelHeight(t *testing.T) {
+	rows := []Row{
+		{"gpm-fig11", "log-32", "pm-far/gpm/hcl", "latency_us", 6.7}, {"gpm-fig11", "log-32", "pm-far/gpm/conv", "latency_us", 7.3},
+		{"gpm-fig11", "log-2048", "pm-far/gpm/hcl", "latency_us", 9.2}, {"gpm-fig11", "log-2048", "pm-far/gpm/conv", "latency_us", 1680},
+	}
+	path := filepath.Join(t.TempDir(), "f.svg")
+	require.NoError(t, WriteFigure(path, "title", rows, false))
+	b, err := os.ReadFile(path)
+	require.NoError(t, err)
+	s := string(b)
+	require.Contains(t, s, ">logging latency (µs), log scale<")
+	title := regexp.MustCompile(`<text x="[\d.]+" y="-([\d.]+)"[^>]*\n[^>]*>\(b\) logging latency`).FindStringSubmatch(s)
+	require.NotNil(t, title)
+	titleY, _ := strconv.ParseFloat(title[1], 64)
+	// The bars (not the legend's swatches): the paths of the lowest base.
+	base, top := math.Inf(1), 0.0
+	bars := regexp.MustCompile(`<path d="M[\d.]+,([\d.]+)L[\d.]+,([\d.]+)L[^"]*Z" style="fill:#(?:1F77B4|FF7F0E)"`).FindAllStringSubmatch(s, -1)
+	for _, m := range bars {
+		y0, _ := strconv.ParseFloat(m[1], 64)
+		base = min(base, y0)
+	}
+	for _, m := range bars {
+		y0, _ := strconv.ParseFloat(m[1], 64)
+		y1, _ := strconv.ParseFloat(m[2], 64)
+		if y0 == base {
+			top = max(top, y1)
+		}
+	}
+	require.Less(t, titleY-top, 50.0, "the tallest bar's top %v, the title's %v", top, titleY)
 }
