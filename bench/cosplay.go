@@ -486,21 +486,31 @@ func runCosplayFig13(ctx context.Context, o Options) ([]Row, error) {
 				window int
 			}{{"baseline", base, 1}, {"cosplay", cy, bc.Window}, {"freeswitch", fy, bf.Window}} {
 				cfg := bmo.Name + " " + c.name
+				perf := un / float64(c.cycles)
 				rows = append(rows,
-					Row{exp, labels[k], cfg, "perf_over_unordered", un / float64(c.cycles)},
+					Row{exp, labels[k], cfg, "perf_over_unordered", perf},
 					Row{exp, labels[k], cfg, "window", float64(c.window)})
 				if c.name != "freeswitch" {
-					// §6.2's gaps, over the benchmarks and both BMOs.
-					gaps = append(gaps, Row{exp, labels[k], c.name, "slowdown_vs_unordered", float64(c.cycles) / un})
+					// §6.2's gaps, over the benchmarks and both BMOs:
+					// the inverse of the row's performance, so that
+					// merge recomputes them from the rows (fig13Gaps).
+					gaps = append(gaps, Row{exp, labels[k], c.name, "slowdown_vs_unordered", 1 / perf})
 				}
 			}
 		}
 	}
+	return fig13Gaps(o, rows, gaps), nil
+}
+
+// fig13Gaps appends to Fig. 13's rows §6.2's gaps (min and max over the
+// benchmarks and both BMOs of gaps, slowdown_vs_unordered per config:
+// Baseline's and COSPlay's).
+func fig13Gaps(o Options, rows, gaps []Row) []Row {
 	for _, c := range []string{"baseline", "cosplay"} {
-		g := minMax(o, gaps, exp, c, "slowdown_vs_unordered")
+		g := minMax(o, gaps, "cosplay-fig13", c, "slowdown_vs_unordered")
 		rows = append(rows, g[len(gaps):]...)
 	}
-	return rows, nil
+	return rows
 }
 
 // fig1Latencies are the persist latencies Fig. 1 adds at the memory

@@ -55,6 +55,13 @@ func WriteFigure(path, title string, rows []Row, paper bool) error {
 	}
 	// A figure with a layout of the paper's panels draws those.
 	layout := figureLayouts[rows[0].Experiment]
+	if f, ok := layoutFuncs[rows[0].Experiment]; ok {
+		l, err := f()
+		if err != nil {
+			return err
+		}
+		layout = l
+	}
 	if layout != nil {
 		exp := rows[0].Experiment
 		rows, marks = applyLayout(layout, rows, marks)
@@ -62,7 +69,10 @@ func WriteFigure(path, title string, rows []Row, paper bool) error {
 			return fmt.Errorf("%w: no rows of %s's panels to plot for %s", ErrFigure, exp, title)
 		}
 	}
+	rows = splitDerived(rows)
 	rows, marks = splitExtremes(rows, marks)
+	rows, marks, sweptKey := transposeSweep(rows, marks)
+	rows, marks = nameSweep(rows, marks)
 	rows, marks = groupMachines(rows, marks)
 	var metrics, configs []string
 	for _, r := range rows {
@@ -100,7 +110,14 @@ func WriteFigure(path, title string, rows []Row, paper bool) error {
 			}
 		}
 		if len(same[m]) > 0 {
-			p.Title.Text += " (" + strings.Join(same[m], ", ") + ": the same)"
+			var words []string
+			for _, s := range same[m] {
+				words = append(words, metricWords(s))
+			}
+			p.Title.Text += " (" + strings.Join(words, ", ") + ": the same)"
+		}
+		if sweptKey != "" {
+			p.X.Label.Text = sweepWords(sweptKey)
 		}
 		if i := slices.IndexFunc(layout, func(l panelLayout) bool { return l.key == m }); i >= 0 {
 			layout[i].apply(p, rows)
@@ -121,14 +138,16 @@ func WriteFigure(path, title string, rows []Row, paper bool) error {
 	}
 	legend := figureLegend(configs, colors, len(marks) > 0 || len(relative) > 0, ref)
 
-	// One column of panels, two if there are many; each panel wide enough
-	// for its bars, the legend in a column of its own on the right.
+	// One column of panels, two if there are many and they are not wide
+	// (two columns of wide panels make a figure too wide to read on a
+	// slide: hw-validate's was 47 inches); each panel wide enough for its
+	// bars, the legend in a column of its own on the right.
+	panelW := max(5*vg.Inch, vg.Length(maxBars)+1.5*vg.Inch)
 	cols := 1
-	if len(panels) > 3 {
+	if len(panels) > 3 && panelW <= maxTwoColumnPanel {
 		cols = 2
 	}
 	nrows := (len(panels) + cols - 1) / cols
-	panelW := max(5*vg.Inch, vg.Length(maxBars)+1.5*vg.Inch)
 	panelH := 3.2 * vg.Inch
 	legendW := legendWidth(legend, append(slices.Clone(configs), "paper's value", ref)...)
 	// A line of the title for each line of title (a changed machine says
@@ -154,6 +173,9 @@ func WriteFigure(path, title string, rows []Row, paper bool) error {
 		dc.FillText(sty, vg.Point{X: width / 2, Y: height - 0.45*vg.Inch - vg.Length(i)*0.25*vg.Inch}, l)
 	}
 
+	for _, p := range panels {
+		p.Y.Label.Text = wrapLabel(p.Y.Label.Text, maxAxisLabel)
+	}
 	grid := make([][]*plot.Plot, nrows)
 	for i := range grid {
 		grid[i] = make([]*plot.Plot, cols)
@@ -164,9 +186,27 @@ func WriteFigure(path, title string, rows []Row, paper bool) error {
 	area := draw.Crop(dc, 0, -legendW, 0, -titleH)
 	tiles := draw.Tiles{Rows: nrows, Cols: cols, PadX: vg.Points(12), PadY: vg.Points(12),
 		PadTop: vg.Points(4), PadBottom: vg.Points(4), PadLeft: vg.Points(4), PadRight: vg.Points(8)}
-	canvases := plot.Align(grid, tiles, area)
+	// A log panel's y label is drawn by drawPanel, not by gonum, which
+	// would also misplace it in Align's padding of its row.
+	labels := make([]plot.Axis, len(panels))
 	for i, p := range panels {
-		p.Draw(canvases[i/cols][i%cols])
+		labels[i] = p.Y
+		if _, ok := p.Y.Scale.(clampedLog); ok {
+			p.Y.Label.Text = ""
+		}
+	}
+	canvases := plot.Align(grid, tiles, area)
+	if !inside(canvases, area) {
+		// Align lines up the panels' axes, but a panel whose tick labels
+		// need more room than its tile (the paper's relative values,
+		// long labels at an angle) pushes its neighbours off the figure:
+		// then each panel fills its own tile.
+		for i := range panels {
+			canvases[i/cols][i%cols] = tiles.At(area, i%cols, i/cols)
+		}
+	}
+	for i, p := range panels {
+		drawPanel(p, canvases[i/cols][i%cols], labels[i])
 	}
 	legend.Draw(draw.Crop(dc, width-legendW+vg.Points(6), -vg.Points(6), 0, -titleH-vg.Points(8)))
 
@@ -180,6 +220,75 @@ func WriteFigure(path, title string, rows []Row, paper bool) error {
 	}
 	return f.Close()
 }
+
+// maxAxisLabel is the longest y axis label drawn on one line: a panel is
+// 3.2 inches high, and a longer label runs off it at 12 points.
+const maxAxisLabel = 40
+
+// wrapLabel breaks s into two lines at the space nearest its middle if
+// it is longer than n characters.
+func wrapLabel(s string, n int) string {
+	if len([]rune(s)) <= n || strings.Contains(s, "\n") {
+		return s
+	}
+	best := -1
+	for i, r := range s {
+		if r == ' ' && (best < 0 || abs(i-len(s)/2) < abs(best-len(s)/2)) {
+			best = i
+		}
+	}
+	if best < 0 {
+		return s
+	}
+	return s[:best] + "\n" + s[best+1:]
+}
+
+func abs(i int) int { return max(i, -i) }
+
+// drawPanel draws p on c, y its y axis with its label. gonum makes room for a y axis label as if it
+// sat at the middle of the axis's data range, which on a log scale is
+// near the top: the label's length above the panel pushed the data down
+// (gpm-fig11's latencies began an inch under their title). A log panel's
+// label is drawn here instead, beside its data, in the strip gonum would
+// have given it.
+func drawPanel(p *plot.Plot, c draw.Canvas, y plot.Axis) {
+	label := y.Label
+	if _, ok := p.Y.Scale.(clampedLog); !ok || label.Text == "" {
+		p.Draw(c)
+		return
+	}
+	p.Y.Label.Text = ""
+	defer func() { p.Y.Label = label }()
+	sty := label.TextStyle
+	descent := sty.FontExtents().Descent
+	strip := sty.Height(label.Text) + descent + label.Padding
+	data := draw.Crop(c, strip, 0, 0, 0)
+	p.Draw(data)
+	dc := p.DataCanvas(data)
+	sty.Rotation += math.Pi / 2
+	c.FillText(sty, vg.Point{X: c.Min.X + label.TextStyle.Height(label.Text) - descent, Y: dc.Center().Y}, label.Text)
+}
+
+// inside reports whether every canvas lies within area.
+func inside(canvases [][]draw.Canvas, area draw.Canvas) bool {
+	const slack = 0.5 // points, for rounding
+	for _, row := range canvases {
+		for _, c := range row {
+			if c.Min.X < area.Min.X-slack || c.Min.Y < area.Min.Y-slack || c.Max.X > area.Max.X+slack || c.Max.Y > area.Max.Y+slack ||
+				c.Max.X <= c.Min.X || c.Max.Y <= c.Min.Y {
+				return false
+			}
+		}
+	}
+	return true
+}
+
+// maxBarsWidth is the most a panel's bars and gaps take where bars can be
+// narrowed to fit (down to 4 points).
+const maxBarsWidth = 14 * vg.Inch
+
+// maxTwoColumnPanel is the widest panel drawn two a row.
+const maxTwoColumnPanel = 11 * vg.Inch
 
 // newCanvas returns a canvas for the format of path's extension; PNGs are
 // drawn at 150 dpi so that their labels are readable on a slide.
@@ -198,8 +307,10 @@ func newCanvas(path string, w, h vg.Length) (vg.CanvasWriterTo, error) {
 // isRatio reports whether a metric is a ratio to a baseline, drawn with a
 // reference line at 1.
 func isRatio(metric string) bool {
-	return strings.Contains(metric, "speedup") || strings.HasSuffix(metric, "_norm") || strings.HasPrefix(metric, "x_") ||
-		strings.HasPrefix(metric, "over_") || strings.HasPrefix(metric, "normalized_") || strings.HasPrefix(metric, "normalised_")
+	metric = strings.TrimSuffix(metric, extremes)
+	return strings.HasPrefix(metric, derivedPrefix) || strings.Contains(metric, "speedup") || strings.HasSuffix(metric, "_norm") || strings.HasPrefix(metric, "x_") ||
+		strings.HasPrefix(metric, "over_") || strings.HasPrefix(metric, "normalized_") || strings.HasPrefix(metric, "normalised_") ||
+		strings.Contains(metric, "_over_") || strings.Contains(metric, "_vs_") || strings.HasPrefix(metric, "slowdown")
 }
 
 // metricPanel draws one metric: a group of bars per workload that has the
@@ -208,6 +319,7 @@ func isRatio(metric string) bool {
 // values more than 100x apart get a log scale. It returns the panel, the
 // width its bars and the gaps between groups need, and the baseline.
 func metricPanel(metric string, rows []Row, configs []string, colors []color.Color, marks []Comparison) (*plot.Plot, vg.Length, string, error) {
+	exp := rows[0].Experiment
 	var workloads, cfgs []string
 	vals := map[[2]string]float64{}
 	for _, r := range rows {
@@ -226,13 +338,32 @@ func metricPanel(metric string, rows []Row, configs []string, colors []color.Col
 	slices.SortStableFunc(cfgs, func(a, b string) int { return slices.Index(configs, a) - slices.Index(configs, b) })
 
 	p := plot.New()
-	p.Title.Text = metric
+	p.Title.Text = metricWords(metric)
 	p.Title.TextStyle.Font.Size = 12
 	base := ""
 	if isRatio(metric) {
 		base = baselineOf(workloads, cfgs, vals)
+		if c, ok := strings.CutPrefix(metric, derivedPrefix); ok {
+			base = c[strings.LastIndex(c, "/")+1:]
+		}
+		if rest, ok := strings.CutPrefix(metric, "x_"); ok && base == "" {
+			// x_pebble_keys_per_s: over Pebble's rate (metricWords).
+			other, _, _ := strings.Cut(rest, "_")
+			if w := metricTokens[other]; w != "" {
+				other = w
+			}
+			base = other + "'s, the same file system and workload"
+		}
+		if base == "" {
+			base = namedBaseline(exp, metric)
+		}
 	}
-	p.Y.Label.Text = axisLabel(strings.TrimSuffix(metric, extremes), base)
+	over := base
+	if strings.Contains(metric, "overhead") {
+		// An overhead is relative too (with no line at 1): over what.
+		over = figureBaselines[exp][strings.TrimSuffix(metric, extremes)]
+	}
+	p.Y.Label.Text = axisLabel(strings.TrimSuffix(metric, extremes), over)
 	p.Y.Tick.Marker = compactTicks{}
 	p.Y.Min = 0
 	p.X.Tick.Label.Font.Size = 10
@@ -242,10 +373,21 @@ func metricPanel(metric string, rows []Row, configs []string, colors []color.Col
 	}
 	if long*len(workloads) > 60 {
 		p.X.Tick.Label.Rotation = math.Pi / 6
+		if len(workloads) > 30 {
+			p.X.Tick.Label.Rotation = math.Pi / 3
+		}
 		p.X.Tick.Label.XAlign = draw.XRight
 		p.X.Tick.Label.YAlign = draw.YTop
 	}
 	barW := vg.Points(float64(max(5, min(14, 90/max(len(cfgs), 1)))))
+	// Many groups (hw-validate's 60 ratios): narrower bars and smaller
+	// labels, so that the panel stays within maxBarsWidth.
+	if w := maxBarsWidth / vg.Length(float64(len(workloads))*(float64(len(cfgs))+1.5)); w < barW {
+		barW = max(w, vg.Points(4))
+	}
+	if len(workloads) > 30 {
+		p.X.Tick.Label.Font.Size = 8
+	}
 	offset := func(i int) vg.Length { return barW * vg.Length(float64(i)-float64(len(cfgs)-1)/2) }
 	for i, c := range cfgs {
 		v := make(plotter.Values, len(workloads))
@@ -328,6 +470,23 @@ var qualitative = []color.RGBA{
 func configColors(configs []string) []color.Color {
 	n := len(configs)
 	out := make([]color.Color, n)
+	// The minima and maxima over the benchmarks, drawn in a panel of
+	// their own, in greys: the benchmarks keep the palette.
+	if i, j := slices.Index(configs, "min"), slices.Index(configs, "max"); i >= 0 && j >= 0 && n-2 <= len(qualitative) {
+		k := 0
+		for c := range configs {
+			switch c {
+			case i:
+				out[c] = color.Gray{Y: 120}
+			case j:
+				out[c] = color.Gray{Y: 190}
+			default:
+				out[c] = qualitative[k]
+				k++
+			}
+		}
+		return out
+	}
 	if n <= len(qualitative) {
 		for i := range out {
 			out[i] = qualitative[i]
@@ -487,6 +646,22 @@ func (c compactTicks) Ticks(lo, hi float64) []plot.Tick {
 				ticks = append(ticks, t)
 			}
 		}
+		// Fewer than three powers of ten on the axis (10 and 100 of
+		// 1.2 to 600): label the 2s and 5s between them too.
+		labelled := 0
+		for _, t := range ticks {
+			if t.Label != "" {
+				labelled++
+			}
+		}
+		if labelled < 3 {
+			for i, t := range ticks {
+				m := t.Value / math.Pow(10, math.Floor(math.Log10(t.Value)+1e-9))
+				if math.Abs(m-2) < 1e-6 || math.Abs(m-5) < 1e-6 {
+					ticks[i].Label = "x"
+				}
+			}
+		}
 	} else {
 		ticks = plot.DefaultTicks{}.Ticks(lo, hi)
 		// Fewer than four labels (0, 2, 4) say too little: label the
@@ -565,8 +740,14 @@ type panelLayout struct {
 }
 
 // panelSeries is a metric (of config, or any config if "") drawn in a
-// panel, as config label in the legend ("": the row's config).
-type panelSeries struct{ metric, config, label string }
+// panel, as config label in the legend ("": the row's config), in the
+// group of bars workload ("": the row's workload, renamed by the panel).
+type panelSeries struct {
+	metric, config, label, workload string
+	// of, if set, is the one workload the series draws; config, if it
+	// ends in "*", matches the configs it begins.
+	of string
+}
 
 // figureLayouts are the experiments drawn in their paper's layout rather
 // than a panel per metric.
@@ -577,19 +758,140 @@ var figureLayouts = map[string][]panelLayout{
 	"gpm-fig11": {
 		{key: "hcl_speedup", title: "(a) speedup due to HCL",
 			series: []panelSeries{
-				{"hcl_speedup", "", "HCL over conventional logging"},
-				{"hcl_speedup_vs_conv_per_warp", "", "HCL over a log per warp"},
+				{"hcl_speedup", "", "HCL over conventional logging", "", ""},
+				{"hcl_speedup_vs_conv_per_warp", "", "HCL over a log per warp", "", ""},
 			},
 			workload: func(w string) (string, bool) { return w, !strings.HasPrefix(w, "log-") && w != "logging" },
 			xLabel:   "workload", yLabel: "HCL's speedup (×)"},
 		{key: "latency_us", title: "(b) logging latency against concurrent logging threads",
 			series: []panelSeries{
-				{"latency_us", "pm-far/gpm/hcl", "HCL"},
-				{"latency_us", "pm-far/gpm/conv", "conventional logging"},
+				{"latency_us", "pm-far/gpm/hcl", "HCL", "", ""},
+				{"latency_us", "pm-far/gpm/conv", "conventional logging", "", ""},
 			},
 			workload: func(w string) (string, bool) { return strings.CutPrefix(w, "log-") },
 			xLabel:   "concurrent logging threads", yLabel: "logging latency (µs)", log: true},
 	},
+	// SBRP Fig. 11: one panel, the recovery time normalised (the raw
+	// cycles and whether the crash came before the commit are in the
+	// CSV).
+	"sbrp-fig11": {
+		{key: "recovery_norm", title: "recovery time after a crash, normalised to epoch-near",
+			series: []panelSeries{{"recovery_norm", "", "", "", ""}}, workload: allWorkloads, xLabel: "workload"},
+	},
+	// COSPlay Fig. 10: TPCC's speedups per BMO (COSPlay's best windows
+	// are in the CSV).
+	"cosplay-fig10": {
+		{key: "speedup", title: "TPCC: speedup over Baseline (sfences) per BMO",
+			series: []panelSeries{{"speedup", "", "", "", ""}}, workload: allWorkloads, xLabel: "BMO"},
+	},
+	// COSPlay Fig. 11: (a) COSPlay over SBatch at the same window, (b)
+	// each at its best window, and the windows (b) compares; each with
+	// its minimum and maximum over the benchmarks (the paper's values) in
+	// a panel of its own.
+	"cosplay-fig11": {
+		{key: "speedup_iso_window", title: "(a) COSPlay's speedup over SBatch at COSPlay's best window",
+			series: []panelSeries{{"speedup_iso_window", "", "", "", ""}}, workload: allWorkloads, xLabel: "benchmark (a bar per BMO)"},
+		{key: "speedup_best_windows", title: "(b) COSPlay's speedup over SBatch, each at its best window",
+			series: []panelSeries{{"speedup_best_windows", "", "", "", ""}}, workload: allWorkloads, xLabel: "benchmark (a bar per BMO)"},
+		{key: "sbatch_over_cosplay_window", title: "(b) the best windows: SBatch's over COSPlay's",
+			series: []panelSeries{{"sbatch_over_cosplay_window", "", "", "", ""}}, workload: allWorkloads, xLabel: "benchmark (a bar per BMO)"},
+	},
+	// COSPlay Fig. 13: (a) Enc, (b) HD, performance normalised to
+	// Unordered; and §6.2's gaps, min and max over the benchmarks and both
+	// BMOs (the paper's values).
+	"cosplay-fig13": {
+		fig13Panel("enc_perf_over_unordered", "(a) Enc", "Enc"),
+		fig13Panel("hd_perf_over_unordered", "(b) HD", "HD"),
+		{key: "slowdown_vs_unordered", title: "§6.2: slowdown over Unordered, min and max over the benchmarks and both BMOs",
+			series: []panelSeries{
+				{"slowdown_vs_unordered", "baseline", "Baseline", "", ""},
+				{"slowdown_vs_unordered", "cosplay", "COSPlay", "", ""},
+			},
+			workload: allWorkloads},
+	},
+	// COSPlay Fig. 14: (a) the throughputs over Baseline's on one core,
+	// Baseline's and COSPlay's in a panel each, (b) COSPlay's speedup at
+	// each thread count.
+	"cosplay-fig14": {
+		{key: "baseline_throughput", title: "(a) Baseline's throughput over Baseline's on one core",
+			series: []panelSeries{{"baseline_throughput", "", "", "", ""}}, workload: allWorkloads, xLabel: "benchmark (a bar per thread count)",
+			yLabel: "throughput over Baseline's on one core (×)"},
+		{key: "cosplay_throughput", title: "(a) COSPlay's throughput (at its best window) over Baseline's on one core",
+			series: []panelSeries{{"cosplay_throughput", "", "", "", ""}}, workload: allWorkloads, xLabel: "benchmark (a bar per thread count)",
+			yLabel: "throughput over Baseline's on one core (×)"},
+		{key: "speedup", title: "(b) COSPlay's speedup over Baseline at the same thread count",
+			series: []panelSeries{{"speedup", "", "", "", ""}}, workload: allWorkloads, xLabel: "benchmark (a bar per thread count)"},
+	},
+	// The scoped persist barrier paper's Table 3: the NV writes per
+	// level (the tree's workgroups, depth and levels are in the CSV).
+	"gope-table3": {
+		{key: "nv_writes", title: "NV writes a crash at each level makes the insertion write again",
+			series: []panelSeries{{"nv_writes", "", "", "", ""}}, workload: allWorkloads, xLabel: "the level the crash hits"},
+	},
+	// The scoped persist barrier paper's Fig. 7: a group of bars per
+	// NVW-FIFO size, a bar per scope.
+	"gope-fig7": {gopeFig7Panel("time_norm", "insertion time normalised to the DRAM-only baseline"),
+		gopeFig7Panel("nvw_full_stall", "stalls on a full NVW-FIFO")},
+}
+
+// layoutFuncs build the layouts of experiments whose panels depend on the
+// papers' values.
+var layoutFuncs = map[string]func() ([]panelLayout, error){"lin-table5": linTable5Layout}
+
+// linTable5Layout draws the re-study's Table V: per kernel, the overhead
+// of the cheapest persistency scheme (and durable transaction) the crash
+// checker accepts, beside our run of the one the paper recommends (with
+// the paper's value on it), and their averages.
+func linTable5Layout() ([]panelLayout, error) {
+	vals, err := PaperValuesFor("lin-table5")
+	if err != nil {
+		return nil, err
+	}
+	panel := func(key, title, kind, pick string, txn bool) panelLayout {
+		series := []panelSeries{
+			{metric: "overhead_pct", config: kind + "=*", label: "our pick"},
+			{metric: "overhead_pct", config: kind, label: "our pick"},
+		}
+		for _, v := range vals {
+			if v.Workload != "average" && strings.HasPrefix(v.Config, "undo_") == txn {
+				series = append(series, panelSeries{metric: "overhead_pct", config: v.Config, label: pick, of: v.Workload})
+			}
+		}
+		return panelLayout{key: key, title: title, series: series, workload: allWorkloads,
+			xLabel: "kernel", yLabel: "overhead over the nvm baseline (%)"}
+	}
+	return []panelLayout{
+		panel("pm_overhead_pct", "the cheapest persistency scheme the crash checker accepts", "PM", "the paper's pick (our run)", false),
+		panel("dt_overhead_pct", "the cheapest durable transaction the crash checker accepts", "DT", "the paper's pick (our run)", true),
+	}, nil
+}
+
+// allWorkloads keeps every workload as it is (panelLayout.workload).
+func allWorkloads(w string) (string, bool) { return w, true }
+
+// fig13Panel is a panel of COSPlay Fig. 13: bmo's Baseline, COSPlay and
+// FreeSwitch over Unordered.
+func fig13Panel(key, title, bmo string) panelLayout {
+	return panelLayout{key: key, title: title + ": performance normalised to Unordered",
+		series: []panelSeries{
+			{"perf_over_unordered", bmo + " baseline", "Baseline", "", ""},
+			{"perf_over_unordered", bmo + " cosplay", "COSPlay", "", ""},
+			{"perf_over_unordered", bmo + " freeswitch", "FreeSwitch", "", ""},
+		},
+		workload: allWorkloads, xLabel: "benchmark", yLabel: "performance over Unordered (×)"}
+}
+
+// gopeFig7Panel is a panel of gope-fig7's metric: a group per NVW-FIFO
+// size (L1/L2 entries), a bar per scope.
+func gopeFig7Panel(metric, title string) panelLayout {
+	var series []panelSeries
+	for _, f := range []string{"16-64", "64-256", "256-1024"} {
+		for _, sc := range []string{"workgroup", "kernel"} {
+			series = append(series, panelSeries{metric, sc + "-scope/" + f, sc + " scope", strings.Replace(f, "-", "/", 1), ""})
+		}
+	}
+	return panelLayout{key: metric, title: title, series: series, workload: allWorkloads,
+		xLabel: "NVW-FIFO entries (L1/L2), the largest tree"}
 }
 
 // applyLayout returns the rows and the paper's marks of layout's panels:
@@ -602,11 +904,16 @@ func applyLayout(layout []panelLayout, rows []Row, marks []Comparison) ([]Row, [
 		for _, s := range l.series {
 			match := func(metric, config, workload string) (string, string, bool) {
 				w, ok := l.workload(workload)
-				if !ok || metric != s.metric || (s.config != "" && config != s.config) {
+				prefix, wild := strings.CutSuffix(s.config, "*")
+				if !ok || metric != s.metric || (s.of != "" && workload != s.of) ||
+					(s.config != "" && config != s.config && !(wild && strings.HasPrefix(config, prefix))) {
 					return "", "", false
 				}
 				if s.label != "" {
 					config = s.label
+				}
+				if s.workload != "" {
+					w = s.workload
 				}
 				return w, config, true
 			}
@@ -630,7 +937,9 @@ func applyLayout(layout []panelLayout, rows []Row, marks []Comparison) ([]Row, [
 // rows of its key.
 func (l panelLayout) apply(p *plot.Plot, rows []Row) {
 	p.Title.Text = l.title
-	p.Y.Label.Text = l.yLabel
+	if l.yLabel != "" {
+		p.Y.Label.Text = l.yLabel
+	}
 	p.X.Label.Text = l.xLabel
 	if _, ok := p.Y.Scale.(clampedLog); ok {
 		p.Y.Label.Text += ", log scale"
@@ -660,32 +969,38 @@ func (clampedLog) Normalize(lo, hi, x float64) float64 {
 }
 
 // baselineOf returns the config of a ratio panel that is 1 for every
-// workload while others are not (the baseline the ratios are over), or "".
+// workload while others are not (the baseline the ratios are over), or ""
+// where none is or several are (sbrp-fig8: gpm, epoch-far and epoch-near
+// miss alike).
 func baselineOf(workloads, configs []string, vals map[[2]string]float64) string {
 	if len(configs) < 2 {
 		return ""
 	}
+	base := ""
 	for _, c := range configs {
 		one := true
 		for _, w := range workloads {
 			v, ok := vals[[2]string{w, c}]
 			one = one && ok && v == 1
 		}
+		if one && base != "" {
+			return ""
+		}
 		if one {
-			return c
+			base = c
 		}
 	}
-	return ""
+	return base
 }
 
 // axisLabel is the y axis's label for metric: the metric, the baseline a
 // ratio is over, and its unit.
 func axisLabel(metric, baseline string) string {
-	name := metric
-	if baseline != "" {
+	name := metricWords(metric)
+	if baseline != "" && !strings.Contains(name, " over ") {
 		name += " over " + baseline
 	}
-	if u := unitOf(metric); u != "" {
+	if u := unitOf(metric); u != "" && !strings.HasSuffix(name, u) {
 		return name + " (" + u + ")"
 	}
 	return name
@@ -702,7 +1017,7 @@ func unitOf(metric string) string {
 		return "cycles per " + strings.ReplaceAll(strings.TrimPrefix(m, "cycles_per_"), "_", " ")
 	case m == "cycles" || strings.HasSuffix(m, "_cycles") || strings.HasPrefix(m, "cdf_p") || strings.HasSuffix(m, "_stall"):
 		return "cycles"
-	case strings.HasSuffix(m, "_us"):
+	case strings.HasSuffix(m, "_us") || m == "us" || strings.HasPrefix(m, "us_per_"):
 		return "µs"
 	case strings.HasSuffix(m, "_ns"):
 		return "ns"
@@ -710,16 +1025,25 @@ func unitOf(metric string) string {
 		return "ms"
 	case strings.HasSuffix(m, "_per_s"):
 		return "per second"
-	case strings.HasSuffix(m, "_gbps"):
+	case strings.HasSuffix(m, "_gbps") || m == "gbps":
 		return "GB/s"
 	case strings.HasSuffix(m, "_pct") || strings.HasSuffix(m, "_percent"):
 		return "%"
+	case strings.Contains(m, "page_writes_per_"):
+		return strings.ReplaceAll(m[strings.Index(m, "page_writes_per_"):], "_", " ")
 	case strings.Contains(m, "bytes"):
 		return strings.ReplaceAll(m[strings.Index(m, "bytes"):], "_", " ")
 	case strings.Contains(m, "window") || strings.Contains(m, "misses") || strings.Contains(m, "threads") ||
 		strings.Contains(m, "writes") || strings.Contains(m, "count") || strings.Contains(m, "entries") ||
-		m == "keys" || m == "persists" || m == "workgroups" || strings.HasPrefix(m, "depth"):
+		m == "keys" || m == "persists" || m == "workgroups" || strings.HasPrefix(m, "depth") ||
+		m == "verbs" || m == "coroutines" || m == "levels" || m == "states" || m == "batches" || m == "ops" || m == "gets" || m == "sets":
 		return "count"
+	case strings.HasSuffix(m, "_mib"):
+		return "MiB"
+	case strings.Contains(m, "syncs_per_"):
+		return strings.ReplaceAll(m[strings.Index(m, "syncs_per_"):], "_", " ")
+	case m == "cpu_per_wall":
+		return "CPU s per wall s"
 	}
 	return ""
 }
@@ -743,7 +1067,7 @@ func relativePanel(cmps []Comparison) (*plot.Plot, vg.Length, error) {
 	p := plot.New()
 	p.Title.Text = "the paper's relative values: ours (bars), the paper's (marks)"
 	p.Title.TextStyle.Font.Size = 12
-	p.Y.Label.Text = cmps[0].Metric + ", X over Y (×)"
+	p.Y.Label.Text = metricWords(cmps[0].Metric) + ", X over Y (×)"
 	p.Y.Tick.Marker = compactTicks{}
 	p.Y.Min = 0
 	barW := vg.Points(14)
@@ -753,6 +1077,11 @@ func relativePanel(cmps []Comparison) (*plot.Plot, vg.Length, error) {
 	ymax := 1.0
 	for i, c := range cmps {
 		names = append(names, c.Workload+": "+c.Label())
+		if len(cmps) <= 4 {
+			// Few: level, on two lines, so that the panel keeps its
+			// height.
+			names[i] = c.Workload + ":\n" + c.Label()
+		}
 		v[i] = c.Ours
 		pm.pts = append(pm.pts, paperMark{x: float64(i), y: c.Value})
 		ymax = max(ymax, c.Ours, c.Value)
@@ -770,9 +1099,11 @@ func relativePanel(cmps []Comparison) (*plot.Plot, vg.Length, error) {
 	p.Add(pm)
 	p.NominalX(names...)
 	p.X.Tick.Label.Font.Size = 9
-	p.X.Tick.Label.Rotation = math.Pi / 6
-	p.X.Tick.Label.XAlign = draw.XRight
-	p.X.Tick.Label.YAlign = draw.YTop
+	if len(cmps) > 4 {
+		p.X.Tick.Label.Rotation = math.Pi / 6
+		p.X.Tick.Label.XAlign = draw.XRight
+		p.X.Tick.Label.YAlign = draw.YTop
+	}
 	p.X.Min, p.X.Max = -0.5, float64(len(cmps))-0.5
 	p.Y.Max = ymax * 1.08
 	return p, vg.Length(len(cmps)) * 2.5 * barW, nil
@@ -890,4 +1221,168 @@ func groupMachines(rows []Row, marks []Comparison) ([]Row, []Comparison) {
 		}
 	}
 	return out, outMarks
+}
+
+// transposeSweep redraws a sweep of more than eight values (configs
+// key=value of one key, cosplay-fig1's eleven latencies) as groups of
+// bars, one per value, with a colour per workload (at most eight), so
+// that no panel has more colours than the palette. It returns the key,
+// or "" where rows are left as they are.
+func transposeSweep(rows []Row, marks []Comparison) ([]Row, []Comparison, string) {
+	var configs, workloads []string
+	key := ""
+	for _, r := range rows {
+		if !slices.Contains(configs, r.Config) {
+			configs = append(configs, r.Config)
+		}
+		if !slices.Contains(workloads, r.Workload) && r.Workload != "min" && r.Workload != "max" {
+			workloads = append(workloads, r.Workload)
+		}
+		k, v, ok := strings.Cut(r.Config, "=")
+		if _, err := strconv.ParseFloat(v, 64); !ok || err != nil || (key != "" && k != key) {
+			return rows, marks, ""
+		}
+		key = k
+	}
+	if len(configs) <= len(qualitative) || len(workloads) > len(qualitative) {
+		return rows, marks, ""
+	}
+	out := slices.Clone(rows)
+	for i, r := range out {
+		out[i].Workload, out[i].Config = strings.TrimPrefix(r.Config, key+"="), r.Workload
+	}
+	outMarks := slices.Clone(marks)
+	for i, m := range outMarks {
+		if v, ok := strings.CutPrefix(m.Config, key+"="); ok {
+			outMarks[i].Workload, outMarks[i].Config = v, m.Workload
+		}
+	}
+	return out, outMarks, key
+}
+
+// sweepWords names a swept key on an axis.
+func sweepWords(key string) string {
+	if w, ok := sweepNames[key]; ok {
+		return w
+	}
+	return key
+}
+
+// sweepNames are the words for the keys experiments sweep.
+var sweepNames = map[string]string{
+	"bmo": "persist latency added at the memory controller (cycles)",
+}
+
+// sweepValues say a config key=value of a sweep in words (nameSweep):
+// the words before and after the value.
+var sweepValues = map[string][2]string{
+	"persist.buffer_entries": {"", " persist-buffer entries"},
+	"nvm_bandwidth_pct":      {"NVM bandwidth ", "%"},
+	"persist.window":         {"flush window of ", ""},
+	"threads":                {"threads: ", ""},
+}
+
+// nameSweep renames configs key=value, all of one key that sweepValues
+// has, in words (sbrp-fig10b's nvm_bandwidth_pct=50: NVM bandwidth 50%).
+func nameSweep(rows []Row, marks []Comparison) ([]Row, []Comparison) {
+	key := ""
+	for _, r := range rows {
+		k, _, ok := strings.Cut(r.Config, "=")
+		if _, known := sweepValues[k]; !ok || !known || (key != "" && k != key) {
+			return rows, marks
+		}
+		key = k
+	}
+	words := sweepValues[key]
+	name := func(c string) string {
+		v, ok := strings.CutPrefix(c, key+"=")
+		if !ok {
+			return c
+		}
+		return words[0] + v + words[1]
+	}
+	out := slices.Clone(rows)
+	for i := range out {
+		out[i].Config = name(out[i].Config)
+	}
+	outMarks := slices.Clone(marks)
+	for i := range outMarks {
+		outMarks[i].Config = name(outMarks[i].Config)
+	}
+	return out, outMarks
+}
+
+// derivedPrefix names the metric of a config that is one config's value
+// over another's (splitDerived): derivedPrefix + the config.
+const derivedPrefix = "ratio "
+
+// splitDerived moves the rows of a config named "a/b" whose every value
+// is the value of the config ending in " a" over that of the config
+// ending in " b" at its workload and metric (hw-validate's model/measured
+// beside "h100 model" and "h100 measured") to a panel of their own, a
+// group per workload and metric: a ratio drawn on its own axis, not on the
+// cycles or GB/s of the values it divides.
+func splitDerived(rows []Row) []Row {
+	type key struct{ workload, config, metric string }
+	vals := map[key]float64{}
+	var configs []string
+	for _, r := range rows {
+		vals[key{r.Workload, r.Config, r.Metric}] = r.Value
+		if !slices.Contains(configs, r.Config) {
+			configs = append(configs, r.Config)
+		}
+	}
+	end := func(suffix string) string {
+		for _, c := range configs {
+			if strings.HasSuffix(c, " "+suffix) {
+				return c
+			}
+		}
+		return ""
+	}
+	var derived []string
+	for _, c := range configs {
+		a, b, ok := strings.Cut(c, "/")
+		num, den := end(a), end(b)
+		if !ok || num == "" || den == "" {
+			continue
+		}
+		all := true
+		for _, r := range rows {
+			if r.Config != c {
+				continue
+			}
+			n, ok1 := vals[key{r.Workload, num, r.Metric}]
+			d, ok2 := vals[key{r.Workload, den, r.Metric}]
+			all = all && ok1 && ok2 && d != 0 && math.Abs(n/d-r.Value) <= 1e-4*math.Abs(r.Value)
+		}
+		if all {
+			derived = append(derived, c)
+		}
+	}
+	if len(derived) == 0 {
+		return rows
+	}
+	out := slices.Clone(rows)
+	for i, r := range out {
+		if slices.Contains(derived, r.Config) {
+			out[i].Workload = r.Workload + " (" + metricWords(r.Metric) + ")"
+			out[i].Metric = derivedPrefix + r.Config
+		}
+	}
+	// The ratios' panel last.
+	slices.SortStableFunc(out, func(x, y Row) int {
+		return cmpBool(strings.HasPrefix(x.Metric, derivedPrefix), strings.HasPrefix(y.Metric, derivedPrefix))
+	})
+	return out
+}
+
+func cmpBool(a, b bool) int {
+	switch {
+	case a == b:
+		return 0
+	case a:
+		return 1
+	}
+	return -1
 }

@@ -54,10 +54,10 @@ func cdfPanels(rows []Row, metrics, configs []string, colors []color.Color) ([]*
 	var panels []*plot.Plot
 	for _, w := range workloads {
 		p := plot.New()
-		p.Title.Text = w + ": CDF"
+		p.Title.Text = w + ": CDF of the latency"
 		p.Title.TextStyle.Font.Size = 12
-		p.X.Label.Text = "value (" + unitOf(cdfPrefix) + ")"
-		p.Y.Label.Text = "fraction (of 1)"
+		p.X.Label.Text = "latency (" + unitOf(cdfPrefix) + ")"
+		p.Y.Label.Text = "cumulative fraction (of 1)"
 		p.X.Tick.Marker = compactTicks{}
 		p.X.Min, p.Y.Min, p.Y.Max = 0, 0, 1
 		for _, k := range keys {

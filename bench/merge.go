@@ -346,6 +346,19 @@ func mergeRules() map[string]func([][]Row) []Row {
 		"cosplay-fig11": func(shards [][]Row) []Row {
 			return fig11Aggregates(byWorkload(slices.Concat(shards...), cosplayOrder))
 		},
+		// Fig. 13's gaps are the inverses of its rows' performance over
+		// Unordered (Baseline's and COSPlay's, not FreeSwitch's).
+		"cosplay-fig13": func(shards [][]Row) []Row {
+			rows := byWorkload(slices.Concat(shards...), cosplayOrder)
+			var gaps []Row
+			for _, r := range rows {
+				_, c, _ := strings.Cut(r.Config, " ")
+				if r.Metric == "perf_over_unordered" && c != "freeswitch" {
+					gaps = append(gaps, Row{r.Experiment, r.Workload, c, "slowdown_vs_unordered", 1 / r.Value})
+				}
+			}
+			return fig13Gaps(Options{}, rows, gaps)
+		},
 	}
 }
 

@@ -28,8 +28,8 @@ func TestMerge(t *testing.T) {
 		"sbrp-fig9,SRAD,sbrp-far-eadr,speedup,1.33333,quick\n"+
 		"sbrp-fig9,geomean,sbrp-far-eadr,speedup,2,quick\n", b.String())
 
-	g0 := h + "cosplay-fig13,a,x,m,1,quick,0/2,1\n"
-	g1 := h + "cosplay-fig13,b,x,m,1,quick,1/2,1\n"
+	g0 := h + "cosplay-fig10,a,x,m,1,quick,0/2,1\n"
+	g1 := h + "cosplay-fig10,b,x,m,1,quick,1/2,1\n"
 	_, err = bench.Merge(strings.NewReader(g0), strings.NewReader(g1))
 	require.ErrorIs(t, err, bench.ErrMerge)
 	require.ErrorContains(t, err, "no rule to join them")

@@ -162,13 +162,13 @@ func TestFigureLabels(t *testing.T) {
 		{"normalised", []bench.Row{
 			{"lin-fig1", "histo1", "nvm", "normalized_time", 1}, {"lin-fig1", "histo1", "SP_wt", "normalized_time", 1.07},
 			{"gope-fig5", "0.03MB", "kernel-scope", "over_alg1_dram", 1.1}, {"gope-fig5", "0.03MB", "kernel-scope", "barrier_stall", 20000},
-		}, false, []string{">normalized_time over nvm (×)<", ">over_alg1_dram (×)<", ">barrier_stall (cycles)<"}, nil},
+		}, false, []string{">execution time over nvm (×)<", ">kernel scope over Algorithm 1 without persistence<", ">1 without persistence (×)<", ">barrier stall (cycles)<"}, nil},
 		{"baseline", fig6, false, []string{">speedup over epoch-far (×)<", ">1 = epoch-far<"}, []string{"log scale"}},
 		{"relative", fig6, true, []string{"the paper&#39;s relative values", ">geomean: sbrp-near over epoch-near<"}, nil},
-		{"log", micro, false, []string{">cycles (cycles), log scale<"}, nil},
+		{"log", micro, false, []string{">cycles, log scale<"}, nil},
 		{"repeats", append(slices.Clone(micro), bench.Row{"micro-persist", "stream", "pm-near/strict", "durable_cycles", 61000},
 			bench.Row{"micro-persist", "ofence", "pm-near/strict", "cycles_per_op", 144}),
-			false, []string{">cycles (durable_cycles: the same)<", ">cycles_per_op (cycles per op)<"}, []string{">durable_cycles<"}},
+			false, []string{">cycles (durable cycles: the same)<", ">cycles per op<"}, []string{">durable_cycles<"}},
 		{"machines", func() []bench.Row {
 			var rows []bench.Row
 			for _, m := range []string{"pm-near", "pm-far"} {
@@ -183,7 +183,7 @@ func TestFigureLabels(t *testing.T) {
 			{"cosplay-fig8", "min", "ADR", "speedup", 1.7}, {"cosplay-fig8", "max", "ADR", "speedup", 2},
 		}, false, []string{">speedup<", ">speedup: min and max over the benchmarks<"}, []string{"benchmarks (×)"}},
 		{"cdf", []bench.Row{{"cosplay-fig12", "SPS", "cosplay", "cdf_p050", 2000}, {"cosplay-fig12", "SPS", "cosplay", "cdf_p100", 5000}},
-			false, []string{">value (cycles)<"}, []string{">value<"}},
+			false, []string{">latency (cycles)<", ">SPS: CDF of the latency<"}, []string{">value<"}},
 		{"gpm layout", gpm, true, []string{">(a) speedup due to HCL<", ">(b) logging latency against concurrent logging threads<",
 			">concurrent logging threads<", ">logging latency (µs), log scale<", ">2048<", ">HCL over conventional logging<", ">paper&#39;s value<"},
 			[]string{"batch_cycles", ">log-32<"}},

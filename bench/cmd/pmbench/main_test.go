@@ -328,6 +328,8 @@ func TestPmbenchMerge(t *testing.T) {
 	}{
 		{[]string{"-exp", "sbrp-fig6", "-smoke"}, 2},
 		{[]string{"-exp", "cosplay-fig8,cosplay-fig11", "-smoke"}, 2},
+		// cosplay-fig13's §6.2 gaps, from its rows' performance.
+		{[]string{"-exp", "cosplay-fig13", "-smoke", "-paper"}, 3},
 		{[]string{"-exp", "sbrp-fig6,cosplay-fig8,gpm-fig11", "-smoke", "-paper"}, 3},
 		{[]string{"-exp", "sbrp-fig11", "-smoke", "-set", "persist.window=4", "-sweep", "nvm.write_latency_cycles=200,400"}, 2},
 		// lin-fig4's averages; gope-fig7 is one tree, so shard 1 has none
