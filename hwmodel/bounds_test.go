@@ -136,10 +136,25 @@ func restoreKernel(t *testing.T, cfg Config, model Model) uint64 {
 // its 6-flush window, which this stream's overflowing buffers do not
 // fully escape: with a 64-flush window the same run is 1.085.
 func TestStreamingBound(t *testing.T) {
-	per := 4
-	presets := []string{"pm-near", "pm-far", "pm-far-eadr", "volta", "gope", "dram"}
+	presets := []string{"pm-near", "pm-far", "pm-far-eadr", "gope", "dram"}
 	if testing.Short() {
-		per, presets = 1, presets[:1] // the race run: one preset, every model
+		presets = presets[:1] // the race run: one preset, every model
+	}
+	streamingBound(t, presets)
+}
+
+// TestStreamingBoundLong is TestStreamingBound on volta, whose streams
+// are the slowest to simulate (18 s of go test ./... on two cores), in the
+// long run (internal/testkit/long).
+func TestStreamingBoundLong(t *testing.T) {
+	long.Skip(t, "volta's streams")
+	streamingBound(t, []string{"volta"})
+}
+
+func streamingBound(t *testing.T, presets []string) {
+	per := 4
+	if testing.Short() {
+		per = 1
 	}
 	for _, preset := range presets {
 		cfg, err := Preset(preset)

@@ -32,13 +32,14 @@ import (
 // pm-near, pm-far+artifact and volta's write-back models run. The COSPlay
 // workloads, CPU runs, run once, under the COSPlay model, and their
 // SFences' and CFences' returns are checked too. The machines the default
-// run leaves out (pm-far, pm-near+artifact) are TestRefinementLong's.
+// run leaves out (pm-far, pm-near+artifact, pm-far-eadr, gope) are
+// TestRefinementLong's.
 func TestRefinement(t *testing.T) { refinement(t, false) }
 
 // TestRefinementLong is TestRefinement on the machines the default run
-// leaves out (pm-far, pm-near+artifact: the physics of pm-far-eadr and
-// pm-far+artifact), in the long run (internal/testkit/long). CI's long step
-// names it, so no case of TestRefinement runs twice in CI.
+// leaves out (pm-far, pm-near+artifact: the physics of pm-far+artifact;
+// pm-far-eadr and gope), in the long run (internal/testkit/long). CI's long
+// step names it, so no case of TestRefinement runs twice in CI.
 func TestRefinementLong(t *testing.T) {
 	long.Skip(t, "pm-far and pm-near+artifact")
 	refinement(t, true)
@@ -75,10 +76,10 @@ func refinement(t *testing.T, longOnly bool) {
 				models = append(models, persistency.WriteBackADR, persistency.WriteBackPCT)
 			}
 			for _, model := range models {
-				longCase := p.name == "pm-far" || p.name == "pm-near+artifact"
+				longCase := p.name == "pm-far" || p.name == "pm-near+artifact" || p.name == "pm-far-eadr" || p.name == "gope"
 				switch {
 				case longCase != longOnly:
-					continue // the long run's (TestRefinementLong): the physics of pm-far-eadr and pm-far+artifact
+					continue // the long run's (TestRefinementLong): the physics of pm-far+artifact, and gope's FIFO sizes
 				case testing.Short() && p.name != "pm-near" && p.name != "pm-far+artifact" && !model.WriteBack():
 					continue // -short: one machine of each physics
 				}
