@@ -31,9 +31,12 @@ var raceSample = map[string]bool{"sbrp-fig9": true, "lin-fig4": true}
 // because they cost the long run next to nothing: sbrp-fig8 runs every
 // (app, configuration) of sbrp-fig6 and four of sbrp-fig7's six, and a
 // process simulates each such run once (bench's runApp keeps them).
+// sbrp-fig9, sbrp-fig11, lin-fig2 and lin-fig3 (6 to 8 s each) went there
+// to keep go test ./... within minutes from an empty build cache.
 var longExperiments = map[string]bool{
 	"lin-table5": true, "sbrp-fig10a": true, "sbrp-fig10b": true, "sbrp-fig10c": true, "sbrp-fig8": true,
 	"sbrp-fig6": true, "sbrp-fig7": true,
+	"sbrp-fig9": true, "sbrp-fig11": true, "lin-fig2": true, "lin-fig3": true,
 }
 
 func skipSlow(t *testing.T, name string) {

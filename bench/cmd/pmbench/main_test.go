@@ -11,6 +11,8 @@ import (
 	"testing"
 
 	"github.com/stretchr/testify/require"
+
+	"github.com/scopedpm/scopedpm/internal/testkit/long"
 )
 
 // The tests run the cheapest experiments (sbrp-fig9, sbrp-fig7: two
@@ -320,24 +322,29 @@ func TestPmbenchOverridesShown(t *testing.T) {
 // prints, byte for byte: geomeans (sbrp-fig6), minima and maxima
 // (cosplay-fig8), averages (lin-fig4), the papers' ratios, an experiment
 // that does not shard (gpm-fig11), a shard with no rows of an experiment
-// (gope-fig7), a -set and a -sweep.
+// (gope-fig7), a -set and a -sweep. The cases marked long run in the long
+// run (internal/testkit/long).
 func TestPmbenchMerge(t *testing.T) {
 	for _, tc := range []struct {
 		args   []string
 		shards int
+		long   bool
 	}{
-		{[]string{"-exp", "sbrp-fig6", "-smoke"}, 2},
-		{[]string{"-exp", "cosplay-fig8,cosplay-fig11", "-smoke"}, 2},
+		{[]string{"-exp", "sbrp-fig6", "-smoke"}, 2, false},
+		{[]string{"-exp", "cosplay-fig8,cosplay-fig11", "-smoke"}, 2, false},
 		// cosplay-fig13's §6.2 gaps, from its rows' performance.
-		{[]string{"-exp", "cosplay-fig13", "-smoke", "-paper"}, 3},
-		{[]string{"-exp", "sbrp-fig6,cosplay-fig8,gpm-fig11", "-smoke", "-paper"}, 3},
-		{[]string{"-exp", "sbrp-fig11", "-smoke", "-set", "persist.window=4", "-sweep", "nvm.write_latency_cycles=200,400"}, 2},
+		{[]string{"-exp", "cosplay-fig13", "-smoke", "-paper"}, 3, false},
+		{[]string{"-exp", "sbrp-fig6,cosplay-fig8,gpm-fig11", "-smoke", "-paper"}, 3, true},
+		{[]string{"-exp", "sbrp-fig11", "-smoke", "-set", "persist.window=4", "-sweep", "nvm.write_latency_cycles=200,400"}, 2, false},
 		// lin-fig4's averages; gope-fig7 is one tree, so shard 1 has none
 		// of it (a row that says so) and lin-fig4 has one kernel group.
-		{[]string{"-exp", "gope-fig7,lin-fig4", "-quick"}, 2},
+		{[]string{"-exp", "gope-fig7,lin-fig4", "-quick"}, 2, true},
 	} {
 		if testing.Short() && tc.shards != 2 || testing.Short() && tc.args[1] != "sbrp-fig6" {
 			continue // the race run (-short): one case; every case runs without -short
+		}
+		if tc.long && !long.Enabled() {
+			continue
 		}
 		dir := t.TempDir()
 		args := append(slices.Clone(tc.args), "-format", "csv")
