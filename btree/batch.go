@@ -339,9 +339,16 @@ func (t *Tree) planPaths(ks []uint64, o BatchOptions) (record, []laneInfo, [][]u
 	chunk := min(128, max(8, h*n))
 	var slab []node
 	var arena []uint64
+	nc := t.cached()
 	get := func(id uint32) (*node, error) {
 		if nd, ok := cache[id]; ok {
 			return nd, nil
+		}
+		if nc != nil {
+			if nd, ok := nc.m[id]; ok {
+				cache[id] = nd
+				return nd, nil
+			}
 		}
 		if len(slab) == 0 {
 			slab, arena = make([]node, chunk), make([]uint64, 2*order*chunk)
@@ -353,6 +360,9 @@ func (t *Tree) planPaths(ks []uint64, o BatchOptions) (record, []laneInfo, [][]u
 			return nil, err
 		}
 		cache[id] = nd
+		if nc != nil {
+			nc.m[id] = nd
+		}
 		return nd, nil
 	}
 	// path[depth][i]: the node at depth on key i's way down.
@@ -666,6 +676,7 @@ func (t *Tree) changes(root, height uint32) (made, freed []uint32, count uint64,
 	}()
 	in := func(id uint32) bool { return t.reach[id/64]&(1<<(id%64)) != 0 }
 	nd, buf := &node{}, make([]byte, t.g.nodeBytes)
+	nc := t.cached()
 	var added, removed uint64
 	var level, next []uint32
 	level = append(level, root)
@@ -683,6 +694,9 @@ func (t *Tree) changes(root, height uint32) (made, freed []uint32, count uint64,
 			made = append(made, id)
 			if err := t.readNodeInto(id, buf, nd); err != nil {
 				return nil, nil, 0, err
+			}
+			if nc != nil {
+				nc.add(id, nd, t.g.order)
 			}
 			if nd.leaf != (depth == height-1) {
 				return nil, nil, 0, fmt.Errorf("%w: node %d at depth %d of %d is leaf=%v", ErrCorrupt, id, depth, height, nd.leaf)
@@ -708,7 +722,11 @@ func (t *Tree) changes(root, height uint32) (made, freed []uint32, count uint64,
 				continue // kept: the new tree reached it
 			}
 			freed = append(freed, id)
-			if err := t.readNodeInto(id, buf, nd); err != nil {
+			nd := nd
+			if cn, ok := nc.get(id); ok {
+				nd = cn
+				delete(nc.m, id) // freed: its id will hold another node
+			} else if err := t.readNodeInto(id, buf, nd); err != nil {
 				return nil, nil, 0, err
 			}
 			if nd.leaf {

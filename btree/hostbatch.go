@@ -26,6 +26,14 @@ func (t *Tree) insertHost(keys, vals []uint64) error {
 	if len(keys) == 0 {
 		return nil
 	}
+	done := t.useCache()
+	err := t.insertHostCached(keys, vals)
+	done(err == nil)
+	return err
+}
+
+// insertHostCached is insertHost with the node cache on.
+func (t *Tree) insertHostCached(keys, vals []uint64) error {
 	o := BatchOptions{}.withDefaults()
 	s, err := t.stageFull(keys, vals, o)
 	if err != nil {
@@ -99,6 +107,9 @@ func (hb *hostBatch) node(id uint32) (*node, error) {
 		return nil, err
 	}
 	hb.s.nodes[id] = nd
+	if c := hb.t.cached(); c != nil {
+		c.m[id] = nd
+	}
 	return nd, nil
 }
 
@@ -425,6 +436,9 @@ func (hb *hostBatch) chain(i int) error {
 		}
 	}
 	if pred != 0 && (i == 0 || path[leafDepth][i-1] != pred) {
+		if c := hb.t.cached(); c != nil {
+			delete(c.m, pred) // its next word changes
+		}
 		return hb.put(hb.k.node(pred).Add(8), nextWord(pred, first))
 	}
 	return nil

@@ -113,6 +113,8 @@ type Tree struct {
 	// batches.
 	held []pm.Write
 	wb   []byte
+	// nc caches decoded committed nodes for insertHost (nodeCache).
+	nc *nodeCache
 
 	knobs testingKnobs // set by tests (export_test.go)
 }
@@ -122,6 +124,8 @@ type Tree struct {
 type testingKnobs struct {
 	// crashBeforeCommit makes a delete return it just before its commit.
 	crashBeforeCommit error
+	// noNodeCache turns insertHost's node cache off.
+	noNodeCache bool
 }
 
 // Create creates a tree in a new PM region named region: an empty root
