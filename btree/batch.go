@@ -692,11 +692,13 @@ func (t *Tree) changes(root, height uint32) (made, freed []uint32, count uint64,
 				continue // kept, with its subtree
 			}
 			made = append(made, id)
-			if err := t.readNodeInto(id, buf, nd); err != nil {
-				return nil, nil, 0, err
-			}
+			nd := nd
 			if nc != nil {
-				nc.add(id, nd, t.g.order)
+				if nd, err = nc.read(t, id, buf); err != nil {
+					return nil, nil, 0, err
+				}
+			} else if err := t.readNodeInto(id, buf, nd); err != nil {
+				return nil, nil, 0, err
 			}
 			if nd.leaf != (depth == height-1) {
 				return nil, nil, 0, fmt.Errorf("%w: node %d at depth %d of %d is leaf=%v", ErrCorrupt, id, depth, height, nd.leaf)

@@ -59,17 +59,19 @@ func (c *nodeCache) get(id uint32) (*node, bool) {
 	return nd, ok
 }
 
-// add stores a copy of nd (checked) as node id.
-func (c *nodeCache) add(id uint32, nd *node, order int) {
+// read reads node id (checked) into a new entry of the cache, through b
+// (nodeBytes long), and returns it.
+func (c *nodeCache) read(t *Tree, id uint32, b []byte) (*node, error) {
+	order := t.g.order
 	if len(c.slab) == 0 {
 		c.slab, c.area = make([]node, 64), make([]uint64, 2*order*64)
 	}
-	cp := &c.slab[0]
-	c.slab = c.slab[1:]
-	keys, vals := c.area[:len(nd.keys):order], c.area[order:order+len(nd.vals):2*order]
-	c.area = c.area[2*order:]
-	copy(keys, nd.keys)
-	copy(vals, nd.vals)
-	*cp = node{leaf: nd.leaf, next: nd.next, keys: keys, vals: vals}
-	c.m[id] = cp
+	nd := &c.slab[0]
+	nd.keys, nd.vals = c.area[:0:order], c.area[order:order:2*order]
+	if err := t.readNodeInto(id, b, nd); err != nil {
+		return nil, err
+	}
+	c.slab, c.area = c.slab[1:], c.area[2*order:]
+	c.m[id] = nd
+	return nd, nil
 }
