@@ -345,10 +345,15 @@ func (t *Tree) planPaths(ks []uint64, o BatchOptions) (record, []laneInfo, [][]u
 			return nd, nil
 		}
 		if nc != nil {
-			if nd, ok := nc.m[id]; ok {
-				cache[id] = nd
-				return nd, nil
+			nd, ok := nc.get(id)
+			if !ok {
+				var err error
+				if nd, err = nc.read(t, id, nb); err != nil {
+					return nil, err
+				}
 			}
+			cache[id] = nd
+			return nd, nil
 		}
 		if len(slab) == 0 {
 			slab, arena = make([]node, chunk), make([]uint64, 2*order*chunk)
@@ -360,9 +365,6 @@ func (t *Tree) planPaths(ks []uint64, o BatchOptions) (record, []laneInfo, [][]u
 			return nil, err
 		}
 		cache[id] = nd
-		if nc != nil {
-			nc.m[id] = nd
-		}
 		return nd, nil
 	}
 	// path[depth][i]: the node at depth on key i's way down.
@@ -727,7 +729,7 @@ func (t *Tree) changes(root, height uint32) (made, freed []uint32, count uint64,
 			nd := nd
 			if cn, ok := nc.get(id); ok {
 				nd = cn
-				delete(nc.m, id) // freed: its id will hold another node
+				nc.drop(id) // freed: its id will hold another node
 			} else if err := t.readNodeInto(id, buf, nd); err != nil {
 				return nil, nil, 0, err
 			}

@@ -99,17 +99,24 @@ func (hb *hostBatch) node(id uint32) (*node, error) {
 	if nd, ok := hb.s.nodes[id]; ok {
 		return nd, nil
 	}
+	if nd, ok := hb.t.cached().get(id); ok {
+		hb.s.nodes[id] = nd // committed, as the image holds it
+		return nd, nil
+	}
 	if err := hb.flush(); err != nil {
 		return nil, err
 	}
-	nd, err := hb.t.readNode(id)
+	var nd *node
+	var err error
+	if c := hb.t.cached(); c != nil {
+		nd, err = c.read(hb.t, id, make([]byte, hb.t.g.nodeBytes))
+	} else {
+		nd, err = hb.t.readNode(id)
+	}
 	if err != nil {
 		return nil, err
 	}
 	hb.s.nodes[id] = nd
-	if c := hb.t.cached(); c != nil {
-		c.m[id] = nd
-	}
 	return nd, nil
 }
 
@@ -436,9 +443,7 @@ func (hb *hostBatch) chain(i int) error {
 		}
 	}
 	if pred != 0 && (i == 0 || path[leafDepth][i-1] != pred) {
-		if c := hb.t.cached(); c != nil {
-			delete(c.m, pred) // its next word changes
-		}
+		hb.t.cached().drop(pred) // its next word changes
 		return hb.put(hb.k.node(pred).Add(8), nextWord(pred, first))
 	}
 	return nil

@@ -1,5 +1,26 @@
 package btree
 
+import "unsafe"
+
+// nodeCacheBytes is the memory the node cache may hold, in decoded nodes
+// (keys, values, the entry and its map slot). Pebble, which the DB is
+// measured against (bench: btree-vs-pebble), gives its block cache 8 MiB
+// by default; half of that here is 12,000 nodes at the default order,
+// the whole tree of about 100,000 random keys, and at least the nodes one
+// batch of 1,000 keys makes in a tree of any size (a few thousand), which
+// the next batch's planning reads (the upper levels of the tree, which
+// every batch copies, above all). A tree larger than the cache keeps its
+// hot part cached: the write path no longer holds the decoded tree whole
+// (at 1M keys that was about 40 MiB beside the 32 MiB node pool).
+const nodeCacheBytes = 4 << 20
+
+// nodeCacheEntries returns the most nodes the cache holds at order.
+func nodeCacheEntries(order int) int {
+	const mapSlot = 16 // a map[uint32]*cacheEntry slot, with its overhead, about
+	per := 16*order + int(unsafe.Sizeof(cacheEntry{})) + mapSlot
+	return max(64, nodeCacheBytes/per)
+}
+
 // nodeCache holds decoded committed nodes for the DB's write path
 // (insertHost): planning's descent and the commit walk take a node from it
 // instead of reading and checksumming it again. A node enters it only
@@ -10,13 +31,41 @@ package btree
 // an error in insertHost, leaves seq behind and the next insertHost starts
 // it empty. Reads that must see the image (Get, Scan, Check, recovery)
 // never use it.
+//
+// It holds at most max entries (nodeCacheEntries), allocated as needed in
+// chunks and then reused: a node that does not fit evicts one by the clock
+// algorithm (a hand over the entries in a fixed order, a second chance for
+// a node read since the hand last passed it), so eviction does not depend
+// on map order. An entry handed out or filled during the running insert
+// (its epoch is the insert's) is pinned: planning, the staged batch and
+// the commit walk hold pointers to it until the insert returns, so it is
+// neither evicted nor reused before the next one. When every entry is
+// pinned a node is read into memory of its own, not cached.
 type nodeCache struct {
-	on   bool   // insertHost is running: planPaths and changes use the cache
-	ok   bool   // the cache holds nodes of batch seq
-	seq  uint64 // the committed batch the cache holds nodes of
-	m    map[uint32]*node
-	slab []node   // room for entries (add)
-	area []uint64 // room for their keys and values
+	on    bool   // insertHost is running: planPaths and changes use the cache
+	ok    bool   // the cache holds nodes of batch seq
+	seq   uint64 // the committed batch the cache holds nodes of
+	epoch uint64 // the running (or last) insert: entries of this epoch are pinned
+	max   int    // the most entries
+	m     map[uint32]*cacheEntry
+	ents  []*cacheEntry // every entry, in the clock's order
+	hand  int           // the clock's hand: the next entry it looks at in ents
+	free  []*cacheEntry // entries holding no node, not pinned
+	freed []*cacheEntry // entries dropped during the running insert (pinned until its end)
+	pins  int           // live entries of the running insert's epoch
+
+	evictions int // nodes the clock evicted (tests)
+	uncached  int // nodes read past the cache, every entry pinned (tests)
+}
+
+// cacheEntry is a slot of the cache, holding node id when live.
+type cacheEntry struct {
+	nd    node
+	kv    []uint64 // the room of nd's keys and values (2*order words)
+	id    uint32
+	live  bool
+	ref   bool   // read since the hand last passed it
+	epoch uint64 // the last insert that handed it out or filled it
 }
 
 // cached returns the tree's cache while insertHost runs, else nil.
@@ -35,43 +84,163 @@ func (t *Tree) useCache() (done func(ok bool)) {
 		return func(bool) {}
 	}
 	if t.nc == nil {
-		t.nc = &nodeCache{m: make(map[uint32]*node)}
+		n := t.knobs.nodeCacheMax
+		if n == 0 {
+			n = nodeCacheEntries(t.g.order)
+		}
+		t.nc = &nodeCache{m: make(map[uint32]*cacheEntry), max: n}
 	}
 	c := t.nc
+	c.epoch++
+	c.pins = 0
+	c.free = append(c.free, c.freed...)
+	c.freed = c.freed[:0]
 	if !c.ok || c.seq != t.cur.seq {
-		clear(c.m)
+		c.reset()
 	}
 	c.on, c.ok, c.seq = true, true, t.cur.seq
 	return func(ok bool) {
 		c.on, c.ok, c.seq = false, ok, t.cur.seq
 		if !ok {
-			clear(c.m)
+			c.reset()
 		}
 	}
 }
 
-// get returns node id if c (which may be nil) holds it.
+// reset empties the cache, keeping its entries' room.
+func (c *nodeCache) reset() {
+	clear(c.m)
+	c.free = c.free[:0]
+	c.freed = c.freed[:0]
+	for _, e := range c.ents {
+		e.live, e.ref = false, false
+		c.free = append(c.free, e)
+	}
+	c.pins = 0
+}
+
+// len returns the number of nodes c holds.
+func (c *nodeCache) len() int { return len(c.m) }
+
+// pin marks e as handed out during the running insert.
+func (c *nodeCache) pin(e *cacheEntry) {
+	if e.epoch != c.epoch {
+		e.epoch = c.epoch
+		c.pins++
+	}
+}
+
+// get returns node id if c (which may be nil) holds it, pinned until the
+// running insert returns.
 func (c *nodeCache) get(id uint32) (*node, bool) {
 	if c == nil {
 		return nil, false
 	}
-	nd, ok := c.m[id]
-	return nd, ok
+	e, ok := c.m[id]
+	if !ok {
+		return nil, false
+	}
+	e.ref = true
+	c.pin(e)
+	return &e.nd, true
 }
 
-// read reads node id (checked) into a new entry of the cache, through b
-// (nodeBytes long), and returns it.
+// drop removes node id from c (which may be nil), if there: its image
+// changes or its id is freed. A node handed out is still the caller's
+// until the running insert returns.
+func (c *nodeCache) drop(id uint32) {
+	if c == nil {
+		return
+	}
+	e, ok := c.m[id]
+	if !ok {
+		return
+	}
+	delete(c.m, id)
+	e.live = false
+	if e.epoch == c.epoch {
+		c.pins--
+	}
+	e.epoch = c.epoch // not reused before the running insert returns
+	c.freed = append(c.freed, e)
+}
+
+// slot returns an entry to hold a node, not in the map: a free one, a new
+// one while c holds fewer than max, else the clock's victim; nil when every
+// entry is pinned.
+func (c *nodeCache) slot(order int) *cacheEntry {
+	if n := len(c.free); n > 0 {
+		e := c.free[n-1]
+		c.free = c.free[:n-1]
+		return e
+	}
+	if len(c.ents) < c.max {
+		// A chunk of entries: two allocations for up to 64 nodes.
+		k := min(64, c.max-len(c.ents))
+		es := make([]cacheEntry, k)
+		kv := make([]uint64, 2*order*k)
+		for i := range es {
+			e := &es[i]
+			e.kv = kv[2*order*i : 2*order*(i+1) : 2*order*(i+1)]
+			c.ents = append(c.ents, e)
+			if i > 0 {
+				c.free = append(c.free, e)
+			}
+		}
+		return &es[0]
+	}
+	if c.pins+len(c.freed) >= len(c.ents) {
+		return nil // every entry is pinned
+	}
+	// Every live entry is in the map, every entry not live is in free or
+	// freed; at least one live entry is not pinned, so two turns of the
+	// hand (the first clearing ref bits) find it.
+	for range 2 * len(c.ents) {
+		e := c.ents[c.hand]
+		c.hand++
+		if c.hand == len(c.ents) {
+			c.hand = 0
+		}
+		if !e.live || e.epoch == c.epoch {
+			continue
+		}
+		if e.ref {
+			e.ref = false
+			continue
+		}
+		delete(c.m, e.id)
+		e.live = false
+		c.evictions++
+		return e
+	}
+	return nil
+}
+
+// read reads node id (checked) through b (nodeBytes long) into an entry
+// of the cache, pinned, replacing the node the cache held as id if any,
+// and returns it; into a node of its own when no entry is free.
 func (c *nodeCache) read(t *Tree, id uint32, b []byte) (*node, error) {
 	order := t.g.order
-	if len(c.slab) == 0 {
-		c.slab, c.area = make([]node, 64), make([]uint64, 2*order*64)
+	c.drop(id)
+	e := c.slot(order)
+	if e == nil {
+		c.uncached++
+		nd := &node{}
+		if err := t.readNodeInto(id, b, nd); err != nil {
+			return nil, err
+		}
+		return nd, nil
 	}
-	nd := &c.slab[0]
-	nd.keys, nd.vals = c.area[:0:order], c.area[order:order:2*order]
+	nd := &e.nd
+	nd.keys, nd.vals = e.kv[:0:order], e.kv[order:order:2*order]
 	if err := t.readNodeInto(id, b, nd); err != nil {
+		e.epoch = c.epoch
+		c.freed = append(c.freed, e)
 		return nil, err
 	}
-	c.slab, c.area = c.slab[1:], c.area[2*order:]
-	c.m[id] = nd
+	e.id, e.live, e.ref = id, true, false
+	e.epoch = 0
+	c.pin(e)
+	c.m[id] = e
 	return nd, nil
 }

@@ -2,6 +2,7 @@ package btree
 
 import (
 	"encoding/binary"
+	"fmt"
 	"math/rand/v2"
 	"testing"
 
@@ -18,7 +19,12 @@ func checkCache(t *testing.T, tr *Tree) {
 		return
 	}
 	bm := tr.bm[tr.cur.seq&1]
-	for id, nd := range c.m {
+	require.LessOrEqual(t, len(c.ents), c.max, "entries")
+	require.LessOrEqual(t, c.len(), c.max, "cached nodes")
+	for id, e := range c.m {
+		require.True(t, e.live, "node %d", id)
+		require.Equal(t, id, e.id, "node %d", id)
+		nd := &e.nd
 		require.NotZero(t, bm[id/64]&(1<<(id%64)), "cached node %d is free", id)
 		got, err := tr.readNode(id)
 		require.NoError(t, err, "cached node %d", id)
@@ -32,7 +38,16 @@ func checkCache(t *testing.T, tr *Tree) {
 // Metamorphic: host inserts with the node cache and without it, mixed with
 // deletes and kernel batches, leave trees that read the same, and every
 // cached node is what the image holds.
+// With a tiny bound (5 nodes: a batch pins more than that, so nodes are
+// read past the cache; 40: evictions between batches) the eviction paths
+// run.
 func TestNodeCacheMetamorphic(t *testing.T) {
+	for _, bound := range []int{0, 5, 40} {
+		t.Run(fmt.Sprintf("max=%d", bound), func(t *testing.T) { testNodeCacheMetamorphic(t, bound) })
+	}
+}
+
+func testNodeCacheMetamorphic(t *testing.T, bound int) {
 	seed := testSeed(t)
 	rng := rand.New(rand.NewPCG(seed, 0xcace))
 	var trees [2]*Tree
@@ -40,9 +55,11 @@ func TestNodeCacheMetamorphic(t *testing.T) {
 		tr, err := Create(newMachine(t), "t", Options{Order: 8, Capacity: 4096, MaxBatch: 256})
 		require.NoError(t, err)
 		tr.knobs.noNodeCache = i == 1
+		tr.knobs.nodeCacheMax = bound
 		trees[i] = tr
 	}
 	const keySpace = 600
+	peak := 0
 	for step := range 300 {
 		op := rng.IntN(10)
 		var ks, vs []uint64
@@ -68,6 +85,9 @@ func TestNodeCacheMetamorphic(t *testing.T) {
 			}
 		}
 		checkCache(t, trees[0])
+		if c := trees[0].nc; c != nil {
+			peak = max(peak, c.len())
+		}
 		require.Equal(t, trees[1].Len(), trees[0].Len(), "step %d", step)
 		probe := []uint64{del, ks[len(ks)-1], 1 + rng.Uint64N(keySpace)}
 		for _, k := range probe {
@@ -88,7 +108,15 @@ func TestNodeCacheMetamorphic(t *testing.T) {
 			require.Equal(t, all[1], all[0], "step %d", step)
 		}
 	}
-	require.NotEmpty(t, trees[0].nc.m, "the cache was used")
+	c := trees[0].nc
+	t.Logf("cache: %d entries, peak %d nodes, %d evictions, %d reads past it", len(c.ents), peak, c.evictions, c.uncached)
+	require.Positive(t, peak, "the cache was used")
+	switch bound {
+	case 5:
+		require.Positive(t, c.uncached, "reads past a full cache")
+	case 40:
+		require.Positive(t, c.evictions, "evictions")
+	}
 }
 
 // A node the cache holds that is corrupted in the image is still reported
@@ -125,4 +153,54 @@ func TestNodeCacheCorruptReported(t *testing.T) {
 		return
 	}
 	require.ErrorIs(t, tr2.Check(), ErrCorrupt)
+}
+
+// The cache never holds more than its bound, nor allocates more entries,
+// under a long random workload of host inserts on a tree many times its
+// size, with the odd delete; it evicts, and what it holds is the image.
+func TestNodeCacheBound(t *testing.T) {
+	seed := testSeed(t)
+	rng := rand.New(rand.NewPCG(seed, 0xb0d))
+	tr, err := Create(newMachine(t), "t", Options{Order: 8, Capacity: 1 << 14, MaxBatch: 512})
+	require.NoError(t, err)
+	const bound = 100
+	tr.knobs.nodeCacheMax = bound
+	steps, keySpace := 400, uint64(20_000)
+	if testing.Short() {
+		steps = 150
+	}
+	var peak, peakEnts int
+	for step := range steps {
+		n := 1 + rng.IntN(512)
+		if rng.IntN(4) == 0 {
+			n = 1
+		}
+		ks, vs := make([]uint64, n), make([]uint64, n)
+		for i := range ks {
+			ks[i], vs[i] = 1+rng.Uint64N(keySpace), rng.Uint64()
+		}
+		if rng.IntN(10) == 0 {
+			_, err := tr.Delete(ks[0])
+			require.NoError(t, err, "step %d", step)
+			continue
+		}
+		require.NoError(t, tr.insertHost(ks, vs), "step %d", step)
+		c := tr.nc
+		require.LessOrEqual(t, len(c.ents), bound, "step %d: entries", step)
+		require.LessOrEqual(t, c.len(), bound, "step %d: cached nodes", step)
+		require.LessOrEqual(t, c.pins, c.len(), "step %d", step)
+		peak, peakEnts = max(peak, c.len()), max(peakEnts, len(c.ents))
+		if step%20 == 0 {
+			checkCache(t, tr)
+		}
+	}
+	checkCache(t, tr)
+	require.NoError(t, tr.Check())
+	t.Logf("tree of %d keys, height %d; cache peak %d nodes, %d entries of %d; %d evictions, %d reads past it",
+		tr.Len(), tr.Height(), peak, peakEnts, bound, tr.nc.evictions, tr.nc.uncached)
+	require.Equal(t, bound, peakEnts, "the cache filled")
+	require.Positive(t, tr.nc.evictions, "the clock evicted")
+	// The default bound: thousands of nodes at the default order, a few MiB.
+	n := nodeCacheEntries(DefaultOrder)
+	require.True(t, n >= 4000 && n <= 20_000, "default bound %d nodes", n)
 }

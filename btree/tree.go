@@ -126,6 +126,8 @@ type testingKnobs struct {
 	crashBeforeCommit error
 	// noNodeCache turns insertHost's node cache off.
 	noNodeCache bool
+	// nodeCacheMax, if not 0, is the most nodes the node cache holds.
+	nodeCacheMax int
 }
 
 // Create creates a tree in a new PM region named region: an empty root
