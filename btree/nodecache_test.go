@@ -21,9 +21,16 @@ func checkCache(t *testing.T, tr *Tree) {
 	bm := tr.bm[tr.cur.seq&1]
 	require.LessOrEqual(t, len(c.ents), c.max, "entries")
 	require.LessOrEqual(t, c.len(), c.max, "cached nodes")
-	for id, e := range c.m {
-		require.True(t, e.live, "node %d", id)
-		require.Equal(t, id, e.id, "node %d", id)
+	live := 0
+	for i, e := range c.ents {
+		require.Equal(t, int32(i), e.idx)
+		if !e.live {
+			continue
+		}
+		live++
+		id := e.id
+		ie, ok := c.entry(id)
+		require.True(t, ok && ie == e, "node %d not indexed", id)
 		nd := &e.nd
 		require.NotZero(t, bm[id/64]&(1<<(id%64)), "cached node %d is free", id)
 		got, err := tr.readNode(id)
@@ -33,6 +40,14 @@ func checkCache(t *testing.T, tr *Tree) {
 		require.Equal(t, got.keys, nd.keys, "node %d", id)
 		require.Equal(t, got.vals, nd.vals, "node %d", id)
 	}
+	require.Equal(t, live, c.len(), "live entries")
+	indexed := 0
+	for _, x := range c.at {
+		if x != 0 {
+			indexed++
+		}
+	}
+	require.Equal(t, live, indexed, "indexed nodes")
 }
 
 // Metamorphic: host inserts with the node cache and without it, mixed with
@@ -133,7 +148,7 @@ func TestNodeCacheCorruptReported(t *testing.T) {
 	require.NoError(t, tr.insertHost(ks[:50], ks[:50])) // the cache now holds committed nodes
 	require.True(t, tr.nc.ok)
 	id := tr.cur.root
-	_, ok := tr.nc.m[id]
+	_, ok := tr.nc.entry(id)
 	require.True(t, ok, "the root is cached")
 	// Flip a key bit of the root in the image, behind the tree's back.
 	a := tr.node0.Add(uint64(id)*tr.g.nodeBytes + 16)
@@ -203,4 +218,48 @@ func TestNodeCacheBound(t *testing.T) {
 	// The default bound: thousands of nodes at the default order, a few MiB.
 	n := nodeCacheEntries(DefaultOrder)
 	require.True(t, n >= 4000 && n <= 20_000, "default bound %d nodes", n)
+}
+
+// BenchmarkNodeCache: insertHost of batches of 1,000 random overwrites
+// on an in-memory tree (functional backend: CPU only, no syncs) with the
+// node cache off, at its default bound, and unbounded (as big as the pool),
+// at the sizes of BenchmarkDB (10,000 keys) and btree-vs-pebble (65,536).
+func BenchmarkNodeCache(b *testing.B) {
+	for _, keys := range []int{10_000, 1 << 16} {
+		for _, mode := range []string{"off", "bounded", "unbounded"} {
+			b.Run(fmt.Sprintf("keys=%d/%s", keys, mode), func(b *testing.B) {
+				tr, err := Create(newMachine(b), "t", Options{Capacity: 1 << 16, MaxBatch: 4096})
+				require.NoError(b, err)
+				ks := make([]uint64, 0, 4096)
+				for k := uint64(1); k <= uint64(keys); k++ {
+					ks = append(ks, k)
+					if len(ks) == cap(ks) || k == uint64(keys) {
+						require.NoError(b, tr.insertHost(ks, ks))
+						ks = ks[:0]
+					}
+				}
+				tr.knobs.noNodeCache = mode == "off"
+				if mode == "unbounded" {
+					tr.knobs.nodeCacheMax = 1 << 16
+				}
+				tr.nc = nil
+				rng := rand.New(rand.NewPCG(7, 1000))
+				ks = make([]uint64, 1000)
+				for b.Loop() {
+					for i := range ks {
+						ks[i] = 1 + rng.Uint64N(uint64(keys))
+					}
+					if err := tr.insertHost(ks, ks); err != nil {
+						b.Fatal(err)
+					}
+				}
+				if c := tr.nc; c != nil {
+					b.ReportMetric(float64(c.len()), "cached")
+					b.ReportMetric(float64(len(c.ents)), "entries")
+					b.ReportMetric(float64(c.evictions)/float64(b.N), "evictions/op")
+					b.ReportMetric(float64(c.uncached)/float64(b.N), "uncached/op")
+				}
+			})
+		}
+	}
 }
