@@ -339,8 +339,20 @@ func (t *Tree) planPaths(ks []uint64, o BatchOptions) (record, []laneInfo, [][]u
 	chunk := min(128, max(8, h*n))
 	var slab []node
 	var arena []uint64
+	nc := t.cached()
 	get := func(id uint32) (*node, error) {
 		if nd, ok := cache[id]; ok {
+			return nd, nil
+		}
+		if nc != nil {
+			nd, ok := nc.get(id)
+			if !ok {
+				var err error
+				if nd, err = nc.read(t, id, nb); err != nil {
+					return nil, err
+				}
+			}
+			cache[id] = nd
 			return nd, nil
 		}
 		if len(slab) == 0 {
@@ -666,6 +678,7 @@ func (t *Tree) changes(root, height uint32) (made, freed []uint32, count uint64,
 	}()
 	in := func(id uint32) bool { return t.reach[id/64]&(1<<(id%64)) != 0 }
 	nd, buf := &node{}, make([]byte, t.g.nodeBytes)
+	nc := t.cached()
 	var added, removed uint64
 	var level, next []uint32
 	level = append(level, root)
@@ -681,7 +694,12 @@ func (t *Tree) changes(root, height uint32) (made, freed []uint32, count uint64,
 				continue // kept, with its subtree
 			}
 			made = append(made, id)
-			if err := t.readNodeInto(id, buf, nd); err != nil {
+			nd := nd
+			if nc != nil {
+				if nd, err = nc.read(t, id, buf); err != nil {
+					return nil, nil, 0, err
+				}
+			} else if err := t.readNodeInto(id, buf, nd); err != nil {
 				return nil, nil, 0, err
 			}
 			if nd.leaf != (depth == height-1) {
@@ -708,7 +726,11 @@ func (t *Tree) changes(root, height uint32) (made, freed []uint32, count uint64,
 				continue // kept: the new tree reached it
 			}
 			freed = append(freed, id)
-			if err := t.readNodeInto(id, buf, nd); err != nil {
+			nd := nd
+			if cn, ok := nc.get(id); ok {
+				nd = cn
+				nc.drop(id) // freed: its id will hold another node
+			} else if err := t.readNodeInto(id, buf, nd); err != nil {
 				return nil, nil, 0, err
 			}
 			if nd.leaf {

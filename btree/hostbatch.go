@@ -26,6 +26,14 @@ func (t *Tree) insertHost(keys, vals []uint64) error {
 	if len(keys) == 0 {
 		return nil
 	}
+	done := t.useCache()
+	err := t.insertHostCached(keys, vals)
+	done(err == nil)
+	return err
+}
+
+// insertHostCached is insertHost with the node cache on.
+func (t *Tree) insertHostCached(keys, vals []uint64) error {
 	o := BatchOptions{}.withDefaults()
 	s, err := t.stageFull(keys, vals, o)
 	if err != nil {
@@ -91,10 +99,20 @@ func (hb *hostBatch) node(id uint32) (*node, error) {
 	if nd, ok := hb.s.nodes[id]; ok {
 		return nd, nil
 	}
+	if nd, ok := hb.t.cached().get(id); ok {
+		hb.s.nodes[id] = nd // committed, as the image holds it
+		return nd, nil
+	}
 	if err := hb.flush(); err != nil {
 		return nil, err
 	}
-	nd, err := hb.t.readNode(id)
+	var nd *node
+	var err error
+	if c := hb.t.cached(); c != nil {
+		nd, err = c.read(hb.t, id, make([]byte, hb.t.g.nodeBytes))
+	} else {
+		nd, err = hb.t.readNode(id)
+	}
 	if err != nil {
 		return nil, err
 	}
@@ -425,6 +443,7 @@ func (hb *hostBatch) chain(i int) error {
 		}
 	}
 	if pred != 0 && (i == 0 || path[leafDepth][i-1] != pred) {
+		hb.t.cached().drop(pred) // its next word changes
 		return hb.put(hb.k.node(pred).Add(8), nextWord(pred, first))
 	}
 	return nil

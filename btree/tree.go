@@ -113,6 +113,8 @@ type Tree struct {
 	// batches.
 	held []pm.Write
 	wb   []byte
+	// nc caches decoded committed nodes for insertHost (nodeCache).
+	nc *nodeCache
 
 	knobs testingKnobs // set by tests (export_test.go)
 }
@@ -122,6 +124,10 @@ type Tree struct {
 type testingKnobs struct {
 	// crashBeforeCommit makes a delete return it just before its commit.
 	crashBeforeCommit error
+	// noNodeCache turns insertHost's node cache off.
+	noNodeCache bool
+	// nodeCacheMax, if not 0, is the most nodes the node cache holds.
+	nodeCacheMax int
 }
 
 // Create creates a tree in a new PM region named region: an empty root
