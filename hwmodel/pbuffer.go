@@ -356,7 +356,8 @@ func (b *Backend) BeginWaking() []pm.OpKind {
 }
 
 // Wake implements pm.Waker: it drains the persist buffers up to cycle at
-// (all of them for pm.Blocked) and returns the warps whose waits ended.
+// (all of them for pm.Blocked), ends the fence waits issued by at (every
+// one for pm.Blocked), and returns the warps whose waits ended.
 func (b *Backend) Wake(at uint64) []pm.WarpReady {
 	if b.model == SBRP {
 		if at == pm.Blocked {

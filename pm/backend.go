@@ -246,7 +246,8 @@ type WarpReady struct {
 
 // Waker is implemented by timing backends that time some work lazily, in
 // time order across warps, because it depends on warps not yet run
-// (hwmodel's SBRP persist buffers drain so). A batching executor that
+// (hwmodel's SBRP persist buffers drain so, and its fences that wait for
+// every SM's earlier writes are timed so). A batching executor that
 // handles Blocked calls BeginWaking after each Begin; it returns the verbs
 // that end a lane's step, so such a verb is the last its warp's step
 // times. Step may then return Blocked for a warp whose step ended at such a
