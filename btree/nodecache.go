@@ -37,7 +37,8 @@ func nodeCacheEntries(order int) int {
 // It holds at most max entries (nodeCacheEntries), allocated as needed in
 // chunks and then reused: a node that does not fit evicts one by the clock
 // algorithm (a hand over the entries in a fixed order, a second chance for
-// a node read since the hand last passed it), so eviction is deterministic. An entry handed out or filled during the running insert
+// a node read since the hand last passed it), so eviction is
+// deterministic. An entry handed out or filled during the running insert
 // (its epoch is the insert's) is pinned: planning, the staged batch and
 // the commit walk hold pointers to it until the insert returns, so it is
 // neither evicted nor reused before the next one. When every entry is
