@@ -292,10 +292,9 @@ type Backend struct {
 	firstWave  int            // warps of the blocks resident from the launch's start
 	globalAck  uint64         // latest ack of any flush
 	pbQueue    pbHeap         // SBRP: SMs by their persist buffer head's start (pbuffer.go)
-	waking     bool           // the executor handles pm.Blocked this launch (pm.Waker)
 	woken      []pm.WarpReady // warps the drain woke since the last Wake
 	fenceWait  []int32        // warps blocked at a fence that waits for every SM (fenceAll)
-	endsStep   uint64         // bit k: a verb of kind k ends its lane's step (BeginWaking)
+	endsStep   uint64         // bit k: a verb of kind k ends its lane's step (BeginWaking); 0: the executor does not handle pm.Blocked this launch
 	wokenOut   []pm.WarpReady
 	sent       uint64 // set by flush: when the write entered its PM queue
 	left       uint64 // set by flush: when the write's bytes left the SM
@@ -532,7 +531,7 @@ func (b *Backend) Begin(l pm.Launch) error {
 	}
 	clear(b.relFront)
 	b.pbQueue = pbHeap{keys: b.pbQueue.keys[:0], n: len(b.sms)}
-	b.waking, b.woken, b.fenceWait, b.endsStep = false, b.woken[:0], b.fenceWait[:0], 0
+	b.woken, b.fenceWait, b.endsStep = b.woken[:0], b.fenceWait[:0], 0
 	clear(b.released)
 	clear(b.atomics)
 	b.pending = b.pending[:0]
@@ -1465,7 +1464,7 @@ func (b *Backend) fenceAll(ws *warpState, t, rt uint64, sys bool, done uint64) u
 	if !b.cfg.GPU.FenceWaitsAll {
 		return done
 	}
-	if b.waking && ws.wait == nil {
+	if b.waking() && ws.wait == nil {
 		ws.wait = &pbWait{fence: true, from: t, rt: rt, sys: sys}
 		return done
 	}

@@ -348,7 +348,6 @@ func (b *Backend) BeginWaking() []pm.OpKind {
 			kinds = append(kinds, pm.OpOFence, pm.OpDFence, pm.OpEpochBarrier, pm.OpPAcq, pm.OpPRel)
 		}
 	}
-	b.waking = len(kinds) > 0
 	for _, k := range kinds {
 		b.endsStep |= 1 << uint(k)
 	}
@@ -385,11 +384,15 @@ func (b *Backend) Wake(at uint64) []pm.WarpReady {
 	return b.wokenOut
 }
 
+// waking reports whether the executor handles pm.Blocked this launch: it
+// asked which verbs end a step (BeginWaking), and some do.
+func (b *Backend) waking() bool { return b.endsStep != 0 }
+
 // deferWait makes warp ws, at a DFence or epoch barrier issued at t, wait
 // for its persists (pbWait) and reports whether it will: only when the
 // executor can block the warp; otherwise the caller waits at once.
 func (b *Backend) deferWait(ws *warpState, t, extra uint64) bool {
-	if !b.waking {
+	if !b.waking() {
 		return false
 	}
 	ws.wait = &pbWait{item: ws.lastItem, from: t, extra: extra}
