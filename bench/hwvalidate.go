@@ -18,7 +18,8 @@ import (
 // facts the model is checked against, never inputs to it, except what the
 // h100 preset takes as parameters (three fence costs, the load latencies,
 // that host memory is not cached, that a fence waits for every earlier
-// write) and the conc kernel's loop, which its model kernel charges as Work.
+// write, one SM's rate of writes to host memory) and the conc kernel's
+// loop, which its model kernel charges as Work.
 var (
 	//go:embed h100/measured.csv
 	h100Measured []byte

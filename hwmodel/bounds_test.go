@@ -55,6 +55,9 @@ func streamLimits(cfg Config, model Model, n float64, fits bool) []rate {
 	rtt := n/float64(m.InjectBytesPerCycle) + float64(cfg.L2.LatencyCycles) + n/float64(m.L2PortBytesPerCycle)
 	if cfg.PCIe.PMFar {
 		out = append(out, rate{"pcie.gbps", perCycle(cfg.PCIe.GBps)})
+		if m.SMFarGBps > 0 {
+			out = append(out, rate{"mem.sm_far_gbps", sms * perCycle(m.SMFarGBps)})
+		}
 		rtt += (n + float64(cfg.PCIe.TLPBytes)) / perCycle(cfg.PCIe.GBps)
 		if !cfg.Persist.AckAtQueue {
 			rtt += float64(cfg.PCIe.LatencyCycles) // with ack_at_queue the link's latency comes after the ack
@@ -271,6 +274,7 @@ func writePathKeysAreLive(t *testing.T, presets []string) {
 		{"persist.nvw_fifo_l2", "16", ScopedBarrier, false},
 		{"pcie.gbps", "2", Epoch, true},
 		{"pcie.tlp_bytes", "256", Epoch, true},
+		{"mem.sm_far_gbps", "0.5", Epoch, true},
 	}
 	for _, preset := range presets {
 		for _, c := range cases {

@@ -166,6 +166,10 @@ type MemSysConfig struct {
 	// L2, and a device- or system-scope release, and the kernel's end,
 	// write them all. 0: the L1 writes volatile stores through to the L2.
 	SFIFOL1 int `json:"sfifo_l1"`
+	// SMFarGBps is the most bytes per second (GB/s) one SM sends towards PM
+	// over PCIe, beside its injection port, when PM is far. 0: only the
+	// injection port limits them.
+	SMFarGBps float64 `json:"sm_far_gbps"`
 }
 
 // LinkConfig is the PCIe link.
@@ -587,6 +591,13 @@ func PresetH100() Config {
 	// channels each (JEDEC HBM3).
 	c.Mem.Channels = 80
 	c.Mem.ReadsQueue = false // not measured: reads hold no entry
+	// Measured (bench/h100/measured2.csv, stream host/sms1): one SM with 32
+	// warps streams 50.3 GB/s to host memory, below the link's 52.4 with
+	// every SM; on an H200 two SMs each issued 52 GB/s of host writes at
+	// once (measured5.csv, burst S2), so the limit is the SM's, not the
+	// link's. Without it one SM overran the link and queued a round trip of
+	// writes in front of every fence beside it.
+	c.Mem.SMFarGBps = 50.3
 	return c
 }
 
@@ -863,6 +874,9 @@ func (c *Config) Validate() error {
 	}
 	if g.FenceBlockCycles < 0 || g.FenceDeviceCycles < 0 || g.FenceSystemCycles < 0 || g.FenceSystemCycles > 1<<20 || g.FenceDeviceCycles > 1<<20 || g.FenceBlockCycles > 1<<20 {
 		return bad("gpu.fence_system_cycles", "fence costs must be from 0 to 2^20 cycles")
+	}
+	if v := c.Mem.SMFarGBps; !(v >= 0 && v <= 1e6) {
+		return bad("mem.sm_far_gbps", "%g, want 0 (no limit) to 1e6 GB/s", v)
 	}
 	if c.Mem.SFIFOL1 < 0 || c.Mem.SFIFOL1 > 1<<16 {
 		return bad("mem.sfifo_l1", "%d, want 0 to 65536", c.Mem.SFIFOL1)

@@ -132,3 +132,68 @@ func TestFenceIssuedOncePerWarp(t *testing.T) {
 		})
 	}
 }
+
+// TestOneSMCannotOverrunTheLink holds mem.sm_far_gbps to what the H100
+// shows (bench/h100/measured2.csv, stream host/sms1; measured5.csv): one
+// SM streams PM-far writes at no more than its own rate, below the link's,
+// so no queue builds in front of the link, and another SM's store and
+// system fence beside that stream cost what they cost alone (measured:
+// 1,658 cycles against 1,342). Without the SM's rate the stream overran the
+// link and the fence waited 2,761 cycles behind a round trip of its writes.
+func TestOneSMCannotOverrunTheLink(t *testing.T) {
+	fenceBeside := func(t *testing.T, cfg Config, streamers int) (fence uint64, gbps float64) {
+		be, m := setupHW(t, cfg, GPM)
+		const threads, steps = 256, 256
+		own := region(t, m, "own", 128)
+		stream := region(t, m, "stream", uint64(max(streamers, 1))*threads*steps*16)
+		done, err := m.Alloc(pm.DeviceMem, 8)
+		require.NoError(t, err)
+		var sum, n uint64
+		be.SetTrace(func(ev Event) {
+			if ev.Warp == 0 && ev.Kind == pm.OpEpochBarrier {
+				sum += ev.Done - ev.Issue
+				n++
+			}
+		})
+		_, err = scope.Launch(m, scope.Grid{Blocks: 1 + streamers, Threads: threads}, func(th *scope.Thread) {
+			if th.Block() == 0 {
+				if th.TID() != 0 {
+					return
+				}
+				for i := 0; streamers > 0 && th.Load32(done) < uint32(streamers) || streamers == 0 && i < 8; i++ {
+					th.Store32(own.Base, uint32(i))
+					th.EpochBarrier()
+				}
+				return
+			}
+			var v [16]byte
+			g := uint64((th.Block()-1)*threads + th.TID())
+			for k := range uint64(steps) {
+				th.StoreBytes(stream.Base.Add((k*uint64(streamers)*threads+g)*16), v[:])
+			}
+			th.SyncThreads()
+			if th.TID() == 0 {
+				th.AtomicAdd32(done, 1, pm.Device)
+			}
+		})
+		require.NoError(t, err)
+		st := be.LastLaunch()
+		cycles := st.Cycles - uint64(cfg.GPU.LaunchLatencyCycles)
+		bytes := float64(streamers * threads * steps * 16)
+		return sum / max(n, 1), bytes / float64(cycles) * cfg.GPU.ClockMHz / 1e3
+	}
+	cfg, err := Preset("h100")
+	require.NoError(t, err)
+	require.Positive(t, cfg.Mem.SMFarGBps)
+	alone, _ := fenceBeside(t, cfg, 0)
+	beside, gbps := fenceBeside(t, cfg, 1)
+	t.Logf("store and system fence alone %d cycles, beside one streaming SM %d; the stream %.1f GB/s", alone, beside, gbps)
+	require.LessOrEqual(t, gbps, cfg.Mem.SMFarGBps*1.001, "one SM streamed faster than mem.sm_far_gbps")
+	require.Greater(t, gbps, cfg.Mem.SMFarGBps*0.9, "one SM's stream fell well below its own rate")
+	require.Less(t, float64(beside), 1.25*float64(alone), "a queue built in front of the link behind one SM's stream")
+
+	// Without the SM's rate, the stream overruns the link (the key is live).
+	require.NoError(t, cfg.Set("mem.sm_far_gbps=0"))
+	unbounded, _ := fenceBeside(t, cfg, 1)
+	require.Greater(t, float64(unbounded), 1.5*float64(alone), "without mem.sm_far_gbps one SM's stream should queue at the link")
+}

@@ -49,6 +49,7 @@ var keyMeaning = map[string]string{
 	"mem.reads_queue":                   "makes a read that misses in the L2 take an entry of its channel's queue (WriteQueueEntries, per device) from its arrival until its data has crossed the bus, beside the writes: one scheduler queue holds both, as GPGPU-Sim's FR-FCFS queue does without a separate write queue, so a read waits behind a queue full of writes. Off, reads hold no entry and only share the bus",
 	"mem.l2_flush_at_end":               "writes the L2's dirty volatile lines back to memory at the end of every kernel, and the kernel ends once the memory queues have taken them (GPGPU-Sim's -gpgpu_flush_l2_cache). Off, they stay dirty in the L2 until evicted",
 	"mem.sfifo_l1":                      "makes the L1 write-combining for volatile stores: each L1 keeps up to this many dirty volatile lines, tracked by an S-FIFO (synchronization FIFO); a full S-FIFO writes its head's line to the L2, and a device- or system-scope release, and the kernel's end, write them all. 0: the L1 writes volatile stores through to the L2",
+	"mem.sm_far_gbps":                   "most bytes per second (GB/s) one SM sends towards PM over PCIe, beside its injection port, when PM is far. 0: only the injection port limits them",
 	"pcie.pm_far":                       "PM is attached to the host: PM traffic crosses the link",
 	"pcie.latency_cycles":               "one-way PCIe latency, added once to a far access's way there",
 	"pcie.gbps":                         "PCIe bandwidth",

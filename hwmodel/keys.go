@@ -38,7 +38,7 @@ func keyPaths(key string) string {
 		return "scoped-barrier"
 	case strings.HasPrefix(key, "persist.epoch_"):
 		return "epoch, gpm"
-	case strings.HasPrefix(key, "pcie.") && key != "pcie.pm_far":
+	case strings.HasPrefix(key, "pcie.") && key != "pcie.pm_far", key == "mem.sm_far_gbps":
 		return "every GPU model, with pcie.pm_far"
 	}
 	return "every GPU model"
@@ -104,6 +104,7 @@ var keySources = map[string]string{
 	"writeback.l2_tag_checks_per_cycle": "off on the SBRP machines; volta: the re-study's GPGPU-Sim (24: data_cache::nvm_wb_timing examines up to the L2's associativity per cycle), not in the paper",
 	"writeback.sector_bytes":            "off on the SBRP machines; volta: GPGPU-Sim 4.0's QV100 configuration (32)",
 	"mem.inject_bytes_per_cycle":        "SBRP artifact's and the re-study's gpgpusim.config (-icnt_flit_size 40: one flit, a 32-byte sector and its header, per cycle per node); the H100 measurement (shared/calibration/h100: one SM streams 53-63 GB/s to device memory, about 32 B per SM cycle)",
+	"mem.sm_far_gbps":                   "0 (no limit) on the simulated machines: the SBRP artifact's and the re-study's gpgpusim.config have no per-SM limit on far writes; h100: measured, one SM with 32 warps streams 50.3 GB/s to host memory (bench/h100/measured2.csv, stream host/sms1), and two SMs of an H200 each issue 52 GB/s at once (measured5.csv, burst S2)",
 	"mem.sm_writes":                     "SBRP artifact's and the re-study's gpgpusim.config (-gpgpu_cache:dl1 ...,A:256:8: 256 miss-status entries per L1)",
 	"mem.channels":                      "SBRP artifact (-gpgpu_n_mem 12); volta: the re-study's Table I (32); gope: not in Table 2, the SBRP artifact's",
 	"mem.banks_per_channel":             "SBRP artifact and re-study (-gpgpu_n_sub_partition_per_mchannel 2); gope: not in Table 2, the SBRP artifact's",

@@ -6,8 +6,10 @@ package hwmodel
 // path is a finite resource with a source (keys.go):
 //
 //   - each SM's injection port into the interconnect
-//     (mem.inject_bytes_per_cycle) and its outstanding line writes
-//     (mem.sm_writes), held from the write's departure to its ack;
+//     (mem.inject_bytes_per_cycle), beside it, when PM is far, the SM's
+//     own rate of writes towards PM over PCIe (mem.sm_far_gbps), and its
+//     outstanding line writes (mem.sm_writes), held from the write's
+//     departure to its ack;
 //   - the L2: its hit latency (l2.latency_cycles) and, per bank, a data
 //     port (mem.l2_port_bytes_per_cycle);
 //   - the memory partitions (mem.channels channels of
@@ -44,6 +46,7 @@ type memSystem struct {
 	eadrLat    uint64
 	far, eadr  bool
 	ackAtQueue bool
+	farPort    bool // mem.sm_far_gbps set and PM far
 	readsQueue bool // mem.reads_queue
 	writesMax  int  // mem.sm_writes
 	queueMax   int  // mem.write_queue_entries
@@ -87,6 +90,7 @@ func (m *memSystem) hold(o *occupancy, start, end uint64, limit int) {
 // smPort is an SM's side of the memory system.
 type smPort struct {
 	inject resource  // bytes into the interconnect
+	far    resource  // bytes towards PM over PCIe (mem.sm_far_gbps)
 	writes occupancy // outstanding line writes
 }
 
@@ -123,9 +127,13 @@ func newMemSystem(cfg Config, lineShift uint) *memSystem {
 		half:       !cfg.PCIe.FullDuplex,
 	}
 	m.banks = uint64(cfg.Mem.Channels * cfg.Mem.BanksPerChannel)
+	m.farPort = m.far && cfg.Mem.SMFarGBps > 0
 	m.sms = make([]smPort, cfg.GPU.SMs)
 	for i := range m.sms {
 		m.sms[i].inject = perCycleBytes(cfg.Mem.InjectBytesPerCycle)
+		if m.farPort {
+			m.sms[i].far = newResource(cfg.Mem.SMFarGBps, clk)
+		}
 	}
 	m.ports = make([]resource, m.banks)
 	for i := range m.ports {
@@ -141,8 +149,10 @@ func newMemSystem(cfg Config, lineShift uint) *memSystem {
 	return m
 }
 
-// wrote notes, for gpu.fence_waits_all, a write issued at start that left
-// the GPU's queues at out and completes at done.
+// wrote notes, for gpu.fence_waits_all, a write seen from cycle start (a
+// PM write once it has left its SM, a volatile store from its issue, a
+// write-back from the L2 from its issue there) that left the GPU's queues
+// at out and completes at done.
 func (m *memSystem) wrote(start, out, done uint64) {
 	if m.acks != nil {
 		m.acks.note(start, done)
@@ -186,6 +196,9 @@ func (m *memSystem) link(up bool) *resource {
 func (m *memSystem) each(res func(*resource), occ func(*occupancy)) {
 	for i := range m.sms {
 		res(&m.sms[i].inject)
+		if m.farPort {
+			res(&m.sms[i].far)
+		}
 		occ(&m.sms[i].writes)
 	}
 	for i := range m.ports {
@@ -317,7 +330,9 @@ func (m *memSystem) writePM(sm int, line, n, t uint64, st *Stats) pmWrite {
 	start := p.writes.fit(t, m.writesMax, func(s uint64) uint64 { return m.pmPath(sm, line, n, s, nil).ack })
 	w := m.pmPath(sm, line, n, start, st)
 	m.hold(&p.writes, w.start, w.ack, m.writesMax)
-	m.wrote(w.start, w.out, w.ack) // issued once it has its slot
+	// Other SMs' fences see it once it has left its SM (a slot, the
+	// injection port, the SM's far rate); its own SM's by its ack.
+	m.wrote(w.left, w.out, w.ack)
 	return w
 }
 
@@ -327,7 +342,7 @@ func (m *memSystem) writePM(sm int, line, n, t uint64, st *Stats) pmWrite {
 // it is a dry run that reserves nothing.
 func (m *memSystem) pmPath(sm int, line, n, start uint64, st *Stats) pmWrite {
 	w := pmWrite{start: start}
-	w.left = m.sms[sm].inject.take(start, n, st != nil)
+	w.left = m.sendPM(sm, n, start, st != nil)
 	var x, ch uint64
 	w.out, x, ch = m.toPartition(line, n, w.left+m.l2Lat, st)
 	w.queued, w.ack = m.toPM(ch, n, x, st != nil)
@@ -385,9 +400,22 @@ func (m *memSystem) farLat() uint64 {
 // persist-buffer entry a later store merged into): they take the write's
 // ports and bandwidth in the same burst; its ack stays.
 func (m *memSystem) moreBytes(sm int, line, n, start uint64, st *Stats) {
-	left := m.inject(sm, n, start)
+	left := m.sendPM(sm, n, start, true)
 	_, x, ch := m.toPartition(line, n, left+m.l2Lat, st)
 	m.drained = max(m.drained, m.nvm[ch].writeBus(x, n, true))
+}
+
+// sendPM sends n bytes of a PM write out of SM sm from cycle start and
+// returns when they have left it: through its injection port and, when PM
+// is far and mem.sm_far_gbps is set, at no more than the SM's rate towards
+// PM. With book false it is a dry run.
+func (m *memSystem) sendPM(sm int, n, start uint64, book bool) uint64 {
+	p := &m.sms[sm]
+	left := p.inject.take(start, n, book)
+	if m.farPort {
+		left = max(left, p.far.take(start, n, book))
+	}
+	return left
 }
 
 // inject sends n bytes into SM sm's injection port from cycle t and
