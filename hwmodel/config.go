@@ -593,8 +593,8 @@ func PresetH100() Config {
 	c.Mem.ReadsQueue = false // not measured: reads hold no entry
 	// Measured (bench/h100/measured2.csv, stream host/sms1): one SM with 32
 	// warps streams 50.3 GB/s to host memory, below the link's 52.4 with
-	// every SM; on an H200 two SMs each issued 52 GB/s of host writes at
-	// once (measured5.csv, burst S2), so the limit is the SM's, not the
+	// every SM; two SMs each issue 256 KB of host writes at 52 GB/s at once
+	// (measured5-h100.csv, burst S2), so the limit is the SM's, not the
 	// link's. Without it one SM overran the link and queued a round trip of
 	// writes in front of every fence beside it.
 	c.Mem.SMFarGBps = 50.3
