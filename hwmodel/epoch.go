@@ -50,6 +50,16 @@ func (p epochPolicy) verb(ws *warpState, t uint64, kind pm.OpKind, sc pm.Scope, 
 // acquireL1 writes the L1's dirty lines back and invalidates it.
 func (p epochPolicy) acquireL1(ws *warpState, t uint64) { p.writeBack(ws, t) }
 
+// stepEnders: under GPM with gpu.fence_waits_all every persistency verb
+// takes the system fence (verb), so each ends its step as a fence does.
+func (p epochPolicy) stepEnders(fenceAll bool) []pm.OpKind {
+	kinds := p.basePolicy.stepEnders(fenceAll)
+	if fenceAll && p.gpm {
+		kinds = append(kinds, pm.OpOFence, pm.OpDFence, pm.OpEpochBarrier, pm.OpPAcq, pm.OpPRel)
+	}
+	return kinds
+}
+
 // dirtyStore puts a PM line of warp ws into its L1 as a dirty line at t
 // (Epoch, GPM, None), or under an ordering model with
 // persist.epoch_write_through (ordering set) writes it through at once; the

@@ -338,16 +338,7 @@ func (b *Backend) BeginWaking() []pm.OpKind {
 	if !b.running {
 		return nil
 	}
-	var kinds []pm.OpKind
-	if b.model == SBRP {
-		kinds = append(kinds, pm.OpDFence, pm.OpEpochBarrier)
-	}
-	if b.cfg.GPU.FenceWaitsAll {
-		kinds = append(kinds, pm.OpFence)
-		if b.model == GPM {
-			kinds = append(kinds, pm.OpOFence, pm.OpDFence, pm.OpEpochBarrier, pm.OpPAcq, pm.OpPRel)
-		}
-	}
+	kinds := b.pol.stepEnders(b.cfg.GPU.FenceWaitsAll)
 	for _, k := range kinds {
 		b.endsStep |= 1 << uint(k)
 	}
@@ -358,13 +349,7 @@ func (b *Backend) BeginWaking() []pm.OpKind {
 // (all of them for pm.Blocked), ends the fence waits issued by at (every
 // one for pm.Blocked), and returns the warps whose waits ended.
 func (b *Backend) Wake(at uint64) []pm.WarpReady {
-	if b.model == SBRP {
-		if at == pm.Blocked {
-			b.pbDrainAll()
-		} else {
-			b.pbAdvance(at)
-		}
-	}
+	b.pol.advance(at)
 	// A fence waiting for every SM's writes ends once no other warp can
 	// issue before it: every write issued by its cycle is booked.
 	kept := b.fenceWait[:0]

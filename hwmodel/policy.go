@@ -33,6 +33,14 @@ type policy interface {
 	// finish writes back what the model still buffers at the kernel's
 	// end, cycle t.
 	finish(t uint64)
+	// stepEnders returns the verbs that end their lane's step under the
+	// model (pm.Waker): the ones whose warp blocks until something the
+	// executor advances (fenceAll: gpu.fence_waits_all's fences, which
+	// wait for every other warp to run past them).
+	stepEnders(fenceAll bool) []pm.OpKind
+	// advance drains what the model buffers up to cycle at (every buffer
+	// for pm.Blocked), as Wake asks.
+	advance(at uint64)
 }
 
 // newPolicy returns the policy of b's model.
@@ -74,6 +82,16 @@ func (p basePolicy) evict(sm int, e int32, t uint64) uint64 {
 }
 
 func (basePolicy) finish(uint64) {}
+
+// stepEnders: with gpu.fence_waits_all a fence ends its step (fenceAll).
+func (basePolicy) stepEnders(fenceAll bool) []pm.OpKind {
+	if fenceAll {
+		return []pm.OpKind{pm.OpFence}
+	}
+	return nil
+}
+
+func (basePolicy) advance(uint64) {}
 
 // writeBackPolicy is the re-study's write-back ADR and PCT models: PM
 // lines stay dirty in the L2 until a write-through store, CLWB, L2WB or

@@ -24,6 +24,22 @@ func (p sbrpPolicy) verb(ws *warpState, t uint64, kind pm.OpKind, sc pm.Scope, g
 
 func (sbrpPolicy) ordersEvictions() bool { return true }
 
+// stepEnders: a DFence or epoch barrier blocks its warp until the persist
+// buffers' drain, which advance times in time order, has passed it.
+func (p sbrpPolicy) stepEnders(fenceAll bool) []pm.OpKind {
+	return append([]pm.OpKind{pm.OpDFence, pm.OpEpochBarrier}, p.basePolicy.stepEnders(fenceAll)...)
+}
+
+// advance drains the persist buffers up to cycle at (all of them for
+// pm.Blocked).
+func (p sbrpPolicy) advance(at uint64) {
+	if at == pm.Blocked {
+		p.pbDrainAll()
+	} else {
+		p.pbAdvance(at)
+	}
+}
+
 // sbrpStore puts a PM line into the SM's persist buffer. Its flush
 // starts when the buffer drains to it (pbuffer.go).
 func (b *Backend) sbrpStore(ws *warpState, s *smState, line, sectors uint64, t uint64) (int32, uint64, bool) {
