@@ -418,12 +418,6 @@ func (m *memSystem) sendPM(sm int, n, start uint64, book bool) uint64 {
 	return left
 }
 
-// inject sends n bytes into SM sm's injection port from cycle t and
-// returns when they have left it.
-func (m *memSystem) inject(sm int, n, t uint64) uint64 {
-	return m.sms[sm].inject.transfer(t, n)
-}
-
 // toPartition sends n bytes of PM line that reached the L2 at cycle x over
 // its bank's port, and PCIe when PM is far, and returns when they left the
 // GPU's queues (onto the link when PM is far), when they reach the memory
