@@ -27,13 +27,15 @@ var (
 	h100Measured2 []byte
 	//go:embed h100/measured3.csv
 	h100Measured3 []byte
+	//go:embed h100/measured5-h100.csv
+	h100Measured5 []byte
 )
 
 func init() {
 	Register(Experiment{
 		Name: "hw-validate",
 		Description: "hwmodel's h100 preset under GPM against measurements of an NVIDIA H100 with pinned host memory over PCIe Gen5 (GPM-eADR): " +
-			"fence costs by scope, a system fence after pending lines, zero-copy write bandwidth, per-SM write parallelism, warps storing and fencing at once, GPM Fig. 11(b)'s logging (HCL, conventional) against threads and the conventional log taken apart, load latencies by level, L2 atomics, a fence beside other SMs' streams; measured, modelled and model/measured",
+			"fence costs by scope, a system fence after pending lines, zero-copy write bandwidth, per-SM write parallelism, warps storing and fencing at once, GPM Fig. 11(b)'s logging (HCL, conventional) against threads and the conventional log taken apart, load latencies by level, L2 atomics, a fence beside other SMs' streams, and beside streams offering a fraction of the link's bandwidth; measured, modelled and model/measured",
 		Paper:   "GPM",
 		Presets: []string{"h100"},
 		Figure:  "real silicon (bench/h100)",
@@ -47,10 +49,11 @@ type h100Point struct{ bench, variant, param, metric string }
 
 // h100Table reads the measurement files into a map. measured3.csv's
 // benches are named "3/" + its bench (it measures some of the first file's
-// benches again, on another machine and day).
+// benches again, on another machine and day), measured5-h100.csv's "5/" +
+// its bench (its depth is measured3's on dense streams).
 func h100Table() (map[h100Point]float64, error) {
 	out := map[h100Point]float64{}
-	for i, data := range [][]byte{h100Measured, h100Measured2, h100Measured3} {
+	for i, data := range [][]byte{h100Measured, h100Measured2, h100Measured3, h100Measured5} {
 		recs, err := csv.NewReader(bytes.NewReader(data)).ReadAll()
 		if err != nil {
 			return nil, fmt.Errorf("bench: h100 measurements: %w", err)
@@ -64,8 +67,11 @@ func h100Table() (map[h100Point]float64, error) {
 				return nil, fmt.Errorf("bench: h100 measurements: row %q: %w", r, err)
 			}
 			bench := r[0]
-			if i == 2 {
+			switch i {
+			case 2:
 				bench = "3/" + bench
+			case 3:
+				bench = "5/" + bench
 			}
 			out[h100Point{bench, r[1], r[2], r[3]}] = v
 		}
@@ -161,7 +167,7 @@ func runHWValidate(ctx context.Context, o Options) ([]Row, error) {
 		return nil, err
 	}
 	h := &hv{ctx: ctx, o: o, meas: meas, clk: cfg.GPU.ClockMHz}
-	for _, part := range []func() error{h.lat, h.pending, h.bandwidth, h.conc, h.log, h.loads, h.atoms, h.bystander, h.depth, h.convParts} {
+	for _, part := range []func() error{h.lat, h.pending, h.bandwidth, h.conc, h.log, h.loads, h.atoms, h.bystander, h.depth, h.offered, h.convParts} {
 		if err := part(); err != nil {
 			return h.rows, err
 		}
