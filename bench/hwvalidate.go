@@ -6,6 +6,7 @@ import (
 	_ "embed"
 	"encoding/csv"
 	"fmt"
+	"math"
 	"strconv"
 
 	"github.com/scopedpm/scopedpm/hwmodel"
@@ -525,7 +526,18 @@ func convKernel(n int, logHost, tailHost, fences bool) func(m *pm.Machine) (scop
 			lock := locks.Add(4 * p)
 			for t.AtomicCAS32(lock, 0, 1, pm.Device) != 0 {
 			}
-			tl := uint64(t.Load32(tail.Add(4 * p)))
+			var tl uint64
+			if tailHost {
+				tl = uint64(t.Load32(tail.Add(4 * p))) // host memory: never cached
+			} else {
+				// The GPU reads the tail with a volatile load, from the
+				// L2 (its L1 may hold a stale copy); the model's loads go
+				// through the L1 and would hit the line this SM read at
+				// its last section. A CAS that cannot succeed reads the
+				// word at the L2 and writes nothing, as the volatile load
+				// does (L2 atomics 288 cycles, L2 loads 290, measured).
+				tl = uint64(t.AtomicCAS32(tail.Add(4*p), math.MaxUint32, 0, pm.Device))
+			}
 			for j := range uint64(5) {
 				t.Store32(log.Add(((p*capacity+tl)*8+j)*4), uint32(tid)+uint32(j))
 			}
