@@ -57,8 +57,9 @@ func (h *hv) offered() error {
 }
 
 // fenceOffered runs gpmbench5.cu's offered kernel: block 0's thread 0
-// waits 400,000 cycles (the streams reach their steady state), times
-// fences system fences and raises a stop flag; blocks 1..S of 8 warps
+// waits 400,000 cycles (the streams reach their steady state), times 16
+// system fences (4 at quick size; the GPU's 64) and raises a stop flag;
+// blocks 1..S of 8 warps
 // each store 16 B a lane into their own region once every period cycles
 // until they see it (every 8 stores). It returns the fencer's mean fence.
 //
