@@ -2,9 +2,13 @@ package native
 
 import (
 	"math/rand/v2"
+	"os"
+	"path/filepath"
 	"testing"
 
 	"github.com/stretchr/testify/require"
+
+	"github.com/scopedpm/scopedpm/pm"
 )
 
 // mergeWrites is mergeLogWrites of writes given as bytes.
@@ -15,7 +19,7 @@ func mergeWrites(ws []ckptWrite) []ckptWrite {
 		lw[i] = logWrite{off: w.off, pos: uint64(len(raw)), n: uint64(len(w.data))}
 		raw = append(raw, w.data...)
 	}
-	return mergeLogWrites(raw, lw)
+	return mergeLogWrites(raw, 0, lw)
 }
 
 // mergeLogWrites leaves what the writes leave in order, in ascending extents
@@ -71,5 +75,49 @@ func TestMergeWrites(t *testing.T) {
 		}
 		require.Equal(t, want, got)
 		require.Equal(t, wrote, covered)
+	}
+}
+
+// A checkpoint read in pieces of any size leaves the region file what the
+// log's writes, applied in order, leave: writes of one place in different
+// pieces, records larger than a piece and pieces smaller than a header
+// included.
+func TestWriteFromLogPieces(t *testing.T) {
+	const seed, size = 7, 4096
+	t.Logf("seed %d", seed)
+	rng := rand.New(rand.NewPCG(seed, 1))
+	base := pm.Addr(1 << pm.OffsetBits)
+	want := make([]byte, size)
+	log := encodeLogHeader(1)
+	for seq := uint64(1); seq <= 60; seq++ {
+		var p []byte
+		last := -1
+		for range 1 + rng.IntN(8) {
+			off := rng.IntN(size - 100)
+			d := make([]byte, 1+rng.IntN(100))
+			for j := range d {
+				d[j] = byte(1 + rng.IntN(255))
+			}
+			copy(want[off:], d)
+			p, last = appendEntry(p, last, base.Add(uint64(off)), d)
+		}
+		log = encodeRecord(log, 1, seq, p)
+	}
+	log = append(log, make([]byte, 100)...) // the zeroed end of a chunk
+	for _, piece := range []int{1, 64, 1000, 1 << 20} {
+		dir := t.TempDir()
+		path := filepath.Join(dir, oldLogName)
+		require.NoError(t, os.WriteFile(path, log, 0o644))
+		f, err := OSFS().OpenFile(filepath.Join(dir, "r"), os.O_RDWR|os.O_CREATE, 0o644)
+		require.NoError(t, err)
+		require.NoError(t, f.Truncate(HeaderSize+size))
+		regs := map[uint64]ckptRegion{1: {name: "r", base: base, size: size, f: f}}
+		require.NoError(t, writeFromLog(OSFS(), dir, path, regs, piece), "piece %d", piece)
+		got := make([]byte, size)
+		_, err = f.ReadAt(got, HeaderSize)
+		require.NoError(t, err)
+		require.NoError(t, f.Close())
+		require.Equal(t, want, got, "piece %d", piece)
+		require.NoFileExists(t, path, "the log is removed")
 	}
 }

@@ -352,11 +352,12 @@ func (b *Backend) recover() error {
 	}
 	var gen uint64
 	old := false
-	oldRaw, err := readAll(b.fs, oldPath)
+	f, size, err := openLog(b.fs, oldPath)
 	switch {
 	case err == nil:
 		old = true
-		g, _, _, err := scanLog(oldRaw, apply)
+		g, _, _, err := scanLogAt(f, size, scanPiece, apply, nil)
+		f.Close()
 		if err != nil {
 			return fmt.Errorf("log %s: %w", oldPath, err)
 		}
@@ -364,7 +365,7 @@ func (b *Backend) recover() error {
 	case !errors.Is(err, os.ErrNotExist):
 		return fmt.Errorf("%w: read log: %w", ErrIO, err)
 	}
-	raw, err := readAll(b.fs, logPath)
+	f, size, err = openLog(b.fs, logPath)
 	if errors.Is(err, os.ErrNotExist) && !old {
 		return b.plog.create(b.dir, 1)
 	}
@@ -374,17 +375,22 @@ func (b *Backend) recover() error {
 	if err == nil {
 		// (A crash between a checkpoint's two renames leaves LOG.old
 		// and no LOG.)
-		g, end, records, err := scanLog(raw, apply)
+		g, end, records, err := scanLogAt(f, size, scanPiece, apply, nil)
+		zero := false
+		if err == nil && !old && records == 0 {
+			zero, err = zeroFrom(f, end, size)
+		}
+		f.Close()
 		if err != nil {
 			return fmt.Errorf("log %s: %w", logPath, err)
 		}
-		if !old && records == 0 && allZero(raw[end:]) {
+		if zero {
 			// An empty log: append to it.
 			f, err := b.fs.OpenFile(logPath, os.O_RDWR, 0)
 			if err != nil {
 				return fmt.Errorf("%w: open log: %w", ErrIO, err)
 			}
-			b.plog.f, b.plog.gen, b.plog.off, b.plog.zeroEnd = f, g, int64(end), int64(len(raw))
+			b.plog.f, b.plog.gen, b.plog.off, b.plog.zeroEnd = f, g, end, size
 			return nil
 		}
 		gen = max(gen, g)
@@ -1150,55 +1156,62 @@ func (b *Backend) startCheckpoint() error {
 	fs, dir := b.fs, b.dir
 	go func() {
 		defer close(ck.done)
-		ck.err = writeFromLog(fs, dir, oldPath, regs)
+		ck.err = writeFromLog(fs, dir, oldPath, regs, scanPiece)
 	}()
 	return nil
 }
 
 // writeFromLog writes the entries of the log at path to the region files
-// (what they leave in log order, each byte written once: overlapping and
-// adjacent entries merged into one write), syncs the files it wrote, then
-// removes the log and syncs the directory. It runs without the backend:
+// (what they leave in log order), syncs the files it wrote, then removes
+// the log and syncs the directory. It reads the log a piece at a time
+// (piece bytes) and writes each piece's entries merged (overlapping and
+// adjacent entries one write, each byte once), so that it holds about two
+// pieces in memory whatever the log's size. It runs without the backend:
 // regs are the regions the log's entries may touch.
-func writeFromLog(fs FS, dir, path string, regs map[uint64]ckptRegion) error {
-	raw, err := readAll(fs, path)
+func writeFromLog(fs FS, dir, path string, regs map[uint64]ckptRegion, piece int) error {
+	f, size, err := openLog(fs, path)
 	if err != nil {
-		return fmt.Errorf("%w: checkpoint: read %s: %w", ErrIO, path, err)
+		return fmt.Errorf("%w: checkpoint: open %s: %w", ErrIO, path, err)
 	}
-	// The entries, in log order, per region, as places in raw (no
-	// pointers for the collector to scan): merged into extents below so
-	// that a byte written many times is written to its file once.
+	defer f.Close()
+	// The entries of the piece, in log order, per region, as places in
+	// the log (no pointers for the collector to scan).
 	writes := map[uint64][]logWrite{}
-	_, _, _, err = scanLog(raw, func(e logEntry) error {
+	wrote := map[uint64]bool{}
+	flush := func(piece []byte, at int64) error {
+		for _, i := range slices.Sorted(maps.Keys(writes)) {
+			r := regs[i]
+			for _, x := range mergeLogWrites(piece, at, writes[i]) {
+				if _, err := r.f.WriteAt(x.data, int64(HeaderSize+x.off)); err != nil {
+					return fmt.Errorf("%w: checkpoint: write region %s: %w", ErrIO, r.name, err)
+				}
+			}
+			writes[i] = writes[i][:0]
+			wrote[i] = true
+		}
+		return nil
+	}
+	_, _, _, err = scanLogAt(f, size, piece, func(e logEntry) error {
 		i := uint64(e.addr) >> pm.OffsetBits
 		r, ok := regs[i]
 		if !ok || e.addr < r.base || uint64(e.addr-r.base)+uint64(len(e.data)) > r.size {
 			return fmt.Errorf("%w: checkpoint: log entry of %d bytes at %v outside every region", pm.ErrCorrupt, len(e.data), e.addr)
 		}
 		if len(e.data) > 0 {
-			ws, ok := writes[i]
-			if !ok {
-				ws = make([]logWrite, 0, len(raw)/96) // entries of node writes: ~100 bytes each
-			}
-			writes[i] = append(ws, logWrite{off: uint64(e.addr - r.base), pos: uint64(e.pos), n: uint64(len(e.data))})
+			writes[i] = append(writes[i], logWrite{off: uint64(e.addr - r.base), pos: uint64(e.pos), n: uint64(len(e.data))})
 		}
 		return nil
-	})
+	}, flush)
 	if err != nil {
 		return fmt.Errorf("checkpoint from %s: %w", path, err)
 	}
-	for _, i := range slices.Sorted(maps.Keys(writes)) {
-		r := regs[i]
-		for _, x := range mergeLogWrites(raw, writes[i]) {
-			if _, err := r.f.WriteAt(x.data, int64(HeaderSize+x.off)); err != nil {
-				return fmt.Errorf("%w: checkpoint: write region %s: %w", ErrIO, r.name, err)
-			}
-		}
-	}
-	for _, i := range slices.Sorted(maps.Keys(writes)) {
+	for _, i := range slices.Sorted(maps.Keys(wrote)) {
 		if err := regs[i].f.Sync(); err != nil {
 			return fmt.Errorf("%w: checkpoint: sync region %s: %w", ErrIO, regs[i].name, err)
 		}
+	}
+	if err := f.Close(); err != nil {
+		return fmt.Errorf("%w: checkpoint: close %s: %w", ErrIO, path, err)
 	}
 	if err := fs.Remove(path); err != nil {
 		return fmt.Errorf("%w: checkpoint: remove %s: %w", ErrIO, path, err)
@@ -1215,18 +1228,18 @@ type ckptWrite struct {
 	data []byte
 }
 
-// logWrite is a log entry's n bytes at pos in the log, for offset off of
+// logWrite is a log entry's n bytes at log offset pos, for offset off of
 // its region.
 type logWrite struct {
 	off, pos, n uint64
 }
 
-// mergeLogWrites returns the bytes that the writes ws (of raw's bytes),
-// applied in order, leave, as extents in ascending order: the writes that
+// mergeLogWrites returns the bytes that the writes ws (of raw's bytes,
+// which start at log offset at), applied in order, leave, as extents in ascending order: the writes that
 // overlap or touch are merged into one, later bytes over earlier ones. The
 // extents hold no byte that no write wrote, so writing them (in any order)
 // writes what writing ws in order would. Their bytes share one buffer.
-func mergeLogWrites(raw []byte, ws []logWrite) []ckptWrite {
+func mergeLogWrites(raw []byte, at int64, ws []logWrite) []ckptWrite {
 	// The writes by offset (then log order): offset and index packed in
 	// one word where they fit, which sorts several times faster.
 	order := make([]uint32, len(ws))
@@ -1278,7 +1291,8 @@ func mergeLogWrites(raw []byte, ws []logWrite) []ckptWrite {
 	}
 	for i, w := range ws {
 		x := out[extOf[i]]
-		copy(x.data[w.off-x.off:], raw[w.pos:w.pos+w.n])
+		p := w.pos - uint64(at)
+		copy(x.data[w.off-x.off:], raw[p:p+w.n])
 	}
 	return out
 }
@@ -1380,14 +1394,16 @@ func (b *Backend) recovered() (*pm.Image, error) {
 		img.Regions = append(img.Regions, pm.RegionImage{Name: r.name, Base: r.base, Data: d})
 	}
 	for _, p := range []string{filepath.Join(b.dir, oldLogName), b.plog.path} {
-		raw, err := readAll(b.fs, p)
+		f, size, err := openLog(b.fs, p)
 		if errors.Is(err, os.ErrNotExist) && p != b.plog.path {
 			continue // no checkpoint left its log behind
 		}
 		if err != nil {
 			return nil, fmt.Errorf("%w: read log: %w", ErrIO, err)
 		}
-		if _, _, _, err := scanLog(raw, func(e logEntry) error { return img.Write(e.addr, e.data) }); err != nil {
+		_, _, _, err = scanLogAt(f, size, scanPiece, func(e logEntry) error { return img.Write(e.addr, e.data) }, nil)
+		f.Close()
+		if err != nil {
 			return nil, err
 		}
 	}

@@ -3,10 +3,10 @@
 package native
 
 import (
+	"bytes"
 	"encoding/binary"
 	"errors"
 	"fmt"
-	"io"
 	"os"
 	"sync"
 
@@ -192,44 +192,11 @@ func decodeRecordInto(b []byte, gen uint64, ents []logEntry) (n int, seq uint64,
 // record with no valid record of the generation after it is a torn or
 // corrupt tail, dropped: scanLog returns the offset where the valid prefix
 // ends. A bad record followed by a valid one means a record that was synced
-// has changed since: an error wrapping pm.ErrCorrupt.
+// has changed since: an error wrapping pm.ErrCorrupt. It is scanLogAt over
+// bytes in memory.
 func scanLog(b []byte, apply func(e logEntry) error) (gen uint64, end int, records int, err error) {
-	gen, err = decodeLogHeader(b)
-	if err != nil {
-		return 0, 0, 0, err
-	}
-	off := logHeaderSize
-	want := uint64(1)
-	var ents []logEntry
-	for off < len(b) {
-		var n int
-		var seq uint64
-		n, seq, ents, err = decodeRecordInto(b[off:], gen, ents)
-		if errors.Is(err, errBadRecord) {
-			for o := off + 8; o+recHeaderSize <= len(b); o += 8 {
-				if _, _, _, err := decodeRecord(b[o:], gen); err == nil {
-					return 0, 0, 0, fmt.Errorf("%w: log record at offset %d is damaged but a valid record follows at %d", pm.ErrCorrupt, off, o)
-				}
-			}
-			return gen, off, records, nil
-		}
-		if err != nil {
-			return 0, 0, 0, err
-		}
-		if seq != want {
-			return 0, 0, 0, fmt.Errorf("%w: log record at offset %d has sequence number %d, want %d", pm.ErrCorrupt, off, seq, want)
-		}
-		for _, e := range ents {
-			e.pos += off
-			if err := apply(e); err != nil {
-				return 0, 0, 0, err
-			}
-		}
-		want++
-		records++
-		off += n
-	}
-	return gen, off, records, nil
+	gen, e, records, err := scanLogAt(bytes.NewReader(b), int64(len(b)), len(b), apply, nil)
+	return gen, int(e), records, err
 }
 
 // plog writes the persist log. Commit is safe for concurrent use: callers
@@ -453,23 +420,4 @@ func (l *plog) close() error {
 	err := l.f.Close()
 	l.f = nil
 	return err
-}
-
-// readAll reads a whole file through fs.
-func readAll(fs FS, path string) ([]byte, error) {
-	f, err := fs.OpenFile(path, os.O_RDONLY, 0)
-	if err != nil {
-		return nil, err
-	}
-	defer f.Close()
-	st, err := f.Stat()
-	if err != nil {
-		return nil, err
-	}
-	b := make([]byte, st.Size())
-	n, err := f.ReadAt(b, 0)
-	if err != nil && !(errors.Is(err, io.EOF) && n == len(b)) {
-		return nil, err
-	}
-	return b, nil
 }

@@ -3,8 +3,12 @@
 package native
 
 import (
+	"bytes"
 	"encoding/binary"
+	"errors"
 	"fmt"
+	"io"
+	"os"
 	"path/filepath"
 	"strings"
 	"sync"
@@ -73,6 +77,12 @@ func FuzzLogRecord(f *testing.F) {
 	f.Add(good)
 	f.Add(good[:20])
 	f.Add(append(encodeLogHeader(1), good...))
+	three := encodeLogHeader(1)
+	for seq := uint64(1); seq <= 3; seq++ {
+		three = encodeRecord(three, 1, seq, p)
+	}
+	f.Add(append(three, make([]byte, 40)...))
+	f.Add(three[:len(three)-5])
 	f.Add([]byte{})
 	f.Fuzz(func(t *testing.T, b []byte) {
 		n, seq, ents, err := decodeRecord(b, 1)
@@ -87,12 +97,40 @@ func FuzzLogRecord(f *testing.F) {
 			}
 			require.Equal(t, b[:n], encodeRecord(nil, 1, seq, payload))
 		}
-		_, end, _, err := scanLog(b, func(e logEntry) error {
+		type ent struct {
+			addr pm.Addr
+			data string
+			pos  int
+		}
+		var whole []ent
+		gen, end, records, err := scanLog(b, func(e logEntry) error {
 			require.NotEmpty(t, e.data)
+			require.Equal(t, string(b[e.pos:e.pos+len(e.data)]), string(e.data), "pos is the log offset")
+			whole = append(whole, ent{e.addr, string(e.data), e.pos})
 			return nil
 		})
 		if err == nil {
 			require.LessOrEqual(t, end, len(b))
+		}
+		// Read in small pieces, the log decodes to the same entries,
+		// prefix and error, and the pieces flushed cover what was decoded.
+		for _, piece := range []int{1, 24, 40, 200} {
+			var got []ent
+			covered := int64(logHeaderSize)
+			g, e, n, err2 := scanLogAt(bytes.NewReader(b), int64(len(b)), piece, func(e logEntry) error {
+				got = append(got, ent{e.addr, string(e.data), e.pos})
+				return nil
+			}, func(p []byte, at int64) error {
+				require.Equal(t, covered, at, "pieces in order, none skipped")
+				require.Equal(t, b[at:at+int64(len(p))], p)
+				covered += int64(len(p))
+				return nil
+			})
+			require.Equal(t, err == nil, err2 == nil, "piece %d: %v / %v", piece, err, err2)
+			if err == nil {
+				require.Equal(t, []any{gen, int64(end), records, whole}, []any{g, e, n, got}, "piece %d", piece)
+				require.Equal(t, e, covered, "piece %d: flushed up to the end", piece)
+			}
 		}
 	})
 }
@@ -239,4 +277,23 @@ func TestGroupCommitConcurrent(t *testing.T) {
 	for i := range callers {
 		require.Equal(t, uint64(i+1), got[pm.Addr(1<<pm.OffsetBits+8*uint64(i))], fmt.Sprint("caller ", i))
 	}
+}
+
+// readAll reads a whole file through fs.
+func readAll(fs FS, path string) ([]byte, error) {
+	f, err := fs.OpenFile(path, os.O_RDONLY, 0)
+	if err != nil {
+		return nil, err
+	}
+	defer f.Close()
+	st, err := f.Stat()
+	if err != nil {
+		return nil, err
+	}
+	b := make([]byte, st.Size())
+	n, err := f.ReadAt(b, 0)
+	if err != nil && !(errors.Is(err, io.EOF) && n == len(b)) {
+		return nil, err
+	}
+	return b, nil
 }
