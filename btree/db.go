@@ -3,8 +3,13 @@
 package btree
 
 import (
+	"cmp"
 	"errors"
 	"fmt"
+	"math"
+	"slices"
+	"strconv"
+	"strings"
 	"sync"
 
 	"github.com/scopedpm/scopedpm/pm"
@@ -18,21 +23,47 @@ var ErrClosed = errors.New("btree: db closed")
 // DefaultDirCapacity is the node pool of a tree OpenDir creates with
 // DirOptions.Capacity 0: 65,536 nodes of 256 bytes (16 MiB of file and of
 // memory), room for about 500,000 random keys (560,000 written in batches
-// of 4,096, 620,000 by single Puts, in a test).
+// of 4,096, 620,000 by single Puts, in a test) before its first growth.
 const DefaultDirCapacity = 1 << 16
 
 // dbRegion is the name of the PM region (the file btree.pmr) that holds
-// the tree of a DB.
+// the tree of a DB until it first grows; generation g > 0 of the tree is
+// in region "btree.g" (see DB.grow).
 const dbRegion = "btree"
+
+// genRegion returns the region of generation g of a DB's tree.
+func genRegion(g int) string {
+	if g == 0 {
+		return dbRegion
+	}
+	return fmt.Sprintf("%s.%d", dbRegion, g)
+}
+
+// regionGen returns the generation of a DB tree's region name, or false
+// for a name that is not one.
+func regionGen(name string) (int, bool) {
+	if name == dbRegion {
+		return 0, true
+	}
+	rest, ok := strings.CutPrefix(name, dbRegion+".")
+	if !ok {
+		return 0, false
+	}
+	g, err := strconv.Atoi(rest)
+	if err != nil || g <= 0 || genRegion(g) != name {
+		return 0, false
+	}
+	return g, true
+}
 
 // DirOptions configure OpenDir. A nil *DirOptions, like the zero value,
 // means every default.
 type DirOptions struct {
-	// Capacity is the node pool of a new tree, in nodes (256 bytes each
-	// at the default order); 0 means DefaultDirCapacity. The pool is
-	// allocated in full when the tree is created (file and memory) and
-	// does not grow: a write that needs more nodes fails with ErrFull.
-	// A tree that exists keeps the capacity it was created with.
+	// Capacity is the first node pool of a new tree, in nodes (256
+	// bytes each at the default order); 0 means DefaultDirCapacity. A
+	// pool is allocated in full (file and memory); a write that needs
+	// more nodes than it has free grows the tree first (see DB's Growth), so
+	// Capacity only saves the first growths.
 	Capacity int
 	// MaxBatch is the most keys of one PutBatch of a new tree (0: 4096).
 	MaxBatch int
@@ -65,10 +96,21 @@ type DirOptions struct {
 // A DB is safe for concurrent use by several goroutines: its calls are
 // serialised (one at a time), reads included. Scan's fn runs while the DB
 // is held, so it must not call the DB.
+//
+// # Growth
+//
+// The tree grows without a limit to choose: a write that needs more free
+// nodes than its pool has first copies the tree into a new one of twice
+// the pool (the next generation, a new file) and removes the old file once
+// the copy is durable. The write that grows pays for the copy (linear in
+// the keys; each key is copied about twice over the DB's life); a crash
+// during the copy leaves the old tree, which the next OpenDir keeps.
 type DB struct {
 	mu     sync.Mutex
 	be     *native.Backend
+	m      *pm.Machine
 	t      *Tree
+	gen    int // the tree's generation: its region is genRegion(gen)
 	dir    string
 	closed bool
 }
@@ -91,22 +133,48 @@ func OpenDir(dir string, opts *DirOptions) (*DB, error) {
 	if err != nil {
 		return nil, fmt.Errorf("btree: open %s: %w", dir, err)
 	}
-	t, err := openDirTree(be, o)
+	m, err := pm.NewMachine(be)
 	if err != nil {
 		_ = be.Close()
 		return nil, fmt.Errorf("btree: open %s: %w", dir, err)
 	}
-	return &DB{be: be, t: t, dir: dir}, nil
+	t, gen, err := openDirTree(m, o)
+	if err != nil {
+		_ = be.Close()
+		return nil, fmt.Errorf("btree: open %s: %w", dir, err)
+	}
+	return &DB{be: be, m: m, t: t, gen: gen, dir: dir}, nil
 }
 
-// openDirTree opens the tree on be, or creates it. A creation that a crash
-// interrupted before Create returned (never acknowledged: no commit word,
-// no node but the first root) is started again.
-func openDirTree(be *native.Backend, o DirOptions) (*Tree, error) {
-	m, err := pm.NewMachine(be)
-	if err != nil {
-		return nil, err
+// openDirTree opens the DB's tree on m, or creates it, and returns it with
+// its generation. Of several generations the oldest is the tree: a newer
+// one is a growth that a crash interrupted before it removed the old
+// (DB.grow), and is removed. A creation that a crash interrupted before
+// Create returned (never acknowledged: no commit word, no node but the
+// first root) is started again.
+func openDirTree(m *pm.Machine, o DirOptions) (*Tree, int, error) {
+	var gens []int
+	for _, r := range m.Regions() {
+		if g, ok := regionGen(r.Name); ok {
+			gens = append(gens, g)
+		}
 	}
+	slices.Sort(gens)
+	for i := len(gens) - 1; i > 0; i-- {
+		if err := m.RemoveRegion(genRegion(gens[i])); err != nil {
+			return nil, 0, err
+		}
+	}
+	if len(gens) > 0 && gens[0] > 0 {
+		t, err := Open(m, genRegion(gens[0]))
+		return t, gens[0], err
+	}
+	t, err := openFirstTree(m, o)
+	return t, 0, err
+}
+
+// openFirstTree opens the tree of generation 0, or creates it.
+func openFirstTree(m *pm.Machine, o DirOptions) (*Tree, error) {
 	create := func() (*Tree, error) {
 		if o.NoCreate {
 			return nil, fmt.Errorf("%w: no tree (region %q)", pm.ErrNoRegion, dbRegion)
@@ -194,7 +262,86 @@ func (db *DB) write(fn func(t *Tree) error) error {
 	if err != nil {
 		return err
 	}
-	return db.be.Defer(func() error { return fn(t) })
+	err = db.be.Defer(func() error { return fn(t) })
+	for errors.Is(err, ErrFull) {
+		// The pool is short of free nodes: nothing was written. Grow,
+		// then write on the new tree.
+		if gerr := db.grow(); gerr != nil {
+			return errors.Join(err, gerr)
+		}
+		t = db.t
+		err = db.be.Defer(func() error { return fn(t) })
+	}
+	return err
+}
+
+// grow copies the tree into a new one of the next generation with twice
+// the pool, makes the copy durable and removes the old tree's region
+// (RemoveRegion checkpoints first, so the new tree is in its file before
+// the old file goes). A crash before the removal leaves both, and
+// openDirTree keeps the old one; after it, only the new one is left. On
+// an error the new region is removed, if it can be, and the DB keeps its
+// tree. The caller holds db.mu.
+func (db *DB) grow() error {
+	old := db.t
+	if old.g.capacity-1 >= MaxCapacity/2 {
+		return fmt.Errorf("%w: the pool of %d nodes cannot grow", ErrFull, old.g.capacity-1)
+	}
+	name := genRegion(db.gen + 1)
+	var nt *Tree
+	err := func() error {
+		// One durability point per chunk copied, not one for the whole
+		// copy: a deferred copy would hold its log record in memory (up
+		// to 64 MiB, twice). The copy needs no atomicity of its own: until
+		// the old region is removed, a crash keeps the old tree.
+		err := db.be.Defer(func() error {
+			var err error
+			nt, err = Create(db.m, name, Options{Order: old.g.order, Capacity: int(2 * (old.g.capacity - 1)),
+				MaxBatch: int(old.g.maxBatch), MaxLanes: int(old.g.maxLanes)})
+			return err
+		})
+		if err != nil {
+			return err
+		}
+		keys := make([]uint64, 0, old.g.maxBatch)
+		vals := make([]uint64, 0, old.g.maxBatch)
+		put := func() error {
+			err := db.be.Defer(func() error { return nt.insertHost(keys, vals) })
+			keys, vals = keys[:0], vals[:0]
+			return err
+		}
+		var perr error
+		err = old.ScanErr(0, math.MaxUint64, func(k, v uint64) bool {
+			keys, vals = append(keys, k), append(vals, v)
+			if len(keys) == cap(keys) {
+				perr = put()
+			}
+			return perr == nil
+		})
+		if err = cmp.Or(err, perr); err != nil {
+			return err
+		}
+		if len(keys) > 0 {
+			if err := put(); err != nil {
+				return err
+			}
+		}
+		if nt.Len() != old.Len() {
+			return fmt.Errorf("%w: growth copied %d of %d keys", ErrCorrupt, nt.Len(), old.Len())
+		}
+		return nil
+	}()
+	if err == nil {
+		err = db.m.RemoveRegion(genRegion(db.gen))
+		if err == nil {
+			db.t, db.gen = nt, db.gen+1
+			return nil
+		}
+	}
+	if nt != nil || errors.Is(err, pm.ErrRegionExists) {
+		_ = db.m.RemoveRegion(name)
+	}
+	return fmt.Errorf("btree: grow to generation %d: %w", db.gen+1, err)
 }
 
 // use returns the open tree, or ErrClosed; the caller holds db.mu.
@@ -221,7 +368,9 @@ func (db *DB) Put(key, val uint64) error {
 // of a repeated key wins); the whole batch is durable when PutBatch
 // returns nil (in log mode, one sync of the persist log), and a crash
 // before leaves either all of it or none. A batch
-// holds at most DirOptions.MaxBatch keys (ErrBadArg beyond).
+// holds at most DirOptions.MaxBatch keys (ErrBadArg beyond). A write
+// that needs more free nodes than the pool has grows the tree first (see
+// DB's Growth).
 func (db *DB) PutBatch(keys, vals []uint64) error {
 	db.mu.Lock()
 	defer db.mu.Unlock()

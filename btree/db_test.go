@@ -4,6 +4,8 @@ package btree_test
 
 import (
 	"errors"
+	"math"
+	"math/rand/v2"
 	"os"
 	"path/filepath"
 	"sync"
@@ -222,9 +224,10 @@ func TestDBConcurrent(t *testing.T) {
 }
 
 // A DB opened with the zero options has the default pool, not Create's:
-// 20,480 random keys fit.
+// 20,480 random keys fit without a growth.
 func TestDBDefaultCapacity(t *testing.T) {
-	db := openDB(t, t.TempDir(), &btree.DirOptions{Mode: native.ModeUnsafeNoSync})
+	dir := t.TempDir()
+	db := openDB(t, dir, &btree.DirOptions{Mode: native.ModeUnsafeNoSync})
 	ks := make([]uint64, 4096)
 	for b := range 5 {
 		for i := range ks {
@@ -235,4 +238,57 @@ func TestDBDefaultCapacity(t *testing.T) {
 	n, err := db.Len()
 	require.NoError(t, err)
 	require.Equal(t, 5*4096, n)
+	files, err := filepath.Glob(filepath.Join(dir, "btree*.pmr"))
+	require.NoError(t, err)
+	require.Equal(t, []string{filepath.Join(dir, "btree.pmr")}, files, "no growth")
+}
+
+// A DB created with a small pool grows (several generations) as writes
+// need nodes: every write succeeds, the tree passes Check and holds what
+// a map holds, before and after a reopen, and one tree file is left.
+func TestDBGrows(t *testing.T) {
+	const seed = 11
+	t.Logf("seed %d", seed)
+	dir := t.TempDir()
+	db := openDB(t, dir, &btree.DirOptions{Capacity: 16, MaxBatch: 256, Mode: native.ModeLog})
+	rng := rand.New(rand.NewPCG(seed, 1))
+	want := map[uint64]uint64{}
+	for i := range 300 {
+		switch i % 5 {
+		case 0:
+			k := rng.Uint64N(1 << 20)
+			require.NoError(t, db.Put(k, uint64(i)))
+			want[k] = uint64(i)
+		case 1:
+			for k := range want {
+				found, err := db.Delete(k)
+				require.NoError(t, err)
+				require.True(t, found)
+				delete(want, k)
+				break
+			}
+		default:
+			n := 1 + rng.IntN(256)
+			ks, vs := make([]uint64, n), make([]uint64, n)
+			for j := range ks {
+				ks[j], vs[j] = rng.Uint64N(1<<20), uint64(i*1000+j)
+				want[ks[j]] = vs[j]
+			}
+			require.NoError(t, db.PutBatch(ks, vs))
+		}
+	}
+	check := func(db *btree.DB) {
+		require.NoError(t, db.Check())
+		got := map[uint64]uint64{}
+		require.NoError(t, db.Scan(0, math.MaxUint64, func(k, v uint64) bool { got[k] = v; return true }))
+		require.Equal(t, want, got)
+	}
+	check(db)
+	require.NoError(t, db.Close())
+	files, err := filepath.Glob(filepath.Join(dir, "btree*.pmr"))
+	require.NoError(t, err)
+	require.Len(t, files, 1, "one generation left: %v", files)
+	require.NotEqual(t, "btree.pmr", filepath.Base(files[0]), "the tree grew")
+	t.Logf("%d keys in %s", len(want), filepath.Base(files[0]))
+	check(openDB(t, dir, &btree.DirOptions{NoCreate: true}))
 }

@@ -12,21 +12,41 @@ import (
 	"github.com/scopedpm/scopedpm/pm"
 )
 
-// journal keeps, for PowerCut, the durable image when it started and the
-// log record each sync made durable after it.
+// journal keeps, for PowerCut, the durable image when it started, the
+// log record each sync made durable after it, and the regions created and
+// removed after it, in order with the records.
 type journal struct {
 	base *pm.Image
 	recs [][]byte // one record per sync of the log, in order
 	offs []int64  // each record's offset in its log file
+	ops  []regionOp
+}
+
+// regionOp is a region created (zeroed) or removed after the journal
+// started, durable (its directory synced) once the first at records were.
+type regionOp struct {
+	at     int
+	region pm.RegionImage // created: its name, base and size
+	remove bool
 }
 
 func (j *journal) addRegion(r *region) {
-	j.base.Regions = append(j.base.Regions, pm.RegionImage{Name: r.name, Base: r.base, Data: make([]byte, r.size)})
-	slices.SortFunc(j.base.Regions, func(x, y pm.RegionImage) int { return strings.Compare(x.Name, y.Name) })
+	j.ops = append(j.ops, regionOp{at: len(j.recs), region: pm.RegionImage{Name: r.name, Base: r.base, Data: make([]byte, r.size)}})
 }
 
 func (j *journal) removeRegion(name string) {
-	j.base.Regions = slices.DeleteFunc(j.base.Regions, func(x pm.RegionImage) bool { return x.Name == name })
+	j.ops = append(j.ops, regionOp{at: len(j.recs), region: pm.RegionImage{Name: name}, remove: true})
+}
+
+// apply applies op to img.
+func (op regionOp) apply(img *pm.Image) {
+	img.Regions = slices.DeleteFunc(img.Regions, func(x pm.RegionImage) bool { return x.Name == op.region.Name })
+	if !op.remove {
+		r := op.region
+		r.Data = slices.Clone(r.Data)
+		img.Regions = append(img.Regions, r)
+		slices.SortFunc(img.Regions, func(x, y pm.RegionImage) int { return strings.Compare(x.Name, y.Name) })
+	}
 }
 
 // sectorSize is the unit a power failure keeps or loses in PowerCut.
@@ -95,11 +115,21 @@ func (b *Backend) PowerCut(n int, seed uint64) (*pm.Image, error) {
 		}
 		return nil
 	}
-	for _, rec := range b.jrn.recs[:n] {
+	ops := b.jrn.ops
+	// opsUpTo applies the region operations made before record i.
+	opsUpTo := func(i int) {
+		for len(ops) > 0 && ops[0].at <= i {
+			ops[0].apply(img)
+			ops = ops[1:]
+		}
+	}
+	for i, rec := range b.jrn.recs[:n] {
+		opsUpTo(i)
 		if err := apply(rec); err != nil {
 			return nil, fmt.Errorf("%w: synced record: %w", ErrJournal, err)
 		}
 	}
+	opsUpTo(n)
 	if n < len(b.jrn.recs) {
 		rng := rand.New(rand.NewPCG(seed, uint64(n)))
 		torn := slices.Clone(b.jrn.recs[n])

@@ -1163,34 +1163,23 @@ func (b *Backend) startCheckpoint() error {
 
 // writeFromLog writes the entries of the log at path to the region files
 // (what they leave in log order), syncs the files it wrote, then removes
-// the log and syncs the directory. It reads the log a piece at a time
-// (piece bytes) and writes each piece's entries merged (overlapping and
-// adjacent entries one write, each byte once), so that it holds about two
-// pieces in memory whatever the log's size. It runs without the backend:
-// regs are the regions the log's entries may touch.
+// the log and syncs the directory. It reads the log twice, a piece
+// (piece bytes) at a time: once for where its entries go (24 bytes an
+// entry), once more for their bytes, merged (overlapping and adjacent
+// entries one write, each byte written once) into a buffer of at most
+// ckptBatch bytes, refilled as often as the merged bytes need; so it
+// holds a fraction of the log in memory, whatever the log's size, and
+// makes about as few writes as merging the whole log at once. It runs
+// without the backend: regs are the regions the log's entries may touch.
 func writeFromLog(fs FS, dir, path string, regs map[uint64]ckptRegion, piece int) error {
 	f, size, err := openLog(fs, path)
 	if err != nil {
 		return fmt.Errorf("%w: checkpoint: open %s: %w", ErrIO, path, err)
 	}
 	defer f.Close()
-	// The entries of the piece, in log order, per region, as places in
-	// the log (no pointers for the collector to scan).
+	// The entries, in log order, per region, as places in the log (no
+	// pointers for the collector to scan).
 	writes := map[uint64][]logWrite{}
-	wrote := map[uint64]bool{}
-	flush := func(piece []byte, at int64) error {
-		for _, i := range slices.Sorted(maps.Keys(writes)) {
-			r := regs[i]
-			for _, x := range mergeLogWrites(piece, at, writes[i]) {
-				if _, err := r.f.WriteAt(x.data, int64(HeaderSize+x.off)); err != nil {
-					return fmt.Errorf("%w: checkpoint: write region %s: %w", ErrIO, r.name, err)
-				}
-			}
-			writes[i] = writes[i][:0]
-			wrote[i] = true
-		}
-		return nil
-	}
 	_, _, _, err = scanLogAt(f, size, piece, func(e logEntry) error {
 		i := uint64(e.addr) >> pm.OffsetBits
 		r, ok := regs[i]
@@ -1198,14 +1187,26 @@ func writeFromLog(fs FS, dir, path string, regs map[uint64]ckptRegion, piece int
 			return fmt.Errorf("%w: checkpoint: log entry of %d bytes at %v outside every region", pm.ErrCorrupt, len(e.data), e.addr)
 		}
 		if len(e.data) > 0 {
-			writes[i] = append(writes[i], logWrite{off: uint64(e.addr - r.base), pos: uint64(e.pos), n: uint64(len(e.data))})
+			writes[i] = append(writes[i], newLogWrite(uint64(e.addr-r.base), uint64(e.pos), uint64(len(e.data))))
 		}
 		return nil
-	}, flush)
+	}, nil)
 	if err != nil {
 		return fmt.Errorf("checkpoint from %s: %w", path, err)
 	}
-	for _, i := range slices.Sorted(maps.Keys(wrote)) {
+	wrote := slices.Sorted(maps.Keys(writes))
+	for _, i := range wrote {
+		r := regs[i]
+		err := writeMerged(f, size, writes[i], ckptBatch, piece, func(off uint64, data []byte) error {
+			_, err := r.f.WriteAt(data, int64(HeaderSize+off))
+			return err
+		})
+		if err != nil {
+			return fmt.Errorf("%w: checkpoint: write region %s: %w", ErrIO, r.name, err)
+		}
+		writes[i] = nil
+	}
+	for _, i := range wrote {
 		if err := regs[i].f.Sync(); err != nil {
 			return fmt.Errorf("%w: checkpoint: sync region %s: %w", ErrIO, regs[i].name, err)
 		}
@@ -1222,24 +1223,27 @@ func writeFromLog(fs FS, dir, path string, regs map[uint64]ckptRegion, piece int
 	return nil
 }
 
-// ckptWrite is a log entry's bytes at an offset of its region.
-type ckptWrite struct {
-	off  uint64
-	data []byte
-}
+// ckptBatch bounds the merged bytes a checkpoint holds at once.
+const ckptBatch = 4 << 20
 
 // logWrite is a log entry's n bytes at log offset pos, for offset off of
-// its region.
+// its region, in 16 bytes (a checkpoint holds one per entry of its log).
 type logWrite struct {
-	off, pos, n uint64
+	off    uint64
+	posLen uint64 // pos<<21 | n: n <= maxEntryBytes < 1<<21
 }
 
-// mergeLogWrites returns the bytes that the writes ws (of raw's bytes,
-// which start at log offset at), applied in order, leave, as extents in ascending order: the writes that
-// overlap or touch are merged into one, later bytes over earlier ones. The
-// extents hold no byte that no write wrote, so writing them (in any order)
-// writes what writing ws in order would. Their bytes share one buffer.
-func mergeLogWrites(raw []byte, at int64, ws []logWrite) []ckptWrite {
+func newLogWrite(off, pos, n uint64) logWrite { return logWrite{off, pos<<21 | n} }
+func (w logWrite) pos() uint64                { return w.posLen >> 21 }
+func (w logWrite) n() uint64                  { return w.posLen & (1<<21 - 1) }
+
+// extent is a range [lo, hi) of region offsets.
+type extent struct{ lo, hi uint64 }
+
+// planExtents returns the extents that the writes ws cover, in ascending
+// order, the writes that overlap or touch merged into one, and the extent
+// of each write.
+func planExtents(ws []logWrite) ([]extent, []uint32) {
 	// The writes by offset (then log order): offset and index packed in
 	// one word where they fit, which sorts several times faster.
 	order := make([]uint32, len(ws))
@@ -1265,36 +1269,102 @@ func mergeLogWrites(raw []byte, at int64, ws []logWrite) []ckptWrite {
 			return cmp.Or(cmp.Compare(ws[a].off, ws[b].off), cmp.Compare(a, b))
 		})
 	}
-	type extent struct{ lo, hi uint64 }
 	var ext []extent
-	extOf := make([]uint32, len(ws)) // the extent of each write
-	var total uint64
+	extOf := make([]uint32, len(ws))
 	for _, i := range order {
 		w := ws[i]
-		end := w.off + w.n
+		end := w.off + w.n()
 		if n := len(ext); n > 0 && w.off <= ext[n-1].hi {
-			if end > ext[n-1].hi {
-				total += end - ext[n-1].hi
-				ext[n-1].hi = end
-			}
+			ext[n-1].hi = max(ext[n-1].hi, end)
 		} else {
 			ext = append(ext, extent{w.off, end})
-			total += w.n
 		}
 		extOf[i] = uint32(len(ext) - 1)
 	}
-	buf := make([]byte, total)
-	out := make([]ckptWrite, len(ext))
-	for j, e := range ext {
-		out[j] = ckptWrite{off: e.lo, data: buf[: e.hi-e.lo : e.hi-e.lo]}
-		buf = buf[e.hi-e.lo:]
+	return ext, extOf
+}
+
+// writeMerged calls write with the bytes that the writes ws (entries of
+// the log in r, its first size bytes, in log order), applied in order,
+// leave: extents in ascending order, later bytes over earlier ones, with
+// no byte that no write wrote, so that writing them (in any order) writes
+// what writing ws in order would. Writes that overlap or touch are merged
+// into one extent, which is cut into parts of at most batch bytes; the
+// data passed to write is valid until it returns. It holds batch bytes
+// and reads the log a piece at a time, once for each batch of merged
+// bytes.
+func writeMerged(r io.ReaderAt, size int64, ws []logWrite, batch, piece int, write func(off uint64, data []byte) error) error {
+	ext, extOf := planExtents(ws)
+	buf := make([]byte, 0, batch)
+	win, winAt := []byte(nil), int64(0) // the log bytes read last, from winAt
+	// from is where the next batch starts: an offset in extent e.
+	for e, from := 0, uint64(0); e < len(ext); {
+		from = max(from, ext[e].lo)
+		// The batch: extents e0..e1 from offset lo, in buf at starts.
+		e0, lo := e, from
+		var starts []int
+		buf = buf[:0]
+		for e < len(ext) && len(buf) < batch {
+			from = max(from, ext[e].lo)
+			starts = append(starts, len(buf))
+			n := min(ext[e].hi-from, uint64(batch-len(buf)))
+			buf = buf[:len(buf)+int(n)]
+			if from += n; from == ext[e].hi {
+				e++
+			}
+		}
+		e1, hi := e0+len(starts)-1, from // the batch ends at hi in extent e1
+		for i, w := range ws {
+			x := int(extOf[i])
+			if x < e0 || x > e1 {
+				continue
+			}
+			a, b := max(w.off, ext[x].lo), min(w.off+w.n(), ext[x].hi)
+			if x == e0 {
+				a = max(a, lo)
+			}
+			if x == e1 {
+				b = min(b, hi)
+			}
+			if a >= b {
+				continue
+			}
+			p := int64(w.pos() + a - w.off) // the log offset of byte a
+			if p < winAt || p+int64(b-a) > winAt+int64(len(win)) {
+				if need := max(piece, int(b-a)); cap(win) < need {
+					win = make([]byte, need)
+				}
+				win = win[:cap(win)]
+				n, err := readAtFull(r, win, p, size)
+				if err != nil {
+					return err
+				}
+				win, winAt = win[:n], p
+				if n < int(b-a) {
+					return fmt.Errorf("%w: log entry at %d past the log's end", pm.ErrCorrupt, p)
+				}
+			}
+			segLo := ext[x].lo
+			if x == e0 {
+				segLo = lo
+			}
+			at := starts[x-e0] + int(a-segLo)
+			copy(buf[at:at+int(b-a)], win[p-winAt:])
+		}
+		for k, x := 0, e0; x <= e1; k, x = k+1, x+1 {
+			segLo, end := ext[x].lo, len(buf)
+			if x == e0 {
+				segLo = lo
+			}
+			if k+1 < len(starts) {
+				end = starts[k+1]
+			}
+			if err := write(segLo, buf[starts[k]:end]); err != nil {
+				return err
+			}
+		}
 	}
-	for i, w := range ws {
-		x := out[extOf[i]]
-		p := w.pos - uint64(at)
-		copy(x.data[w.off-x.off:], raw[p:p+w.n])
-	}
-	return out
+	return nil
 }
 
 // pollCheckpoint collects a background checkpoint that has finished: its

@@ -173,7 +173,7 @@ func decodeRecordInto(b []byte, gen uint64, ents []logEntry) (n int, seq uint64,
 		}
 		a := pm.Addr(binary.LittleEndian.Uint64(p))
 		m := uint64(binary.LittleEndian.Uint32(p[8:]))
-		if binary.LittleEndian.Uint32(p[12:]) != 0 || m == 0 {
+		if binary.LittleEndian.Uint32(p[12:]) != 0 || m == 0 || m > maxEntryBytes {
 			return 0, 0, nil, fmt.Errorf("%w: log record %d: bad entry header", pm.ErrCorrupt, seq)
 		}
 		padded := (m + 7) &^ 7
