@@ -93,9 +93,13 @@ type DirOptions struct {
 //
 // # Concurrency
 //
-// A DB is safe for concurrent use by several goroutines: its calls are
-// serialised (one at a time), reads included. Scan's fn runs while the DB
-// is held, so it must not call the DB.
+// A DB is safe for concurrent use by several goroutines. Puts and
+// PutBatches that arrive while a write is under way are committed
+// together (group commit): one tree batch of up to MaxBatch keys, in
+// arrival order (the later value of a key wins), one sync, each caller's
+// batch still all or nothing. Other calls are serialised (one at a time),
+// reads included, between those group writes. Scan's fn runs while the
+// DB is held, so it must not call the DB.
 //
 // # Growth
 //
@@ -113,6 +117,21 @@ type DB struct {
 	gen    int // the tree's generation: its region is genRegion(gen)
 	dir    string
 	closed bool
+	// maxBatch is the tree's MaxBatch, the same in every generation.
+	maxBatch int
+
+	// Group commit (DB.put): puts wait in queue; the one that finds no
+	// leader leads, committing the queue group by group until it is empty.
+	qmu     sync.Mutex
+	queue   []*putReq
+	leading bool
+}
+
+// putReq is a Put or PutBatch waiting for its group's commit.
+type putReq struct {
+	keys, vals []uint64
+	err        error
+	done       chan struct{}
 }
 
 // OpenDir opens the tree stored in directory dir, creating the directory
@@ -143,7 +162,7 @@ func OpenDir(dir string, opts *DirOptions) (*DB, error) {
 		_ = be.Close()
 		return nil, fmt.Errorf("btree: open %s: %w", dir, err)
 	}
-	return &DB{be: be, m: m, t: t, gen: gen, dir: dir}, nil
+	return &DB{be: be, m: m, t: t, gen: gen, dir: dir, maxBatch: int(t.g.maxBatch)}, nil
 }
 
 // openDirTree opens the DB's tree on m, or creates it, and returns it with
@@ -359,9 +378,7 @@ func (db *DB) use() (*Tree, error) {
 // order its barriers allow, so recovery finishes a cut batch with the
 // kernel (see Tree.InsertBatch).
 func (db *DB) Put(key, val uint64) error {
-	db.mu.Lock()
-	defer db.mu.Unlock()
-	return db.write(func(t *Tree) error { return t.insertHost([]uint64{key}, []uint64{val}) })
+	return db.put([]uint64{key}, []uint64{val})
 }
 
 // PutBatch sets keys[i] to vals[i] for every i, atomically (the last value
@@ -372,11 +389,74 @@ func (db *DB) Put(key, val uint64) error {
 // that needs more free nodes than the pool has grows the tree first (see
 // DB's Growth).
 func (db *DB) PutBatch(keys, vals []uint64) error {
+	return db.put(keys, vals)
+}
+
+// put commits keys and vals in a group with the puts that wait beside it
+// (see DB's Concurrency) and returns when its group is durable or failed.
+// The put that finds no leader leads: it commits group after group until
+// the queue is empty, its own among them, so under a steady stream of
+// puts it may commit others' for a while before it returns.
+func (db *DB) put(keys, vals []uint64) error {
+	if len(keys) != len(vals) {
+		return fmt.Errorf("%w: %d keys and %d values", ErrBadArg, len(keys), len(vals))
+	}
+	if len(keys) > db.maxBatch {
+		return fmt.Errorf("%w: batch of %d keys (at most %d)", ErrBadArg, len(keys), db.maxBatch)
+	}
+	r := &putReq{keys: keys, vals: vals, done: make(chan struct{})}
+	db.qmu.Lock()
+	db.queue = append(db.queue, r)
+	if db.leading {
+		db.qmu.Unlock()
+		<-r.done
+		return r.err
+	}
+	db.leading = true
+	db.qmu.Unlock()
+	for {
+		db.qmu.Lock()
+		if len(db.queue) == 0 {
+			db.leading = false
+			db.qmu.Unlock()
+			return r.err
+		}
+		group := db.takeGroup(db.maxBatch)
+		db.qmu.Unlock()
+		db.commitGroup(group)
+	}
+}
+
+// takeGroup removes the longest prefix of the queue whose keys fit one
+// batch of at most limit keys (at least one put); the caller holds db.qmu.
+func (db *DB) takeGroup(limit int) []*putReq {
+	n, keys := 0, 0
+	for n < len(db.queue) && (n == 0 || keys+len(db.queue[n].keys) <= limit) {
+		keys += len(db.queue[n].keys)
+		n++
+	}
+	group := slices.Clone(db.queue[:n])
+	db.queue = slices.Delete(db.queue, 0, n)
+	return group
+}
+
+// commitGroup writes the puts of group as one batch, in order, and hands
+// each its result.
+func (db *DB) commitGroup(group []*putReq) {
+	keys, vals := group[0].keys, group[0].vals
+	if len(group) > 1 {
+		keys, vals = nil, nil
+		for _, r := range group {
+			keys, vals = append(keys, r.keys...), append(vals, r.vals...)
+		}
+	}
 	db.mu.Lock()
-	defer db.mu.Unlock()
-	return db.write(func(t *Tree) error {
-		return t.insertHost(keys, vals)
-	})
+	err := db.write(func(t *Tree) error { return t.insertHost(keys, vals) })
+	db.mu.Unlock()
+	for _, r := range group {
+		r.err = err
+		close(r.done)
+	}
 }
 
 // Get returns the value of key and whether the DB holds it, as of the last

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"maps"
 	"math/rand/v2"
+	"runtime"
 	"slices"
 	"testing"
 
@@ -29,7 +30,7 @@ func TestDBPowerCut(t *testing.T) {
 	require.NoError(t, err)
 	tr, err := Create(m, dbRegion, Options{Capacity: 1024, MaxBatch: 64})
 	require.NoError(t, err)
-	db := &DB{be: be, m: m, t: tr, dir: dir}
+	db := &DB{be: be, m: m, t: tr, dir: dir, maxBatch: int(tr.g.maxBatch)}
 	defer db.Close()
 	require.NoError(t, be.StartJournal())
 	// op(j, s) applies write j to the model s; run(j) to the DB.
@@ -102,7 +103,7 @@ func TestDBPowerCutHostInsert(t *testing.T) {
 	require.NoError(t, err)
 	tr, err := Create(m, dbRegion, Options{Order: 4, Capacity: 2048, MaxBatch: 64})
 	require.NoError(t, err)
-	db := &DB{be: be, m: m, t: tr, dir: dir}
+	db := &DB{be: be, m: m, t: tr, dir: dir, maxBatch: int(tr.g.maxBatch)}
 	defer db.Close()
 	rng := rand.New(rand.NewPCG(seed, 29))
 	// Setup (not cut): a tree of three levels.
@@ -225,7 +226,7 @@ func TestDBPowerCutGrowth(t *testing.T) {
 	require.NoError(t, err)
 	tr, err := Create(m, dbRegion, Options{Order: 4, Capacity: 24, MaxBatch: 16})
 	require.NoError(t, err)
-	db := &DB{be: be, m: m, t: tr, dir: dir}
+	db := &DB{be: be, m: m, t: tr, dir: dir, maxBatch: int(tr.g.maxBatch)}
 	defer db.Close()
 	require.NoError(t, be.StartJournal())
 	rng := rand.New(rand.NewPCG(seed, 31))
@@ -290,4 +291,47 @@ func TestDBPowerCutGrowth(t *testing.T) {
 	require.Equal(t, db.gen, grown)
 	require.Positive(t, inside, "some cuts must fall inside a growth")
 	t.Logf("%d writes, %d syncs, %d generations, %d cuts inside a growth, every cut recovered a prefix", ops, n, db.gen, inside)
+}
+
+// Puts that arrive while a group is being written are committed together:
+// with the DB held, one put leads (its group of one waits for the DB) and
+// nine more queue; released, they take two syncs in all, and every key is
+// there.
+func TestDBGroupCommit(t *testing.T) {
+	db, err := OpenDir(t.TempDir(), &DirOptions{Mode: native.ModeLog})
+	require.NoError(t, err)
+	defer db.Close()
+	queued := func(n int) {
+		for {
+			db.qmu.Lock()
+			got, leading := len(db.queue), db.leading
+			db.qmu.Unlock()
+			if leading && got == n {
+				return
+			}
+			runtime.Gosched()
+		}
+	}
+	syncs := db.be.Stats().Syncs
+	db.mu.Lock()
+	errs := make(chan error, 10)
+	put := func(k uint64) { errs <- db.Put(k, k*10) }
+	go put(0)
+	queued(0) // the leader took its own put and waits for the DB
+	for k := uint64(1); k < 10; k++ {
+		go put(k)
+	}
+	queued(9)
+	db.mu.Unlock()
+	for range 10 {
+		require.NoError(t, <-errs)
+	}
+	require.Equal(t, uint64(2), db.be.Stats().Syncs-syncs, "one sync for the leader's group, one for the other nine")
+	for k := range uint64(10) {
+		v, ok, err := db.Get(k)
+		require.NoError(t, err)
+		require.True(t, ok)
+		require.Equal(t, k*10, v)
+	}
+	require.NoError(t, db.Check())
 }
