@@ -19,6 +19,7 @@ import (
 
 	"github.com/cockroachdb/pebble/v2"
 	bolt "go.etcd.io/bbolt"
+	"golang.org/x/sync/errgroup"
 
 	"github.com/scopedpm/scopedpm/btree"
 	"github.com/scopedpm/scopedpm/pm/native"
@@ -30,6 +31,7 @@ func init() {
 		Description: "WALL-CLOCK time, not simulated: the B+tree as an embedded store (btree.OpenDir on pm/native, " +
 			"durable mode) against Pebble (pebble.Sync per write) and bbolt (fsync per transaction), same keys, same " +
 			"directory, interleaved time slices, on disk and on tmpfs: one durable Put, batches of 100 and 1,000, " +
+			"8 writers each making one durable Put at once (parput/b8: the B+tree's group commit, Pebble's, bbolt's Batch), " +
 			"random Get, GetBatch of 1,000, Scan of 1,000, Delete; keys/s, p50/p99 latency per operation, bytes " +
 			"written per key, RSS growth at open; directory from $" + EnvBenchDir,
 		NoSet: true,
@@ -41,10 +43,13 @@ func init() {
 // is durable when it returns.
 type ordStore interface {
 	putBatch(keys, vals []uint64) error // one atomic write (a Put when len is 1)
-	get(key uint64) error               // the key must be found
-	getBatch(keys []uint64) error       // every key must be found
-	scan(lo uint64, n int) error        // n entries from lo on must exist
-	del(key uint64) error               // the key must be there
+	// putShared is one durable Put, safe for concurrent use, made in the
+	// store's way of sharing a sync among concurrent writers.
+	putShared(key, val uint64) error
+	get(key uint64) error         // the key must be found
+	getBatch(keys []uint64) error // every key must be found
+	scan(lo uint64, n int) error  // n entries from lo on must exist
+	del(key uint64) error         // the key must be there
 	close() error
 	extra(keys int) []metric // side-specific metrics, per key
 }
@@ -82,9 +87,12 @@ type ordWork struct {
 
 func ordWorks() []ordWork {
 	return []ordWork{
-		{"put", 1}, {"put", 100}, {"put", 1000}, {"get", 1}, {"getbatch", 1000}, {"scan", 1000}, {"delete", 1},
+		{"put", 1}, {"put", 100}, {"put", 1000}, {"parput", parWriters}, {"get", 1}, {"getbatch", 1000}, {"scan", 1000}, {"delete", 1},
 	}
 }
+
+// parWriters is the writers of the parput workload.
+const parWriters = 8
 
 // ordKey is the i-th preloaded key: spread over the key space, in order.
 func ordKey(i int) uint64 { return uint64(i)*0x9E37 + 1 }
@@ -216,7 +224,7 @@ func (r *ordRun) run(budget time.Duration, minN int) error {
 		}
 		r.ks, r.vs = r.ks[:0], r.vs[:0]
 		switch r.w.name {
-		case "put", "get", "getbatch":
+		case "put", "parput", "get", "getbatch":
 			for range r.w.batch {
 				k := r.keys[r.rng.IntN(len(r.keys))]
 				r.ks, r.vs = append(r.ks, k), append(r.vs, ordVal(k, r.round))
@@ -232,6 +240,13 @@ func (r *ordRun) run(budget time.Duration, minN int) error {
 		switch r.w.name {
 		case "put":
 			return r.st.putBatch(r.ks, r.vs)
+		case "parput":
+			// batch writers, one Put each, at once.
+			var g errgroup.Group
+			for i := range r.ks {
+				g.Go(func() error { return r.st.putShared(r.ks[i], r.vs[i]) })
+			}
+			return g.Wait()
 		case "get":
 			return r.st.get(r.ks[0])
 		case "getbatch":
@@ -296,6 +311,8 @@ func (b *btreeStore) putBatch(keys, vals []uint64) error {
 	}
 	return b.db.PutBatch(keys, vals)
 }
+
+func (b *btreeStore) putShared(key, val uint64) error { return b.db.Put(key, val) }
 
 func (b *btreeStore) get(key uint64) error {
 	_, ok, err := b.db.Get(key)
@@ -404,6 +421,12 @@ func (p *pebbleOrd) putBatch(keys, vals []uint64) error {
 	return p.db.Apply(b, pebble.Sync)
 }
 
+// putShared: Pebble's synced writes that arrive together share a sync.
+func (p *pebbleOrd) putShared(key, val uint64) error {
+	var kb, vb [8]byte
+	return p.db.Set(ordBytes(key, &kb), ordValBytes(val, &vb), pebble.Sync)
+}
+
 func (p *pebbleOrd) get(key uint64) error {
 	var kb [8]byte
 	_, c, err := p.db.Get(ordBytes(key, &kb))
@@ -458,8 +481,10 @@ func (p *pebbleOrd) extra(keys int) []metric {
 	return []metric{{"lsm_bytes_per_key", float64(p.lsmBytes()-p.lsm0) / float64(max(keys, 1))}}
 }
 
-// boltStore is bbolt with its defaults: every Update fsyncs before it
-// returns.
+// boltStore is bbolt with its defaults (every Update fsyncs before it
+// returns), but for Batch's size: parWriters, so that a batch of the
+// parput writers commits as soon as all have arrived instead of after
+// MaxBatchDelay (10 ms), as a user who knows their writer count would set.
 type boltStore struct {
 	db *bolt.DB
 	w0 int64 // page writes of the preload
@@ -472,6 +497,7 @@ func openBolt(dir string, keys []uint64) (ordStore, error) {
 	if err != nil {
 		return nil, err
 	}
+	db.MaxBatchSize = parWriters
 	// Preload in one transaction (keys ascending, as bbolt fills best).
 	err = db.Update(func(tx *bolt.Tx) error {
 		b, err := tx.CreateBucketIfNotExists(boltBucket)
@@ -505,6 +531,15 @@ func (s *boltStore) putBatch(keys, vals []uint64) error {
 			}
 		}
 		return nil
+	})
+}
+
+// putShared uses bbolt's Batch, which combines concurrent writers'
+// updates into one transaction (one commit, synced).
+func (s *boltStore) putShared(key, val uint64) error {
+	return s.db.Batch(func(tx *bolt.Tx) error {
+		var kb, vb [8]byte
+		return tx.Bucket(boltBucket).Put(ordBytes(key, &kb), ordValBytes(val, &vb))
 	})
 }
 
