@@ -1,7 +1,6 @@
 package hwmodel
 
 import (
-	"container/heap"
 	"fmt"
 	"math/bits"
 	"slices"
@@ -45,7 +44,7 @@ import (
 // upper bound, "completely free of any persist-induced CPU stalls") a
 // CLWB leaves the SQ head without waiting for a WBB entry or a pending
 // CLWB of its line; its write-back is timed as above, off the core's
-// critical path.
+// critical path. Each configuration's part is a cpuPolicy (cpupolicy.go).
 //
 // A coroutine switch costs SwitchCycles of instructions (0 under
 // FreeSwitch; a run's coro.Config.SwitchCycles, when set, overrides it).
@@ -242,28 +241,6 @@ func (b *Backend) LastCPU() CPUStats {
 // (1/width cycle) after another from slot start.
 type robGroup struct{ first, n, start uint64 }
 
-// wbbHeap is a min-heap of the ack cycles of the WBB's entries.
-type wbbHeap []uint64
-
-func (h wbbHeap) Len() int           { return len(h) }
-func (h wbbHeap) Less(i, j int) bool { return h[i] < h[j] }
-func (h wbbHeap) Swap(i, j int)      { h[i], h[j] = h[j], h[i] }
-func (h *wbbHeap) Push(x any)        { *h = append(*h, x.(uint64)) }
-func (h *wbbHeap) Pop() any {
-	old := *h
-	x := old[len(old)-1]
-	*h = old[:len(old)-1]
-	return x
-}
-
-// strandBuf is one strand buffer of StrandWeaver: its entries' free
-// cycles in order (a ring of depth).
-type strandBuf struct {
-	free []uint64
-	n    uint64
-	last uint64 // free cycle of its newest entry
-}
-
 // cpuCore is the state of the CPU core during and between runs.
 type cpuCore struct {
 	cfg                       CPUConfig
@@ -284,10 +261,12 @@ type cpuCore struct {
 	home *cpuCore
 	all  []*cpuCore
 
-	switchCy  uint64
-	strands   bool // StrandWeaver: CLWBs go to the strand buffers
-	unordered bool // Unordered: no persist-induced stall (see clwb)
-	sbW, sbD  uint64
+	switchCy uint64
+	// pol is the run's configuration's persist path (cpupolicy.go), one
+	// of the core's wbbPol, strandPol or Unordered's.
+	pol       cpuPolicy
+	wbbPol    wbbCPU
+	strandPol strandCPU
 
 	start      uint64 // the run's first cycle
 	dispPos    uint64 // next dispatch slot (cycle*w + k)
@@ -302,16 +281,10 @@ type cpuCore struct {
 	sqHead  uint64 // the SQ head is free for its next entry from this cycle
 	sqBlock uint64 // no SQ entry is allocated before this cycle (fences)
 
-	wbb      wbbHeap
 	lineAck  map[uint64]uint64 // line -> ack of its latest write-back
 	ctxDrain []uint64          // per hardware context: when its SQ/WBB entries are gone
 	allDrain uint64            // when every entry so far is gone
 	cur      uint64            // context register, as a hardware context
-
-	sb        []strandBuf
-	strand    uint64 // current strand (NewStrand's value)
-	front     uint64 // the current strand's CLWBs write back no earlier
-	strandMax uint64 // latest ack of the current strand's CLWBs
 
 	pending    map[uint64][]pendRec // PM line -> its records no write-back carries yet
 	wordBuf    []uint64             // words' scratch
@@ -327,12 +300,6 @@ type pendRec struct {
 	rec   int32
 	front uint64
 }
-
-// brokenStrands is a test hook that breaks StrandWeaver's ordering on
-// purpose: a write-back starts after the frontier of the strand that
-// issues its CLWB, not of the strands its records were stored in. The
-// refinement test sets it to show that it can fail.
-var brokenStrands = false
 
 func newCPUCore(c CPUConfig) *cpuCore {
 	k := &cpuCore{cfg: c,
@@ -350,6 +317,7 @@ func newCPUCore(c CPUConfig) *cpuCore {
 	k.lineShift = uint(bits.TrailingZeros64(k.lineBytes))
 	k.sq = make([]uint64, k.sqN)
 	k.ctxDrain = make([]uint64, k.ctxN)
+	k.wbbPol.n = k.wbbN
 	return k
 }
 
@@ -391,7 +359,6 @@ func (c *cpuCore) begin(t uint64, run pm.CPURun) {
 	c.dispPos, c.retPos, c.lastRetire = t*c.w, t*c.w, t
 	c.n, c.groups, c.gHead = 0, c.groups[:0], 0
 	c.nSQ, c.sqHead, c.sqBlock = 0, t, t
-	c.wbb = c.wbb[:0]
 	clear(c.lineAck)
 	clear(c.ctxDrain)
 	c.allDrain, c.cur = t, 0
@@ -404,22 +371,7 @@ func (c *cpuCore) begin(t uint64, run pm.CPURun) {
 	case run.SwitchCycles != 0:
 		c.switchCy = run.SwitchCycles
 	}
-	c.strands = run.Strands
-	c.unordered = run.Unordered
-	c.sbW, c.sbD = 4, 4
-	if run.StrandWidth > 0 {
-		c.sbW = uint64(run.StrandWidth)
-	}
-	if run.StrandDepth > 0 {
-		c.sbD = uint64(run.StrandDepth)
-	}
-	c.sb = c.sb[:0]
-	if c.strands {
-		for range c.sbW {
-			c.sb = append(c.sb, strandBuf{free: make([]uint64, c.sbD)})
-		}
-	}
-	c.strand, c.front, c.strandMax = 0, 0, 0
+	c.pol = c.newCPUPolicy(run)
 }
 
 // now is the core's current cycle: when its next instruction can
@@ -632,10 +584,10 @@ func (b *Backend) cpuOp(a *pm.Agent, op *pm.Op) uint64 {
 		c.cur = op.Value % c.ctxN
 		c.alu(1)
 	case pm.OpNewStrand:
-		c.strand, c.front, c.strandMax = op.Value, 0, 0
+		c.pol.newStrand(op.Value)
 		c.alu(1)
 	case pm.OpPersistBarrier:
-		c.front = max(c.front, c.strandMax)
+		c.pol.persistBarrier()
 		c.alu(1)
 	case pm.OpYield:
 		if c.switchCy > 0 {
@@ -711,68 +663,19 @@ func (b *Backend) clwb(line uint64) {
 	r := c.retire(1, d+1)
 	start := max(c.sqHead, r)
 	pendingAck := c.lineAck[line] // same-line order: write back after it
-	if a := pendingAck; a > start && !c.cfg.SameLineInWBB && !c.unordered {
+	if a := pendingAck; a > start && c.pol.sameLineWaits(c) {
 		c.st.SameLine += a - start
 		start = a
 	}
-	var buf *strandBuf
-	switch {
-	case c.unordered:
-		// COSPlay §5's Unordered is "completely free of any
-		// persist-induced CPU stalls" and "an upper performance bound":
-		// its CLWB leaves the SQ head at once, waiting neither for a WBB
-		// entry nor for a pending CLWB of its line (§4.3's rule, which
-		// otherwise holds up every SQ entry behind it); the write-back
-		// still starts then, durable no earlier than the pending one, and
-		// still takes its share of the PM write bandwidth, and the run
-		// lasts until it is durable.
-	case c.strands:
-		buf = &c.sb[c.strand%c.sbW]
-		if buf.n >= c.sbD {
-			if f := buf.free[buf.n%c.sbD]; f > start {
-				c.st.StrandFull += f - start
-				start = f
-			}
-		}
-	default:
-		for len(c.wbb) > 0 && c.wbb[0] <= start {
-			heap.Pop(&c.wbb)
-		}
-		if uint64(len(c.wbb)) >= c.wbbN {
-			f := heap.Pop(&c.wbb).(uint64)
-			c.st.WBBFull += f - start
-			start = f
-			for len(c.wbb) > 0 && c.wbb[0] <= start {
-				heap.Pop(&c.wbb)
-			}
-		}
-	}
+	start = c.pol.admit(c, start)
 	leave := start + c.drain
 	ack := max(leave, pendingAck)
 	if recs := c.pending[line]; len(recs) > 0 {
-		from := leave
-		if c.strands {
-			// After the PersistBarriers that order it: of the strand
-			// of each store it carries, and of its own.
-			from = max(from, c.front)
-			for _, r := range recs {
-				if !brokenStrands {
-					from = max(from, r.front)
-				}
-			}
-		}
+		from := c.pol.writeFrom(leave, recs)
 		ack = max(c.writeLine(from), pendingAck)
 		b.carry(line, recs, from, ack)
 	}
-	if buf != nil {
-		f := max(ack, buf.last)
-		buf.free[buf.n%c.sbD] = f
-		buf.n++
-		buf.last = f
-		c.strandMax = max(c.strandMax, ack)
-	} else if ack > leave && !c.unordered {
-		heap.Push(&c.wbb, ack)
-	}
+	c.pol.held(leave, ack)
 	c.lineAck[line] = ack
 	c.sqLeave(leave, ack)
 }
@@ -804,7 +707,7 @@ func (b *Backend) cpuRecords(op *pm.Op) {
 		if !ok {
 			c.dirtyOrder = append(c.dirtyOrder, line)
 		}
-		c.pending[line] = append(recs, pendRec{int32(b.records.len()), c.front})
+		c.pending[line] = append(recs, pendRec{int32(b.records.len()), c.pol.front()})
 		b.records.add(a, data[:n])
 		a += pm.Addr(n)
 		data = data[n:]
