@@ -241,7 +241,7 @@ func (r *ordRun) run(budget time.Duration, minN int) error {
 		case "put":
 			return r.st.putBatch(r.ks, r.vs)
 		case "parput":
-			// batch writers, one Put each, at once.
+			// r.w.batch writers, one Put each, at once.
 			var g errgroup.Group
 			for i := range r.ks {
 				g.Go(func() error { return r.st.putShared(r.ks[i], r.vs[i]) })

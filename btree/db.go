@@ -307,6 +307,12 @@ func (db *DB) grow() error {
 		return fmt.Errorf("%w: the pool of %d nodes cannot grow", ErrFull, old.g.capacity-1)
 	}
 	name := genRegion(db.gen + 1)
+	if _, err := db.m.OpenRegion(name); err == nil {
+		// Left by a growth that failed and could not remove it.
+		if err := db.m.RemoveRegion(name); err != nil {
+			return fmt.Errorf("btree: grow to generation %d: %w", db.gen+1, err)
+		}
+	}
 	var nt *Tree
 	err := func() error {
 		// One durability point per chunk copied, not one for the whole
@@ -357,7 +363,7 @@ func (db *DB) grow() error {
 			return nil
 		}
 	}
-	if nt != nil || errors.Is(err, pm.ErrRegionExists) {
+	if nt != nil {
 		_ = db.m.RemoveRegion(name)
 	}
 	return fmt.Errorf("btree: grow to generation %d: %w", db.gen+1, err)
@@ -371,9 +377,10 @@ func (db *DB) use() (*Tree, error) {
 	return db.t, nil
 }
 
-// Put sets key to val. It is durable when Put returns nil (one batch of
-// one key, committed by one aligned store after the nodes it wrote; in
-// log mode, one sync of the persist log). Like PutBatch, it runs the
+// Put sets key to val. It is durable when Put returns nil (a batch of
+// one key, or of the puts committed with it, committed by one aligned
+// store after the nodes it wrote; in log mode, one sync of the persist
+// log shared by the group). Like PutBatch, it runs the
 // batch on the host: the insert kernel's writes, byte for byte, in an
 // order its barriers allow, so recovery finishes a cut batch with the
 // kernel (see Tree.InsertBatch).

@@ -26,25 +26,25 @@ type journal struct {
 // started, durable (its directory synced) once the first at records were.
 type regionOp struct {
 	at     int
-	region pm.RegionImage // created: its name, base and size
+	name   string
+	base   pm.Addr // created: its base and size
+	size   uint64
 	remove bool
 }
 
 func (j *journal) addRegion(r *region) {
-	j.ops = append(j.ops, regionOp{at: len(j.recs), region: pm.RegionImage{Name: r.name, Base: r.base, Data: make([]byte, r.size)}})
+	j.ops = append(j.ops, regionOp{at: len(j.recs), name: r.name, base: r.base, size: r.size})
 }
 
 func (j *journal) removeRegion(name string) {
-	j.ops = append(j.ops, regionOp{at: len(j.recs), region: pm.RegionImage{Name: name}, remove: true})
+	j.ops = append(j.ops, regionOp{at: len(j.recs), name: name, remove: true})
 }
 
 // apply applies op to img.
 func (op regionOp) apply(img *pm.Image) {
-	img.Regions = slices.DeleteFunc(img.Regions, func(x pm.RegionImage) bool { return x.Name == op.region.Name })
+	img.Regions = slices.DeleteFunc(img.Regions, func(x pm.RegionImage) bool { return x.Name == op.name })
 	if !op.remove {
-		r := op.region
-		r.Data = slices.Clone(r.Data)
-		img.Regions = append(img.Regions, r)
+		img.Regions = append(img.Regions, pm.RegionImage{Name: op.name, Base: op.base, Data: make([]byte, op.size)})
 		slices.SortFunc(img.Regions, func(x, y pm.RegionImage) int { return strings.Compare(x.Name, y.Name) })
 	}
 }

@@ -77,7 +77,12 @@ func scanLogAt(r io.ReaderAt, size int64, piece int, apply func(e logEntry) erro
 		copy(buf, buf[cur:])
 		buf, base, cur = buf[:have], base+int64(cur), 0
 		more := int(min(int64(max(n, piece)-have), left))
-		buf = append(buf, make([]byte, more)...)[:have+more]
+		if cap(buf) < have+more {
+			nb := make([]byte, have, have+more)
+			copy(nb, buf)
+			buf = nb
+		}
+		buf = buf[:have+more]
 		if _, err := readAtFull(r, buf[have:], base+int64(have), size); err != nil {
 			return fmt.Errorf("%w: read log: %w", ErrIO, err)
 		}

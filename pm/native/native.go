@@ -1164,7 +1164,7 @@ func (b *Backend) startCheckpoint() error {
 // writeFromLog writes the entries of the log at path to the region files
 // (what they leave in log order), syncs the files it wrote, then removes
 // the log and syncs the directory. It reads the log twice, a piece
-// (piece bytes) at a time: once for where its entries go (24 bytes an
+// (piece bytes) at a time: once for where its entries go (16 bytes an
 // entry), once more for their bytes, merged (overlapping and adjacent
 // entries one write, each byte written once) into a buffer of at most
 // ckptBatch bytes, refilled as often as the merged bytes need; so it
