@@ -78,7 +78,7 @@ func TestDBPowerCut(t *testing.T) {
 		cs := rng.Uint64()
 		img, err := be.PowerCut(s, cs)
 		require.NoError(t, err)
-		last = recoveredPrefix(t, img, states, last, fmt.Sprintf("cut at sync %d of %d, cut seed %d", s, n, cs))
+		last, _ = recoveredPrefix(t, img, states, last, fmt.Sprintf("cut at sync %d of %d, cut seed %d", s, n, cs))
 	}
 	require.Equal(t, ops, last)
 	t.Logf("%d writes, %d syncs (MaxPending forces syncs inside a write), every cut recovered a prefix", ops, n)
@@ -161,7 +161,7 @@ func TestDBPowerCutHostInsert(t *testing.T) {
 		if _, ok, err := Progress(img, dbRegion); err == nil && ok {
 			resumed++
 		}
-		last = recoveredPrefix(t, img, states, last, fmt.Sprintf("cut at sync %d of %d, cut seed %d", s, n, cs))
+		last, _ = recoveredPrefix(t, img, states, last, fmt.Sprintf("cut at sync %d of %d, cut seed %d", s, n, cs))
 	}
 	require.Equal(t, ops, last)
 	require.Positive(t, resumed)
@@ -190,15 +190,16 @@ func TestSortBatch(t *testing.T) {
 	}
 }
 
-// recoveredPrefix opens the tree in a power-cut image, checks it, and
-// returns the index c >= last of the state in states it holds: the cut
-// recovered the first c writes. It fails the test when no such state
-// matches.
-func recoveredPrefix(t *testing.T, img *pm.Image, states []map[uint64]uint64, last int, cut string) int {
+// recoveredPrefix opens the DB's tree in a power-cut image as OpenDir
+// would (openDirTree: the oldest generation), checks it, and returns the
+// index c >= last of the state in states it holds (the cut recovered the
+// first c writes) and the tree's generation. It fails the test when no
+// such state matches.
+func recoveredPrefix(t *testing.T, img *pm.Image, states []map[uint64]uint64, last int, cut string) (int, int) {
 	t.Helper()
 	m2, err := pm.Reopen(img, functional.New(pm.GPULimits{}))
 	require.NoError(t, err)
-	tr2, err := Open(m2, dbRegion)
+	tr2, gen, err := openDirTree(m2, DirOptions{NoCreate: true})
 	require.NoError(t, err, cut)
 	require.NoError(t, tr2.Check(), cut)
 	got := map[uint64]uint64{}
@@ -207,11 +208,11 @@ func recoveredPrefix(t *testing.T, img *pm.Image, states []map[uint64]uint64, la
 	}
 	for c := last; c < len(states); c++ {
 		if maps.Equal(got, states[c]) {
-			return c
+			return c, gen
 		}
 	}
 	require.Fail(t, "no prefix of the writes at or after "+fmt.Sprint(last), cut)
-	return -1
+	return -1, 0
 }
 
 // A DB that grows survives a power cut at every sync, inside its growths
@@ -271,22 +272,9 @@ func TestDBPowerCutGrowth(t *testing.T) {
 		if trees > 1 {
 			inside++ // a growth the cut interrupted: two generations
 		}
-		m2, err := pm.Reopen(img, functional.New(pm.GPULimits{}))
-		require.NoError(t, err, what)
-		tr2, gen, err := openDirTree(m2, DirOptions{NoCreate: true})
-		require.NoError(t, err, what)
-		require.NoError(t, tr2.Check(), what)
+		var gen int
+		last, gen = recoveredPrefix(t, img, states, last, what)
 		grown = max(grown, gen)
-		got := map[uint64]uint64{}
-		for k, v := range tr2.All() {
-			got[k] = v
-		}
-		c := last
-		for c < len(states) && !maps.Equal(got, states[c]) {
-			c++
-		}
-		require.Less(t, c, len(states), "no prefix of the writes at or after %d: %s", last, what)
-		last = c
 	}
 	require.Equal(t, ops, last)
 	require.Equal(t, db.gen, grown)
