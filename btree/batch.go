@@ -533,14 +533,18 @@ func (t *Tree) planPaths(ks []uint64, o BatchOptions) (record, []laneInfo, [][]u
 	return rec, lanes, starts, offs, path, cache, nil
 }
 
-// freeIDs returns the first n free node ids of the committed bitmap, in
-// ascending order. The search starts at t.hint (every node below it is in
+// freeIDs returns the first n free node ids of the committed bitmap that
+// are not kept for a view (see keepFreed), in ascending order. The search starts at t.hint (every node below it is in
 // use) and skips whole words in use, so it does not rescan the tree's nodes.
 func (t *Tree) freeIDs(n uint64) ([]uint32, error) {
 	bm := t.bm[t.cur.seq&1]
 	out := make([]uint32, 0, n)
 	for id := max(t.hint, 1); id < t.g.capacity && uint64(len(out)) < n; {
-		free := ^bm[id/64] &^ (1<<(id%64) - 1) // free ids of the word from id on
+		used := bm[id/64]
+		if t.keep != nil {
+			used |= t.keep[id/64] // freed, but a view may still read it
+		}
+		free := ^used &^ (1<<(id%64) - 1) // free ids of the word from id on
 		if free == 0 {
 			id = (id/64 + 1) * 64
 			continue

@@ -97,9 +97,15 @@ type DirOptions struct {
 // PutBatches that arrive while a write is under way are committed
 // together (group commit): one tree batch of up to MaxBatch keys, in
 // arrival order (the later value of a key wins), one sync, each caller's
-// batch still all or nothing. Other calls are serialised (one at a time),
-// reads included, between those group writes. Scan's fn runs while the
-// DB is held, so it must not call the DB.
+// batch still all or nothing. Writes (group commits, Deletes) run one at
+// a time. Reads (Get, GetBatch, Scan, Len) run beside them and beside
+// each other, each on a snapshot: the tree as of the last write that
+// returned when the read began. Changes are copy-on-write, and the nodes
+// a later write frees are not reused while a read that can reach them is
+// under way, so a long Scan sees one write's tree throughout (and keeps
+// that many nodes from reuse). A read waits only while a growth creates
+// or removes a file, and a growth's removal of the old tree waits for the
+// reads of it to end. Scan's fn must not call the DB.
 //
 // # Growth
 //
@@ -110,21 +116,44 @@ type DirOptions struct {
 // the keys; each key is copied about twice over the DB's life); a crash
 // during the copy leaves the old tree, which the next OpenDir keeps.
 type DB struct {
+	// mu is held by a write (and by Check, Stats and Close): one at a
+	// time. rw is held shared by every read for its whole length, and
+	// exclusively where the tree's regions change (a growth's creation
+	// and removal) and by Close. The order is mu, rw, smu.
 	mu     sync.Mutex
+	rw     sync.RWMutex
 	be     *native.Backend
 	m      *pm.Machine
-	t      *Tree
-	gen    int // the tree's generation: its region is genRegion(gen)
+	t      *Tree // changes under mu and rw
+	gen    int   // the tree's generation: its region is genRegion(gen)
 	dir    string
-	closed bool
+	closed bool // set under mu and rw
 	// maxBatch is the tree's MaxBatch, the same in every generation.
 	maxBatch int
+
+	// smu guards view, the tree as of the last write that returned,
+	// which reads start from, and readers, the views being read.
+	smu     sync.Mutex
+	view    view
+	readers []viewReaders
 
 	// Group commit (DB.put): puts wait in queue; the one that finds no
 	// leader leads, committing the queue group by group until it is empty.
 	qmu     sync.Mutex
 	queue   []*putReq
 	leading bool
+}
+
+// readersOf returns the index of the reads of the view of batch seq in
+// db.readers, or where they would go; the caller holds db.smu.
+func (db *DB) readersOf(seq uint64) (int, bool) {
+	return slices.BinarySearchFunc(db.readers, seq, func(r viewReaders, s uint64) int { return cmp.Compare(r.seq, s) })
+}
+
+// viewReaders counts the reads of the view of batch seq under way.
+type viewReaders struct {
+	seq uint64
+	n   int
 }
 
 // putReq is a Put or PutBatch waiting for its group's commit.
@@ -162,7 +191,8 @@ func OpenDir(dir string, opts *DirOptions) (*DB, error) {
 		_ = be.Close()
 		return nil, fmt.Errorf("btree: open %s: %w", dir, err)
 	}
-	return &DB{be: be, m: m, t: t, gen: gen, dir: dir, maxBatch: int(t.g.maxBatch)}, nil
+	t.keepFreed()
+	return &DB{be: be, m: m, t: t, gen: gen, dir: dir, maxBatch: int(t.g.maxBatch), view: t.view()}, nil
 }
 
 // openDirTree opens the DB's tree on m, or creates it, and returns it with
@@ -281,6 +311,15 @@ func (db *DB) write(fn func(t *Tree) error) error {
 	if err != nil {
 		return err
 	}
+	// The nodes that no view being read can reach are free again.
+	db.smu.Lock()
+	oldest := uint64(math.MaxUint64)
+	if len(db.readers) > 0 {
+		oldest = db.readers[0].seq
+	}
+	db.smu.Unlock()
+	t.releaseKept(oldest)
+	defer db.setView()
 	err = db.be.Defer(func() error { return fn(t) })
 	for errors.Is(err, ErrFull) {
 		// The pool is short of free nodes: nothing was written. Grow,
@@ -292,6 +331,50 @@ func (db *DB) write(fn func(t *Tree) error) error {
 		err = db.be.Defer(func() error { return fn(t) })
 	}
 	return err
+}
+
+// setView makes the tree's last committed batch the view that reads start
+// from; the caller holds db.mu.
+func (db *DB) setView() {
+	db.smu.Lock()
+	db.view = db.t.view()
+	db.smu.Unlock()
+}
+
+// exclusive runs fn with every read finished and none started: fn may
+// change the machine's regions. The caller holds db.mu.
+func (db *DB) exclusive(fn func() error) error {
+	db.rw.Lock()
+	defer db.rw.Unlock()
+	return fn()
+}
+
+// read runs fn on the tree as of the last write that returned (its view),
+// without waiting for a write under way: the nodes the view reaches stay
+// as they are until fn returns (see Tree.keepFreed).
+func (db *DB) read(fn func(t *Tree, v view) error) error {
+	db.rw.RLock()
+	defer db.rw.RUnlock()
+	if db.closed {
+		return fmt.Errorf("%w: %s", ErrClosed, db.dir)
+	}
+	db.smu.Lock()
+	v := db.view
+	i, ok := db.readersOf(v.seq)
+	if !ok {
+		db.readers = slices.Insert(db.readers, i, viewReaders{seq: v.seq})
+	}
+	db.readers[i].n++
+	db.smu.Unlock()
+	defer func() {
+		db.smu.Lock()
+		i, _ := db.readersOf(v.seq)
+		if db.readers[i].n--; db.readers[i].n == 0 {
+			db.readers = slices.Delete(db.readers, i, i+1)
+		}
+		db.smu.Unlock()
+	}()
+	return fn(db.t, v)
 }
 
 // grow copies the tree into a new one of the next generation with twice
@@ -307,9 +390,12 @@ func (db *DB) grow() error {
 		return fmt.Errorf("%w: the pool of %d nodes cannot grow", ErrFull, old.g.capacity-1)
 	}
 	name := genRegion(db.gen + 1)
+	remove := func(name string) error {
+		return db.exclusive(func() error { return db.m.RemoveRegion(name) })
+	}
 	if _, err := db.m.OpenRegion(name); err == nil {
 		// Left by a growth that failed and could not remove it.
-		if err := db.m.RemoveRegion(name); err != nil {
+		if err := remove(name); err != nil {
 			return fmt.Errorf("btree: grow to generation %d: %w", db.gen+1, err)
 		}
 	}
@@ -319,11 +405,13 @@ func (db *DB) grow() error {
 		// copy: a deferred copy would hold its log record in memory (up
 		// to 64 MiB, twice). The copy needs no atomicity of its own: until
 		// the old region is removed, a crash keeps the old tree.
-		err := db.be.Defer(func() error {
-			var err error
-			nt, err = Create(db.m, name, Options{Order: old.g.order, Capacity: int(2 * (old.g.capacity - 1)),
-				MaxBatch: int(old.g.maxBatch), MaxLanes: int(old.g.maxLanes)})
-			return err
+		err := db.exclusive(func() error {
+			return db.be.Defer(func() error {
+				var err error
+				nt, err = Create(db.m, name, Options{Order: old.g.order, Capacity: int(2 * (old.g.capacity - 1)),
+					MaxBatch: int(old.g.maxBatch), MaxLanes: int(old.g.maxLanes)})
+				return err
+			})
 		})
 		if err != nil {
 			return err
@@ -357,14 +445,22 @@ func (db *DB) grow() error {
 		return nil
 	}()
 	if err == nil {
-		err = db.m.RemoveRegion(genRegion(db.gen))
-		if err == nil {
+		// Reads of the old tree finish first; later ones read the new.
+		err = db.exclusive(func() error {
+			if err := db.m.RemoveRegion(genRegion(db.gen)); err != nil {
+				return err
+			}
+			nt.keepFreed()
 			db.t, db.gen = nt, db.gen+1
+			db.setView()
+			return nil
+		})
+		if err == nil {
 			return nil
 		}
 	}
 	if nt != nil {
-		_ = db.m.RemoveRegion(name)
+		_ = remove(name)
 	}
 	return fmt.Errorf("btree: grow to generation %d: %w", db.gen+1, err)
 }
@@ -467,28 +563,34 @@ func (db *DB) commitGroup(group []*putReq) {
 }
 
 // Get returns the value of key and whether the DB holds it, as of the last
-// write that returned; what it returns is durable.
-func (db *DB) Get(key uint64) (uint64, bool, error) {
-	db.mu.Lock()
-	defer db.mu.Unlock()
-	t, err := db.use()
-	if err != nil {
-		return 0, false, err
-	}
-	return t.Get(key)
+// write that returned (durable). It does not wait for a write under way.
+func (db *DB) Get(key uint64) (val uint64, found bool, err error) {
+	err = db.read(func(t *Tree, v view) error {
+		val, found, err = t.getView(v, key)
+		return err
+	})
+	return val, found, err
 }
 
-// GetBatch looks the keys up together (one parallel lookup kernel, one
-// thread per key) and returns each key's value and whether the DB holds
-// it, as Get would; what it returns is durable.
+// GetBatch returns each key's value and whether the DB holds it, all as
+// of one write (the last that returned; durable), looked up on the host
+// one key after another. Keys may repeat. It does not wait for a write
+// under way.
 func (db *DB) GetBatch(keys []uint64) (vals []uint64, found []bool, err error) {
-	db.mu.Lock()
-	defer db.mu.Unlock()
-	t, err := db.use()
+	err = db.read(func(t *Tree, v view) error {
+		vals, found = make([]uint64, len(keys)), make([]bool, len(keys))
+		for i, k := range keys {
+			var err error
+			if vals[i], found[i], err = t.getView(v, k); err != nil {
+				return err
+			}
+		}
+		return nil
+	})
 	if err != nil {
 		return nil, nil, err
 	}
-	return t.GetBatch(keys)
+	return vals, found, nil
 }
 
 // Delete removes key and reports whether the DB held it. The removal is
@@ -507,28 +609,23 @@ func (db *DB) Delete(key uint64) (bool, error) {
 }
 
 // Scan calls fn for the keys in [lo, hi] in ascending order with their
-// values, until fn returns false, as of the last write that returned
-// (durable). It returns the error of a read that failed, which ended the
-// scan early; fn must not call the DB (it runs while the DB is held).
+// values, until fn returns false, all as of one write (the last that
+// returned when Scan began; durable), even while later writes go on. It
+// returns the error of a read that failed, which ended the scan early. fn
+// must not call the DB: a growth of the tree waits for the scan to end,
+// and a write waiting for it would wait forever.
 func (db *DB) Scan(lo, hi uint64, fn func(key, val uint64) bool) error {
-	db.mu.Lock()
-	defer db.mu.Unlock()
-	t, err := db.use()
-	if err != nil {
-		return err
-	}
-	return t.ScanErr(lo, hi, fn)
+	return db.read(func(t *Tree, v view) error { return t.scanView(v, lo, hi, fn) })
 }
 
 // Len returns the number of keys, as of the last write that returned.
 func (db *DB) Len() (int, error) {
-	db.mu.Lock()
-	defer db.mu.Unlock()
-	t, err := db.use()
-	if err != nil {
-		return 0, err
-	}
-	return t.Len(), nil
+	n := 0
+	err := db.read(func(_ *Tree, v view) error {
+		n = int(v.count)
+		return nil
+	})
+	return n, err
 }
 
 // Check verifies the stored tree (see Tree.Check); it writes nothing.
@@ -561,6 +658,8 @@ func (db *DB) Dir() string { return db.dir }
 func (db *DB) Close() error {
 	db.mu.Lock()
 	defer db.mu.Unlock()
+	db.rw.Lock() // reads under way finish first
+	defer db.rw.Unlock()
 	if db.closed {
 		return nil
 	}

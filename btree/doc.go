@@ -8,7 +8,8 @@
 //
 // OpenDir is the one-call way to use the tree as an embedded ordered store:
 // it opens (or creates) a tree in a directory on the real backend
-// (pm/native) and returns a DB, safe for concurrent use, whose writes are
+// (pm/native) and returns a DB, safe for concurrent use (reads run on a
+// snapshot beside writes), whose writes are
 // durable when they return; Close releases the directory. Create and Open
 // are the general form, on any machine (the simulated backends included).
 //

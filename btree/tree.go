@@ -115,6 +115,11 @@ type Tree struct {
 	wb   []byte
 	// nc caches decoded committed nodes for insertHost (nodeCache).
 	nc *nodeCache
+	// keep marks the nodes freed by batches that views of earlier ones
+	// may still read, kept out of reuse; kept lists them by batch (see
+	// keepFreed). Both nil unless keepFreed was called.
+	keep []uint64
+	kept []keptIDs
 
 	knobs testingKnobs // set by tests (export_test.go)
 }
@@ -322,6 +327,7 @@ func (t *Tree) publish(mt meta, set, clr []uint32) error {
 	for _, id := range clr {
 		t.hint = min(t.hint, uint64(id))
 	}
+	t.markKept(mt.seq, clr)
 	return nil
 }
 
