@@ -7,10 +7,12 @@ import (
 	"errors"
 	"fmt"
 	"math"
+	"math/bits"
 	"slices"
 	"strconv"
 	"strings"
 	"sync"
+	"sync/atomic"
 
 	"github.com/scopedpm/scopedpm/pm"
 	"github.com/scopedpm/scopedpm/pm/native"
@@ -65,7 +67,11 @@ type DirOptions struct {
 	// more nodes than it has free grows the tree first (see DB's Growth), so
 	// Capacity only saves the first growths.
 	Capacity int
-	// MaxBatch is the most keys of one PutBatch of a new tree (0: 4096).
+	// MaxBatch is the batch area of a new tree: the most keys one tree
+	// batch holds (0: 4096), and so the most keys one group commit
+	// takes. A PutBatch of more keys is still one atomic batch: it first
+	// moves the tree to a generation with an area that holds it (a copy
+	// of the tree, as a growth), so MaxBatch only saves that copy.
 	MaxBatch int
 	// Mode is the durability mode of pm/native. The zero value,
 	// native.ModeAuto, picks dax on a DAX filesystem whose CPU has CLWB
@@ -114,7 +120,9 @@ type DirOptions struct {
 // the pool (the next generation, a new file) and removes the old file once
 // the copy is durable. The write that grows pays for the copy (linear in
 // the keys; each key is copied about twice over the DB's life); a crash
-// during the copy leaves the old tree, which the next OpenDir keeps.
+// during the copy leaves the old tree, which the next OpenDir keeps. A
+// PutBatch larger than the tree's batch area grows it the same way, to an
+// area of the next power of two at least the batch's size.
 type DB struct {
 	// mu is held by a write (and by Check, Stats and Close): one at a
 	// time. rw is held shared by every read for its whole length, and
@@ -128,8 +136,9 @@ type DB struct {
 	gen    int   // the tree's generation: its region is genRegion(gen)
 	dir    string
 	closed bool // set under mu and rw
-	// maxBatch is the tree's MaxBatch, the same in every generation.
-	maxBatch int
+	// maxBatch is the tree's MaxBatch: the most keys a group commit
+	// takes (a growth may raise it; see grow).
+	maxBatch atomic.Int64
 
 	// smu guards view, the tree as of the last write that returned,
 	// which reads start from, and readers, the views being read.
@@ -191,8 +200,15 @@ func OpenDir(dir string, opts *DirOptions) (*DB, error) {
 		_ = be.Close()
 		return nil, fmt.Errorf("btree: open %s: %w", dir, err)
 	}
+	return newDB(be, m, t, gen, dir), nil
+}
+
+// newDB returns the DB of tree t, of generation gen, on machine m over be.
+func newDB(be *native.Backend, m *pm.Machine, t *Tree, gen int, dir string) *DB {
 	t.keepFreed()
-	return &DB{be: be, m: m, t: t, gen: gen, dir: dir, maxBatch: int(t.g.maxBatch), view: t.view()}, nil
+	db := &DB{be: be, m: m, t: t, gen: gen, dir: dir, view: t.view()}
+	db.maxBatch.Store(int64(t.g.maxBatch))
+	return db
 }
 
 // openDirTree opens the DB's tree on m, or creates it, and returns it with
@@ -306,10 +322,18 @@ func unfinishedCreate(m *pm.Machine, r pm.Range) (bool, error) {
 // pm/native's TestPowerCutBTreeDefer cuts power at every sync of such
 // writes), so a Put costs one sync instead of one per step. The caller
 // holds db.mu.
-func (db *DB) write(fn func(t *Tree) error) error {
+func (db *DB) write(batch int, fn func(t *Tree) error) error {
 	t, err := db.use()
 	if err != nil {
 		return err
+	}
+	for batch > int(t.g.maxBatch) {
+		// The tree's batch area is too small: move to a generation
+		// whose area holds the batch, which then commits as one.
+		if err := db.grow(batch); err != nil {
+			return err
+		}
+		t = db.t
 	}
 	// The nodes that no view being read can reach are free again.
 	db.smu.Lock()
@@ -324,7 +348,7 @@ func (db *DB) write(fn func(t *Tree) error) error {
 	for errors.Is(err, ErrFull) {
 		// The pool is short of free nodes: nothing was written. Grow,
 		// then write on the new tree.
-		if gerr := db.grow(); gerr != nil {
+		if gerr := db.grow(batch); gerr != nil {
 			return errors.Join(err, gerr)
 		}
 		t = db.t
@@ -378,16 +402,25 @@ func (db *DB) read(fn func(t *Tree, v view) error) error {
 }
 
 // grow copies the tree into a new one of the next generation with twice
-// the pool, makes the copy durable and removes the old tree's region
+// the pool and a batch area (MaxBatch) of at least batch keys, makes the
+// copy durable and removes the old tree's region
 // (RemoveRegion checkpoints first, so the new tree is in its file before
 // the old file goes). A crash before the removal leaves both, and
 // openDirTree keeps the old one; after it, only the new one is left. On
 // an error the new region is removed, if it can be, and the DB keeps its
 // tree. The caller holds db.mu.
-func (db *DB) grow() error {
+func (db *DB) grow(batch int) error {
 	old := db.t
 	if old.g.capacity-1 >= MaxCapacity/2 {
 		return fmt.Errorf("%w: the pool of %d nodes cannot grow", ErrFull, old.g.capacity-1)
+	}
+	o := Options{Order: old.g.order, Capacity: int(2 * (old.g.capacity - 1)),
+		MaxBatch: int(old.g.maxBatch), MaxLanes: int(old.g.maxLanes)}
+	if batch > o.MaxBatch {
+		o.MaxBatch = min(1<<bits.Len(uint(batch-1)), MaxBatchKeys)
+		if old.g.maxLanes == old.g.maxBatch {
+			o.MaxLanes = o.MaxBatch
+		}
 	}
 	name := genRegion(db.gen + 1)
 	remove := func(name string) error {
@@ -408,8 +441,7 @@ func (db *DB) grow() error {
 		err := db.exclusive(func() error {
 			return db.be.Defer(func() error {
 				var err error
-				nt, err = Create(db.m, name, Options{Order: old.g.order, Capacity: int(2 * (old.g.capacity - 1)),
-					MaxBatch: int(old.g.maxBatch), MaxLanes: int(old.g.maxLanes)})
+				nt, err = Create(db.m, name, o)
 				return err
 			})
 		})
@@ -452,6 +484,7 @@ func (db *DB) grow() error {
 			}
 			nt.keepFreed()
 			db.t, db.gen = nt, db.gen+1
+			db.maxBatch.Store(int64(nt.g.maxBatch))
 			db.setView()
 			return nil
 		})
@@ -487,10 +520,12 @@ func (db *DB) Put(key, val uint64) error {
 // PutBatch sets keys[i] to vals[i] for every i, atomically (the last value
 // of a repeated key wins); the whole batch is durable when PutBatch
 // returns nil (in log mode, one sync of the persist log), and a crash
-// before leaves either all of it or none. A batch
-// holds at most DirOptions.MaxBatch keys (ErrBadArg beyond). A write
-// that needs more free nodes than the pool has grows the tree first (see
-// DB's Growth).
+// before leaves either all of it or none. A batch may hold up to
+// MaxBatchKeys keys (ErrBadArg beyond); one of more keys than the tree's
+// batch area (DirOptions.MaxBatch) first moves the tree to a generation
+// whose area holds it, as a growth does, and then commits as one tree
+// batch. A write that needs more free nodes than the pool has grows the
+// tree first (see DB's Growth).
 func (db *DB) PutBatch(keys, vals []uint64) error {
 	return db.put(keys, vals)
 }
@@ -504,8 +539,8 @@ func (db *DB) put(keys, vals []uint64) error {
 	if len(keys) != len(vals) {
 		return fmt.Errorf("%w: %d keys and %d values", ErrBadArg, len(keys), len(vals))
 	}
-	if len(keys) > db.maxBatch {
-		return fmt.Errorf("%w: batch of %d keys (at most %d)", ErrBadArg, len(keys), db.maxBatch)
+	if len(keys) > MaxBatchKeys {
+		return fmt.Errorf("%w: batch of %d keys (at most %d)", ErrBadArg, len(keys), MaxBatchKeys)
 	}
 	r := &putReq{keys: keys, vals: vals, done: make(chan struct{})}
 	db.qmu.Lock()
@@ -524,7 +559,7 @@ func (db *DB) put(keys, vals []uint64) error {
 			db.qmu.Unlock()
 			return r.err
 		}
-		group := db.takeGroup(db.maxBatch)
+		group := db.takeGroup(int(db.maxBatch.Load()))
 		db.qmu.Unlock()
 		db.commitGroup(group)
 	}
@@ -554,7 +589,7 @@ func (db *DB) commitGroup(group []*putReq) {
 		}
 	}
 	db.mu.Lock()
-	err := db.write(func(t *Tree) error { return t.insertHost(keys, vals) })
+	err := db.write(len(keys), func(t *Tree) error { return t.insertHost(keys, vals) })
 	db.mu.Unlock()
 	for _, r := range group {
 		r.err = err
@@ -600,7 +635,7 @@ func (db *DB) Delete(key uint64) (bool, error) {
 	db.mu.Lock()
 	defer db.mu.Unlock()
 	found := false
-	err := db.write(func(t *Tree) error {
+	err := db.write(0, func(t *Tree) error {
 		var err error
 		found, err = t.Delete(key)
 		return err

@@ -31,7 +31,7 @@ func TestDBPowerCut(t *testing.T) {
 	require.NoError(t, err)
 	tr, err := Create(m, dbRegion, Options{Capacity: 1024, MaxBatch: 64})
 	require.NoError(t, err)
-	db := &DB{be: be, m: m, t: tr, dir: dir, maxBatch: int(tr.g.maxBatch)}
+	db := newDB(be, m, tr, 0, dir)
 	defer db.Close()
 	require.NoError(t, be.StartJournal())
 	// op(j, s) applies write j to the model s; run(j) to the DB.
@@ -104,7 +104,7 @@ func TestDBPowerCutHostInsert(t *testing.T) {
 	require.NoError(t, err)
 	tr, err := Create(m, dbRegion, Options{Order: 4, Capacity: 2048, MaxBatch: 64})
 	require.NoError(t, err)
-	db := &DB{be: be, m: m, t: tr, dir: dir, maxBatch: int(tr.g.maxBatch)}
+	db := newDB(be, m, tr, 0, dir)
 	defer db.Close()
 	rng := rand.New(rand.NewPCG(seed, 29))
 	// Setup (not cut): a tree of three levels.
@@ -228,7 +228,7 @@ func TestDBPowerCutGrowth(t *testing.T) {
 	require.NoError(t, err)
 	tr, err := Create(m, dbRegion, Options{Order: 4, Capacity: 24, MaxBatch: 16})
 	require.NoError(t, err)
-	db := &DB{be: be, m: m, t: tr, dir: dir, maxBatch: int(tr.g.maxBatch)}
+	db := newDB(be, m, tr, 0, dir)
 	defer db.Close()
 	require.NoError(t, be.StartJournal())
 	rng := rand.New(rand.NewPCG(seed, 31))
@@ -245,6 +245,9 @@ func TestDBPowerCutGrowth(t *testing.T) {
 			delete(s, k)
 		default:
 			n := 1 + rng.IntN(16)
+			if j == 40 {
+				n = 50 // over the batch area of 16: a growth, then one batch
+			}
 			ks, vs := make([]uint64, n), make([]uint64, n)
 			for i := range ks {
 				ks[i], vs[i] = rng.Uint64N(1000), uint64(j*100+i)
@@ -255,6 +258,7 @@ func TestDBPowerCutGrowth(t *testing.T) {
 		states = append(states, s)
 	}
 	require.GreaterOrEqual(t, db.gen, 3, "the test must grow the tree")
+	require.EqualValues(t, 64, db.maxBatch.Load(), "the batch of 50 must grow the batch area")
 	n := be.Syncs()
 	cut := rand.New(rand.NewPCG(seed, 32))
 	last, grown, inside := 0, 0, 0
@@ -336,7 +340,7 @@ func TestDBPowerCutGroupCommit(t *testing.T) {
 	require.NoError(t, err)
 	tr, err := Create(m, dbRegion, Options{Order: 4, Capacity: 64, MaxBatch: 16})
 	require.NoError(t, err)
-	db := &DB{be: be, m: m, t: tr, dir: dir, maxBatch: int(tr.g.maxBatch)}
+	db := newDB(be, m, tr, 0, dir)
 	defer db.Close()
 	require.NoError(t, be.StartJournal())
 	const writers, puts = 4, 40

@@ -147,16 +147,38 @@ func TestDBUseAfterClose(t *testing.T) {
 	}
 }
 
-// A batch over MaxBatch is refused whole, and the DB stays usable.
-func TestDBBatchLimit(t *testing.T) {
-	db := openDB(t, t.TempDir(), &btree.DirOptions{MaxBatch: 8, Capacity: 256})
+// A batch over MaxBatch moves the tree to a generation whose batch area
+// holds it and commits whole; a batch whose keys and values differ in
+// number is refused, and the DB stays usable.
+func TestDBLargeBatch(t *testing.T) {
+	dir := t.TempDir()
+	db := openDB(t, dir, &btree.DirOptions{MaxBatch: 8, Capacity: 256, Mode: native.ModeUnsafeNoSync})
 	keys := []uint64{1, 2, 3, 4, 5, 6, 7, 8, 9}
-	require.ErrorIs(t, db.PutBatch(keys, keys), btree.ErrBadArg)
+	require.ErrorIs(t, db.PutBatch(keys, keys[:8]), btree.ErrBadArg)
 	require.NoError(t, db.PutBatch(keys[:8], keys[:8]))
+	files, err := filepath.Glob(filepath.Join(dir, "btree*.pmr"))
+	require.NoError(t, err)
+	require.Equal(t, []string{filepath.Join(dir, "btree.pmr")}, files, "8 keys fit the area")
+	require.NoError(t, db.PutBatch(keys, keys))
+	big := make([]uint64, 5000)
+	for i := range big {
+		big[i] = uint64(i) * 11
+	}
+	require.NoError(t, db.PutBatch(big, big))
 	n, err := db.Len()
 	require.NoError(t, err)
-	require.Equal(t, 8, n)
+	require.Equal(t, 5000+9, n, "1..9 are no multiples of 11")
+	require.NoError(t, db.Check())
 	require.NoError(t, db.PutBatch(nil, nil))
+	require.NoError(t, db.Close())
+	files, err = filepath.Glob(filepath.Join(dir, "btree*.pmr"))
+	require.NoError(t, err)
+	require.Equal(t, []string{filepath.Join(dir, "btree.2.pmr")}, files, "two moves: areas of 16 and 8192 keys")
+	db = openDB(t, dir, &btree.DirOptions{NoCreate: true})
+	v, ok, err := db.Get(4999 * 11)
+	require.NoError(t, err)
+	require.True(t, ok)
+	require.Equal(t, uint64(4999*11), v)
 }
 
 // A region left by a Create that never returned (no commit word, no
