@@ -75,7 +75,8 @@ func (r Range) Contains(a Addr, n uint64) bool {
 
 type segment struct {
 	Range
-	data []byte
+	data   []byte
+	closed error // set by ClosePM: every access fails with it
 }
 
 // Memory is a machine's address space and its visible image: what loads
@@ -118,6 +119,19 @@ func (m *Memory) add(kind Kind, name string, size uint64, idx int, data []byte) 
 func (m *Memory) remove(s *segment) {
 	m.segs[s.Base>>OffsetBits] = nil
 	m.holes++
+}
+
+// ClosePM closes every PM range: later accesses of their addresses fail
+// with err (with the address), and Regions no longer lists them. A Storage
+// backend calls it as it closes, with its ErrClosed, before it frees the
+// memory that holds the ranges' bytes.
+func (m *Memory) ClosePM(err error) {
+	for i, s := range m.segs {
+		if s != nil && s.Kind == PMem {
+			// Size 0: Access's fast path never takes it.
+			m.segs[i] = &segment{Range: Range{Base: s.Base, Kind: PMem}, closed: err}
+		}
+	}
 }
 
 // freeIndex returns the lowest unused range index.
@@ -180,7 +194,7 @@ func (m *Memory) Ranges() []Range {
 func (m *Memory) Regions() []Range {
 	var out []Range
 	for _, s := range m.segs {
-		if s != nil && s.Kind == PMem {
+		if s != nil && s.Kind == PMem && s.closed == nil {
 			out = append(out, s.Range)
 		}
 	}
@@ -190,7 +204,7 @@ func (m *Memory) Regions() []Range {
 
 func (m *Memory) region(name string) *segment {
 	for _, s := range m.segs {
-		if s != nil && s.Kind == PMem && s.Name == name {
+		if s != nil && s.Kind == PMem && s.closed == nil && s.Name == name {
 			return s
 		}
 	}
@@ -205,6 +219,9 @@ func (m *Memory) locate(a Addr, n, align uint64) (*segment, uint64, error) {
 		return nil, 0, fmt.Errorf("%w: %v", ErrUnmapped, a)
 	}
 	s := m.segs[idx]
+	if s.closed != nil {
+		return nil, 0, fmt.Errorf("%w: %v", s.closed, a)
+	}
 	off := uint64(a) & offMask
 	if off > s.Size || n > s.Size-off {
 		return nil, 0, fmt.Errorf("%w: %d bytes at %v in %s range of %d bytes", ErrOutOfRange, n, a, s.Kind, s.Size)

@@ -37,9 +37,11 @@
 //
 // # The persist log
 //
-// In log mode the visible image of each region is one ordinary byte slice
-// (no mapping, no per-word bookkeeping: the Go heap holds about the
-// regions' size plus the pending log records). Every persist (a PM store,
+// In log mode the visible image of each region is one byte slice in an
+// anonymous mapping outside the Go heap (no file mapping, no per-word
+// bookkeeping; the collector does not count it toward its heap goal, and
+// pages never written take no memory), and the Go heap holds the pending
+// log records. Every persist (a PM store,
 // a PM atomic that wrote, a PM release flag) and every host write into PM
 // is appended, in the order the engine issues them, to an in-memory
 // batch of entries (address, bytes). A durability point writes the batch
@@ -158,7 +160,8 @@
 // persist without an earlier one). From then on the backend refuses every
 // write (Begin, CopyIn, Commit, Close return the same error; kernels log
 // nothing) until it is reopened. After Close every call returns ErrClosed,
-// in every mode; the visible image stays readable.
+// in every mode, and so does every access of the machine to the regions'
+// addresses: the images are unmapped (pm.Memory.ClosePM).
 //
 // # Dax mode
 //

@@ -122,11 +122,13 @@ type region struct {
 	size     uint64
 	f        File
 	fileName string
-	// data is the region's bytes: in log and unsafe-nosync modes an
-	// ordinary slice, which is also the visible image (shadow); in dax
-	// mode the mapping's bytes, and shadow is a private copy.
+	// data is the region's bytes: in log and unsafe-nosync modes the
+	// visible image (shadow), in dax mode the mapping's bytes, and shadow
+	// is a private copy. The image lives in an anonymous mapping (see
+	// newImage), image.
 	data    []byte
 	shadow  []byte
+	image   []byte   // the anonymous mapping of the visible image
 	mapping []byte   // dax: the whole file
 	dirty   []uint64 // log, unsafe-nosync: one bit per page written since the last checkpoint
 
@@ -470,20 +472,26 @@ func (b *Backend) readRegion(f File, fileName string) (*region, error) {
 		return nil, fmt.Errorf("%w: %w: region of %d bytes does not fit the address space", pm.ErrCorrupt, ErrSizeMismatch, h.Size)
 	}
 	r := &region{name: h.Name, base: h.Base, size: h.Size, f: f, fileName: fileName}
+	img, err := newImage(h.Size)
+	if err != nil {
+		return nil, err
+	}
+	r.image, r.shadow = img, img
 	if b.mode == ModeDAX {
 		m, err := unix.Mmap(int(f.Fd()), 0, int(HeaderSize+h.Size), unix.PROT_READ|unix.PROT_WRITE, b.mapFlags())
 		if err != nil {
+			_ = freeImage(img)
 			return nil, fmt.Errorf("%w: mmap: %w", ErrIO, err)
 		}
 		r.mapping, r.data = m, m[HeaderSize:]
-		r.shadow = slices.Clone(r.data)
+		copy(r.shadow, r.data)
 		return r, nil
 	}
-	r.data = make([]byte, h.Size)
+	r.data = img
 	if n, err := f.ReadAt(r.data, HeaderSize); err != nil && !(errors.Is(err, io.EOF) && uint64(n) == h.Size) {
+		_ = freeImage(img)
 		return nil, fmt.Errorf("%w: read: %w", ErrIO, err)
 	}
-	r.shadow = r.data
 	return r, nil
 }
 
@@ -615,16 +623,20 @@ func (b *Backend) CreateStored(name string, base pm.Addr, size uint64) ([]byte, 
 		return nil, b.fail(fmt.Errorf("%w: sync directory %s: %w", ErrIO, b.dir, err))
 	}
 	r := &region{name: name, base: base, size: size, f: f, fileName: fileName}
+	img, err := newImage(size)
+	if err != nil {
+		f.Close()
+		return nil, b.fail(err)
+	}
+	r.image, r.data, r.shadow = img, img, img
 	if b.mode == ModeDAX {
 		m, err := unix.Mmap(int(f.Fd()), 0, int(HeaderSize+size), unix.PROT_READ|unix.PROT_WRITE, b.mapFlags())
 		if err != nil {
 			f.Close()
+			_ = freeImage(img)
 			return nil, b.fail(fmt.Errorf("%w: mmap: %w", ErrIO, err))
 		}
-		r.mapping, r.data, r.shadow = m, m[HeaderSize:], make([]byte, size)
-	} else {
-		r.data = make([]byte, size)
-		r.shadow = r.data
+		r.mapping, r.data = m, m[HeaderSize:]
 	}
 	b.regs = append(b.regs, r)
 	slices.SortFunc(b.regs, func(x, y *region) int { return strings.Compare(x.name, y.name) })
@@ -1518,6 +1530,9 @@ func (b *Backend) release() {
 		<-b.ckpt.done // it writes the region files about to be closed
 		b.ckpt = nil
 	}
+	if b.mem != nil {
+		b.mem.ClosePM(ErrClosed) // no access reaches the images once they are unmapped
+	}
 	b.unmapAll()
 	if b.plog != nil {
 		b.plog.close()
@@ -1541,8 +1556,12 @@ func (b *Backend) unmap(r *region) {
 		if err := unix.Munmap(r.mapping); err != nil && b.err == nil {
 			b.err = fmt.Errorf("%w: munmap %s: %w", ErrIO, r.name, err)
 		}
-		r.mapping, r.data = nil, nil
+		r.mapping = nil
 	}
+	if err := freeImage(r.image); err != nil && b.err == nil {
+		b.err = fmt.Errorf("%w: %s", err, r.name)
+	}
+	r.image, r.data, r.shadow = nil, nil, nil
 	if r.f != nil {
 		r.f.Close()
 		r.f = nil
