@@ -1,6 +1,7 @@
 package pm_test
 
 import (
+	"errors"
 	"testing"
 
 	"github.com/stretchr/testify/require"
@@ -32,4 +33,26 @@ func TestMisuseIsAnError(t *testing.T) {
 	require.NoError(t, err)
 	_, ok := img.Region("one")
 	require.True(t, ok)
+}
+
+// After ClosePM every access of a PM region's addresses fails with the
+// given error, the regions are no longer listed, and volatile memory is
+// untouched.
+func TestClosePM(t *testing.T) {
+	m, err := pm.NewMachine(functional.New(pm.GPULimits{}))
+	require.NoError(t, err)
+	r, err := m.CreateRegion("a", 64)
+	require.NoError(t, err)
+	v, err := m.Alloc(pm.HostMem, 64)
+	require.NoError(t, err)
+	closed := errors.New("closed")
+	m.Memory().ClosePM(closed)
+	buf := make([]byte, 8)
+	require.ErrorIs(t, m.Memory().Read(r.Base, buf), closed)
+	_, err = m.Memory().Load(r.Base.Add(8), 8)
+	require.ErrorIs(t, err, closed)
+	require.Empty(t, m.Regions())
+	_, err = m.OpenRegion("a")
+	require.ErrorIs(t, err, pm.ErrNoRegion)
+	require.NoError(t, m.Memory().Read(v, buf))
 }
