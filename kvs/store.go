@@ -409,6 +409,25 @@ func (s *Store) rebuildMasks() error {
 	return nil
 }
 
+// deferrer is a backend that can defer its durability points to the end
+// of a function while keeping their order (pm/native's Backend.Defer: in
+// log mode, one sync at the end instead of one per launch).
+type deferrer interface {
+	Defer(fn func() error) error
+}
+
+// deferred runs fn, a batch's launches, with their durability points
+// deferred to its end where the backend can (see deferrer). The batch's
+// protocol needs only the order of its persists (a crash that keeps a
+// prefix of them recovers as if each launch had been durable), so a batch
+// costs one durability point, not one per launch.
+func (s *Store) deferred(fn func() error) error {
+	if d, ok := pm.As[deferrer](s.m.Backend()); ok {
+		return d.Defer(fn)
+	}
+	return fn()
+}
+
 func (s *Store) launch(name string, g scope.Grid, k scope.Kernel) (uint64, error) {
 	res, err := scope.Launch(s.m, g, k, scope.WithName(name))
 	if err != nil {
@@ -496,18 +515,24 @@ func (s *Store) batch(op opKind, keys []uint32, vals []uint64) (BatchResult, err
 		{"gpkvs-commit", scope.Grid{Blocks: 1, Threads: 1}, s.flagKernel(res.Seq, false)},
 		{"gpkvs-truncate", tg, s.truncateKernel(used, &kerr)},
 	}
-	for i, st := range steps {
-		c, err := s.launch(st.name, st.g, st.k)
-		if err != nil {
-			// The machine may be mid-batch: unless nothing visible
-			// changed, only a recovery can continue.
-			s.abandon(err)
-			return res, err
+	err = s.deferred(func() error {
+		for i, st := range steps {
+			c, err := s.launch(st.name, st.g, st.k)
+			if err != nil {
+				return err
+			}
+			res.Cycles += c
+			if i == 1 {
+				res.KernelCycles = c
+			}
 		}
-		res.Cycles += c
-		if i == 1 {
-			res.KernelCycles = c
-		}
+		return nil
+	})
+	if err != nil {
+		// The machine may be mid-batch, or the batch not durable:
+		// unless nothing visible changed, only a recovery can continue.
+		s.abandon(err)
+		return res, err
 	}
 	if kerr.err != nil {
 		s.ready, s.failed = false, kerr.err

@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"maps"
 	"math/rand/v2"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -16,6 +17,7 @@ import (
 	"github.com/scopedpm/scopedpm/btree"
 	"github.com/scopedpm/scopedpm/coro"
 	"github.com/scopedpm/scopedpm/internal/testkit/long"
+	"github.com/scopedpm/scopedpm/kvs"
 	"github.com/scopedpm/scopedpm/pm"
 	"github.com/scopedpm/scopedpm/pm/functional"
 	"github.com/scopedpm/scopedpm/pm/native"
@@ -537,4 +539,76 @@ func TestPowerCutBTreeDefer(t *testing.T) {
 	}
 	require.Equal(t, ops, last)
 	t.Logf("%d operations, %d syncs, every cut recovered a prefix", ops, n)
+}
+
+// gpKVS batches on the persist log take one sync each (kvs defers its
+// launches' durability points to the batch's end), and a power cut at
+// every sync still recovers a prefix of the batches: each batch whole or
+// not at all, every acknowledged one there.
+func TestPowerCutKVSBatches(t *testing.T) {
+	seed := testSeed(t)
+	be, m := open(t, t.TempDir(), native.Options{Mode: native.ModeLog, Journal: true, MaxPending: 3})
+	defer be.Close()
+	st, err := kvs.Create(m, kvs.Config{Buckets: 64, MaxBatch: 16, BlockThreads: 16})
+	require.NoError(t, err)
+	require.NoError(t, be.StartJournal())
+	rng := rand.New(rand.NewPCG(seed, 5))
+	states := []map[uint32]uint64{{}}
+	syncs0 := be.Syncs()
+	const batches = 30
+	for b := range batches {
+		s := maps.Clone(states[b])
+		ks := rng.Perm(40)[:1+rng.IntN(16)]
+		keys, vals := make([]uint32, len(ks)), make([]uint64, len(ks))
+		for i, k := range ks {
+			keys[i], vals[i] = uint32(k+1), uint64(b*100+i)
+		}
+		if b%4 == 3 {
+			_, err = st.DeleteBatch(keys)
+			for _, k := range keys {
+				delete(s, k)
+			}
+		} else {
+			_, err = st.SetBatch(keys, vals)
+			for i, k := range keys {
+				s[k] = vals[i]
+			}
+		}
+		require.NoError(t, err)
+		states = append(states, s)
+	}
+	n := be.Syncs()
+	require.Greater(t, n-syncs0, 3*batches, "MaxPending cuts the batches into several syncs each")
+	cut := rand.New(rand.NewPCG(seed, 6))
+	last := 0
+	for s := 0; s <= n; s++ {
+		cs := cut.Uint64()
+		what := fmt.Sprintf("cut at sync %d of %d, cut seed %d", s, n, cs)
+		img, err := be.PowerCut(s, cs)
+		require.NoError(t, err)
+		m2, err := pm.Reopen(img, functional.New(pm.GPULimits{}))
+		require.NoError(t, err)
+		st2, err := kvs.Open(m2, "gpkvs")
+		require.NoError(t, err, what)
+		_, err = st2.Recover()
+		require.NoError(t, err, what)
+		require.NoError(t, st2.Check(), what)
+		got, err := st2.Contents()
+		require.NoError(t, err, what)
+		j := slices.IndexFunc(states[last:], func(w map[uint32]uint64) bool { return maps.Equal(got, w) })
+		require.GreaterOrEqual(t, j, 0, "%s: the store is no prefix of the batches at or after %d", what, last)
+		last += j
+	}
+	require.Equal(t, batches, last)
+
+	// Without MaxPending, a batch is one sync (its four launches share it).
+	be2, m2 := open(t, t.TempDir(), native.Options{Mode: native.ModeLog})
+	defer be2.Close()
+	st2, err := kvs.Create(m2, kvs.Config{Buckets: 64, MaxBatch: 16, BlockThreads: 16})
+	require.NoError(t, err)
+	before := be2.Stats().Syncs
+	_, err = st2.SetBatch([]uint32{1, 2, 3}, []uint64{1, 2, 3})
+	require.NoError(t, err)
+	require.NoError(t, st2.Put(4, 4))
+	require.EqualValues(t, 2, be2.Stats().Syncs-before, "one sync per batch")
 }
