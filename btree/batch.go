@@ -332,7 +332,14 @@ func (t *Tree) plan(ks []uint64, o BatchOptions) (record, []laneInfo, [][]uint64
 // by id (every node on the paths).
 func (t *Tree) planPaths(ks []uint64, o BatchOptions) (record, []laneInfo, [][]uint64, []uint32, [][]uint32, map[uint32]*node, error) {
 	n, h, order := len(ks), int(t.cur.height), t.g.order
-	cache := make(map[uint32]*node, min(h*n, 1<<16))
+	// The map is the tree's, reused batch after batch (its room saves a
+	// collection's worth of garbage a batch): a batch's nodes live until
+	// the next batch's plan.
+	if t.planNodes == nil {
+		t.planNodes = make(map[uint32]*node, min(h*n, 1<<16))
+	}
+	clear(t.planNodes)
+	cache := t.planNodes
 	nb := make([]byte, t.g.nodeBytes)
 	// Nodes and their keys and values come from slabs: three allocations
 	// a chunk of nodes instead of three a node.

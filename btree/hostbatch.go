@@ -168,9 +168,17 @@ func (hb *hostBatch) flush() error {
 // run issues the batch's writes: the kernel's phases B and C in one order
 // its barriers allow.
 func (hb *hostBatch) run() error {
+	// The piece records of every depth, in the tree's buffer, kept
+	// between batches (see insertHost).
+	need := 2 * hb.n * hb.h
+	if cap(hb.t.pieceBuf) < need {
+		hb.t.pieceBuf = make([]entry, need)
+	}
+	buf := hb.t.pieceBuf[:need]
+	clear(buf)
 	hb.pieces = make([][]entry, hb.h)
 	for d := range hb.pieces {
-		hb.pieces[d] = make([]entry, 2*hb.n)
+		hb.pieces[d] = buf[2*hb.n*d : 2*hb.n*(d+1) : 2*hb.n*(d+1)]
 	}
 	top := len(hb.s.lanes)
 	for lane, ln := range hb.s.lanes {

@@ -109,10 +109,13 @@ type Tree struct {
 	// reach is changes' scratch bitmap of the nodes its walk of a new tree
 	// reached, all clear between commits.
 	reach []uint64
-	// held and wb are insertHost's buffers of held writes, kept between
-	// batches.
-	held []pm.Write
-	wb   []byte
+	// held and wb are insertHost's buffers of held writes, pieceBuf its
+	// piece records and planNodes planPaths' map of the nodes a plan
+	// reads, all kept between batches.
+	held      []pm.Write
+	wb        []byte
+	pieceBuf  []entry
+	planNodes map[uint32]*node
 	// nc caches decoded committed nodes for insertHost (nodeCache).
 	nc *nodeCache
 	// keep marks the nodes freed by batches that views of earlier ones

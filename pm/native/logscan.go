@@ -143,6 +143,8 @@ func scanLogAt(r io.ReaderAt, size int64, piece int, apply func(e logEntry) erro
 // starts at an 8-aligned offset after off in the first size bytes of r,
 // and where: a bad record before a good one is damage, not a torn tail.
 func validRecordAfter(r io.ReaderAt, size, off int64, gen uint64, piece int) (int64, bool, error) {
+	// No larger than what follows off (often only a zeroed tail).
+	piece = int(min(int64(piece), (size-off+7)&^7))
 	piece = max(piece&^7, 2*recHeaderSize)
 	step := int64(piece - recHeaderSize) // pieces overlap by a header
 	b := make([]byte, piece)

@@ -1190,17 +1190,34 @@ func writeFromLog(fs FS, dir, path string, regs map[uint64]ckptRegion, piece int
 	}
 	defer f.Close()
 	// The entries, in log order, per region, as places in the log (no
-	// pointers for the collector to scan).
+	// pointers for the collector to scan), each region's in a mapping
+	// with room for every entry the log can hold (maxEntries).
 	writes := map[uint64][]logWrite{}
+	var releases []func() error
+	defer func() {
+		for _, rel := range releases {
+			_ = rel()
+		}
+	}()
 	_, _, _, err = scanLogAt(f, size, piece, func(e logEntry) error {
 		i := uint64(e.addr) >> pm.OffsetBits
 		r, ok := regs[i]
 		if !ok || e.addr < r.base || uint64(e.addr-r.base)+uint64(len(e.data)) > r.size {
 			return fmt.Errorf("%w: checkpoint: log entry of %d bytes at %v outside every region", pm.ErrCorrupt, len(e.data), e.addr)
 		}
-		if len(e.data) > 0 {
-			writes[i] = append(writes[i], newLogWrite(uint64(e.addr-r.base), uint64(e.pos), uint64(len(e.data))))
+		if len(e.data) == 0 {
+			return nil
 		}
+		ws, ok := writes[i]
+		if !ok {
+			all, rel, err := mapped[logWrite](maxEntries(size))
+			if err != nil {
+				return err
+			}
+			releases = append(releases, rel)
+			ws = all[:0]
+		}
+		writes[i] = append(ws, newLogWrite(uint64(e.addr-r.base), uint64(e.pos), uint64(len(e.data))))
 		return nil
 	}, nil)
 	if err != nil {
@@ -1235,6 +1252,10 @@ func writeFromLog(fs FS, dir, path string, regs map[uint64]ckptRegion, piece int
 	return nil
 }
 
+// maxEntries bounds the entries a log of size bytes holds: each takes at
+// least its header and 8 bytes of (padded) data.
+func maxEntries(size int64) int { return int(size/(entHeaderSize+8)) + 1 }
+
 // ckptBatch bounds the merged bytes a checkpoint holds at once.
 const ckptBatch = 4 << 20
 
@@ -1253,25 +1274,43 @@ func (w logWrite) n() uint64                  { return w.posLen & (1<<21 - 1) }
 type extent struct{ lo, hi uint64 }
 
 // planExtents returns the extents that the writes ws cover, in ascending
-// order, the writes that overlap or touch merged into one, and the extent
-// of each write.
-func planExtents(ws []logWrite) ([]extent, []uint32) {
-	// The writes by offset (then log order): offset and index packed in
-	// one word where they fit, which sorts several times faster.
-	order := make([]uint32, len(ws))
+// order, the writes that overlap or touch merged into one, the extent of
+// each write, and release, which unmaps them (see mapped): call it once
+// done with them, also after an error.
+func planExtents(ws []logWrite) (ext []extent, extOf []uint32, release func() error, err error) {
+	// Every array is a transient one of len(ws) (see mapped).
+	var rels []func() error
+	release = func() error {
+		var err error
+		for _, rel := range rels {
+			err = cmp.Or(err, rel())
+		}
+		return err
+	}
+	order, rel, err := mapped[uint32](len(ws))
+	if err != nil {
+		return nil, nil, release, err
+	}
+	rels = append(rels, rel)
 	shift := uint(bits.Len(uint(len(ws))))
 	var maxOff uint64
 	for _, w := range ws {
 		maxOff = max(maxOff, w.off)
 	}
 	if shift < 64 && bits.Len64(maxOff)+int(shift) <= 64 {
-		keys := make([]uint64, len(ws))
+		keys, relKeys, err := mapped[uint64](len(ws))
+		if err != nil {
+			return nil, nil, release, err
+		}
 		for i, w := range ws {
 			keys[i] = w.off<<shift | uint64(i)
 		}
 		slices.Sort(keys)
 		for j, k := range keys {
 			order[j] = uint32(k & (1<<shift - 1))
+		}
+		if err := relKeys(); err != nil {
+			return nil, nil, release, err
 		}
 	} else {
 		for i := range order {
@@ -1281,8 +1320,16 @@ func planExtents(ws []logWrite) ([]extent, []uint32) {
 			return cmp.Or(cmp.Compare(ws[a].off, ws[b].off), cmp.Compare(a, b))
 		})
 	}
-	var ext []extent
-	extOf := make([]uint32, len(ws))
+	ext, rel, err = mapped[extent](len(ws)) // at most one an entry
+	if err != nil {
+		return nil, nil, release, err
+	}
+	rels = append(rels, rel)
+	ext = ext[:0]
+	if extOf, rel, err = mapped[uint32](len(ws)); err != nil {
+		return nil, nil, release, err
+	}
+	rels = append(rels, rel)
 	for _, i := range order {
 		w := ws[i]
 		end := w.off + w.n()
@@ -1293,7 +1340,7 @@ func planExtents(ws []logWrite) ([]extent, []uint32) {
 		}
 		extOf[i] = uint32(len(ext) - 1)
 	}
-	return ext, extOf
+	return ext, extOf, release, nil
 }
 
 // writeMerged calls write with the bytes that the writes ws (entries of
@@ -1306,8 +1353,16 @@ func planExtents(ws []logWrite) ([]extent, []uint32) {
 // and reads the log a piece at a time, once for each batch of merged
 // bytes.
 func writeMerged(r io.ReaderAt, size int64, ws []logWrite, batch, piece int, write func(off uint64, data []byte) error) error {
-	ext, extOf := planExtents(ws)
-	buf := make([]byte, 0, batch)
+	ext, extOf, release, err := planExtents(ws)
+	defer func() { _ = release() }()
+	if err != nil {
+		return err
+	}
+	var total uint64
+	for _, x := range ext {
+		total += x.hi - x.lo
+	}
+	buf := make([]byte, 0, min(uint64(batch), total))
 	win, winAt := []byte(nil), int64(0) // the log bytes read last, from winAt
 	// from is where the next batch starts: an offset in extent e.
 	for e, from := 0, uint64(0); e < len(ext); {
@@ -1343,7 +1398,7 @@ func writeMerged(r io.ReaderAt, size int64, ws []logWrite, batch, piece int, wri
 			}
 			p := int64(w.pos() + a - w.off) // the log offset of byte a
 			if p < winAt || p+int64(b-a) > winAt+int64(len(win)) {
-				if need := max(piece, int(b-a)); cap(win) < need {
+				if need := max(min(piece, int(size-p)), int(b-a)); cap(win) < need {
 					win = make([]byte, need)
 				}
 				win = win[:cap(win)]
