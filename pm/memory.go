@@ -179,11 +179,12 @@ func (m *Memory) Lookup(a Addr) (Range, error) {
 	return s.Range, nil
 }
 
-// Ranges returns every mapped range in address order.
+// Ranges returns every mapped range in address order (a closed one is
+// not mapped; see ClosePM).
 func (m *Memory) Ranges() []Range {
 	var out []Range
 	for _, s := range m.segs {
-		if s != nil {
+		if s != nil && s.closed == nil {
 			out = append(out, s.Range)
 		}
 	}

@@ -52,6 +52,7 @@ func TestClosePM(t *testing.T) {
 	_, err = m.Memory().Load(r.Base.Add(8), 8)
 	require.ErrorIs(t, err, closed)
 	require.Empty(t, m.Regions())
+	require.Len(t, m.Memory().Ranges(), 1, "the volatile range only")
 	_, err = m.OpenRegion("a")
 	require.ErrorIs(t, err, pm.ErrNoRegion)
 	require.NoError(t, m.Memory().Read(v, buf))
