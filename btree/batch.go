@@ -541,8 +541,9 @@ func (t *Tree) planPaths(ks []uint64, o BatchOptions) (record, []laneInfo, [][]u
 }
 
 // freeIDs returns the first n free node ids of the committed bitmap that
-// are not kept for a view (see keepFreed), in ascending order. The search starts at t.hint (every node below it is in
-// use) and skips whole words in use, so it does not rescan the tree's nodes.
+// are not kept for a view (see keepFreed), in ascending order. The search
+// starts at t.hint (every node below it is in use) and skips whole words
+// in use, so it does not rescan the tree's nodes.
 func (t *Tree) freeIDs(n uint64) ([]uint32, error) {
 	bm := t.bm[t.cur.seq&1]
 	out := make([]uint32, 0, n)

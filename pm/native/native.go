@@ -124,11 +124,11 @@ type region struct {
 	fileName string
 	// data is the region's bytes: in log and unsafe-nosync modes the
 	// visible image (shadow), in dax mode the mapping's bytes, and shadow
-	// is a private copy. The image lives in an anonymous mapping (see
-	// newImage), image.
+	// is a private copy. image is the anonymous mapping (newImage) that
+	// holds the visible image.
 	data    []byte
 	shadow  []byte
-	image   []byte   // the anonymous mapping of the visible image
+	image   []byte
 	mapping []byte   // dax: the whole file
 	dirty   []uint64 // log, unsafe-nosync: one bit per page written since the last checkpoint
 
