@@ -96,11 +96,11 @@ func (hb *hostBatch) encode(es []entry, leaf bool, next, id uint32) []byte {
 // node returns committed node id, read (and checked) once. It issues the
 // held writes first, so the read sees the image it would have.
 func (hb *hostBatch) node(id uint32) (*node, error) {
-	if nd, ok := hb.s.nodes[id]; ok {
+	if nd, ok := hb.s.nodes.get(id); ok {
 		return nd, nil
 	}
 	if nd, ok := hb.t.cached().get(id); ok {
-		hb.s.nodes[id] = nd // committed, as the image holds it
+		hb.s.nodes.put(id, nd) // committed, as the image holds it
 		return nd, nil
 	}
 	if err := hb.flush(); err != nil {
@@ -116,7 +116,7 @@ func (hb *hostBatch) node(id uint32) (*node, error) {
 	if err != nil {
 		return nil, err
 	}
-	hb.s.nodes[id] = nd
+	hb.s.nodes.put(id, nd)
 	return nd, nil
 }
 

@@ -110,12 +110,12 @@ type Tree struct {
 	// reached, all clear between commits.
 	reach []uint64
 	// held and wb are insertHost's buffers of held writes, pieceBuf its
-	// piece records and planNodes planPaths' map of the nodes a plan
+	// piece records and planNodes planPaths' index of the nodes a plan
 	// reads, all kept between batches.
 	held      []pm.Write
 	wb        []byte
 	pieceBuf  []entry
-	planNodes map[uint32]*node
+	planNodes nodeIndex
 	// nc caches decoded committed nodes for insertHost (nodeCache).
 	nc *nodeCache
 	// keep marks the nodes freed by batches that views of earlier ones

@@ -1362,8 +1362,16 @@ func writeMerged(r io.ReaderAt, size int64, ws []logWrite, batch, piece int, wri
 	for _, x := range ext {
 		total += x.hi - x.lo
 	}
-	buf := make([]byte, 0, min(uint64(batch), total))
+	// buf and win are transient too (see mapped).
+	buf, relBuf, err := mapped[byte](int(min(uint64(batch), total)))
+	if err != nil {
+		return err
+	}
+	defer func() { _ = relBuf() }()
+	buf = buf[:0]
 	win, winAt := []byte(nil), int64(0) // the log bytes read last, from winAt
+	relWin := func() error { return nil }
+	defer func() { _ = relWin() }()
 	// from is where the next batch starts: an offset in extent e.
 	for e, from := 0, uint64(0); e < len(ext); {
 		from = max(from, ext[e].lo)
@@ -1399,7 +1407,13 @@ func writeMerged(r io.ReaderAt, size int64, ws []logWrite, batch, piece int, wri
 			p := int64(w.pos() + a - w.off) // the log offset of byte a
 			if p < winAt || p+int64(b-a) > winAt+int64(len(win)) {
 				if need := max(min(piece, int(size-p)), int(b-a)); cap(win) < need {
-					win = make([]byte, need)
+					if err := relWin(); err != nil {
+						return err
+					}
+					if win, relWin, err = mapped[byte](need); err != nil {
+						relWin = func() error { return nil }
+						return err
+					}
 				}
 				win = win[:cap(win)]
 				n, err := readAtFull(r, win, p, size)
