@@ -385,17 +385,45 @@ func decodeNodeInto(b []byte, order int, id uint32, n *node) error {
 	if !ok {
 		return fmt.Errorf("%w: node %d: next word %#x fails its check", ErrCorrupt, id, binary.LittleEndian.Uint64(b[8:]))
 	}
-	n.leaf, n.next = h>>8&0xff == kindLeaf, next
-	if !n.leaf && next != 0 {
+	if h>>8&0xff != kindLeaf && next != 0 {
 		return fmt.Errorf("%w: node %d: internal node with a next pointer", ErrCorrupt, id)
 	}
+	decodeBody(b, order, h, cnt, n)
+	n.next = next
+	return nil
+}
+
+// decodeBodyInto decodes node id from b, as decodeNodeInto does, but
+// never reads its next word (b[8:16]): n.next is 0. The checksum does not
+// cover the next word, so b may alias an image whose next words a writer
+// changes meanwhile (a snapshot read, see readBody).
+func decodeBodyInto(b []byte, order int, id uint32, n *node) error {
+	if order < MinOrder || order > MaxOrder || uint64(len(b)) < nodeBytesFor(order) {
+		return fmt.Errorf("%w: node %d of %d bytes for order %d", ErrCorrupt, id, len(b), order)
+	}
+	h := binary.LittleEndian.Uint64(b)
+	cnt, err := checkHeader(id, h, order)
+	if err != nil {
+		return err
+	}
+	if sum := nodeSum(id, b, order); uint32(h>>32) != sum {
+		return fmt.Errorf("%w: node %d: checksum mismatch (stored %#08x, computed %#08x)", ErrCorrupt, id, uint32(h>>32), sum)
+	}
+	decodeBody(b, order, h, cnt, n)
+	n.next = 0
+	return nil
+}
+
+// decodeBody fills n's kind, keys and values from b (header h, count cnt,
+// both checked).
+func decodeBody(b []byte, order int, h uint64, cnt int, n *node) {
+	n.leaf = h>>8&0xff == kindLeaf
 	nk := cnt
 	if !n.leaf {
 		nk = cnt - 1
 	}
 	n.keys = words(sized(n.keys, nk), b[16:])
 	n.vals = words(sized(n.vals, cnt), b[16+8*order:])
-	return nil
 }
 
 // sized returns s with length n, reusing its room; a nil s gets a new

@@ -1,7 +1,6 @@
 package btree
 
 import (
-	"encoding/binary"
 	"fmt"
 	"math/bits"
 	"slices"
@@ -80,10 +79,10 @@ func (t *Tree) keptNodes() int {
 	return n
 }
 
-// readBody reads node id of a view into n, through b (nodeBytes long):
-// its header, keys and values, checked against its checksum, but not its
-// next word, which a later batch may rewrite meanwhile (n.next is 0).
-func (t *Tree) readBody(id uint32, b []byte, n *node) error {
+// readBody reads node id of a view into n: its header, keys and values,
+// checked against its checksum, straight from the image, but not its next
+// word, which a later batch may rewrite meanwhile (n.next is 0).
+func (t *Tree) readBody(id uint32, n *node) error {
 	if id == 0 || uint64(id) >= t.g.capacity {
 		return fmt.Errorf("%w: node id %d of %d", ErrCorrupt, id, t.g.capacity)
 	}
@@ -92,16 +91,13 @@ func (t *Tree) readBody(id uint32, b []byte, n *node) error {
 	if err != nil {
 		return fmt.Errorf("btree: read %v: %w", a, err)
 	}
-	copy(b[:8], src[:8])
-	copy(b[16:], src[16:])
-	binary.LittleEndian.PutUint64(b[8:], nextWord(id, 0))
-	return decodeNodeInto(b, t.g.order, id, n)
+	return decodeBodyInto(src, t.g.order, id, n)
 }
 
 // readLevel reads node id at depth d of a tree of height h and checks
 // that it is a leaf exactly at the last level.
-func (t *Tree) readLevel(id uint32, d, h int, b []byte, n *node) error {
-	if err := t.readBody(id, b, n); err != nil {
+func (t *Tree) readLevel(id uint32, d, h int, n *node) error {
+	if err := t.readBody(id, n); err != nil {
 		return err
 	}
 	if n.leaf != (d == h-1) {
@@ -116,7 +112,7 @@ func (t *Tree) getView(v view, key uint64) (uint64, bool, error) {
 	defer scratchPool.Put(s)
 	n, id := &s.n, v.root
 	for d := range v.height {
-		if err := t.readLevel(id, d, v.height, s.b, n); err != nil {
+		if err := t.readLevel(id, d, v.height, n); err != nil {
 			return 0, false, err
 		}
 		if !n.leaf {
@@ -141,13 +137,19 @@ func (t *Tree) scanView(v view, lo, hi uint64, yield func(k, val uint64) bool) e
 		i int // the child being visited (internal nodes)
 	}
 	path := make([]level, v.height)
-	b := make([]byte, t.g.nodeBytes)
+	// Every level's keys and values in one allocation.
+	o := t.g.order
+	room := make([]uint64, 2*o*v.height)
+	for d := range path {
+		path[d].n.keys = room[2*o*d : 2*o*d : 2*o*d+o]
+		path[d].n.vals = room[2*o*d+o : 2*o*d+o : 2*o*(d+1)]
+	}
 	// down reads the subtree of id from depth d to its leaf, taking the
 	// child that holds key at each internal level.
 	down := func(id uint32, d int, key uint64) error {
 		for ; d < v.height; d++ {
 			p := &path[d]
-			if err := t.readLevel(id, d, v.height, b, &p.n); err != nil {
+			if err := t.readLevel(id, d, v.height, &p.n); err != nil {
 				return err
 			}
 			if !p.n.leaf {
