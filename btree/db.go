@@ -109,9 +109,10 @@ type DirOptions struct {
 // returned when the read began. Changes are copy-on-write, and the nodes
 // a later write frees are not reused while a read that can reach them is
 // under way, so a long Scan sees one write's tree throughout (and keeps
-// that many nodes from reuse). A read waits only while a growth creates
-// or removes a file, and a growth's removal of the old tree waits for the
-// reads of it to end. Scan's fn must not call the DB.
+// that many nodes from reuse). Reads wait only for a growth: it creates
+// and removes its files with no read under way (it waits for those under
+// way to end, and reads that start meanwhile wait for it). Scan's fn must
+// not call the DB.
 //
 // # Growth
 //
