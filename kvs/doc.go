@@ -31,6 +31,12 @@
 //     entries (the log is empty before a batch, so the others are too: a
 //     batch of one costs the same on a store of any MaxBatch).
 //
+// On a backend that can defer its durability points (pm/native's
+// Backend.Defer) the four launches share one: the protocol needs only the
+// order of their persists, which the persist log keeps, so a batch costs
+// one fdatasync there, and is durable when SetBatch or DeleteBatch
+// returns nil.
+//
 // Recovery (Store.Recover) reads the flag: if a batch was active, a
 // recovery kernel restores every logged way, waits for the restores, clears
 // the log and then the flag; otherwise it only discards leftover entries.
