@@ -370,16 +370,9 @@ func decodeNode(b []byte, order int, id uint32) (*node, error) {
 
 // decodeNodeInto is decodeNode into n, reusing the room of n's slices.
 func decodeNodeInto(b []byte, order int, id uint32, n *node) error {
-	if order < MinOrder || order > MaxOrder || uint64(len(b)) < nodeBytesFor(order) {
-		return fmt.Errorf("%w: node %d of %d bytes for order %d", ErrCorrupt, id, len(b), order)
-	}
-	h := binary.LittleEndian.Uint64(b)
-	cnt, err := checkHeader(id, h, order)
+	h, cnt, err := checkNode(b, order, id)
 	if err != nil {
 		return err
-	}
-	if sum := nodeSum(id, b, order); uint32(h>>32) != sum {
-		return fmt.Errorf("%w: node %d: checksum mismatch (stored %#08x, computed %#08x)", ErrCorrupt, id, uint32(h>>32), sum)
 	}
 	next, ok := nextOf(id, binary.LittleEndian.Uint64(b[8:]))
 	if !ok {
@@ -398,20 +391,29 @@ func decodeNodeInto(b []byte, order int, id uint32, n *node) error {
 // cover the next word, so b may alias an image whose next words a writer
 // changes meanwhile (a snapshot read, see readBody).
 func decodeBodyInto(b []byte, order int, id uint32, n *node) error {
-	if order < MinOrder || order > MaxOrder || uint64(len(b)) < nodeBytesFor(order) {
-		return fmt.Errorf("%w: node %d of %d bytes for order %d", ErrCorrupt, id, len(b), order)
-	}
-	h := binary.LittleEndian.Uint64(b)
-	cnt, err := checkHeader(id, h, order)
+	h, cnt, err := checkNode(b, order, id)
 	if err != nil {
 		return err
-	}
-	if sum := nodeSum(id, b, order); uint32(h>>32) != sum {
-		return fmt.Errorf("%w: node %d: checksum mismatch (stored %#08x, computed %#08x)", ErrCorrupt, id, uint32(h>>32), sum)
 	}
 	decodeBody(b, order, h, cnt, n)
 	n.next = 0
 	return nil
+}
+
+// checkNode checks the bytes b of node id but for its next word (length,
+// header, checksum) and returns its header word and entry count.
+func checkNode(b []byte, order int, id uint32) (h uint64, cnt int, err error) {
+	if order < MinOrder || order > MaxOrder || uint64(len(b)) < nodeBytesFor(order) {
+		return 0, 0, fmt.Errorf("%w: node %d of %d bytes for order %d", ErrCorrupt, id, len(b), order)
+	}
+	h = binary.LittleEndian.Uint64(b)
+	if cnt, err = checkHeader(id, h, order); err != nil {
+		return 0, 0, err
+	}
+	if sum := nodeSum(id, b, order); uint32(h>>32) != sum {
+		return 0, 0, fmt.Errorf("%w: node %d: checksum mismatch (stored %#08x, computed %#08x)", ErrCorrupt, id, uint32(h>>32), sum)
+	}
+	return h, cnt, nil
 }
 
 // decodeBody fills n's kind, keys and values from b (header h, count cnt,

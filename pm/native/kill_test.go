@@ -253,8 +253,9 @@ func runChild(t *testing.T, what, dir string, env []string, delay func(lines []s
 // opens, recovers and commits batches; after each kill the parent reopens
 // the files, recovers and requires every acknowledged batch and nothing but
 // whole batches. The long run (longRun) kills it 400 times: with
-// TestKillBTree's 400 and TestKillWorkloads' 8 per workload, 1,112
-// SIGKILLs over gpKVS, the B+tree and every workload. The seed fixes
+// TestKillBTree's 400, TestKillBTreeDB's 100 and TestKillWorkloads' 8 per
+// workload, 1,212 SIGKILLs over gpKVS, the B+tree, its DB and every
+// workload. The seed fixes
 // the delays of the kills; how far the child got by then depends on the
 // machine's speed, so a replay hits similar, not identical, points.
 func TestKillKVS(t *testing.T) {
