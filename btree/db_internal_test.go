@@ -18,21 +18,31 @@ import (
 	"github.com/scopedpm/scopedpm/pm/native"
 )
 
+// journaledDB returns a DB over a new tree (options o) on a log-mode
+// backend with a power-cut journal (native.Options.Journal; maxPending
+// persists at most between syncs, 0 for the default), closed at the
+// test's end.
+func journaledDB(t *testing.T, maxPending int, o Options) (*DB, *native.Backend) {
+	t.Helper()
+	dir := t.TempDir()
+	be, err := native.Open(dir, native.Options{Mode: native.ModeLog, Journal: true, MaxPending: maxPending})
+	require.NoError(t, err)
+	m, err := pm.NewMachine(be)
+	require.NoError(t, err)
+	tr, err := Create(m, dbRegion, o)
+	require.NoError(t, err)
+	db := newDB(be, m, tr, 0, dir)
+	t.Cleanup(func() { _ = db.Close() })
+	return db, be
+}
+
 // A DB's writes (Put, PutBatch, Delete, each one sync of the persist log)
 // survive a power cut at every sync: the recovered tree passes Check and
 // holds the writes that returned before the cut, and at most the one in
 // progress, whole.
 func TestDBPowerCut(t *testing.T) {
 	seed := testSeed(t)
-	dir := t.TempDir()
-	be, err := native.Open(dir, native.Options{Mode: native.ModeLog, Journal: true, MaxPending: 5})
-	require.NoError(t, err)
-	m, err := pm.NewMachine(be)
-	require.NoError(t, err)
-	tr, err := Create(m, dbRegion, Options{Capacity: 1024, MaxBatch: 64})
-	require.NoError(t, err)
-	db := newDB(be, m, tr, 0, dir)
-	defer db.Close()
+	db, be := journaledDB(t, 5, Options{Capacity: 1024, MaxBatch: 64})
 	require.NoError(t, be.StartJournal())
 	// op(j, s) applies write j to the model s; run(j) to the DB.
 	const ops = 30
@@ -97,15 +107,7 @@ func TestDBPowerCutHostInsert(t *testing.T) {
 	if testing.Short() {
 		ops = 6
 	}
-	dir := t.TempDir()
-	be, err := native.Open(dir, native.Options{Mode: native.ModeLog, Journal: true, MaxPending: 1})
-	require.NoError(t, err)
-	m, err := pm.NewMachine(be)
-	require.NoError(t, err)
-	tr, err := Create(m, dbRegion, Options{Order: 4, Capacity: 2048, MaxBatch: 64})
-	require.NoError(t, err)
-	db := newDB(be, m, tr, 0, dir)
-	defer db.Close()
+	db, be := journaledDB(t, 1, Options{Order: 4, Capacity: 2048, MaxBatch: 64})
 	rng := rand.New(rand.NewPCG(seed, 29))
 	// Setup (not cut): a tree of three levels.
 	for k := range uint64(40) {
@@ -113,7 +115,7 @@ func TestDBPowerCutHostInsert(t *testing.T) {
 	}
 	require.NoError(t, be.StartJournal())
 	states := []map[uint64]uint64{{}}
-	for k, v := range tr.All() {
+	for k, v := range db.t.All() {
 		states[0][k] = v
 	}
 	for j := range ops {
@@ -221,15 +223,7 @@ func recoveredPrefix(t *testing.T, img *pm.Image, states []map[uint64]uint64, la
 // the one in progress, whole.
 func TestDBPowerCutGrowth(t *testing.T) {
 	seed := testSeed(t)
-	dir := t.TempDir()
-	be, err := native.Open(dir, native.Options{Mode: native.ModeLog, Journal: true, MaxPending: 3})
-	require.NoError(t, err)
-	m, err := pm.NewMachine(be)
-	require.NoError(t, err)
-	tr, err := Create(m, dbRegion, Options{Order: 4, Capacity: 24, MaxBatch: 16})
-	require.NoError(t, err)
-	db := newDB(be, m, tr, 0, dir)
-	defer db.Close()
+	db, be := journaledDB(t, 3, Options{Order: 4, Capacity: 24, MaxBatch: 16})
 	require.NoError(t, be.StartJournal())
 	rng := rand.New(rand.NewPCG(seed, 31))
 	const ops = 60
@@ -333,15 +327,7 @@ func TestDBGroupCommit(t *testing.T) {
 // own keys in order, concurrently; every cut recovers a tree that passes
 // Check and holds, of each writer's puts, a prefix.
 func TestDBPowerCutGroupCommit(t *testing.T) {
-	dir := t.TempDir()
-	be, err := native.Open(dir, native.Options{Mode: native.ModeLog, Journal: true})
-	require.NoError(t, err)
-	m, err := pm.NewMachine(be)
-	require.NoError(t, err)
-	tr, err := Create(m, dbRegion, Options{Order: 4, Capacity: 64, MaxBatch: 16})
-	require.NoError(t, err)
-	db := newDB(be, m, tr, 0, dir)
-	defer db.Close()
+	db, be := journaledDB(t, 0, Options{Order: 4, Capacity: 64, MaxBatch: 16})
 	require.NoError(t, be.StartJournal())
 	const writers, puts = 4, 40
 	var wg sync.WaitGroup
