@@ -26,7 +26,8 @@ import (
 func init() {
 	Register(Experiment{
 		Name: "kvs-vs-pebble",
-		Description: "WALL-CLOCK time, not simulated: gpKVS on the native backend (log and unsafe-nosync modes) against " +
+		Description: "WALL-CLOCK time, not simulated: gpKVS on the native backend (log mode with its batches on the host " +
+			"and as GPU kernels on the executor, and unsafe-nosync) against " +
 			"Pebble with pebble.Sync per batch, same batches, same directory, on disk and on tmpfs (emulated PM): " +
 			"keys/s, p50/p99 batch latency, bytes written per key; directory from $" + EnvBenchDir,
 		NoSet: true,
@@ -61,7 +62,14 @@ type nativeSide struct {
 	s0 native.Stats
 }
 
-func openNative(dir string, mode native.Mode, buckets, maxBatch int, preload []uint32) (*nativeSide, error) {
+// openNative opens gpKVS on a native backend in dir; with kernels its
+// batches run as GPU kernels on the backend's executor, else on the host
+// (kvs.HostBatches), as a Go program on pm/native would run them.
+func openNative(dir string, mode native.Mode, buckets, maxBatch int, preload []uint32, kernels bool) (*nativeSide, error) {
+	var opts []kvs.Option
+	if !kernels {
+		opts = append(opts, kvs.HostBatches())
+	}
 	// Preload without syncs (not timed), then reopen in the measured mode.
 	if len(preload) > 0 {
 		be, err := native.Open(dir, native.Options{Mode: native.ModeUnsafeNoSync})
@@ -72,7 +80,7 @@ func openNative(dir string, mode native.Mode, buckets, maxBatch int, preload []u
 		if err != nil {
 			return nil, err
 		}
-		st, err := kvs.Create(m, kvsConfig(buckets, maxBatch))
+		st, err := kvs.Create(m, kvsConfig(buckets, maxBatch), opts...)
 		if err != nil {
 			return nil, err
 		}
@@ -96,9 +104,9 @@ func openNative(dir string, mode native.Mode, buckets, maxBatch int, preload []u
 	}
 	var st *kvs.Store
 	if len(preload) > 0 {
-		st, err = kvs.Open(m, "gpkvs")
+		st, err = kvs.Open(m, "gpkvs", opts...)
 	} else {
-		st, err = kvs.Create(m, kvsConfig(buckets, maxBatch))
+		st, err = kvs.Create(m, kvsConfig(buckets, maxBatch), opts...)
 	}
 	if err != nil {
 		return nil, err
@@ -372,16 +380,20 @@ func runKVSVsPebble(ctx context.Context, o Options) ([]Row, error) {
 	buckets := sh.keySpace / 2
 	// systemsFor lists the sides on the filesystem of dir: gpKVS in the
 	// durable mode the native backend picks there (dax on a DAX
-	// filesystem with CLWB or CLFLUSHOPT, else log), gpKVS with no
-	// durability at all (the bound the syncs are measured against), and
-	// Pebble with a synced batch.
+	// filesystem with CLWB or CLFLUSHOPT, else log), with its batches on
+	// the host (kvs.HostBatches) and as GPU kernels on the backend's
+	// executor; gpKVS with no durability at all (the bound the syncs are
+	// measured against), and Pebble with a synced batch.
 	systemsFor := func(durable native.Mode) []sys {
 		return []sys{
 			{"gpkvs-native-" + durable.String(), func(dir string, batch int, pre []uint32) (kvSide, error) {
-				return openNative(dir, durable, buckets, batch, pre)
+				return openNative(dir, durable, buckets, batch, pre, false)
+			}},
+			{"gpkvs-native-" + durable.String() + "-kernels", func(dir string, batch int, pre []uint32) (kvSide, error) {
+				return openNative(dir, durable, buckets, batch, pre, true)
 			}},
 			{"gpkvs-native-unsafe-nosync", func(dir string, batch int, pre []uint32) (kvSide, error) {
-				return openNative(dir, native.ModeUnsafeNoSync, buckets, batch, pre)
+				return openNative(dir, native.ModeUnsafeNoSync, buckets, batch, pre, false)
 			}},
 			{"pebble-sync", func(dir string, _ int, pre []uint32) (kvSide, error) { return openPebble(dir, pre) }},
 		}

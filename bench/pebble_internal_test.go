@@ -11,16 +11,20 @@ import (
 )
 
 // The sides of kvs-vs-pebble run the same batches: after the same run
-// (three batches, no time budget) gpKVS in each native mode and Pebble hold
+// (three batches, no time budget) gpKVS in each native mode, with its
+// batches on the host and as kernels, and Pebble hold
 // the same value for every key, and the metrics count what was run.
 func TestKVSVsPebbleSameBatches(t *testing.T) {
 	sh := kvsBenchShape{keySpace: 1 << 12}
 	sides := map[string]func(dir string, batch int, pre []uint32) (kvSide, error){
 		"native-log": func(dir string, batch int, pre []uint32) (kvSide, error) {
-			return openNative(dir, native.ModeLog, sh.keySpace/2, batch, pre)
+			return openNative(dir, native.ModeLog, sh.keySpace/2, batch, pre, false)
+		},
+		"native-log-kernels": func(dir string, batch int, pre []uint32) (kvSide, error) {
+			return openNative(dir, native.ModeLog, sh.keySpace/2, batch, pre, true)
 		},
 		"native-unsafe-nosync": func(dir string, batch int, pre []uint32) (kvSide, error) {
-			return openNative(dir, native.ModeUnsafeNoSync, sh.keySpace/2, batch, pre)
+			return openNative(dir, native.ModeUnsafeNoSync, sh.keySpace/2, batch, pre, false)
 		},
 		"pebble": func(dir string, _ int, pre []uint32) (kvSide, error) { return openPebble(dir, pre) },
 	}

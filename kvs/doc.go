@@ -37,6 +37,14 @@
 // one fdatasync there, and is durable when SetBatch or DeleteBatch
 // returns nil.
 //
+// With the HostBatches option, SET, DELETE and GET batches run as host
+// code instead of kernels: the same persists (batch thread i's log slot,
+// the same ways, the same flag words) in one order the kernels' fences
+// allow, issued in one vectored host write, so a crash leaves a state the
+// kernels could have left. It is the path for a Go program on pm/native,
+// where simulating a GPU thread per request costs more than the batch's
+// work; its batches take no simulated time.
+//
 // Recovery (Store.Recover) reads the flag: if a batch was active, a
 // recovery kernel restores every logged way, waits for the restores, clears
 // the log and then the flag; otherwise it only discards leftover entries.

@@ -31,16 +31,25 @@ var ops = []struct {
 	{"Close", func(st *kvs.Store) error { return st.Close() }},
 }
 
+// batchPaths are the two ways a store runs its batches: as kernels and on
+// the host.
+var batchPaths = []struct {
+	name string
+	opts []kvs.Option
+}{{"kernels", nil}, {"host", []kvs.Option{kvs.HostBatches()}}}
+
 // Every operation on a closed store returns an error wrapping ErrClosed.
 func TestClosedStore(t *testing.T) {
-	for _, op := range ops {
-		t.Run(op.name, func(t *testing.T) {
-			st, err := kvs.Create(newMachine(t), kvs.Config{Buckets: 8, MaxBatch: 4})
-			require.NoError(t, err)
-			require.NoError(t, st.Put(1, 10))
-			require.NoError(t, st.Close())
-			require.ErrorIs(t, op.do(st), kvs.ErrClosed)
-		})
+	for _, path := range batchPaths {
+		for _, op := range ops {
+			t.Run(path.name+"/"+op.name, func(t *testing.T) {
+				st, err := kvs.Create(newMachine(t), kvs.Config{Buckets: 8, MaxBatch: 4}, path.opts...)
+				require.NoError(t, err)
+				require.NoError(t, st.Put(1, 10))
+				require.NoError(t, st.Close())
+				require.ErrorIs(t, op.do(st), kvs.ErrClosed)
+			})
+		}
 	}
 }
 
@@ -48,11 +57,17 @@ func TestClosedStore(t *testing.T) {
 // the batches after it: the failed Put changed nothing, so the store does
 // not claim to need recovery.
 func TestClosedBackend(t *testing.T) {
+	for _, path := range batchPaths {
+		t.Run(path.name, func(t *testing.T) { closedBackend(t, path.opts) })
+	}
+}
+
+func closedBackend(t *testing.T, opts []kvs.Option) {
 	be, err := native.Open(t.TempDir(), native.Options{Mode: native.ModeLog})
 	require.NoError(t, err)
 	m, err := pm.NewMachine(be)
 	require.NoError(t, err)
-	st, err := kvs.Create(m, kvs.Config{Buckets: 8, MaxBatch: 4})
+	st, err := kvs.Create(m, kvs.Config{Buckets: 8, MaxBatch: 4}, opts...)
 	require.NoError(t, err)
 	require.NoError(t, st.Put(1, 10))
 	require.NoError(t, be.Close())

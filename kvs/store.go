@@ -88,6 +88,8 @@ type Store struct {
 	failed     error   // why the last failed batch left the store not ready
 	closed     bool
 	skipOFence bool
+	host       bool      // HostBatches
+	hb         hostBatch // a host batch's buffers, kept for the next
 }
 
 // BatchResult is the outcome of a SET or DELETE batch.
@@ -128,6 +130,10 @@ func Create(m *pm.Machine, cfg Config, opts ...Option) (*Store, error) {
 	if err := cfg.validate(); err != nil {
 		return nil, err
 	}
+	o := options(opts)
+	if err := o.checkOptions(cfg.Log); err != nil {
+		return nil, err
+	}
 	h := header{buckets: uint64(cfg.Buckets), batch: uint64(cfg.MaxBatch), block: uint64(cfg.BlockThreads),
 		convParts: uint64(cfg.ConvParts), log: cfg.Log}
 	logName := cfg.Name + ".log"
@@ -156,9 +162,7 @@ func Create(m *pm.Machine, cfg Config, opts ...Option) (*Store, error) {
 	if err := s.alloc(); err != nil {
 		return nil, err
 	}
-	for _, o := range opts {
-		o(s)
-	}
+	s.skipOFence, s.host = o.skipOFence, o.host
 	s.ready = true
 	return s, nil
 }
@@ -188,7 +192,11 @@ func Open(m *pm.Machine, name string, opts ...Option) (*Store, error) {
 	if table.Size != tableSize(h.buckets) {
 		return nil, fmt.Errorf("%w: region %q has %d bytes, its header wants %d", ErrCorrupt, name, table.Size, tableSize(h.buckets))
 	}
-	s := &Store{m: m, h: h, name: name, table: table}
+	o := options(opts)
+	if err := o.checkOptions(h.log); err != nil {
+		return nil, err
+	}
+	s := &Store{m: m, h: h, name: name, table: table, skipOFence: o.skipOFence, host: o.host}
 	logName := name + ".log"
 	if h.log == LogHCL {
 		s.hcl, err = txn.OpenHCL(m, logName)
@@ -211,9 +219,6 @@ func Open(m *pm.Machine, name string, opts ...Option) (*Store, error) {
 	if err := s.alloc(); err != nil {
 		return nil, err
 	}
-	for _, o := range opts {
-		o(s)
-	}
 	if err := s.rebuildMasks(); err != nil {
 		return nil, err
 	}
@@ -222,6 +227,23 @@ func Open(m *pm.Machine, name string, opts ...Option) (*Store, error) {
 		return nil, err
 	}
 	return s, nil
+}
+
+// options returns the settings opts make.
+func options(opts []Option) *Store {
+	var o Store
+	for _, f := range opts {
+		f(&o)
+	}
+	return &o
+}
+
+// checkOptions refuses settings a store with log kind k cannot take.
+func (o *Store) checkOptions(k LogKind) error {
+	if o.host && k != LogHCL {
+		return fmt.Errorf("%w: host batches need an HCL log, the store's is %v", ErrBadArg, k)
+	}
+	return nil
 }
 
 func (s *Store) alloc() error {
@@ -436,10 +458,28 @@ func (s *Store) launch(name string, g scope.Grid, k scope.Kernel) (uint64, error
 	return res.Stats.Cycles, nil
 }
 
-// stage checks a batch's keys and copies the requests to device memory.
-// A write batch's keys must be distinct (see the package doc); a read
-// batch may repeat a key.
+// stage checks a batch's keys and copies the requests to device memory
+// (host batches need no copy). A write batch's keys must be distinct (see
+// the package doc); a read batch may repeat a key.
 func (s *Store) stage(keys []uint32, vals []uint64, distinct bool) error {
+	if err := s.checkKeys(keys, vals, distinct); err != nil || s.host {
+		return err
+	}
+	buf := make([]byte, 16*len(keys))
+	for i, k := range keys {
+		binary.LittleEndian.PutUint32(buf[16*i:], k)
+		if vals != nil {
+			binary.LittleEndian.PutUint64(buf[16*i+8:], vals[i])
+		}
+	}
+	if err := s.m.CopyIn(s.reqs, buf); err != nil {
+		return err
+	}
+	return s.m.CopyIn(s.out, make([]byte, 16*len(keys)))
+}
+
+// checkKeys checks a batch's keys (and values).
+func (s *Store) checkKeys(keys []uint32, vals []uint64, distinct bool) error {
 	if len(keys) == 0 || len(keys) > int(s.h.batch) {
 		return fmt.Errorf("%w: batch of %d keys (want 1..%d)", ErrBadArg, len(keys), s.h.batch)
 	}
@@ -450,8 +490,7 @@ func (s *Store) stage(keys []uint32, vals []uint64, distinct bool) error {
 	if distinct {
 		seen = make(map[uint32]struct{}, len(keys))
 	}
-	buf := make([]byte, 16*len(keys))
-	for i, k := range keys {
+	for _, k := range keys {
 		if k == 0 {
 			return fmt.Errorf("%w: key 0 (keys are 1..%d)", ErrBadArg, uint32(1<<32-1))
 		}
@@ -461,15 +500,8 @@ func (s *Store) stage(keys []uint32, vals []uint64, distinct bool) error {
 			}
 			seen[k] = struct{}{}
 		}
-		binary.LittleEndian.PutUint32(buf[16*i:], k)
-		if vals != nil {
-			binary.LittleEndian.PutUint64(buf[16*i+8:], vals[i])
-		}
 	}
-	if err := s.m.CopyIn(s.reqs, buf); err != nil {
-		return err
-	}
-	return s.m.CopyIn(s.out, make([]byte, 16*len(keys)))
+	return nil
 }
 
 // SetBatch inserts or updates keys[i] with vals[i], one GPU thread per
@@ -501,6 +533,14 @@ func (s *Store) batch(op opKind, keys []uint32, vals []uint64) (BatchResult, err
 		return BatchResult{}, err
 	}
 	res := BatchResult{Seq: flagSeq(w) + 1}
+	if s.host {
+		status, err := s.hostRun(op, keys, vals, res.Seq)
+		if err != nil {
+			s.abandon(err)
+			return res, err
+		}
+		return res, res.count(keys, status)
+	}
 	var kerr kernelErr
 	// The log was empty before the batch (ready), so only the partitions
 	// the batch's threads wrote can hold entries: truncate those.
@@ -542,8 +582,18 @@ func (s *Store) batch(op opKind, keys []uint32, vals []uint64) (BatchResult, err
 	if err := s.m.CopyOut(s.out, out); err != nil {
 		return res, err
 	}
+	status := make([]uint32, len(keys))
+	for i := range keys {
+		status[i] = binary.LittleEndian.Uint32(out[16*i:])
+	}
+	return res, res.count(keys, status)
+}
+
+// count adds the requests' statuses to res; it returns an error wrapping
+// ErrFull if some new keys found no free way.
+func (res *BatchResult) count(keys []uint32, status []uint32) error {
 	for i, k := range keys {
-		switch binary.LittleEndian.Uint32(out[16*i:]) {
+		switch status[i] {
 		case stInserted:
 			res.Inserted++
 		case stUpdated:
@@ -555,13 +605,13 @@ func (s *Store) batch(op opKind, keys []uint32, vals []uint64) (BatchResult, err
 		case stFull:
 			res.Full = append(res.Full, k)
 		default:
-			return res, fmt.Errorf("%w: request %d (key %d) has no status", ErrKernel, i, k)
+			return fmt.Errorf("%w: request %d (key %d) has no status", ErrKernel, i, k)
 		}
 	}
 	if len(res.Full) > 0 {
-		return res, fmt.Errorf("%w: %d of %d new keys found both buckets full", ErrFull, len(res.Full), len(keys))
+		return fmt.Errorf("%w: %d of %d new keys found both buckets full", ErrFull, len(res.Full), len(keys))
 	}
-	return res, nil
+	return nil
 }
 
 // GetBatch looks keys up, one GPU thread per request, and returns each
@@ -574,6 +624,16 @@ func (s *Store) GetBatch(keys []uint32) (vals []uint64, found []bool, err error)
 	}
 	if err := s.stage(keys, nil, false); err != nil {
 		return nil, nil, err
+	}
+	if s.host {
+		vals, found = make([]uint64, len(keys)), make([]bool, len(keys))
+		var line [BucketBytes]byte
+		for i, k := range keys {
+			if vals[i], found[i], err = s.lookupInto(k, &line); err != nil {
+				return nil, nil, err
+			}
+		}
+		return vals, found, nil
 	}
 	if _, err := s.launch("gpkvs-get", s.batchGrid(len(keys)), s.getKernel(len(keys))); err != nil {
 		return nil, nil, err
@@ -615,18 +675,16 @@ func (s *Store) Get(key uint32) (uint64, bool, error) {
 // host: the first way of bucket b1, then of b2, whose signature is key.
 func (s *Store) lookup(key uint32) (uint64, bool, error) {
 	var line [BucketBytes]byte
-	b1, b2 := candidates(key, s.h.buckets)
-	for _, b := range [2]uint64{b1, b2} {
-		if err := s.m.CopyOut(s.bucketAddr(b), line[:]); err != nil {
-			return 0, false, err
-		}
-		for w := range Ways {
-			if binary.LittleEndian.Uint32(line[sigOff+4*w:]) == key {
-				return binary.LittleEndian.Uint64(line[valOff+8*w:]), true, nil
-			}
-		}
+	return s.lookupInto(key, &line)
+}
+
+// lookupInto is lookup with line as scratch.
+func (s *Store) lookupInto(key uint32, line *[BucketBytes]byte) (uint64, bool, error) {
+	_, w, ok, err := s.findHost(key, line)
+	if !ok || err != nil {
+		return 0, false, err
 	}
-	return 0, false, nil
+	return binary.LittleEndian.Uint64(line[valOff+8*w:]), true, nil
 }
 
 // Delete removes one key and reports whether it was present.

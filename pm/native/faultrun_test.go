@@ -199,12 +199,21 @@ func faultCounts(long, short int) int {
 // every failed call wraps ErrIO and the errno, no call succeeds after one
 // failed, an injected fault always reaches a call, and a reopen without
 // faults holds every acknowledged batch and nothing but whole batches.
+// Its batches run as kernels, then on the host (kvs.HostBatches).
 func TestFaultsKVS(t *testing.T) {
-	trial := func(s *faultSession, _ *native.Backend, m *pm.Machine, acked *uint64, created bool) {
-		kvsTrial(s, m, acked, created)
+	for _, host := range []bool{false, true} {
+		t.Run(fmt.Sprintf("host=%v", host), func(t *testing.T) {
+			var opts []kvs.Option
+			if host {
+				opts = append(opts, kvs.HostBatches())
+			}
+			trial := func(s *faultSession, _ *native.Backend, m *pm.Machine, acked *uint64, created bool) {
+				kvsTrial(s, m, acked, created, opts)
+			}
+			faults, trials, acked, tally := storeFaults(t, 6, faultCounts(faultsKVS, 12), 24, trial, verifyKVS)
+			t.Logf("%d injected faults in %d trials over gpKVS, %d acknowledged batches, 0 lost, every fault reported; by call:op/errno: %v", faults, trials, acked, tally)
+		})
 	}
-	faults, trials, acked, tally := storeFaults(t, 6, faultCounts(faultsKVS, 12), 24, trial, verifyKVS)
-	t.Logf("%d injected faults in %d trials over gpKVS, %d acknowledged batches, 0 lost, every fault reported; by call:op/errno: %v", faults, trials, acked, tally)
 }
 
 // storeFaults runs one store's trials on one directory, a fault drawn from
@@ -245,12 +254,12 @@ func storeFaults(t *testing.T, stream uint64, want, span int,
 
 // kvsTrial opens, recovers or creates the store and commits up to 12
 // batches, stopping at the first failed call.
-func kvsTrial(s *faultSession, m *pm.Machine, acked *uint64, created bool) {
+func kvsTrial(s *faultSession, m *pm.Machine, acked *uint64, created bool, opts []kvs.Option) {
 	var st *kvs.Store
 	b := *acked
 	if len(m.Regions()) > 0 {
 		var err error
-		st, b, err = openKVS(m)
+		st, b, err = openKVS(m, opts...)
 		if err != nil && created {
 			s.call("kvs.Open", err)
 			return
@@ -266,7 +275,7 @@ func kvsTrial(s *faultSession, m *pm.Machine, acked *uint64, created bool) {
 	}
 	if st == nil {
 		var err error
-		st, err = kvs.Create(m, kvs.Config{Buckets: buckets, MaxBatch: hot + 1, BlockThreads: 64})
+		st, err = kvs.Create(m, kvs.Config{Buckets: buckets, MaxBatch: hot + 1, BlockThreads: 64}, opts...)
 		if !s.call("kvs.Create", err) {
 			return
 		}

@@ -152,8 +152,8 @@ func fingerprint(img *pm.Image) string {
 
 // openKVS opens and recovers the kvs child's store and returns the number
 // of the last batch it holds.
-func openKVS(m *pm.Machine) (*kvs.Store, uint64, error) {
-	st, err := kvs.Open(m, "gpkvs")
+func openKVS(m *pm.Machine, opts ...kvs.Option) (*kvs.Store, uint64, error) {
+	st, err := kvs.Open(m, "gpkvs", opts...)
 	if err != nil {
 		return nil, 0, err
 	}

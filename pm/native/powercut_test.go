@@ -546,10 +546,22 @@ func TestPowerCutBTreeDefer(t *testing.T) {
 // every sync still recovers a prefix of the batches: each batch whole or
 // not at all, every acknowledged one there.
 func TestPowerCutKVSBatches(t *testing.T) {
+	for _, host := range []bool{false, true} {
+		t.Run(fmt.Sprintf("host=%v", host), func(t *testing.T) { powerCutKVSBatches(t, host) })
+	}
+}
+
+// powerCutKVSBatches is TestPowerCutKVSBatches with the batches as kernels
+// or, with host, as host code (kvs.HostBatches).
+func powerCutKVSBatches(t *testing.T, host bool) {
 	seed := testSeed(t)
+	var opts []kvs.Option
+	if host {
+		opts = append(opts, kvs.HostBatches())
+	}
 	be, m := open(t, t.TempDir(), native.Options{Mode: native.ModeLog, Journal: true, MaxPending: 3})
 	defer be.Close()
-	st, err := kvs.Create(m, kvs.Config{Buckets: 64, MaxBatch: 16, BlockThreads: 16})
+	st, err := kvs.Create(m, kvs.Config{Buckets: 64, MaxBatch: 16, BlockThreads: 16}, opts...)
 	require.NoError(t, err)
 	require.NoError(t, be.StartJournal())
 	rng := rand.New(rand.NewPCG(seed, 5))
@@ -604,7 +616,7 @@ func TestPowerCutKVSBatches(t *testing.T) {
 	// Without MaxPending, a batch is one sync (its four launches share it).
 	be2, m2 := open(t, t.TempDir(), native.Options{Mode: native.ModeLog})
 	defer be2.Close()
-	st2, err := kvs.Create(m2, kvs.Config{Buckets: 64, MaxBatch: 16, BlockThreads: 16})
+	st2, err := kvs.Create(m2, kvs.Config{Buckets: 64, MaxBatch: 16, BlockThreads: 16}, opts...)
 	require.NoError(t, err)
 	before := be2.Stats().Syncs
 	_, err = st2.SetBatch([]uint32{1, 2, 3}, []uint64{1, 2, 3})
