@@ -2,10 +2,12 @@ package kvs
 
 import (
 	"cmp"
+	"encoding/binary"
 	"fmt"
 	"math/bits"
 	"slices"
 
+	"github.com/scopedpm/scopedpm/internal/radix"
 	"github.com/scopedpm/scopedpm/pm"
 	"github.com/scopedpm/scopedpm/txn"
 )
@@ -153,38 +155,12 @@ func (hb *hostBatch) sortByAddr(ws []hostWrite) {
 	for i, w := range ws {
 		hb.keys[i] = uint64(w.addr-lo)<<ib | uint64(i)
 	}
-	keys := radixSort(hb.keys, hb.scratch, uint(bits.Len64(uint64(hi-lo)))+ib)
+	keys := radix.Sort(hb.keys, hb.scratch, uint(bits.Len64(uint64(hi-lo)))+ib)
 	tmp := append(hb.tmp[:0], ws...)
 	hb.tmp = tmp
 	for i, k := range keys {
 		ws[i] = tmp[k&(1<<ib-1)]
 	}
-}
-
-// radixSort sorts keys, whose values are below 1<<width, by their bytes
-// from the lowest (a least-significant-digit radix sort), using scratch (as
-// long as keys); it returns the slice that holds the result, keys or
-// scratch.
-func radixSort(keys, scratch []uint64, width uint) []uint64 {
-	for shift := uint(0); shift < width; shift += 8 {
-		var count [257]int
-		for _, k := range keys {
-			count[(k>>shift)&0xff+1]++
-		}
-		if count[(keys[0]>>shift)&0xff+1] == len(keys) {
-			continue // one value of this byte: the pass would change nothing
-		}
-		for d := 1; d < 257; d++ {
-			count[d] += count[d-1]
-		}
-		for _, k := range keys {
-			d := (k >> shift) & 0xff
-			scratch[count[d]] = k
-			count[d]++
-		}
-		keys, scratch = scratch, keys
-	}
-	return keys
 }
 
 // hostExec is the txn.Exec of one request of a host batch: its loads read
@@ -280,10 +256,10 @@ func (s *Store) hostRun(op opKind, keys []uint32, vals []uint64, seq uint64) ([]
 	}
 	var freed []way
 	last := phaseLog
-	var line [BucketBytes]byte
+	x := &hostExec{hb: hb}
 	for i, key := range keys {
-		x := &hostExec{hb: hb, who: s.threadWho(i), phase: phaseLog}
-		b, w, found, err := s.findHost(key, &line)
+		x.who, x.phase = s.threadWho(i), phaseLog
+		b, w, found, _, err := s.findHost(key)
 		if err != nil {
 			return nil, err
 		}
@@ -335,8 +311,10 @@ func (s *Store) hostRun(op opKind, keys []uint32, vals []uint64, seq uint64) ([]
 	}
 	commit := last + 1
 	hb.putWord(commit, s.flagAddr(), 8, flagWord(seq, false))
+	x.who = txn.Who{}
 	for _, p := range slots {
-		if err := s.log.Clear(&hostExec{hb: hb, phase: commit + 1}, p); err != nil {
+		x.phase = commit + 1
+		if err := s.log.Clear(x, p); err != nil {
 			return nil, err
 		}
 	}
@@ -354,21 +332,24 @@ func (s *Store) hostRun(op opKind, keys []uint32, vals []uint64, seq uint64) ([]
 	return status, nil
 }
 
-// findHost is find on the host: the bucket and way of key, read from the
-// visible image (line is scratch for a bucket).
-func (s *Store) findHost(key uint32, line *[BucketBytes]byte) (uint64, int, bool, error) {
+// findHost is find on the host: the bucket and way of key, read in the
+// visible image, and the bucket's bytes there (valid until the next write
+// to the store).
+func (s *Store) findHost(key uint32) (b uint64, w int, found bool, bucket []byte, err error) {
 	b1, b2 := candidates(key, s.h.buckets)
+	mem := s.m.Memory()
 	for _, b := range [2]uint64{b1, b2} {
-		if err := s.m.Memory().Read(s.bucketAddr(b), line[:]); err != nil {
-			return 0, 0, false, err
+		line, _, err := mem.Bytes(s.bucketAddr(b), BucketBytes, 1)
+		if err != nil {
+			return 0, 0, false, nil, err
 		}
 		for w := range Ways {
-			if uint32(pm.GetLE(line[sigOff+4*w:sigOff+4*w+4])) == key {
-				return b, w, true, nil
+			if binary.LittleEndian.Uint32(line[sigOff+4*w:]) == key {
+				return b, w, true, line, nil
 			}
 		}
 	}
-	return 0, 0, false, nil
+	return 0, 0, false, nil, nil
 }
 
 // claimHost is claim on the host: a free way of the less occupied of key's

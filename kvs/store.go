@@ -627,9 +627,8 @@ func (s *Store) GetBatch(keys []uint32) (vals []uint64, found []bool, err error)
 	}
 	if s.host {
 		vals, found = make([]uint64, len(keys)), make([]bool, len(keys))
-		var line [BucketBytes]byte
 		for i, k := range keys {
-			if vals[i], found[i], err = s.lookupInto(k, &line); err != nil {
+			if vals[i], found[i], err = s.lookup(k); err != nil {
 				return nil, nil, err
 			}
 		}
@@ -674,13 +673,7 @@ func (s *Store) Get(key uint32) (uint64, bool, error) {
 // lookup is the GET kernel's lookup (find, then the way's value) on the
 // host: the first way of bucket b1, then of b2, whose signature is key.
 func (s *Store) lookup(key uint32) (uint64, bool, error) {
-	var line [BucketBytes]byte
-	return s.lookupInto(key, &line)
-}
-
-// lookupInto is lookup with line as scratch.
-func (s *Store) lookupInto(key uint32, line *[BucketBytes]byte) (uint64, bool, error) {
-	_, w, ok, err := s.findHost(key, line)
+	_, w, ok, line, err := s.findHost(key)
 	if !ok || err != nil {
 		return 0, false, err
 	}

@@ -16,6 +16,7 @@ import (
 
 	"golang.org/x/sys/unix"
 
+	"github.com/scopedpm/scopedpm/internal/radix"
 	"github.com/scopedpm/scopedpm/pm"
 )
 
@@ -1298,15 +1299,15 @@ func planExtents(ws []logWrite) (ext []extent, extOf []uint32, release func() er
 		maxOff = max(maxOff, w.off)
 	}
 	if shift < 64 && bits.Len64(maxOff)+int(shift) <= 64 {
-		keys, relKeys, err := mapped[uint64](len(ws))
+		keys, relKeys, err := mapped[uint64](2 * len(ws)) // the keys and the sort's other buffer
 		if err != nil {
 			return nil, nil, release, err
 		}
 		for i, w := range ws {
 			keys[i] = w.off<<shift | uint64(i)
 		}
-		slices.Sort(keys)
-		for j, k := range keys {
+		sorted := radix.Sort(keys[:len(ws)], keys[len(ws):], uint(bits.Len64(maxOff))+shift)
+		for j, k := range sorted {
 			order[j] = uint32(k & (1<<shift - 1))
 		}
 		if err := relKeys(); err != nil {
