@@ -254,7 +254,16 @@ func (s *Store) hostRun(op opKind, keys []uint32, vals []uint64, seq uint64) ([]
 		b uint64
 		w int
 	}
-	var freed []way
+	var freed, claimed []way
+	issued := false
+	defer func() {
+		if !issued {
+			// Nothing was written: give back the ways claimed.
+			for _, c := range claimed {
+				_ = s.releaseHost(c.b, c.w) // the masks are volatile; Recover rebuilds them anyway
+			}
+		}
+	}()
 	last := phaseLog
 	x := &hostExec{hb: hb}
 	for i, key := range keys {
@@ -279,6 +288,7 @@ func (s *Store) hostRun(op opKind, keys []uint32, vals []uint64, seq uint64) ([]
 				status[i] = stFull
 				continue
 			}
+			claimed = append(claimed, way{b, w})
 			st = stInserted
 		}
 		sigA, valA := s.sigAddr(b, w), s.valAddr(b, w)
@@ -318,6 +328,7 @@ func (s *Store) hostRun(op opKind, keys []uint32, vals []uint64, seq uint64) ([]
 			return nil, err
 		}
 	}
+	issued = true // from here the visible image holds the batch, the masks with it
 	err := s.deferred(func() error { return s.m.CopyInMany(hb.plan()) })
 	if err != nil {
 		return nil, err
