@@ -881,8 +881,14 @@ func (c *Config) Validate() error {
 	if c.Mem.SFIFOL1 < 0 || c.Mem.SFIFOL1 > 1<<16 {
 		return bad("mem.sfifo_l1", "%d, want 0 to 65536", c.Mem.SFIFOL1)
 	}
-	if m := c.Mem; m.InjectBytesPerCycle > 1<<16 || m.L2PortBytesPerCycle > 1<<16 || m.SMWrites > 1<<16 || m.WriteQueueEntries > 1<<16 || m.Channels*m.BanksPerChannel > 1<<12 {
-		return bad("mem", "a port, queue or partition count too large to model")
+	if m := c.Mem; m.InjectBytesPerCycle > 1<<16 || m.L2PortBytesPerCycle > 1<<16 || m.Channels*m.BanksPerChannel > 1<<12 {
+		return bad("mem", "a port or partition count too large to model")
+	}
+	if v := c.Mem.SMWrites; v > maxQueueEntries {
+		return bad("mem.sm_writes", "%d, want at most %d", v, maxQueueEntries)
+	}
+	if v := c.Mem.WriteQueueEntries; v > maxQueueEntries {
+		return bad("mem.write_queue_entries", "%d, want at most %d", v, maxQueueEntries)
 	}
 	if t := c.PCIe.TLPBytes; t < 0 || t > 1<<12 {
 		return bad("pcie.tlp_bytes", "%d, want 0 to 4096", t)

@@ -46,6 +46,8 @@ func TestConfigValidateNamesField(t *testing.T) {
 		{"nvm=1", "nvm"},
 		{"nvm.write_latency_cycles=fast", "nvm.write_latency_cycles"},
 		{"novalue", "novalue"},
+		{"mem.sm_writes=65536", "mem.sm_writes"},
+		{"mem.write_queue_entries=65536", "mem.write_queue_entries"},
 	} {
 		t.Run(tc.set, func(t *testing.T) {
 			c := PresetPMNear()
@@ -56,6 +58,12 @@ func TestConfigValidateNamesField(t *testing.T) {
 			require.Equal(t, before, c, "a failed Set leaves the config unchanged")
 		})
 	}
+}
+
+// The largest queues an occupancy calendar counts are accepted.
+func TestConfigLargestQueues(t *testing.T) {
+	c := PresetPMNear()
+	require.NoError(t, c.Set("mem.sm_writes=65535", "mem.write_queue_entries=65535"))
 }
 
 func TestConfigSetAndLoad(t *testing.T) {

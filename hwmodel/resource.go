@@ -200,15 +200,23 @@ const occShift = 3
 // keeps the adds that cover its whole range and the least count below it),
 // so holding a slot over a long interval and finding the first bucket with
 // room both take O(log n) whatever the interval's length.
+//
+// Counts are 16-bit: a count is at most its queue's limit (fit never
+// overfills a queue; the limits are at most maxQueueEntries), and the
+// calendars of a paper-size run hold tens of megabytes of them.
 type occupancy struct {
 	base uint64   // bucket index of leaf 0
 	used uint64   // buckets from base that a job has touched
 	n    uint64   // leaves (a power of two, or 0)
-	cov  []uint32 // per node: jobs covering the node's whole range
-	mn   []uint32 // per node: least count in its range (its add included)
-	mx   []uint32 // per node: greatest count in its range (its add included)
-	keep []uint32 // rebuild's scratch: the counts it keeps
+	cov  []uint16 // per node: jobs covering the node's whole range
+	mn   []uint16 // per node: least count in its range (its add included)
+	mx   []uint16 // per node: greatest count in its range (its add included)
+	keep []uint16 // rebuild's scratch: the counts it keeps
 }
+
+// maxQueueEntries bounds the limits of the queues occupancy calendars
+// count (Config.Validate refuses more): the most a 16-bit count holds.
+const maxQueueEntries = math.MaxUint16
 
 func (o *occupancy) reset(at uint64) {
 	o.base = at >> occShift
@@ -235,14 +243,14 @@ func (o *occupancy) firstFree(t uint64, w int) uint64 {
 // find returns the first leaf at or after k under node (covering lo..hi)
 // whose count, with acc from the node's ancestors, is below w.
 func (o *occupancy) find(node, lo, hi, k uint64, w, acc uint32) (uint64, bool) {
-	if hi < k || o.mn[node]+acc >= w {
+	if hi < k || uint32(o.mn[node])+acc >= w {
 		return 0, false
 	}
 	if lo == hi {
 		return lo, true
 	}
 	mid := (lo + hi) / 2
-	acc += o.cov[node]
+	acc += uint32(o.cov[node])
 	if f, ok := o.find(2*node, lo, mid, k, w, acc); ok {
 		return f, true
 	}
@@ -312,24 +320,24 @@ func (o *occupancy) rangeMax(node, lo, hi, l, r uint64, acc uint32) uint32 {
 		return 0
 	}
 	if l <= lo && hi <= r {
-		return o.mx[node] + acc
+		return uint32(o.mx[node]) + acc
 	}
 	mid := (lo + hi) / 2
-	acc += o.cov[node]
+	acc += uint32(o.cov[node])
 	return max(o.rangeMax(2*node, lo, mid, l, r, acc), o.rangeMax(2*node+1, mid+1, hi, l, r, acc))
 }
 
 // lastFull returns the last leaf in l..r under node (covering lo..hi)
 // whose count, with acc from the node's ancestors, is at least w.
 func (o *occupancy) lastFull(node, lo, hi, l, r uint64, w, acc uint32) (uint64, bool) {
-	if r < lo || hi < l || o.mx[node]+acc < w {
+	if r < lo || hi < l || uint32(o.mx[node])+acc < w {
 		return 0, false
 	}
 	if lo == hi {
 		return lo, true
 	}
 	mid := (lo + hi) / 2
-	acc += o.cov[node]
+	acc += uint32(o.cov[node])
 	if f, ok := o.lastFull(2*node+1, mid+1, hi, l, r, w, acc); ok {
 		return f, true
 	}
@@ -356,6 +364,9 @@ func (o *occupancy) rangeAdd(node, lo, hi, l, r uint64) {
 		return
 	}
 	if l <= lo && hi <= r {
+		if o.mx[node] == maxQueueEntries {
+			panic("hwmodel: an occupancy calendar holds more jobs than any queue's limit")
+		}
 		o.cov[node]++
 		o.mn[node]++
 		o.mx[node]++
@@ -379,7 +390,7 @@ func (o *occupancy) rebuild(drop, need uint64) {
 			o.cov[node] = 0
 		}
 	}
-	var leaves []uint32
+	var leaves []uint16
 	if o.n > 0 {
 		leaves = o.cov[o.n:]
 	}
@@ -401,9 +412,9 @@ func (o *occupancy) rebuild(drop, need uint64) {
 		if c := uint64(cap(o.cov)); c >= 2*n && c <= 8*n {
 			o.cov, o.mn, o.mx = o.cov[:2*n], o.mn[:2*n], o.mx[:2*n]
 		} else {
-			o.cov = make([]uint32, 2*n)
-			o.mn = make([]uint32, 2*n)
-			o.mx = make([]uint32, 2*n)
+			o.cov = make([]uint16, 2*n)
+			o.mn = make([]uint16, 2*n)
+			o.mx = make([]uint16, 2*n)
 		}
 	}
 	clear(o.cov)
