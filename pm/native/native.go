@@ -1288,38 +1288,27 @@ func planExtents(ws []logWrite) (ext []extent, extOf []uint32, release func() er
 		}
 		return err
 	}
-	order, rel, err := mapped[uint32](len(ws))
+	// The writes' order by offset, ties in log order: a stable radix sort
+	// of their indices (8 bytes a write with its other buffer, released
+	// before the extents are made).
+	idx, relIdx, err := mapped[uint32](2 * len(ws))
 	if err != nil {
 		return nil, nil, release, err
 	}
-	rels = append(rels, rel)
-	shift := uint(bits.Len(uint(len(ws))))
 	var maxOff uint64
-	for _, w := range ws {
+	for i, w := range ws {
 		maxOff = max(maxOff, w.off)
+		idx[i] = uint32(i)
 	}
-	if shift < 64 && bits.Len64(maxOff)+int(shift) <= 64 {
-		keys, relKeys, err := mapped[uint64](2 * len(ws)) // the keys and the sort's other buffer
-		if err != nil {
-			return nil, nil, release, err
-		}
-		for i, w := range ws {
-			keys[i] = w.off<<shift | uint64(i)
-		}
-		sorted := radix.Sort(keys[:len(ws)], keys[len(ws):], uint(bits.Len64(maxOff))+shift)
-		for j, k := range sorted {
-			order[j] = uint32(k & (1<<shift - 1))
-		}
-		if err := relKeys(); err != nil {
-			return nil, nil, release, err
-		}
-	} else {
-		for i := range order {
-			order[i] = uint32(i)
-		}
-		slices.SortFunc(order, func(a, b uint32) int {
-			return cmp.Or(cmp.Compare(ws[a].off, ws[b].off), cmp.Compare(a, b))
-		})
+	sorted := radix.SortBy(idx[:len(ws)], idx[len(ws):], uint(bits.Len64(maxOff)), func(i uint32) uint64 { return ws[i].off })
+	order, rel, err := mapped[uint32](len(ws))
+	if err != nil {
+		return nil, nil, release, cmp.Or(relIdx(), err)
+	}
+	rels = append(rels, rel)
+	copy(order, sorted)
+	if err := relIdx(); err != nil {
+		return nil, nil, release, err
 	}
 	ext, rel, err = mapped[extent](len(ws)) // at most one an entry
 	if err != nil {
