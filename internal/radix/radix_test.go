@@ -1,7 +1,6 @@
 package radix
 
 import (
-	"cmp"
 	"math/rand/v2"
 	"slices"
 	"testing"
@@ -57,33 +56,4 @@ func BenchmarkSort(b *testing.B) {
 			slices.Sort(work)
 		}
 	})
-}
-
-// SortBy orders indices as a stable sort by their keys does.
-func TestSortBy(t *testing.T) {
-	const seed = 9
-	t.Logf("seed = %d", seed)
-	rng := rand.New(rand.NewPCG(seed, seed))
-	for _, width := range []uint{0, 5, 8, 20, 41, 64} {
-		for _, n := range []int{0, 1, 2, 100, 3000} {
-			keys := make([]uint64, n)
-			for i := range keys {
-				keys[i] = rng.Uint64()
-				if width < 64 {
-					keys[i] &= 1<<width - 1
-				}
-				if i%4 == 0 && i > 0 {
-					keys[i] = keys[rng.IntN(i)] // repeats, out of order
-				}
-			}
-			idx := make([]uint32, n)
-			for i := range idx {
-				idx[i] = uint32(i)
-			}
-			want := slices.Clone(idx)
-			slices.SortStableFunc(want, func(a, b uint32) int { return cmp.Compare(keys[a], keys[b]) })
-			got := SortBy(idx, make([]uint32, n), width, func(i uint32) uint64 { return keys[i] })
-			require.Equal(t, want, got, "width %d, %d keys", width, n)
-		}
-	}
 }

@@ -2,6 +2,7 @@ package native
 
 import (
 	"bytes"
+	"cmp"
 	"math/rand/v2"
 	"os"
 	"path/filepath"
@@ -143,5 +144,41 @@ func TestWriteFromLogPieces(t *testing.T) {
 		require.NoError(t, f.Close())
 		require.Equal(t, want, got, "piece %d", piece)
 		require.NoFileExists(t, path, "the log is removed")
+	}
+}
+
+// sortByOffset orders writes as a stable sort by offset does, for offsets
+// that pack beside their index (the radix path) and for ones too large to
+// (the comparison path).
+func TestSortByOffset(t *testing.T) {
+	const seed = 3
+	t.Logf("seed = %d", seed)
+	rng := rand.New(rand.NewPCG(seed, seed))
+	for _, tc := range []struct {
+		name string
+		n    int
+		max  uint64
+	}{
+		{"one", 1, 100}, {"small", 500, 1 << 12}, {"region", 20000, 1 << 30}, {"too large to pack", 3000, 1 << 62},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			ws := make([]logWrite, tc.n)
+			for i := range ws {
+				off := rng.Uint64N(tc.max)
+				if i%5 == 4 {
+					off = ws[rng.IntN(i)].off // repeated offsets keep log order
+				}
+				ws[i] = newLogWrite(off, uint64(i), 8)
+			}
+			want := make([]uint32, tc.n)
+			for i := range want {
+				want[i] = uint32(i)
+			}
+			slices.SortStableFunc(want, func(a, b uint32) int { return cmp.Compare(ws[a].off, ws[b].off) })
+			got, release, err := sortByOffset(ws)
+			require.NoError(t, err)
+			require.Equal(t, want, slices.Clone(got))
+			require.NoError(t, release())
+		})
 	}
 }

@@ -13,6 +13,7 @@ import (
 	"path/filepath"
 	"slices"
 	"strings"
+	"unsafe"
 
 	"golang.org/x/sys/unix"
 
@@ -1274,6 +1275,55 @@ func (w logWrite) n() uint64                  { return w.posLen & (1<<21 - 1) }
 // extent is a range [lo, hi) of region offsets.
 type extent struct{ lo, hi uint64 }
 
+// sortByOffset returns the indices of ws in ascending order of offset,
+// ties in log order, and the function that unmaps them. It radix-sorts
+// packed keys (the offset above the index) in two mappings of 8 bytes a
+// write, then packs the sorted indices into the front of the one holding
+// them and unmaps the other: 16 bytes a write at its peak, 8 after.
+func sortByOffset(ws []logWrite) ([]uint32, func() error, error) {
+	n := len(ws)
+	keys, relKeys, err := mapped[uint64](n)
+	if err != nil {
+		return nil, nil, err
+	}
+	scratch, relScratch, err := mapped[uint64](n)
+	if err != nil {
+		return nil, nil, cmp.Or(relKeys(), err)
+	}
+	shift := uint(bits.Len(uint(n)))
+	var maxOff uint64
+	for _, w := range ws {
+		maxOff = max(maxOff, w.off)
+	}
+	if width := uint(bits.Len64(maxOff)) + shift; width > 64 {
+		// Offsets too large to pack (never for a region's offsets):
+		// sort the indices by comparison.
+		order := unsafe.Slice((*uint32)(unsafe.Pointer(unsafe.SliceData(keys))), n)
+		for i := range order {
+			order[i] = uint32(i)
+		}
+		slices.SortStableFunc(order, func(a, b uint32) int { return cmp.Compare(ws[a].off, ws[b].off) })
+		return order, relKeys, relScratch()
+	}
+	for i, w := range ws {
+		keys[i] = w.off<<shift | uint64(i)
+	}
+	sorted := radix.Sort(keys, scratch, uint(bits.Len64(maxOff))+shift)
+	rel, other := relKeys, relScratch
+	if unsafe.SliceData(sorted) != unsafe.SliceData(keys) {
+		rel, other = relScratch, relKeys
+	}
+	// order[j] lies in sorted[j/2], which the loop has read by then.
+	order := unsafe.Slice((*uint32)(unsafe.Pointer(unsafe.SliceData(sorted))), n)
+	for j, k := range sorted {
+		order[j] = uint32(k & (1<<shift - 1))
+	}
+	if err := other(); err != nil {
+		return nil, nil, cmp.Or(rel(), err)
+	}
+	return order, rel, nil
+}
+
 // planExtents returns the extents that the writes ws cover, in ascending
 // order, the writes that overlap or touch merged into one, the extent of
 // each write, and release, which unmaps them (see mapped): call it once
@@ -1288,28 +1338,11 @@ func planExtents(ws []logWrite) (ext []extent, extOf []uint32, release func() er
 		}
 		return err
 	}
-	// The writes' order by offset, ties in log order: a stable radix sort
-	// of their indices (8 bytes a write with its other buffer, released
-	// before the extents are made).
-	idx, relIdx, err := mapped[uint32](2 * len(ws))
+	order, rel, err := sortByOffset(ws)
 	if err != nil {
 		return nil, nil, release, err
-	}
-	var maxOff uint64
-	for i, w := range ws {
-		maxOff = max(maxOff, w.off)
-		idx[i] = uint32(i)
-	}
-	sorted := radix.SortBy(idx[:len(ws)], idx[len(ws):], uint(bits.Len64(maxOff)), func(i uint32) uint64 { return ws[i].off })
-	order, rel, err := mapped[uint32](len(ws))
-	if err != nil {
-		return nil, nil, release, cmp.Or(relIdx(), err)
 	}
 	rels = append(rels, rel)
-	copy(order, sorted)
-	if err := relIdx(); err != nil {
-		return nil, nil, release, err
-	}
 	ext, rel, err = mapped[extent](len(ws)) // at most one an entry
 	if err != nil {
 		return nil, nil, release, err
