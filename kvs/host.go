@@ -266,9 +266,10 @@ func (s *Store) hostRun(op opKind, keys []uint32, vals []uint64, seq uint64) ([]
 	}()
 	last := phaseLog
 	x := &hostExec{hb: hb}
+	var line [BucketBytes]byte
 	for i, key := range keys {
 		x.who, x.phase = s.threadWho(i), phaseLog
-		b, w, found, _, err := s.findHost(key)
+		b, w, found, err := s.findHost(key, &line)
 		if err != nil {
 			return nil, err
 		}
@@ -343,24 +344,21 @@ func (s *Store) hostRun(op opKind, keys []uint32, vals []uint64, seq uint64) ([]
 	return status, nil
 }
 
-// findHost is find on the host: the bucket and way of key, read in the
-// visible image, and the bucket's bytes there (valid until the next write
-// to the store).
-func (s *Store) findHost(key uint32) (b uint64, w int, found bool, bucket []byte, err error) {
+// findHost is find on the host: the bucket and way of key, read from the
+// visible image into line (which then holds the bucket the key is in).
+func (s *Store) findHost(key uint32, line *[BucketBytes]byte) (b uint64, w int, found bool, err error) {
 	b1, b2 := candidates(key, s.h.buckets)
-	mem := s.m.Memory()
 	for _, b := range [2]uint64{b1, b2} {
-		line, _, err := mem.Bytes(s.bucketAddr(b), BucketBytes, 1)
-		if err != nil {
-			return 0, 0, false, nil, err
+		if err := s.m.CopyOut(s.bucketAddr(b), line[:]); err != nil {
+			return 0, 0, false, err
 		}
 		for w := range Ways {
 			if binary.LittleEndian.Uint32(line[sigOff+4*w:]) == key {
-				return b, w, true, line, nil
+				return b, w, true, nil
 			}
 		}
 	}
-	return 0, 0, false, nil, nil
+	return 0, 0, false, nil
 }
 
 // claimHost is claim on the host: a free way of the less occupied of key's

@@ -104,3 +104,23 @@ func TestHostBatchesNeedHCL(t *testing.T) {
 	_, err = kvs.Open(m, "gpkvs", kvs.HostBatches())
 	require.ErrorIs(t, err, kvs.ErrBadArg)
 }
+
+// After the machine crashes, a store on it refuses reads and batches on
+// both paths with ErrCrashed, as the machine refuses use.
+func TestCrashedMachine(t *testing.T) {
+	for _, path := range batchPaths {
+		t.Run(path.name, func(t *testing.T) {
+			m := newMachine(t)
+			st, err := kvs.Create(m, kvs.Config{Buckets: 8, MaxBatch: 4}, path.opts...)
+			require.NoError(t, err)
+			require.NoError(t, st.Put(1, 10))
+			_, err = m.Crash()
+			require.NoError(t, err)
+			_, _, err = st.Get(1)
+			require.ErrorIs(t, err, pm.ErrCrashed)
+			_, _, err = st.GetBatch([]uint32{1})
+			require.ErrorIs(t, err, pm.ErrCrashed)
+			require.ErrorIs(t, st.Put(2, 20), pm.ErrCrashed)
+		})
+	}
+}

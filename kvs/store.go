@@ -104,7 +104,7 @@ type BatchResult struct {
 	Full []uint32
 	// Cycles is the simulated cycles of the batch's four launches and
 	// KernelCycles those of the batch kernel alone (0 on an untimed
-	// backend).
+	// backend, and for host batches).
 	Cycles, KernelCycles uint64
 }
 
@@ -505,7 +505,7 @@ func (s *Store) checkKeys(keys []uint32, vals []uint64, distinct bool) error {
 }
 
 // SetBatch inserts or updates keys[i] with vals[i], one GPU thread per
-// request, as one crash-atomic batch. Keys must be distinct and nonzero. If
+// request (or on the host, with HostBatches), as one crash-atomic batch. Keys must be distinct and nonzero. If
 // some new keys found both their buckets full, the others are still
 // committed and the error wraps ErrFull; the result lists those keys.
 func (s *Store) SetBatch(keys []uint32, vals []uint64) (BatchResult, error) {
@@ -614,10 +614,10 @@ func (res *BatchResult) count(keys []uint32, status []uint32) error {
 	return nil
 }
 
-// GetBatch looks keys up, one GPU thread per request, and returns each
-// key's value and whether it was found. A key may appear more than once:
-// each request reads the table independently, so every copy gets the
-// same answer. Keys must be nonzero.
+// GetBatch looks keys up, one GPU thread per request (or on the host,
+// with HostBatches), and returns each key's value and whether it was
+// found. A key may appear more than once: each request reads the table
+// independently, so every copy gets the same answer. Keys must be nonzero.
 func (s *Store) GetBatch(keys []uint32) (vals []uint64, found []bool, err error) {
 	if err := s.usable(); err != nil {
 		return nil, nil, err
@@ -673,7 +673,8 @@ func (s *Store) Get(key uint32) (uint64, bool, error) {
 // lookup is the GET kernel's lookup (find, then the way's value) on the
 // host: the first way of bucket b1, then of b2, whose signature is key.
 func (s *Store) lookup(key uint32) (uint64, bool, error) {
-	_, w, ok, line, err := s.findHost(key)
+	var line [BucketBytes]byte
+	_, w, ok, err := s.findHost(key, &line)
 	if !ok || err != nil {
 		return 0, false, err
 	}
