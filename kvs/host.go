@@ -49,7 +49,7 @@ type hostBatch struct {
 	arena   []byte
 	out     []pm.Write
 	keys    []uint64    // sortByAddr's scratch
-	scratch []uint64    // radixSort's
+	scratch []uint64    // radix.Sort's other buffer
 	tmp     []hostWrite // sortByAddr's scratch
 	err     error
 }
