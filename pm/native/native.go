@@ -1303,7 +1303,10 @@ func sortByOffset(ws []logWrite) ([]uint32, func() error, error) {
 			order[i] = uint32(i)
 		}
 		slices.SortStableFunc(order, func(a, b uint32) int { return cmp.Compare(ws[a].off, ws[b].off) })
-		return order, relKeys, relScratch()
+		if err := relScratch(); err != nil {
+			return nil, nil, cmp.Or(relKeys(), err)
+		}
+		return order, relKeys, nil
 	}
 	for i, w := range ws {
 		keys[i] = w.off<<shift | uint64(i)
