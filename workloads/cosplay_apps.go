@@ -402,15 +402,17 @@ const cqCap = 16
 // about 22 lines (TestCPURates measures the rates).
 const cqEntryLines = 22
 
-func (b *cqBench) slotBytes() uint64 { return cqEntryLines * cline }
-func (b *cqBench) base(q int) uint64 { return uint64(q) * (cline + cqCap*b.slotBytes()) }
+// cqSlotBytes is the bytes of a queue slot: one entry.
+const cqSlotBytes = cqEntryLines * cline
+
+func (b *cqBench) base(q int) uint64 { return uint64(q) * (cline + cqCap*cqSlotBytes) }
 func (b *cqBench) size() uint64      { return b.base(b.queues) }
 func (b *cqBench) locks() int        { return b.queues }
 func cqTag(q int, p uint64) uint64   { return mix64(uint64(q)<<32|p) | 1 }
 
 // entry returns the bytes of the entry at position p of queue q.
 func (b *cqBench) entry(q int, p uint64) []byte {
-	e := make([]byte, b.slotBytes())
+	e := make([]byte, cqSlotBytes)
 	for l := range uint64(cqEntryLines) {
 		binary.LittleEndian.PutUint64(e[l*cline:], cqTag(q, p))
 		binary.LittleEndian.PutUint64(e[l*cline+8:], l)
@@ -418,8 +420,8 @@ func (b *cqBench) entry(q int, p uint64) []byte {
 	return e
 }
 
-// slot returns the offset of position p's slot in queue q from its header.
-func (b *cqBench) slot(p uint64) uint64 { return cline + (p%cqCap)*b.slotBytes() }
+// slot returns the offset of position p's slot from its queue's header.
+func (b *cqBench) slot(p uint64) uint64 { return cline + (p%cqCap)*cqSlotBytes }
 
 func (b *cqBench) fill(uint64) []byte {
 	out := make([]byte, b.size())
@@ -443,7 +445,7 @@ func (b *cqBench) task(t *cpuTask) error {
 	}
 	if enq {
 		slot := hd.Add(b.slot(tail))
-		if err := t.tx.AddRanges([]pm.Range{span(slot, b.slotBytes()), span(hd.Add(8), 8)}); err != nil { // cq: log slot and tail
+		if err := t.tx.AddRanges([]pm.Range{span(slot, cqSlotBytes), span(hd.Add(8), 8)}); err != nil { // cq: log slot and tail
 			return err
 		}
 		if err := t.tx.StoreBytes(slot, b.entry(q, tail)); err != nil { // cq: update slot
