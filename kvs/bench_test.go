@@ -7,6 +7,8 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/scopedpm/scopedpm/kvs"
+	"github.com/scopedpm/scopedpm/pm"
+	"github.com/scopedpm/scopedpm/pm/native"
 )
 
 // benchKeys is how many distinct keys the benchmarks cycle through.
@@ -79,4 +81,36 @@ func BenchmarkGetBatchOne(b *testing.B) {
 	}
 	b.ReportMetric(float64(b.N)/b.Elapsed().Seconds(), "keys/s")
 	b.ReportMetric(float64(b.Elapsed().Nanoseconds())/float64(b.N), "hostns/key")
+}
+
+// BenchmarkHostSetBatch times SET batches of 1,000 keys run on the host
+// (HostBatches) on pm/native, as kvs-vs-pebble's set/b1000 does: windows of
+// 1,000 consecutive keys over 16,000, in a table of 131,072 buckets. In
+// log mode each batch is synced; unsafe-nosync leaves the batch's CPU
+// cost alone.
+func BenchmarkHostSetBatch(b *testing.B) {
+	const batch, keySpace = 1000, 16000
+	for _, mode := range []native.Mode{native.ModeLog, native.ModeUnsafeNoSync} {
+		b.Run(mode.String(), func(b *testing.B) {
+			be, err := native.Open(b.TempDir(), native.Options{Mode: mode})
+			require.NoError(b, err)
+			defer be.Close()
+			m, err := pm.NewMachine(be)
+			require.NoError(b, err)
+			st, err := kvs.Create(m, kvs.Config{Buckets: 1 << 17, MaxBatch: batch, BlockThreads: 256}, kvs.HostBatches())
+			require.NoError(b, err)
+			keys, vals := make([]uint32, batch), make([]uint64, batch)
+			next := 0
+			for b.Loop() {
+				for i := range keys {
+					keys[i], vals[i] = uint32((next+i)%keySpace+1), uint64(next+i)
+				}
+				next = (next + batch) % keySpace
+				if _, err := st.SetBatch(keys, vals); err != nil {
+					b.Fatal(err)
+				}
+			}
+			b.ReportMetric(float64(b.N*batch)/b.Elapsed().Seconds(), "keys/s")
+		})
+	}
 }

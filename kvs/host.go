@@ -40,11 +40,18 @@ type hostWrite struct {
 // hostBatch collects the persists of a host batch by phase and issues them
 // in one pm.Machine.CopyInMany call, phase by phase. Within a phase the
 // kernels order nothing (different threads, or one thread's stores between
-// two of its fences), so the writes of a phase go out sorted by address,
-// runs of adjacent ones merged into one write. A store keeps its batch's
-// buffers for the next batch.
+// two of its fences), so the writes of a phase go out in address order
+// (the window's, then the others'), runs of adjacent ones merged into one
+// write. Writes of whole 4-byte words inside the window (the log's region,
+// which a batch's log, tail and truncation phases cover densely) are kept
+// in place, in a copy of the window per phase and a bitmap of the words
+// written, whose runs need no sort; a later write of a word in the same
+// phase replaces the earlier one (the kernels allow a crash to show
+// either). A store keeps its batch's buffers for the next batch.
 type hostBatch struct {
 	m       *pm.Machine
+	win     pm.Range
+	shadows []shadow
 	phases  [][]hostWrite
 	arena   []byte
 	out     []pm.Write
@@ -52,13 +59,31 @@ type hostBatch struct {
 	scratch []uint64    // radix.Sort's other buffer
 	tmp     []hostWrite // sortByAddr's scratch
 	err     error
+	warm    byte // warmBuckets' sum, which keeps its reads
 }
 
-// reset empties hb for a batch on m.
-func (hb *hostBatch) reset(m *pm.Machine) {
+// shadow is one phase's writes inside the window, kept in place.
+type shadow struct {
+	data   []byte   // the window's bytes as the phase writes them
+	words  []uint64 // a bit per 4-byte word of data written
+	lo, hi int      // the words of the bitmap that may be set
+}
+
+// reset empties hb for a batch on m whose window is win.
+func (hb *hostBatch) reset(m *pm.Machine, win pm.Range) {
 	hb.m, hb.err = m, nil
+	if win != hb.win {
+		hb.win, hb.shadows = win, nil
+	}
 	for i := range hb.phases {
 		hb.phases[i] = hb.phases[i][:0]
+	}
+	for i := range hb.shadows {
+		sh := &hb.shadows[i]
+		if sh.lo < sh.hi {
+			clear(sh.words[sh.lo:sh.hi])
+		}
+		sh.lo, sh.hi = len(sh.words), 0
 	}
 	hb.arena, hb.out = hb.arena[:0], hb.out[:0]
 }
@@ -71,6 +96,9 @@ func (hb *hostBatch) fail(err error) {
 
 // add holds n bytes at a in phase and returns where to put them.
 func (hb *hostBatch) add(phase int, a pm.Addr, n int) []byte {
+	if off := uint64(a - hb.win.Base); off < hb.win.Size && uint64(n) <= hb.win.Size-off && (off|uint64(n))%4 == 0 {
+		return hb.shadowOf(phase).mark(off, n)
+	}
 	for len(hb.phases) <= phase {
 		hb.phases = append(hb.phases, nil)
 	}
@@ -81,6 +109,59 @@ func (hb *hostBatch) add(phase int, a pm.Addr, n int) []byte {
 	return hb.arena[off : off+n]
 }
 
+// shadowOf returns phase's copy of the window, made at its first use.
+func (hb *hostBatch) shadowOf(phase int) *shadow {
+	for len(hb.shadows) <= phase {
+		hb.shadows = append(hb.shadows, shadow{})
+	}
+	sh := &hb.shadows[phase]
+	if sh.data == nil {
+		sh.data = make([]byte, hb.win.Size)
+		sh.words = make([]uint64, (hb.win.Size/4+63)/64)
+		sh.lo, sh.hi = len(sh.words), 0
+	}
+	return sh
+}
+
+// mark records a write of the n bytes at off (whole words) and returns
+// them.
+func (sh *shadow) mark(off uint64, n int) []byte {
+	w0, w1 := int(off/4), int(off/4)+n/4
+	for w := w0; w < w1; w++ {
+		sh.words[w/64] |= 1 << (w % 64)
+	}
+	sh.lo, sh.hi = min(sh.lo, w0/64), max(sh.hi, (w1-1)/64+1)
+	return sh.data[off : off+uint64(n)]
+}
+
+// runs appends the runs of words written, in address order, as writes.
+func (sh *shadow) runs(base pm.Addr, out []pm.Write) []pm.Write {
+	start := -1 // the word the open run starts at
+	for i := sh.lo; i < sh.hi; i++ {
+		for bw := sh.words[i]; ; {
+			if start < 0 {
+				if bw == 0 {
+					break
+				}
+				start = i*64 + bits.TrailingZeros64(bw)
+				bw |= 1<<(start%64) - 1 // the bits below are spent
+			}
+			// The run goes on to the first clear bit at or after start.
+			end := bits.TrailingZeros64(^bw)
+			if end == 64 {
+				break // it goes on into the next word
+			}
+			out = append(out, pm.Write{Addr: base.Add(uint64(start) * 4), Data: sh.data[start*4 : (i*64+end)*4]})
+			start = -1
+			bw &^= 1<<end - 1
+		}
+	}
+	if start >= 0 {
+		out = append(out, pm.Write{Addr: base.Add(uint64(start) * 4), Data: sh.data[start*4 : sh.hi*64*4]})
+	}
+	return out
+}
+
 func (hb *hostBatch) put(phase int, a pm.Addr, data []byte) { copy(hb.add(phase, a, len(data)), data) }
 
 func (hb *hostBatch) putWord(phase int, a pm.Addr, n int, v uint64) {
@@ -88,11 +169,18 @@ func (hb *hostBatch) putWord(phase int, a pm.Addr, n int, v uint64) {
 }
 
 // plan returns the batch's writes in issue order: by phase, then by
-// address, with adjacent writes of a phase merged. Writes of one phase
+// address (the window's first), with adjacent writes of a phase merged. Writes of one phase
 // that overlap keep their issue order instead (none of the store's do:
 // the requests of a batch touch distinct ways and slots).
 func (hb *hostBatch) plan() []pm.Write {
-	for _, ws := range hb.phases {
+	for p := range max(len(hb.phases), len(hb.shadows)) {
+		if p < len(hb.shadows) {
+			hb.out = hb.shadows[p].runs(hb.win.Base, hb.out)
+		}
+		if p >= len(hb.phases) {
+			continue
+		}
+		ws := hb.phases[p]
 		hb.sortByAddr(ws)
 		overlap := false
 		for i := 1; i < len(ws); i++ {
@@ -155,7 +243,7 @@ func (hb *hostBatch) sortByAddr(ws []hostWrite) {
 	for i, w := range ws {
 		hb.keys[i] = uint64(w.addr-lo)<<ib | uint64(i)
 	}
-	keys := radix.Sort(hb.keys, hb.scratch, uint(bits.Len64(uint64(hi-lo)))+ib)
+	keys := radix.SortFrom(hb.keys, hb.scratch, ib, uint(bits.Len64(uint64(hi-lo)))+ib) // the indices ascend already
 	tmp := append(hb.tmp[:0], ws...)
 	hb.tmp = tmp
 	for i, k := range keys {
@@ -171,6 +259,7 @@ type hostExec struct {
 	hb    *hostBatch
 	who   txn.Who
 	phase int
+	entry [entryBytes]byte // the request's undo entry, which the log copies
 }
 
 func (x *hostExec) load(a pm.Addr, n uint64) uint64 {
@@ -246,7 +335,7 @@ const (
 // returns each request's status.
 func (s *Store) hostRun(op opKind, keys []uint32, vals []uint64, seq uint64) ([]uint32, error) {
 	hb := &s.hb
-	hb.reset(s.m)
+	hb.reset(s.m, s.hcl.Region())
 	hb.putWord(phaseBegin, s.flagAddr(), 8, flagWord(seq, true))
 	status := make([]uint32, len(keys))
 	slots := make([]int, 0, len(keys))
@@ -264,6 +353,7 @@ func (s *Store) hostRun(op opKind, keys []uint32, vals []uint64, seq uint64) ([]
 			}
 		}
 	}()
+	s.warmBuckets(keys)
 	last := phaseLog
 	x := &hostExec{hb: hb}
 	var line [BucketBytes]byte
@@ -295,7 +385,7 @@ func (s *Store) hostRun(op opKind, keys []uint32, vals []uint64, seq uint64) ([]
 		sigA, valA := s.sigAddr(b, w), s.valAddr(b, w)
 		part, err := s.log.Part(x)
 		if err == nil {
-			err = s.log.Insert(x, part, encodeEntry(uint32(b), w, x.Load32(sigA), x.Load64(valA)))
+			err = s.log.Insert(x, part, putEntry(x.entry[:], uint32(b), w, x.Load32(sigA), x.Load64(valA)))
 		}
 		if err != nil {
 			return nil, fmt.Errorf("request %d (key %d): log: %w", i, key, err)
@@ -342,6 +432,24 @@ func (s *Store) hostRun(op opKind, keys []uint32, vals []uint64, seq uint64) ([]
 		}
 	}
 	return status, nil
+}
+
+// warmBuckets reads a byte of each line of the keys' buckets before the
+// requests run. The reads depend on nothing, so the processor overlaps
+// their cache misses, which the requests' lookups, one after the other,
+// would take one at a time; the lookups then find the lines in the cache.
+// It changes nothing and reports nothing (a lookup reports what fails).
+func (s *Store) warmBuckets(keys []uint32) {
+	tbl, _, err := s.m.Memory().Bytes(s.bucketAddr(0), s.h.buckets*BucketBytes, 1)
+	if err != nil {
+		return
+	}
+	var sum byte
+	for _, k := range keys {
+		b1, b2 := candidates(k, s.h.buckets)
+		sum += tbl[b1*BucketBytes] + tbl[b1*BucketBytes+64] + tbl[b2*BucketBytes] + tbl[b2*BucketBytes+64]
+	}
+	s.hb.warm = sum // keeps the reads
 }
 
 // findHost is find on the host: the bucket and way of key, read from the

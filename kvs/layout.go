@@ -114,7 +114,11 @@ func flagSeq(w uint64) uint64  { return w >> 1 }
 const entryBytes = 20
 
 func encodeEntry(bucket uint32, way int, sig uint32, val uint64) []byte {
-	b := make([]byte, entryBytes)
+	return putEntry(make([]byte, entryBytes), bucket, way, sig, val)
+}
+
+// putEntry encodes an undo entry into b (entryBytes long) and returns b.
+func putEntry(b []byte, bucket uint32, way int, sig uint32, val uint64) []byte {
 	binary.LittleEndian.PutUint32(b, bucket)
 	binary.LittleEndian.PutUint32(b[4:], uint32(way))
 	binary.LittleEndian.PutUint32(b[8:], sig)

@@ -69,26 +69,40 @@ const trailerSize = 8
 // maxEntry bounds an entry's payload.
 const maxEntry = 1 << 30
 
+// entryPre is the length of the prefix the checksum covers before the
+// payload: the kind, the generation, the partition, the position and the
+// length.
+const entryPre = 17
+
+func putEntryPre(b []byte, kind byte, gen, part, pos uint32, n int) {
+	b[0] = kind
+	binary.LittleEndian.PutUint32(b[1:], gen)
+	binary.LittleEndian.PutUint32(b[5:], part)
+	binary.LittleEndian.PutUint32(b[9:], pos)
+	binary.LittleEndian.PutUint32(b[13:], uint32(n))
+}
+
 func entryCRC(kind byte, gen, part, pos uint32, payload []byte) uint32 {
-	var pre [17]byte
-	pre[0] = kind
-	binary.LittleEndian.PutUint32(pre[1:], gen)
-	binary.LittleEndian.PutUint32(pre[5:], part)
-	binary.LittleEndian.PutUint32(pre[9:], pos)
-	binary.LittleEndian.PutUint32(pre[13:], uint32(len(payload)))
+	var pre [entryPre]byte
+	putEntryPre(pre[:], kind, gen, part, pos, len(payload))
 	return seal.Update(seal.Checksum(pre[:]), payload)
 }
 
 // entrySize is the stream bytes an entry of n payload bytes takes.
 func entrySize(n, unit uint64) uint64 { return roundUp(n, unit) + trailerSize }
 
-// encodeEntry returns the stream bytes of an entry at pos.
+// encodeEntry returns the stream bytes of an entry at pos. The checksum's
+// prefix goes in front of them in one buffer, so that one allocation and
+// one CRC call cover both (entryCRC's value).
 func encodeEntry(kind byte, gen, part, pos uint32, payload []byte, unit uint64) []byte {
-	b := make([]byte, entrySize(uint64(len(payload)), unit))
-	copy(b, payload)
+	b := make([]byte, entryPre+entrySize(uint64(len(payload)), unit))
+	putEntryPre(b, kind, gen, part, pos, len(payload))
+	copy(b[entryPre:], payload)
+	crc := seal.Checksum(b[:entryPre+len(payload)])
+	b = b[entryPre:]
 	t := b[len(b)-trailerSize:]
 	binary.LittleEndian.PutUint32(t, uint32(len(payload)))
-	binary.LittleEndian.PutUint32(t[4:], entryCRC(kind, gen, part, pos, payload))
+	binary.LittleEndian.PutUint32(t[4:], crc)
 	return b
 }
 

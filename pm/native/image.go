@@ -13,7 +13,8 @@ import (
 // in the Go heap: the garbage collector neither scans it nor counts it
 // toward its heap goal, which would otherwise let the heap grow to twice
 // the image before a collection; and pages never written (most of a new
-// region) take no memory. Close and RemoveStored unmap it, after the
+// region) take no memory (in units of 2 MiB where the kernel grants the
+// huge pages it asks for). Close and RemoveStored unmap it, after the
 // machine has closed or removed the region (pm.Memory.ClosePM), so that no access
 // reaches unmapped memory. Under the race detector (image_race.go) images
 // are ordinary slices instead, since it does not watch memory outside the
@@ -28,6 +29,10 @@ func newImage(size uint64) ([]byte, error) {
 	if err != nil {
 		return nil, fmt.Errorf("%w: map an image of %d bytes: %w", ErrIO, size, err)
 	}
+	// Huge pages where the kernel allows them: a store's random reads of a
+	// large image (a gpKVS table) then miss the TLB far less. Advice only:
+	// a kernel without them maps small pages.
+	_ = unix.Madvise(b, unix.MADV_HUGEPAGE)
 	return b, nil
 }
 

@@ -1311,7 +1311,7 @@ func sortByOffset(ws []logWrite) ([]uint32, func() error, error) {
 	for i, w := range ws {
 		keys[i] = w.off<<shift | uint64(i)
 	}
-	sorted := radix.Sort(keys, scratch, uint(bits.Len64(maxOff))+shift)
+	sorted := radix.SortFrom(keys, scratch, shift, uint(bits.Len64(maxOff))+shift) // the indices ascend already
 	rel, other := relKeys, relScratch
 	if unsafe.SliceData(sorted) != unsafe.SliceData(keys) {
 		rel, other = relScratch, relKeys
