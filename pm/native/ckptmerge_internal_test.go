@@ -137,7 +137,7 @@ func TestWriteFromLogPieces(t *testing.T) {
 		require.NoError(t, err)
 		require.NoError(t, f.Truncate(HeaderSize+size))
 		regs := map[uint64]ckptRegion{1: {name: "r", base: base, size: size, f: f}}
-		require.NoError(t, writeFromLog(OSFS(), dir, path, regs, piece), "piece %d", piece)
+		require.NoError(t, writeFromLog(OSFS(), dir, path, "", regs, piece), "piece %d", piece)
 		got := make([]byte, size)
 		_, err = f.ReadAt(got, HeaderSize)
 		require.NoError(t, err)

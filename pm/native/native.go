@@ -313,9 +313,9 @@ func (b *Backend) load() error {
 	for _, e := range ents {
 		n := e.Name()
 		switch {
-		case strings.HasSuffix(n, fileExt+".tmp") || n == logName+".tmp":
+		case strings.HasSuffix(n, fileExt+".tmp") || n == logName+".tmp" || n == freeLogName:
 			// A region whose creation, or a log whose restart, did not
-			// finish: never acknowledged.
+			// finish: never acknowledged; or a log kept for reuse.
 			if err := b.fs.Remove(filepath.Join(b.dir, n)); err != nil {
 				return fmt.Errorf("%w: %w", ErrIO, err)
 			}
@@ -1106,7 +1106,8 @@ func (b *Backend) checkpoint() error {
 // bgCheckpoint is a checkpoint running in the background.
 type bgCheckpoint struct {
 	done chan struct{}
-	err  error // valid once done is closed
+	err  error  // valid once done is closed
+	free string // where it leaves its log for the next log to reuse
 }
 
 // ckptRegion is what a background checkpoint needs of a region.
@@ -1168,16 +1169,17 @@ func (b *Backend) startCheckpoint() error {
 	ck := &bgCheckpoint{done: make(chan struct{})}
 	b.ckpt = ck
 	fs, dir := b.fs, b.dir
+	ck.free = filepath.Join(b.dir, freeLogName)
 	go func() {
 		defer close(ck.done)
-		ck.err = writeFromLog(fs, dir, oldPath, regs, scanPiece)
+		ck.err = writeFromLog(fs, dir, oldPath, ck.free, regs, scanPiece)
 	}()
 	return nil
 }
 
 // writeFromLog writes the entries of the log at path to the region files
 // (what they leave in log order), syncs the files it wrote, then removes
-// the log and syncs the directory. It reads the log twice, a piece
+// the log (or renames it to keep, when not empty) and syncs the directory. It reads the log twice, a piece
 // (piece bytes) at a time: once for where its entries go (16 bytes an
 // entry), once more for their bytes, merged (overlapping and adjacent
 // entries one write, each byte written once) into a buffer of at most
@@ -1185,7 +1187,7 @@ func (b *Backend) startCheckpoint() error {
 // holds a fraction of the log in memory, whatever the log's size, and
 // makes about as few writes as merging the whole log at once. It runs
 // without the backend: regs are the regions the log's entries may touch.
-func writeFromLog(fs FS, dir, path string, regs map[uint64]ckptRegion, piece int) error {
+func writeFromLog(fs FS, dir, path, keep string, regs map[uint64]ckptRegion, piece int) error {
 	f, size, err := openLog(fs, path)
 	if err != nil {
 		return fmt.Errorf("%w: checkpoint: open %s: %w", ErrIO, path, err)
@@ -1245,7 +1247,11 @@ func writeFromLog(fs FS, dir, path string, regs map[uint64]ckptRegion, piece int
 	if err := f.Close(); err != nil {
 		return fmt.Errorf("%w: checkpoint: close %s: %w", ErrIO, path, err)
 	}
-	if err := fs.Remove(path); err != nil {
+	if keep != "" {
+		if err := fs.Rename(path, keep); err != nil {
+			return fmt.Errorf("%w: checkpoint: rename %s: %w", ErrIO, path, err)
+		}
+	} else if err := fs.Remove(path); err != nil {
 		return fmt.Errorf("%w: checkpoint: remove %s: %w", ErrIO, path, err)
 	}
 	if err := fs.SyncDir(dir); err != nil {
@@ -1485,11 +1491,12 @@ func (b *Backend) pollCheckpoint() error {
 	default:
 		return nil
 	}
-	err := b.ckpt.err
+	err, free := b.ckpt.err, b.ckpt.free
 	b.ckpt = nil
 	if err != nil {
 		return b.fail(err)
 	}
+	b.plog.free = free
 	return nil
 }
 
@@ -1614,6 +1621,13 @@ func (b *Backend) Close() error {
 	}
 	if err == nil && b.err != nil && errors.Is(b.err, ErrIO) {
 		err = b.err
+	}
+	if err == nil && b.plog != nil && b.plog.free != "" {
+		// Nothing in it is needed; Open would remove it.
+		if rerr := b.fs.Remove(b.plog.free); rerr != nil {
+			err = fmt.Errorf("%w: remove %s: %w", ErrIO, b.plog.free, rerr)
+		}
+		b.plog.free = ""
 	}
 	b.release()
 	return err

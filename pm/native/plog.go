@@ -38,10 +38,19 @@ import (
 // the last record can be torn by a power failure. The file grows by
 // zeroed chunks of logChunk bytes, written with the record that first
 // needs them; zeros after the last record are not a record (generation
-// 0 is never used).
+// 0 is never used), nor are the records of older generations that a
+// recycled log (freeLogName) holds after its last record.
 const (
-	logName        = "LOG"
-	oldLogName     = "LOG.old" // a log a background checkpoint is writing to the region files
+	logName    = "LOG"
+	oldLogName = "LOG.old" // a log a background checkpoint is writing to the region files
+	// freeLogName: a log whose checkpoint finished, kept for the next log
+	// to write over (as Pebble recycles its WAL files): that log's syncs
+	// then overwrite written blocks and change no file size, which on a
+	// journaling filesystem costs a journal commit each time the file
+	// grows. Nothing in it is needed: Open removes it, and its records
+	// are of older generations, which replay never takes for the new
+	// log's.
+	freeLogName    = "LOG.free"
 	logMagic       = "SCPMLOG\x00"
 	logVersion     = 1
 	logHeaderSize  = 32
@@ -210,7 +219,8 @@ type plog struct {
 	f       File
 	gen     uint64
 	off     int64  // end of the records written
-	zeroEnd int64  // end of the file: zeros from off to here
+	zeroEnd int64  // end of the file: from off to here zeros, or older generations' records (a recycled log)
+	free    string // a log to recycle at the next rotate (freeLogName's path), or ""
 	seq     uint64 // sequence number of the last record written
 	pend    []byte // payload of the next record
 	pendN   uint64 // batch number of the pending payload
@@ -237,20 +247,35 @@ func (l *plog) create(dir string, gen uint64) error { return l.rotate(dir, gen, 
 // rotate is create, except that when keep is not empty the old log is
 // first renamed to keep instead of being replaced (both renames made
 // durable by one sync of the directory): a background checkpoint then
-// writes the region files from it and removes it.
+// writes the region files from it and removes it, or leaves it as the
+// free log, which the next rotate with keep reuses as the new log.
 func (l *plog) rotate(dir string, gen uint64, keep string) error {
 	tmp := l.path + ".tmp"
-	f, err := l.fs.OpenFile(tmp, os.O_RDWR|os.O_CREATE|os.O_TRUNC, 0o644)
-	if err != nil {
-		return fmt.Errorf("%w: create log: %w", ErrIO, err)
+	var f File
+	var size int64
+	if keep != "" && l.free != "" {
+		var err error
+		if f, size, err = l.reuse(gen); err != nil {
+			return err
+		}
+		tmp, l.free = l.free, ""
+	}
+	if f == nil {
+		var err error
+		f, err = l.fs.OpenFile(tmp, os.O_RDWR|os.O_CREATE|os.O_TRUNC, 0o644)
+		if err != nil {
+			return fmt.Errorf("%w: create log: %w", ErrIO, err)
+		}
+		first := append(encodeLogHeader(gen), make([]byte, logChunk-logHeaderSize)...)
+		if _, err := f.WriteAt(first, 0); err != nil {
+			f.Close()
+			return fmt.Errorf("%w: write %s: %w", ErrIO, tmp, err)
+		}
+		size = logChunk
 	}
 	fail := func(what string, err error) error {
 		f.Close()
 		return fmt.Errorf("%w: %s %s: %w", ErrIO, what, tmp, err)
-	}
-	first := append(encodeLogHeader(gen), make([]byte, logChunk-logHeaderSize)...)
-	if _, err := f.WriteAt(first, 0); err != nil {
-		return fail("write", err)
 	}
 	if err := f.Sync(); err != nil {
 		return fail("sync", err)
@@ -269,12 +294,34 @@ func (l *plog) rotate(dir string, gen uint64, keep string) error {
 	}
 	l.mu.Lock()
 	old := l.f
-	l.f, l.gen, l.off, l.zeroEnd, l.seq = f, gen, logHeaderSize, logChunk, 0
+	l.f, l.gen, l.off, l.zeroEnd, l.seq = f, gen, logHeaderSize, size, 0
 	l.mu.Unlock()
 	if old != nil {
 		old.Close()
 	}
 	return nil
+}
+
+// reuse opens the free log and writes the header of generation gen over
+// its own; the records after it, of older generations, stay until the new
+// log's records overwrite them. It returns the file and its size.
+func (l *plog) reuse(gen uint64) (File, int64, error) {
+	f, err := l.fs.OpenFile(l.free, os.O_RDWR, 0)
+	if err != nil {
+		return nil, 0, fmt.Errorf("%w: open free log: %w", ErrIO, err)
+	}
+	st, err := f.Stat()
+	if err == nil && st.Size() < logChunk {
+		err = fmt.Errorf("%d bytes, shorter than a chunk", st.Size())
+	}
+	if err == nil {
+		_, err = f.WriteAt(encodeLogHeader(gen), 0)
+	}
+	if err != nil {
+		f.Close()
+		return nil, 0, fmt.Errorf("%w: reuse free log %s: %w", ErrIO, l.free, err)
+	}
+	return f, st.Size() &^ 7, nil
 }
 
 // add appends payload to the pending batch (no I/O).
