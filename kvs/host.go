@@ -130,7 +130,12 @@ func (sh *shadow) mark(off uint64, n int) []byte {
 	for w := w0; w < w1; w++ {
 		sh.words[w/64] |= 1 << (w % 64)
 	}
-	sh.lo, sh.hi = min(sh.lo, w0/64), max(sh.hi, (w1-1)/64+1)
+	if i := w0 / 64; i < sh.lo {
+		sh.lo = i
+	}
+	if i := (w1-1)/64 + 1; i > sh.hi {
+		sh.hi = i
+	}
 	return sh.data[off : off+uint64(n)]
 }
 
@@ -288,10 +293,14 @@ func (x *hostExec) LoadBytes(a pm.Addr, buf []byte) {
 }
 
 // Store32 holds a 4-byte store.
-func (x *hostExec) Store32(a pm.Addr, v uint32) { x.hb.putWord(x.phase, a, 4, uint64(v)) }
+func (x *hostExec) Store32(a pm.Addr, v uint32) {
+	binary.LittleEndian.PutUint32(x.hb.add(x.phase, a, 4), v)
+}
 
 // Store64 holds an 8-byte store.
-func (x *hostExec) Store64(a pm.Addr, v uint64) { x.hb.putWord(x.phase, a, 8, v) }
+func (x *hostExec) Store64(a pm.Addr, v uint64) {
+	binary.LittleEndian.PutUint64(x.hb.add(x.phase, a, 8), v)
+}
 
 // StoreBytes holds a store of data.
 func (x *hostExec) StoreBytes(a pm.Addr, data []byte) { x.hb.put(x.phase, a, data) }
