@@ -103,10 +103,10 @@ func TestMergeWrites(t *testing.T) {
 	}
 }
 
-// A checkpoint read in pieces of any size leaves the region file what the
-// log's writes, applied in order, leave: writes of one place in different
-// pieces, records larger than a piece and pieces smaller than a header
-// included.
+// A checkpoint read in pieces of any size, indexing passes of any number
+// of entries, leaves the region file what the log's writes, applied in
+// order, leave: writes of one place in different pieces and passes,
+// records larger than a piece and pieces smaller than a header included.
 func TestWriteFromLogPieces(t *testing.T) {
 	const seed, size = 7, 4096
 	t.Logf("seed %d", seed)
@@ -129,7 +129,8 @@ func TestWriteFromLogPieces(t *testing.T) {
 		log = encodeRecord(log, 1, seq, p)
 	}
 	log = append(log, make([]byte, 100)...) // the zeroed end of a chunk
-	for _, piece := range []int{1, 64, 1000, 1 << 20} {
+	for _, tc := range []struct{ piece, pass int }{{1, 1 << 20}, {64, 1 << 20}, {1000, 1 << 20}, {1 << 20, 1 << 20}, {1000, 1}, {64, 7}, {1 << 20, 50}} {
+		piece, pass := tc.piece, tc.pass
 		dir := t.TempDir()
 		path := filepath.Join(dir, oldLogName)
 		require.NoError(t, os.WriteFile(path, log, 0o644))
@@ -137,12 +138,12 @@ func TestWriteFromLogPieces(t *testing.T) {
 		require.NoError(t, err)
 		require.NoError(t, f.Truncate(HeaderSize+size))
 		regs := map[uint64]ckptRegion{1: {name: "r", base: base, size: size, f: f}}
-		require.NoError(t, writeFromLog(OSFS(), dir, path, "", regs, piece), "piece %d", piece)
+		require.NoError(t, writeFromLog(OSFS(), dir, path, "", regs, piece, pass), "piece %d, pass %d", piece, pass)
 		got := make([]byte, size)
 		_, err = f.ReadAt(got, HeaderSize)
 		require.NoError(t, err)
 		require.NoError(t, f.Close())
-		require.Equal(t, want, got, "piece %d", piece)
+		require.Equal(t, want, got, "piece %d, pass %d", piece, pass)
 		require.NoFileExists(t, path, "the log is removed")
 	}
 }

@@ -1172,30 +1172,34 @@ func (b *Backend) startCheckpoint() error {
 	ck.free = filepath.Join(b.dir, freeLogName)
 	go func() {
 		defer close(ck.done)
-		ck.err = writeFromLog(fs, dir, oldPath, ck.free, regs, scanPiece)
+		ck.err = writeFromLog(fs, dir, oldPath, ck.free, regs, scanPiece, ckptPass)
 	}()
 	return nil
 }
 
 // writeFromLog writes the entries of the log at path to the region files
 // (what they leave in log order), syncs the files it wrote, then removes
-// the log (or renames it to keep, when not empty) and syncs the directory. It reads the log twice, a piece
-// (piece bytes) at a time: once for where its entries go (16 bytes an
-// entry), once more for their bytes, merged (overlapping and adjacent
-// entries one write, each byte written once) into a buffer of at most
-// ckptBatch bytes, refilled as often as the merged bytes need; so it
-// holds a fraction of the log in memory, whatever the log's size, and
-// makes about as few writes as merging the whole log at once. It runs
-// without the backend: regs are the regions the log's entries may touch.
-func writeFromLog(fs FS, dir, path, keep string, regs map[uint64]ckptRegion, piece int) error {
+// the log (or renames it to keep, when not empty) and syncs the
+// directory. It reads the log a piece (piece bytes) at a time, in passes
+// of at most pass entries: for each pass, where its entries go (16 bytes
+// an entry), then their bytes again, merged (overlapping and adjacent
+// entries one write, each byte written once a pass) into a buffer of at
+// most ckptBatch bytes, refilled as often as the merged bytes need. So it
+// holds a fraction of the log in memory, and its index, sort and extents
+// (about 40 bytes an entry at their peak) a bounded amount, whatever the
+// log's size; a place written in several passes is written once each (in
+// log order: the last pass's bytes stay). It runs without the backend:
+// regs are the regions the log's entries may touch.
+func writeFromLog(fs FS, dir, path, keep string, regs map[uint64]ckptRegion, piece, pass int) error {
 	f, size, err := openLog(fs, path)
 	if err != nil {
 		return fmt.Errorf("%w: checkpoint: open %s: %w", ErrIO, path, err)
 	}
 	defer f.Close()
-	// The entries, in log order, per region, as places in the log (no
-	// pointers for the collector to scan), each region's in a mapping
-	// with room for every entry the log can hold (maxEntries).
+	// The entries of the pass, in log order, per region, as places in the
+	// log (no pointers for the collector to scan), each region's in a
+	// mapping with room for every entry the log can hold (maxEntries), of
+	// which a pass touches at most pass.
 	writes := map[uint64][]logWrite{}
 	var releases []func() error
 	defer func() {
@@ -1203,6 +1207,27 @@ func writeFromLog(fs FS, dir, path, keep string, regs map[uint64]ckptRegion, pie
 			_ = rel()
 		}
 	}()
+	indexed := 0
+	// flush writes the pass's entries to the region files.
+	flush := func() error {
+		for _, i := range slices.Sorted(maps.Keys(writes)) {
+			ws := writes[i]
+			if len(ws) == 0 {
+				continue
+			}
+			r := regs[i]
+			err := writeMerged(f, size, ws, ckptBatch, piece, func(off uint64, data []byte) error {
+				_, err := r.f.WriteAt(data, int64(HeaderSize+off))
+				return err
+			})
+			if err != nil {
+				return fmt.Errorf("%w: checkpoint: write region %s: %w", ErrIO, r.name, err)
+			}
+			writes[i] = ws[:0]
+		}
+		indexed = 0
+		return nil
+	}
 	_, _, _, err = scanLogAt(f, size, piece, func(e logEntry) error {
 		i := uint64(e.addr) >> pm.OffsetBits
 		r, ok := regs[i]
@@ -1222,23 +1247,18 @@ func writeFromLog(fs FS, dir, path, keep string, regs map[uint64]ckptRegion, pie
 			ws = all[:0]
 		}
 		writes[i] = append(ws, newLogWrite(uint64(e.addr-r.base), uint64(e.pos), uint64(len(e.data))))
+		if indexed++; indexed >= pass {
+			return flush()
+		}
 		return nil
 	}, nil)
+	if err == nil {
+		err = flush()
+	}
 	if err != nil {
 		return fmt.Errorf("checkpoint from %s: %w", path, err)
 	}
 	wrote := slices.Sorted(maps.Keys(writes))
-	for _, i := range wrote {
-		r := regs[i]
-		err := writeMerged(f, size, writes[i], ckptBatch, piece, func(off uint64, data []byte) error {
-			_, err := r.f.WriteAt(data, int64(HeaderSize+off))
-			return err
-		})
-		if err != nil {
-			return fmt.Errorf("%w: checkpoint: write region %s: %w", ErrIO, r.name, err)
-		}
-		writes[i] = nil
-	}
 	for _, i := range wrote {
 		if err := regs[i].f.Sync(); err != nil {
 			return fmt.Errorf("%w: checkpoint: sync region %s: %w", ErrIO, regs[i].name, err)
@@ -1266,6 +1286,12 @@ func maxEntries(size int64) int { return int(size/(entHeaderSize+8)) + 1 }
 
 // ckptBatch bounds the merged bytes a checkpoint holds at once.
 const ckptBatch = 4 << 20
+
+// ckptPass bounds the entries a checkpoint indexes at once (writeFromLog's
+// passes): about 5 MiB of index, sort and extents. Indexing a whole 64 MiB
+// log of B+tree batches (about a million entries) at once held some 45 MiB
+// more at its peak, half the store's resident memory at 1M keys.
+const ckptPass = 1 << 17
 
 // logWrite is a log entry's n bytes at log offset pos, for offset off of
 // its region, in 16 bytes (a checkpoint holds one per entry of its log).
