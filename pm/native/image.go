@@ -30,9 +30,8 @@ func newImage(size uint64) ([]byte, error) {
 		return nil, fmt.Errorf("%w: map an image of %d bytes: %w", ErrIO, size, err)
 	}
 	// Huge pages where the kernel allows them: a store's random reads of a
-	// large image (a gpKVS table) then miss the TLB far less. Advice only:
-	// a kernel without them maps small pages.
-	_ = unix.Madvise(b, unix.MADV_HUGEPAGE)
+	// large image (a gpKVS table) then miss the TLB far less.
+	adviseHugePages(b)
 	return b, nil
 }
 

@@ -25,3 +25,7 @@ func preallocate(fd uintptr, size int64) error {
 }
 
 func fdatasyncFd(fd int) error { return unix.Fdatasync(fd) }
+
+// adviseHugePages asks for huge pages for the mapping b. Advice only: a
+// kernel that has none (or refuses) maps small pages.
+func adviseHugePages(b []byte) { _ = unix.Madvise(b, unix.MADV_HUGEPAGE) }

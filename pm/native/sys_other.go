@@ -14,3 +14,6 @@ const mapSyncFlags = 0
 func preallocate(uintptr, int64) error { return nil }
 
 func fdatasyncFd(fd int) error { return unix.Fsync(fd) }
+
+// adviseHugePages does nothing here.
+func adviseHugePages([]byte) {}
