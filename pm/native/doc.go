@@ -66,7 +66,9 @@
 // journal commit (a 92 KB write and fdatasync: 400 µs growing the file by
 // zeroed chunks, 245 µs over written blocks, on this project's disk). Its
 // older records are of older generations, which replay does not take for
-// the new log's. Open and Close remove LOG.free. One checkpoint runs at a
+// the new log's; after a crash, though, Open reads them all in its search
+// for a valid record after the last one (a 64 MiB log: about 60 ms more).
+// Open and Close remove LOG.free. One checkpoint runs at a
 // time; a durability point that finds the log past twice the size waits
 // for it and starts the next. RemoveRegion and Close wait for it, then
 // write the pages written since from memory and replace LOG (a new file
