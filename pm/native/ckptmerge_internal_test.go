@@ -5,6 +5,7 @@ package native
 import (
 	"bytes"
 	"cmp"
+	"fmt"
 	"math/rand/v2"
 	"os"
 	"path/filepath"
@@ -108,8 +109,16 @@ func TestMergeWrites(t *testing.T) {
 // A checkpoint read in pieces of any size, indexing passes of any number
 // of entries, leaves the region file what the log's writes, applied in
 // order, leave: writes of one place in different pieces and passes,
-// records larger than a piece and pieces smaller than a header included.
+// records larger than a piece and pieces smaller than a header included;
+// for writes anywhere, and for writes that rewrite a few places again and
+// again (which a full pass drops rather than writes).
 func TestWriteFromLogPieces(t *testing.T) {
+	for _, rewrites := range []bool{false, true} {
+		t.Run(fmt.Sprintf("rewrites=%v", rewrites), func(t *testing.T) { testWriteFromLogPieces(t, rewrites) })
+	}
+}
+
+func testWriteFromLogPieces(t *testing.T, rewrites bool) {
 	const seed, size = 7, 4096
 	t.Logf("seed %d", seed)
 	rng := rand.New(rand.NewPCG(seed, 1))
@@ -120,8 +129,12 @@ func TestWriteFromLogPieces(t *testing.T) {
 		var p []byte
 		last := -1
 		for range 1 + rng.IntN(8) {
-			off := rng.IntN(size - 100)
-			d := make([]byte, 1+rng.IntN(100))
+			off, n := rng.IntN(size-100), 1+rng.IntN(100)
+			if rewrites {
+				slot := rng.IntN(6) // six places, each always the same length
+				off, n = 600*slot+8, 4+4*slot
+			}
+			d := make([]byte, n)
 			for j := range d {
 				d[j] = byte(1 + rng.IntN(255))
 			}
@@ -184,4 +197,14 @@ func TestSortByOffset(t *testing.T) {
 			require.NoError(t, release())
 		})
 	}
+}
+
+// dropRewritten keeps, in log order, the entries no later entry of the
+// same offset and length rewrites.
+func TestDropRewritten(t *testing.T) {
+	w := func(off, pos, n uint64) logWrite { return newLogWrite(off, pos, n) }
+	ws := []logWrite{w(8, 0, 4), w(0, 1, 8), w(8, 2, 4), w(8, 3, 8), w(0, 4, 8), w(16, 5, 4), w(8, 6, 4)}
+	got, err := dropRewritten(slices.Clone(ws))
+	require.NoError(t, err)
+	require.Equal(t, []logWrite{w(8, 3, 8), w(0, 4, 8), w(16, 5, 4), w(8, 6, 4)}, got)
 }
