@@ -174,9 +174,10 @@ func (hb *hostBatch) putWord(phase int, a pm.Addr, n int, v uint64) {
 }
 
 // plan returns the batch's writes in issue order: by phase, then by
-// address (the window's first), with adjacent writes of a phase merged. Writes of one phase
-// that overlap keep their issue order instead (none of the store's do:
-// the requests of a batch touch distinct ways and slots).
+// address (the window's first), with adjacent writes of a phase merged.
+// Writes of one phase outside the window that overlap keep their issue
+// order instead (none of the store's do: the requests of a batch touch
+// distinct ways and slots).
 func (hb *hostBatch) plan() []pm.Write {
 	for p := range max(len(hb.phases), len(hb.shadows)) {
 		if p < len(hb.shadows) {
@@ -456,7 +457,8 @@ func (s *Store) warmBuckets(keys []uint32) {
 	var sum byte
 	for _, k := range keys {
 		b1, b2 := candidates(k, s.h.buckets)
-		sum += tbl[b1*BucketBytes] + tbl[b1*BucketBytes+64] + tbl[b2*BucketBytes] + tbl[b2*BucketBytes+64]
+		// A bucket's first and last bytes: its two 64-byte lines.
+		sum += tbl[b1*BucketBytes] + tbl[b1*BucketBytes+BucketBytes-1] + tbl[b2*BucketBytes] + tbl[b2*BucketBytes+BucketBytes-1]
 	}
 	s.hb.warm = sum // keeps the reads
 }
