@@ -61,9 +61,9 @@
 // the region files, syncs them, renames LOG.old to LOG.free and syncs the
 // directory, while durability points go on in the new log. The next
 // checkpoint's new LOG is LOG.free, its header rewritten (as Pebble
-// recycles WAL files): the log's syncs then overwrite written blocks and
-// seldom change the file's size, which on ext4 makes each such sync a
-// journal commit (a 92 KB write and fdatasync: 400 µs growing the file by
+// recycles WAL files): the log's syncs then overwrite written blocks
+// instead of growing the file, a growth that costs ext4 a journal commit
+// at the sync (a 92 KB write and fdatasync: 400 µs growing the file by
 // zeroed chunks, 245 µs over written blocks, on this project's disk). Its
 // older records are of older generations, which replay does not take for
 // the new log's; after a crash, though, Open reads them all in its search
