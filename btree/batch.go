@@ -7,6 +7,7 @@ import (
 	"math/bits"
 	"slices"
 
+	"github.com/scopedpm/scopedpm/internal/radix"
 	"github.com/scopedpm/scopedpm/pm"
 	"github.com/scopedpm/scopedpm/scope"
 )
@@ -106,11 +107,12 @@ func sortBatch(keys, vals []uint64) ([]uint64, []uint64) {
 		most |= k
 	}
 	if bits.Len64(most)+int(shift) <= 64 {
-		ps := make([]uint64, len(keys))
+		ps, scratch := make([]uint64, len(keys)), make([]uint64, len(keys))
 		for i, k := range keys {
 			ps[i] = k<<shift | uint64(i)
 		}
-		slices.Sort(ps)
+		// The indices ascend already: sort by the key bits only.
+		ps = radix.SortFrom(ps, scratch, shift, uint(bits.Len64(most))+shift)
 		ks, vs := make([]uint64, 0, len(keys)), make([]uint64, 0, len(keys))
 		for _, p := range ps {
 			k, i := p>>shift, p&(1<<shift-1)
@@ -741,7 +743,9 @@ func (t *Tree) changes(root, height uint32) (made, freed []uint32, count uint64,
 			}
 			made = append(made, id)
 			nd := nd
-			if nc != nil {
+			if cn, ok := nc.get(id); ok {
+				nd = cn // made by the running host insert (nodeCache.fill)
+			} else if nc != nil {
 				if nd, err = nc.read(t, id, buf); err != nil {
 					return nil, nil, 0, err
 				}

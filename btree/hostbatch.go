@@ -379,6 +379,7 @@ func (hb *hostBatch) writePieces(es []entry, leaf bool, lane, lv int, cur *uint6
 			}
 		}
 		img := hb.encode(part, leaf, next, id)
+		hb.t.cached().fill(id, part, leaf, next, order)
 		nk := len(part) - btoi(!leaf)
 		at0 := hb.k.node(id)
 		hb.write(at0, img[:16+8*nk])
@@ -423,6 +424,7 @@ func (hb *hostBatch) chain(i int) error {
 	if err := hb.put(hb.k.node(last).Add(8), nextWord(last, next)); err != nil {
 		return err
 	}
+	hb.t.cached().setNext(last, next)
 	// The leaf before c in the old tree: up to the first ancestor where c's
 	// branch is not the leftmost, one child left, then rightmost down.
 	var pred uint32

@@ -25,10 +25,12 @@ func nodeCacheEntries(order int) int {
 
 // nodeCache holds decoded committed nodes for the DB's write path
 // (insertHost): planning's descent and the commit walk take a node from it
-// instead of reading and checksumming it again. A node enters it only
-// after a checked read (decodeNodeInto); the commit walk adds the nodes a
-// batch made and drops those it freed, and the leaf chain drops a leaf
-// whose next word it rewrites. The cache holds for the committed batch
+// instead of reading and checksumming it again. A committed node enters it
+// only after a checked read (decodeNodeInto); a node the running insert
+// makes enters it from the entries the insert encodes (fill), so the
+// commit walk takes it without reading back the bytes just written; the
+// walk drops the nodes the batch freed, and the leaf chain updates a made
+// leaf's next word and drops an old leaf whose next word it rewrites. The cache holds for the committed batch
 // seq only: a commit by any other path (Delete, InsertBatch, Recover), or
 // an error in insertHost, leaves seq behind and the next insertHost starts
 // it empty. Reads that must see the image (Get, Scan, Check, recovery)
@@ -236,6 +238,47 @@ func (c *nodeCache) slot(order int) *cacheEntry {
 		return e
 	}
 	return nil
+}
+
+// fill puts node id, which the running insert made from es (encoded as
+// hostBatch.encode does) into an entry of c (which may be nil), pinned, so
+// that the commit walk and later batches take it without reading and
+// checking the bytes just written. It does nothing when every entry is
+// pinned (the walk then reads the node).
+func (c *nodeCache) fill(id uint32, es []entry, leaf bool, next uint32, order int) {
+	if c == nil {
+		return
+	}
+	c.drop(id)
+	e := c.slot(order)
+	if e == nil {
+		return
+	}
+	nd := &e.nd
+	nd.leaf, nd.next = leaf, next
+	nd.keys, nd.vals = e.kv[:0:order], e.kv[order:order:2*order]
+	for i, x := range es {
+		if leaf || i > 0 {
+			nd.keys = append(nd.keys, x.key)
+		}
+		nd.vals = append(nd.vals, x.val)
+	}
+	e.id, e.live, e.ref = id, true, false
+	e.epoch = 0
+	c.pin(e)
+	c.at[id] = e.idx + 1
+	c.n++
+}
+
+// setNext records that the running insert rewrote the next word of leaf
+// id, which it made, if c (which may be nil) holds it.
+func (c *nodeCache) setNext(id, next uint32) {
+	if c == nil {
+		return
+	}
+	if e, ok := c.entry(id); ok {
+		e.nd.next = next
+	}
 }
 
 // read reads node id (checked) through b (nodeBytes long) into an entry

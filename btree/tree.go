@@ -109,6 +109,12 @@ type Tree struct {
 	// reach is changes' scratch bitmap of the nodes its walk of a new tree
 	// reached, all clear between commits.
 	reach []uint64
+	// pubMark, pubCand and pubAt are publish's scratch: a bit a bitmap
+	// word (all clear between commits), the candidate words, and each
+	// candidate's index in them.
+	pubMark []uint64
+	pubCand []int
+	pubAt   []int32
 	// held and wb are insertHost's buffers of held writes, pieceBuf its
 	// piece records and planNodes planPaths' index of the nodes a plan
 	// reads, all kept between batches.
@@ -262,21 +268,41 @@ func (t *Tree) readMeta(seq uint64) (meta, error) {
 func (t *Tree) publish(mt meta, set, clr []uint32) error {
 	p := mt.seq & 1
 	dst, src := t.bm[p], t.bm[1-p]
-	// The candidate words: those that may differ between the parities, and
-	// those of the changed nodes; their new values.
-	cand := slices.Clone(t.diff)
+	// The candidate words, ascending: those that may differ between the
+	// parities, and those of the changed nodes (marked in t.pubMark, a bit
+	// a word, then collected and cleared); their new values.
+	if len(t.pubMark) < (len(src)+63)/64 {
+		t.pubMark = make([]uint64, (len(src)+63)/64)
+	}
+	mark := func(w int) { t.pubMark[w/64] |= 1 << (w % 64) }
+	for _, w := range t.diff {
+		mark(w)
+	}
 	for _, ids := range [2][]uint32{set, clr} {
 		for _, id := range ids {
-			cand = append(cand, int(id/64))
+			mark(int(id / 64))
 		}
 	}
-	slices.Sort(cand)
-	cand = slices.Compact(cand)
+	cand := t.pubCand[:0]
+	for i, m := range t.pubMark {
+		for ; m != 0; m &= m - 1 {
+			cand = append(cand, 64*i+bits.TrailingZeros64(m))
+		}
+		t.pubMark[i] = 0
+	}
+	t.pubCand = cand
+	// nv[i] is candidate word cand[i]'s new value; at finds a word's
+	// index through t.pubAt, which only the candidates' entries are read
+	// from.
+	if len(t.pubAt) < len(src) {
+		t.pubAt = make([]int32, len(src))
+	}
 	nv := make([]uint64, len(cand))
 	for i, w := range cand {
 		nv[i] = src[w]
+		t.pubAt[w] = int32(i)
 	}
-	at := func(id uint32) int { i, _ := slices.BinarySearch(cand, int(id/64)); return i }
+	at := func(id uint32) int { return int(t.pubAt[id/64]) }
 	for _, id := range clr {
 		nv[at(id)] &^= 1 << (id % 64)
 	}
