@@ -16,6 +16,13 @@ const maxProblems = 32
 // ErrCorrupt, listing the problems found). On a closed store it returns
 // ErrClosed.
 func (s *Store) Contents() (map[uint32]uint64, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.contents()
+}
+
+// contents is Contents; the caller holds s.mu.
+func (s *Store) contents() (map[uint32]uint64, error) {
 	if s.closed {
 		return nil, s.closedErr()
 	}

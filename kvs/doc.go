@@ -66,7 +66,12 @@
 // Store.Get reads one key from the host, in the table's visible image,
 // with the GET kernel's lookup: no launch.
 //
-// A Store is not safe for concurrent use, like the pm.Machine it runs on.
+// # Concurrency
+//
+// A Store is safe for concurrent use by several goroutines: its calls are
+// serialised, reads included, so each sees the store as the last batch
+// that returned left it. The pm.Machine under it is not: while a Store is
+// in use, nothing else may use its machine.
 package kvs
 
 import "errors"

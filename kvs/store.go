@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"math/bits"
+	"sync"
 
 	"github.com/scopedpm/scopedpm/pm"
 	"github.com/scopedpm/scopedpm/scope"
@@ -74,6 +75,11 @@ func WithoutOFence() Option { return func(s *Store) { s.skipOFence = true } }
 
 // Store is an open gpKVS table on a machine.
 type Store struct {
+	// mu serialises the calls that use the machine or the store's state
+	// (see the package doc's concurrency note); the accessors of what
+	// Create or Open fixed (Name, Buckets, MaxBatch, LogKind, Log, Table,
+	// CommitAddr) take no lock.
+	mu         sync.Mutex
 	m          *pm.Machine
 	h          header
 	name       string
@@ -262,6 +268,8 @@ func (s *Store) alloc() error {
 // its operations, and a second Close, return an error wrapping ErrClosed.
 // Every committed batch is already durable; Close writes nothing to PM.
 func (s *Store) Close() error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
 	if s.closed {
 		return s.closedErr()
 	}
@@ -323,7 +331,11 @@ func (s *Store) abandon(err error) {
 }
 
 // NeedsRecovery reports whether Recover must run before the next batch.
-func (s *Store) NeedsRecovery() bool { return !s.ready }
+func (s *Store) NeedsRecovery() bool {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return !s.ready
+}
 
 // batchGrid is the grid of a batch of n requests, one thread per request:
 // whole blocks, or for a batch that fits one block, that block cut to the
@@ -512,12 +524,16 @@ func (s *Store) SetBatch(keys []uint32, vals []uint64) (BatchResult, error) {
 	if vals == nil {
 		return BatchResult{}, fmt.Errorf("%w: nil values", ErrBadArg)
 	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
 	return s.batch(opSet, keys, vals)
 }
 
 // DeleteBatch removes keys (absent ones are counted as Missing), as one
 // crash-atomic batch. Keys must be distinct and nonzero.
 func (s *Store) DeleteBatch(keys []uint32) (BatchResult, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
 	return s.batch(opDelete, keys, nil)
 }
 
@@ -619,6 +635,8 @@ func (res *BatchResult) count(keys []uint32, status []uint32) error {
 // found. A key may appear more than once: each request reads the table
 // independently, so every copy gets the same answer. Keys must be nonzero.
 func (s *Store) GetBatch(keys []uint32) (vals []uint64, found []bool, err error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
 	if err := s.usable(); err != nil {
 		return nil, nil, err
 	}
@@ -661,6 +679,8 @@ func (s *Store) Put(key uint32, val uint64) error {
 // backend, without simulated time). It reads what committed batches
 // wrote; the store is not changed.
 func (s *Store) Get(key uint32) (uint64, bool, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
 	if err := s.usable(); err != nil {
 		return 0, false, err
 	}
@@ -693,6 +713,8 @@ func (s *Store) Delete(key uint32) (bool, error) {
 // durable and clears its partition, then the flag is cleared; otherwise
 // leftover entries of a committed batch are discarded. It is idempotent.
 func (s *Store) Recover() (RecoverResult, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
 	if s.closed {
 		return RecoverResult{}, s.closedErr()
 	}
