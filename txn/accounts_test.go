@@ -155,16 +155,21 @@ func TestAccountsUseAfterClose(t *testing.T) {
 func TestAccountsConcurrent(t *testing.T) {
 	a := openAccounts(t, 8, 1000)
 	var wg sync.WaitGroup
+	errs := make(chan error, 4*20*2)
 	for g := range 4 {
 		wg.Go(func() {
 			for i := range 20 {
 				from := uint64(g)
-				require.NoError(t, a.Transfer(from, from+4, 1))
+				errs <- a.Transfer(from, from+4, 1)
 				_, err := a.Balance(uint64(i % 8))
-				require.NoError(t, err)
+				errs <- err
 			}
 		})
 	}
 	wg.Wait()
+	close(errs)
+	for err := range errs {
+		require.NoError(t, err)
+	}
 	require.Equal(t, []uint64{980, 980, 980, 980, 1020, 1020, 1020, 1020}, balances(t, a))
 }

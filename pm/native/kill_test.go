@@ -29,7 +29,7 @@ import (
 // The SIGKILL tests re-execute the test binary as a child with these
 // variables set; TestMain runs the child's workload instead of the tests.
 const (
-	envChild = "SCOPEDPM_NATIVE_CHILD" // "kvs", "btree", "btreedb", "dfence" or "workload:NAME"
+	envChild = "SCOPEDPM_NATIVE_CHILD" // "kvs", "btree", "btreedb", "accounts", "kvsconc", "dfence" or "workload:NAME"
 	envDir   = "SCOPEDPM_NATIVE_DIR"
 	// envCreated is "1" once the parent has seen the child's store created:
 	// from then on the store must open.
@@ -68,6 +68,10 @@ func child(what, dir string) error {
 		return btreeChild(dir)
 	case "btreedb":
 		return btreeDBChild(dir)
+	case "accounts":
+		return accountsChild(dir)
+	case "kvsconc":
+		return kvsConcChild(dir)
 	}
 	be, err := native.Open(dir, native.Options{Mode: native.ModeLog})
 	if err != nil {
