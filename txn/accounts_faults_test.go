@@ -9,7 +9,6 @@ import (
 	"path/filepath"
 	"slices"
 	"strings"
-	"sync"
 	"syscall"
 	"testing"
 	"time"
@@ -23,47 +22,25 @@ import (
 
 var flagFaultSeed = flag.Uint64("txn.seed", 0, "seed of TestAccountsFaults (0: from the clock)")
 
-// acFault fails the n-th operation of one kind on one class of file (the
-// persist log, LOG*, or a region file, *.pmr*) with err, once.
-type acFault struct {
-	mu     sync.Mutex
-	op     native.FSOp
-	region bool
-	n      int
-	err    error
-	seen   int
-	hit    bool
+// faultOn returns the fault's class of file: the persist log (LOG*) or
+// the region files (*.pmr*).
+func faultOn(region bool) func(path string) bool {
+	return func(path string) bool {
+		base := filepath.Base(path)
+		if region {
+			return strings.Contains(base, ".pmr")
+		}
+		return strings.HasPrefix(base, "LOG")
+	}
 }
 
-func (f *acFault) MaybeError(op native.FSOp, path string) error {
-	base := filepath.Base(path)
-	region := strings.Contains(base, ".pmr")
-	if op != f.op || (!region && !strings.HasPrefix(base, "LOG")) || region != f.region {
-		return nil
-	}
-	f.mu.Lock()
-	defer f.mu.Unlock()
-	f.seen++
-	if !f.hit && f.seen == f.n {
-		f.hit = true
-		return f.err
-	}
-	return nil
+// described is a fault with the class of file it fails.
+type described struct {
+	*native.NthFault
+	on string
 }
 
-func (f *acFault) injected() bool {
-	f.mu.Lock()
-	defer f.mu.Unlock()
-	return f.hit
-}
-
-func (f *acFault) String() string {
-	class := "log"
-	if f.region {
-		class = "region"
-	}
-	return fmt.Sprintf("%v on %v %s #%d", f.err, f.op, class, f.n)
-}
+func (d described) String() string { return d.NthFault.String() + " of " + d.on }
 
 // The accounts store, opened on one directory trial after trial with one
 // seeded I/O fault per trial (a write, sync or rename of the persist log
@@ -118,11 +95,13 @@ func TestAccountsFaults(t *testing.T) {
 	for ; faults < want; trials++ {
 		require.Less(t, trials, 10*want+20, "too few trials reach their fault")
 		kinds := [...]native.FSOp{native.FSWrite, native.FSSync, native.FSRename}
-		f := &acFault{op: kinds[rng.IntN(len(kinds))], region: rng.IntN(2) == 1, err: syscall.EIO}
+		region := rng.IntN(2) == 1
+		nf := &native.NthFault{Op: kinds[rng.IntN(len(kinds))], Match: faultOn(region), Err: syscall.EIO}
 		if rng.IntN(2) == 1 {
-			f.err = syscall.ENOSPC
+			nf.Err = syscall.ENOSPC
 		}
-		f.n = 1 + rng.IntN(24)
+		nf.N = 1 + rng.IntN(24)
+		f := described{nf, map[bool]string{false: "the log", true: "a region file"}[region]}
 		var failed error
 		// call checks one durable call's result and reports whether it
 		// was acknowledged.
@@ -131,16 +110,16 @@ func TestAccountsFaults(t *testing.T) {
 				require.NoError(t, failed, "trial %d, fault %v: %s succeeded after a failed call", trials, f, what)
 				return true
 			}
-			require.True(t, f.injected(), "trial %d: %s failed with no fault injected: %v", trials, what, err)
+			require.True(t, f.Hit(), "trial %d: %s failed with no fault injected: %v", trials, what, err)
 			require.ErrorIs(t, err, native.ErrIO, "trial %d, fault %v: %s", trials, f, what)
 			if failed == nil {
-				require.ErrorIs(t, err, f.err, "trial %d, fault %v: %s does not wrap the cause", trials, f, what)
+				require.ErrorIs(t, err, f.Err, "trial %d, fault %v: %s does not wrap the cause", trials, f, what)
 				failed = err
 				reached[strings.Fields(what)[0]]++
 			}
 			return false
 		}
-		be, err := native.Open(dir, native.Options{Mode: native.ModeLog, CheckpointBytes: 2 << 10, FS: native.InjectFS(native.OSFS(), f)})
+		be, err := native.Open(dir, native.Options{Mode: native.ModeLog, CheckpointBytes: 2 << 10, FS: native.InjectFS(native.OSFS(), nf)})
 		if call("native.Open", err) {
 			m, err := pm.NewMachine(be)
 			require.NoError(t, err)
@@ -155,7 +134,7 @@ func TestAccountsFaults(t *testing.T) {
 			}
 			call("Close", be.Close())
 		}
-		if f.injected() {
+		if f.Hit() {
 			require.Error(t, failed, "trial %d: fault %v reached no call", trials, f)
 			faults++
 		}

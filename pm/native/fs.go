@@ -119,6 +119,45 @@ type InjectorFunc func(op FSOp, path string) error
 // MaybeError calls f.
 func (f InjectorFunc) MaybeError(op FSOp, path string) error { return f(op, path) }
 
+// NthFault is an Injector that fails the N-th operation Op (N >= 1) on
+// the files whose path Match accepts (every file when Match is nil), once,
+// with Err; the others pass. It is safe for concurrent use.
+type NthFault struct {
+	Op    FSOp
+	Match func(path string) bool
+	N     int
+	Err   error
+
+	mu   sync.Mutex
+	seen int
+	hit  bool
+}
+
+// MaybeError counts op on path and fails the N-th that matches.
+func (f *NthFault) MaybeError(op FSOp, path string) error {
+	if op != f.Op || (f.Match != nil && !f.Match(path)) {
+		return nil
+	}
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.seen++
+	if !f.hit && f.seen == f.N {
+		f.hit = true
+		return f.Err
+	}
+	return nil
+}
+
+// Hit reports whether the fault was injected.
+func (f *NthFault) Hit() bool {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return f.hit
+}
+
+// String describes the fault ("input/output error on write #3").
+func (f *NthFault) String() string { return fmt.Sprintf("%v on %v #%d", f.Err, f.Op, f.N) }
+
 // InjectFS returns fs with every operation first offered to inj. A write
 // that inj fails writes nothing; a sync that it fails syncs nothing.
 func InjectFS(fs FS, inj Injector) FS { return &injectFS{fs: fs, inj: inj} }
