@@ -329,6 +329,17 @@ func (t *Tree) plan(ks []uint64, o BatchOptions) (record, []laneInfo, [][]uint64
 	return rec, lanes, starts, offs, err
 }
 
+// reuse returns s resliced to n elements, all zero, reusing its array
+// when it is large enough.
+func reuse[T any](s []T, n int) []T {
+	if cap(s) < n {
+		return make([]T, n)
+	}
+	s = s[:n]
+	clear(s)
+	return s
+}
+
 // planPaths is plan, also returning the paths of the keys (path[depth][i],
 // the node at depth on key i's way down) and the committed nodes it read,
 // by id (every node on the paths).
@@ -372,10 +383,14 @@ func (t *Tree) planPaths(ks []uint64, o BatchOptions) (record, []laneInfo, [][]u
 		cache.put(id, nd)
 		return nd, nil
 	}
-	// path[depth][i]: the node at depth on key i's way down.
+	// path[depth][i]: the node at depth on key i's way down. The arrays
+	// here are the tree's scratch (planScratch): like the nodes, a plan's
+	// live until the next plan.
+	ps := &t.planScratch
+	ps.path = reuse(ps.path, h*n)
 	path := make([][]uint32, h)
 	for d := range path {
-		path[d] = make([]uint32, n)
+		path[d] = ps.path[d*n : (d+1)*n : (d+1)*n]
 	}
 	for i, k := range ks {
 		id := t.cur.root
@@ -441,7 +456,8 @@ func (t *Tree) planPaths(ks []uint64, o BatchOptions) (record, []laneInfo, [][]u
 	// Bound the pieces every run of keys under one node can produce, level
 	// by level from the leaves, and charge them to the lane that writes
 	// them (the top lane above d).
-	laneOf := make([]int, n)
+	ps.laneOf = reuse(ps.laneOf, n)
+	laneOf := ps.laneOf
 	for l, ln := range lanes {
 		for i := ln.ks; i < ln.ke; i++ {
 			laneOf[i] = l
@@ -451,9 +467,10 @@ func (t *Tree) planPaths(ks []uint64, o BatchOptions) (record, []laneInfo, [][]u
 	for l := range need {
 		need[l] = make([]uint64, h)
 	}
-	ownerP := make([]uint64, h*n) // pieces (with root growth) owner i may write at depth
-	bound := make([]uint64, n)    // pieces bound of the run owned by key i at the level below
-	prev := make([]uint64, n)
+	ps.ownerP = reuse(ps.ownerP, h*n+2*n)
+	ownerP := ps.ownerP[:h*n]       // pieces (with root growth) owner i may write at depth
+	bound := ps.ownerP[h*n : h*n+n] // pieces bound of the run owned by key i at the level below
+	prev := ps.ownerP[h*n+n:]
 	for depth := h - 1; depth >= 0; depth-- {
 		for i := 0; i < n; {
 			j := i + 1
@@ -515,7 +532,8 @@ func (t *Tree) planPaths(ks []uint64, o BatchOptions) (record, []laneInfo, [][]u
 	}
 	top := starts[len(lanes)]
 	// Each owner's slice, in key order within its lane's slice of a level.
-	offs := make([]uint32, h*n)
+	ps.offs = reuse(ps.offs, h*n)
+	offs := ps.offs
 	for depth := range h {
 		lv := h - 1 - depth
 		cur := make([]uint64, len(lanes)+1)
@@ -718,17 +736,23 @@ func (t *Tree) changes(root, height uint32) (made, freed []uint32, count uint64,
 	if t.reach == nil {
 		t.reach = make([]uint64, len(bm))
 	}
-	var reached []uint32 // the bits set in t.reach, cleared on return
+	// The walk's slices are the tree's scratch, kept between commits
+	// (their contents are dead once publish returns; markKept copies
+	// freed).
+	cs := &t.chScratch
+	reached := cs.reached[:0] // the bits set in t.reach, cleared on return
+	made, freed = cs.made[:0], cs.freed[:0]
+	level, next := cs.level[:0], cs.next[:0]
 	defer func() {
 		for _, id := range reached {
 			t.reach[id/64] = 0
 		}
+		cs.reached, cs.made, cs.freed, cs.level, cs.next = reached[:0], made[:0], freed[:0], level[:0], next[:0]
 	}()
 	in := func(id uint32) bool { return t.reach[id/64]&(1<<(id%64)) != 0 }
 	nd, buf := &node{}, make([]byte, t.g.nodeBytes)
 	nc := t.cached()
 	var added, removed uint64
-	var level, next []uint32
 	level = append(level, root)
 	for depth := uint32(0); depth < height && len(level) > 0; depth++ {
 		next = next[:0]

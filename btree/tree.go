@@ -109,6 +109,14 @@ type Tree struct {
 	// reach is changes' scratch bitmap of the nodes its walk of a new tree
 	// reached, all clear between commits.
 	reach []uint64
+	// chScratch holds changes' slices between commits, planScratch
+	// planPaths' arrays (a plan's live until the next plan).
+	chScratch   struct{ reached, made, freed, level, next []uint32 }
+	planScratch struct {
+		path, offs []uint32
+		laneOf     []int
+		ownerP     []uint64
+	}
 	// pubMark, pubCand and pubAt are publish's scratch: a bit a bitmap
 	// word (all clear between commits), the candidate words, and each
 	// candidate's index in them.
