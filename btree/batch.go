@@ -638,14 +638,18 @@ func (t *Tree) stage(rec record, lanes []laneInfo, ks, vs []uint64) ([]uint32, e
 	if err != nil {
 		return nil, err
 	}
+	// The bytes of each write, in a buffer of the tree's (a host write
+	// copies them).
 	put := func(off uint64, words []uint64, size int) error {
-		b := make([]byte, size*len(words))
+		t.stageBuf = reuse(t.stageBuf, size*len(words))
+		b := t.stageBuf
 		for i, w := range words {
 			pm.PutLE(b[size*i:size*(i+1)], w)
 		}
 		return t.write(t.r.Base.Add(off), b)
 	}
-	fr := make([]uint64, len(ids))
+	t.stageFree = reuse(t.stageFree, len(ids))
+	fr := t.stageFree
 	for i, id := range ids {
 		fr[i] = uint64(id)
 	}

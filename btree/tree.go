@@ -111,7 +111,10 @@ type Tree struct {
 	reach []uint64
 	// chScratch holds changes' slices between commits, planScratch
 	// planPaths' arrays (a plan's live until the next plan).
-	chScratch   struct{ reached, made, freed, level, next []uint32 }
+	chScratch struct{ reached, made, freed, level, next []uint32 }
+	// stageBuf and stageFree are stage's buffers.
+	stageBuf    []byte
+	stageFree   []uint64
 	planScratch struct {
 		path, offs []uint32
 		laneOf     []int
