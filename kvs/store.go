@@ -94,8 +94,9 @@ type Store struct {
 	failed     error   // why the last failed batch left the store not ready
 	closed     bool
 	skipOFence bool
-	host       bool      // HostBatches
-	hb         hostBatch // a host batch's buffers, kept for the next
+	host       bool                // HostBatches
+	seen       map[uint32]struct{} // checkKeys' set, kept between batches
+	hb         hostBatch           // a host batch's buffers, kept for the next
 }
 
 // BatchResult is the outcome of a SET or DELETE batch.
@@ -498,9 +499,14 @@ func (s *Store) checkKeys(keys []uint32, vals []uint64, distinct bool) error {
 	if vals != nil && len(vals) != len(keys) {
 		return fmt.Errorf("%w: %d keys but %d values", ErrBadArg, len(keys), len(vals))
 	}
-	var seen map[uint32]struct{}
+	// The set of keys seen is the store's, emptied for each batch.
+	seen := s.seen
 	if distinct {
-		seen = make(map[uint32]struct{}, len(keys))
+		if seen == nil {
+			s.seen = make(map[uint32]struct{}, len(keys))
+			seen = s.seen
+		}
+		clear(seen)
 	}
 	for _, k := range keys {
 		if k == 0 {
