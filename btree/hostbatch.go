@@ -65,6 +65,8 @@ type hostBatch struct {
 	held     []pm.Write // writes not yet issued; their bytes lie in wb, in order (flush)
 	wb       []byte     // the held writes' bytes
 	nb       []byte     // scratch for a node's image (encode)
+	words    []uint64   // scratch for a run's piece records (process)
+	outBuf   []entry    // the pieces writePieces returns, emptied by process
 	mergeBuf []entry
 }
 
@@ -236,6 +238,7 @@ func (hb *hostBatch) runEnd(depth, i, hi int) int {
 // node at depth, writes the pieces and their records (and, at the root,
 // the grown root and the batch's result).
 func (hb *hostBatch) process(depth, i, hi, lane int) error {
+	hb.outBuf = hb.outBuf[:0]
 	j := hb.runEnd(depth, i, hi)
 	id := hb.s.path[depth][i]
 	leaf := depth == hb.h-1
@@ -317,7 +320,7 @@ func (hb *hostBatch) process(depth, i, hi, lane int) error {
 	}
 	// The piece records: 2*len(pieces) words from pieceAt(depth, 2*i).
 	rec := hb.pieces[depth][2*i : 2*i+len(pieces)]
-	words := make([]uint64, 0, 2*len(pieces))
+	words := hb.words[:0]
 	for p, e := range pieces {
 		v := e.val
 		if p == len(pieces)-1 {
@@ -326,6 +329,7 @@ func (hb *hostBatch) process(depth, i, hi, lane int) error {
 		rec[p] = entry{e.key, v}
 		words = append(words, e.key, v)
 	}
+	hb.words = words
 	if err := hb.put(hb.k.pieceAt(depth, 2*i), words...); err != nil {
 		return err
 	}
@@ -363,7 +367,11 @@ func (hb *hostBatch) writePieces(es []entry, leaf bool, lane, lv int, cur *uint6
 	if end := hb.s.starts[lane][lv+1]; base+uint64(p) > end {
 		return nil, fmt.Errorf("%w: host batch: lane %d of %d: %d nodes at cursor %d, lane ends at %d", ErrCorrupt, lane, len(hb.s.lanes), p, base, end)
 	}
-	out := make([]entry, p)
+	// out is new entries at the end of hb.outBuf, which process empties:
+	// es may be an earlier out (a growing root), left intact by append.
+	o0 := len(hb.outBuf)
+	hb.outBuf = append(hb.outBuf, make([]entry, p)...)
+	out := hb.outBuf[o0 : o0+p : o0+p]
 	at := 0
 	for q := range p {
 		sz := len(es)/p + btoi(q < len(es)%p)
