@@ -8,8 +8,8 @@ import (
 	"maps"
 	"math/rand/v2"
 	"slices"
-	"sync"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
