@@ -30,10 +30,10 @@ func nodeCacheEntries(order int) int {
 // makes enters it from the entries the insert encodes (fill), so the
 // commit walk takes it without reading back the bytes just written; the
 // walk drops the nodes the batch freed, and the leaf chain updates a made
-// leaf's next word and drops an old leaf whose next word it rewrites. The cache holds for the committed batch
-// seq only: a commit by any other path (Delete, InsertBatch, Recover), or
-// an error in insertHost, leaves seq behind and the next insertHost starts
-// it empty. Reads that must see the image (Get, Scan, Check, recovery)
+// leaf's next word and drops an old leaf whose next word it rewrites. The
+// cache holds for the committed batch seq only: a commit by any other path
+// (Delete, InsertBatch, Recover), or an error in insertHost, leaves seq
+// behind and the next insertHost starts it empty. Reads that must see the image (Get, Scan, Check, recovery)
 // never use it.
 //
 // It holds at most max entries (nodeCacheEntries), allocated as needed in
