@@ -6,10 +6,7 @@ import (
 	"fmt"
 	"math/rand/v2"
 	"os"
-	"strconv"
-	"strings"
-	"sync"
-	"sync/atomic"
+	"slices"
 	"testing"
 	"time"
 
@@ -111,53 +108,30 @@ func accountsChild(dir string) error {
 		return err
 	}
 	say("ready")
-	errs := make(chan error, acWriters+acReaders)
-	var writers, readers sync.WaitGroup
-	var stop atomic.Bool
-	for w := range uint64(acWriters) {
-		writers.Go(func() {
-			ts := make([]txn.Transfer, 0, 4)
-			for j := start[w] + 1; j <= acPerWriter; j++ {
-				ts = ts[:0]
-				for range acBatch(j) {
-					ts = append(ts, txn.Transfer{From: w, To: acWriters + w, Amount: 1})
-				}
-				ts = append(ts, txn.Transfer{From: acHub, To: w, Amount: acBatch(j)})
-				if err := a.TransferBatch(ts); err != nil {
-					errs <- err
-					return
-				}
-				say("ack %d %d", w, j)
+	return runWritersReaders(acWriters, acReaders, func(w int) error {
+		ts := make([]txn.Transfer, 0, 4)
+		for j := start[w] + 1; j <= acPerWriter; j++ {
+			ts = ts[:0]
+			for range acBatch(j) {
+				ts = append(ts, txn.Transfer{From: uint64(w), To: acWriters + uint64(w), Amount: 1})
 			}
-		})
-	}
-	for range acReaders {
-		readers.Go(func() {
-			for !stop.Load() {
-				total, err := a.Total()
-				if err == nil && total != acAccounts*acOpening {
-					err = fmt.Errorf("total %d, want %d", total, acAccounts*acOpening)
-				}
-				if err == nil {
-					_, err = acDone(a, false)
-				}
-				if err != nil {
-					errs <- fmt.Errorf("a reader: %w", err)
-					return
-				}
+			ts = append(ts, txn.Transfer{From: acHub, To: uint64(w), Amount: acBatch(j)})
+			if err := a.TransferBatch(ts); err != nil {
+				return err
 			}
-		})
-	}
-	writers.Wait()
-	stop.Store(true)
-	readers.Wait()
-	close(errs)
-	if err := <-errs; err != nil {
+			say("ack %d %d", w, j)
+		}
+		return nil
+	}, func(int) error {
+		total, err := a.Total()
+		if err == nil && total != acAccounts*acOpening {
+			err = fmt.Errorf("total %d, want %d", total, acAccounts*acOpening)
+		}
+		if err == nil {
+			_, err = acDone(a, false)
+		}
 		return err
-	}
-	say("full")
-	time.Sleep(time.Hour)
-	return nil
+	})
 }
 
 // The undo-logged accounts store (txn.OpenDir) in a child process, four
@@ -183,19 +157,7 @@ func TestKillAccounts(t *testing.T) {
 			}
 			return -1
 		})
-		for _, l := range lines {
-			rest, ok := strings.CutPrefix(l, "ack ")
-			if !ok {
-				continue
-			}
-			w, j, ok := strings.Cut(rest, " ")
-			require.True(t, ok, "line %q", l)
-			wi, err := strconv.Atoi(w)
-			require.NoError(t, err, "line %q", l)
-			n, err := strconv.ParseUint(j, 10, 64)
-			require.NoError(t, err, "line %q", l)
-			acked[wi] = max(acked[wi], n)
-		}
+		collectAcks(t, lines, acked)
 		a, err := txn.OpenDir(dir, acOptions)
 		require.NoError(t, err, "kill %d", k)
 		total, err := a.Total()
@@ -299,55 +261,39 @@ func kvsConcChild(dir string) error {
 		return err
 	}
 	say("ready")
-	errs := make(chan error, kcWriters+kcReaders)
-	var writers, readers sync.WaitGroup
-	var stop atomic.Bool
-	for w := range kcWriters {
-		writers.Go(func() {
-			keys, vals := make([]uint32, kcKeys), make([]uint64, kcKeys)
-			for i := range keys {
-				keys[i] = kcKey(w, i)
-			}
-			for r := start[w] + 1; r <= 5000; r++ {
-				for i := range vals {
-					vals[i] = r
-				}
-				if _, err := st.SetBatch(keys, vals); err != nil {
-					errs <- err
-					return
-				}
-				say("ack %d %d", w, r)
-			}
-		})
+	// last[r] is the rounds reader r saw last.
+	last := make([][]uint64, kcReaders)
+	for r := range last {
+		last[r] = make([]uint64, kcWriters)
 	}
-	for range kcReaders {
-		readers.Go(func() {
-			last := make([]uint64, kcWriters)
-			for !stop.Load() {
-				got, err := kcRounds(st)
-				for w := range got {
-					if err == nil && got[w] < last[w] {
-						err = fmt.Errorf("writer %d went back from round %d to %d", w, last[w], got[w])
-					}
-				}
-				if err != nil {
-					errs <- fmt.Errorf("a reader: %w", err)
-					return
-				}
-				last = got
+	return runWritersReaders(kcWriters, kcReaders, func(w int) error {
+		keys, vals := make([]uint32, kcKeys), make([]uint64, kcKeys)
+		for i := range keys {
+			keys[i] = kcKey(w, i)
+		}
+		for r := start[w] + 1; r <= 5000; r++ {
+			for i := range vals {
+				vals[i] = r
 			}
-		})
-	}
-	writers.Wait()
-	stop.Store(true)
-	readers.Wait()
-	close(errs)
-	if err := <-errs; err != nil {
-		return err
-	}
-	say("full")
-	time.Sleep(time.Hour)
-	return nil
+			if _, err := st.SetBatch(keys, vals); err != nil {
+				return err
+			}
+			say("ack %d %d", w, r)
+		}
+		return nil
+	}, func(r int) error {
+		got, err := kcRounds(st)
+		if err != nil {
+			return err
+		}
+		for w := range got {
+			if got[w] < last[r][w] {
+				return fmt.Errorf("writer %d went back from round %d to %d", w, last[r][w], got[w])
+			}
+		}
+		last[r] = got
+		return nil
+	})
 }
 
 // gpKVS with host batches (kvs.HostBatches) in a child process, four
@@ -377,22 +323,8 @@ func TestKillKVSConcurrent(t *testing.T) {
 			}
 			return -1
 		})
-		for _, l := range lines {
-			if l == "created" {
-				created = true
-			}
-			rest, ok := strings.CutPrefix(l, "ack ")
-			if !ok {
-				continue
-			}
-			w, r, ok := strings.Cut(rest, " ")
-			require.True(t, ok, "line %q", l)
-			wi, err := strconv.Atoi(w)
-			require.NoError(t, err, "line %q", l)
-			n, err := strconv.ParseUint(r, 10, 64)
-			require.NoError(t, err, "line %q", l)
-			acked[wi] = max(acked[wi], n)
-		}
+		created = created || slices.Contains(lines, "created")
+		collectAcks(t, lines, acked)
 		be, m := open(t, dir, native.Options{Mode: native.ModeLog})
 		if !created {
 			// Killed before the store was created (or inside Create,

@@ -62,33 +62,50 @@ func btreeDBChild(dir string) error {
 		return err
 	}
 	say("ready")
-	errs := make(chan error, dbWriters+dbReaders)
-	var writers, readers sync.WaitGroup
+	return runWritersReaders(dbWriters, dbReaders, func(w int) error {
+		for i := start[w] + 1; i <= dbPerWriter; i++ {
+			if err := db.Put(uint64(w)<<32|i, i); err != nil {
+				return err
+			}
+			say("ack %d %d", w, i)
+		}
+		return nil
+	}, func(int) error {
+		if _, err := dbPrefixes(db); err != nil {
+			return fmt.Errorf("a reader's snapshot: %w", err)
+		}
+		return nil
+	})
+}
+
+// runWritersReaders runs a concurrent kill test's child: writers
+// goroutines write(w), and readers goroutines call read(r) again and again
+// until the writers are done or one fails. Then, if nothing failed, it
+// says "full" and waits for the kill; it returns the first error.
+func runWritersReaders(writers, readers int, write func(w int) error, read func(r int) error) error {
+	errs := make(chan error, writers+readers)
+	var ws, rs sync.WaitGroup
 	var stop atomic.Bool
-	for w := range uint64(dbWriters) {
-		writers.Go(func() {
-			for i := start[w] + 1; i <= dbPerWriter; i++ {
-				if err := db.Put(w<<32|i, i); err != nil {
-					errs <- err
-					return
-				}
-				say("ack %d %d", w, i)
+	for w := range writers {
+		ws.Go(func() {
+			if err := write(w); err != nil {
+				errs <- err
 			}
 		})
 	}
-	for range dbReaders {
-		readers.Go(func() {
+	for r := range readers {
+		rs.Go(func() {
 			for !stop.Load() {
-				if _, err := dbPrefixes(db); err != nil {
-					errs <- fmt.Errorf("a reader's snapshot: %w", err)
+				if err := read(r); err != nil {
+					errs <- fmt.Errorf("a reader: %w", err)
 					return
 				}
 			}
 		})
 	}
-	writers.Wait()
+	ws.Wait()
 	stop.Store(true)
-	readers.Wait()
+	rs.Wait()
 	close(errs)
 	if err := <-errs; err != nil {
 		return err
@@ -96,6 +113,26 @@ func btreeDBChild(dir string) error {
 	say("full")
 	time.Sleep(time.Hour)
 	return nil
+}
+
+// collectAcks raises acked[w] to the largest n of the child's "ack w n"
+// lines.
+func collectAcks(t *testing.T, lines []string, acked []uint64) {
+	t.Helper()
+	for _, l := range lines {
+		rest, ok := strings.CutPrefix(l, "ack ")
+		if !ok {
+			continue
+		}
+		w, i, ok := strings.Cut(rest, " ")
+		require.True(t, ok, "line %q", l)
+		wi, err := strconv.Atoi(w)
+		require.NoError(t, err, "line %q", l)
+		require.Less(t, wi, len(acked), "line %q", l)
+		n, err := strconv.ParseUint(i, 10, 64)
+		require.NoError(t, err, "line %q", l)
+		acked[wi] = max(acked[wi], n)
+	}
 }
 
 // The B+tree DB (OpenDir) in a child process, four goroutines writing and
@@ -122,19 +159,7 @@ func TestKillBTreeDB(t *testing.T) {
 			}
 			return -1
 		})
-		for _, l := range lines {
-			rest, ok := strings.CutPrefix(l, "ack ")
-			if !ok {
-				continue
-			}
-			w, i, ok := strings.Cut(rest, " ")
-			require.True(t, ok, "line %q", l)
-			wi, err := strconv.Atoi(w)
-			require.NoError(t, err, "line %q", l)
-			n, err := strconv.ParseUint(i, 10, 64)
-			require.NoError(t, err, "line %q", l)
-			acked[wi] = max(acked[wi], n)
-		}
+		collectAcks(t, lines, acked)
 		db, err := btree.OpenDir(dir, nil)
 		require.NoError(t, err, "kill %d", k)
 		require.NoError(t, db.Check(), "kill %d", k)
