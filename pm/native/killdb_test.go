@@ -72,7 +72,7 @@ func btreeDBChild(dir string) error {
 		return nil
 	}, func(int) error {
 		if _, err := dbPrefixes(db); err != nil {
-			return fmt.Errorf("a reader's snapshot: %w", err)
+			return fmt.Errorf("snapshot: %w", err)
 		}
 		return nil
 	})

@@ -597,17 +597,7 @@ func powerCutKVSBatches(t *testing.T, host bool) {
 	for s := 0; s <= n; s++ {
 		cs := cut.Uint64()
 		what := fmt.Sprintf("cut at sync %d of %d, cut seed %d", s, n, cs)
-		img, err := be.PowerCut(s, cs)
-		require.NoError(t, err)
-		m2, err := pm.Reopen(img, functional.New(pm.GPULimits{}))
-		require.NoError(t, err)
-		st2, err := kvs.Open(m2, "gpkvs")
-		require.NoError(t, err, what)
-		_, err = st2.Recover()
-		require.NoError(t, err, what)
-		require.NoError(t, st2.Check(), what)
-		got, err := st2.Contents()
-		require.NoError(t, err, what)
+		got := cutKVS(t, be, s, cs, what)
 		j := slices.IndexFunc(states[last:], func(w map[uint32]uint64) bool { return maps.Equal(got, w) })
 		require.GreaterOrEqual(t, j, 0, "%s: the store is no prefix of the batches at or after %d", what, last)
 		last += j
@@ -624,6 +614,24 @@ func powerCutKVSBatches(t *testing.T, host bool) {
 	require.NoError(t, err)
 	require.NoError(t, st2.Put(4, 4))
 	require.EqualValues(t, 2, be2.Stats().Syncs-before, "one sync per batch")
+}
+
+// cutKVS returns the gpKVS store "gpkvs" as a power cut at sync s (cut
+// seed cs) leaves it, recovered and checked.
+func cutKVS(t *testing.T, be *native.Backend, s int, cs uint64, what string) map[uint32]uint64 {
+	t.Helper()
+	img, err := be.PowerCut(s, cs)
+	require.NoError(t, err, what)
+	m, err := pm.Reopen(img, functional.New(pm.GPULimits{}))
+	require.NoError(t, err, what)
+	st, err := kvs.Open(m, "gpkvs")
+	require.NoError(t, err, what)
+	_, err = st.Recover()
+	require.NoError(t, err, what)
+	require.NoError(t, st.Check(), what)
+	got, err := st.Contents()
+	require.NoError(t, err, what)
+	return got
 }
 
 // Four goroutines make gpKVS host batches at once (kvs.HostBatches, the
@@ -665,17 +673,7 @@ func TestPowerCutKVSConcurrent(t *testing.T) {
 	last := make([]uint64, writers)
 	for s := 0; s <= n; s++ {
 		what := fmt.Sprintf("cut at sync %d of %d", s, n)
-		img, err := be.PowerCut(s, uint64(s))
-		require.NoError(t, err)
-		m2, err := pm.Reopen(img, functional.New(pm.GPULimits{}))
-		require.NoError(t, err)
-		st2, err := kvs.Open(m2, "gpkvs")
-		require.NoError(t, err, what)
-		_, err = st2.Recover()
-		require.NoError(t, err, what)
-		require.NoError(t, st2.Check(), what)
-		got, err := st2.Contents()
-		require.NoError(t, err, what)
+		got := cutKVS(t, be, s, uint64(s), what)
 		stored := 0
 		for w := range writers {
 			r := got[key(w, 0)]
