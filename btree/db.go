@@ -433,6 +433,7 @@ func (db *DB) grow(batch int) error {
 			return fmt.Errorf("btree: grow to generation %d: %w", db.gen+1, err)
 		}
 	}
+	old.dropScratch()
 	var nt *Tree
 	err := func() error {
 		// One durability point per chunk copied, not one for the whole
@@ -484,6 +485,9 @@ func (db *DB) grow(batch int) error {
 				return err
 			}
 			nt.keepFreed()
+			// The copy's scratch is sized for its chunks of the
+			// largest batch; the DB's batches start their own.
+			nt.dropScratch()
 			db.t, db.gen = nt, db.gen+1
 			db.maxBatch.Store(int64(nt.g.maxBatch))
 			db.setView()

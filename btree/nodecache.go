@@ -118,6 +118,20 @@ func (t *Tree) useCache() (done func(ok bool)) {
 	}
 }
 
+// dropScratch releases what the tree keeps between insertHost batches:
+// the node cache, the last plan's index of nodes, and the buffers of
+// planning, staging and the commit walk. A growth calls it on the tree it
+// copies from, which takes no more batches (unless the growth fails; the
+// next insertHost then starts them anew), so that the two trees' scratch
+// are not held at once. Reads never use any of it.
+func (t *Tree) dropScratch() {
+	t.nc = nil
+	t.planNodes = nodeIndex{}
+	t.held, t.wb, t.pieceBuf = nil, nil, nil
+	t.stageBuf, t.stageFree = nil, nil
+	t.chScratch, t.planScratch = changeScratch{}, planScratch{}
+}
+
 // reset empties the cache, keeping its entries' room.
 func (c *nodeCache) reset() {
 	c.free = c.free[:0]

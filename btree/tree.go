@@ -111,15 +111,11 @@ type Tree struct {
 	reach []uint64
 	// chScratch holds changes' slices between commits, planScratch
 	// planPaths' arrays (a plan's live until the next plan).
-	chScratch struct{ reached, made, freed, level, next []uint32 }
+	chScratch changeScratch
 	// stageBuf and stageFree are stage's buffers.
 	stageBuf    []byte
 	stageFree   []uint64
-	planScratch struct {
-		path, offs []uint32
-		laneOf     []int
-		ownerP     []uint64
-	}
+	planScratch planScratch
 	// pubMark, pubCand and pubAt are publish's scratch: a bit a bitmap
 	// word (all clear between commits), the candidate words, and each
 	// candidate's index in them.
@@ -142,6 +138,16 @@ type Tree struct {
 	kept []keptIDs
 
 	knobs testingKnobs // set by tests (export_test.go)
+}
+
+// changeScratch is changes' slices, kept between commits.
+type changeScratch struct{ reached, made, freed, level, next []uint32 }
+
+// planScratch is planPaths' arrays, kept between plans.
+type planScratch struct {
+	path, offs []uint32
+	laneOf     []int
+	ownerP     []uint64
 }
 
 // testingKnobs are a tree's test hooks, per instance so that tests can run

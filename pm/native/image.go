@@ -20,14 +20,12 @@ import (
 // are ordinary slices instead, since it does not watch memory outside the
 // Go heap: a data race on an image is then still found.
 
-// newImage returns size zero bytes in a new anonymous mapping.
+// newImage returns size zero bytes in a new anonymous mapping, in huge
+// pages where the kernel grants them.
 func newImage(size uint64) ([]byte, error) {
-	if size > uint64(int(^uint(0)>>1)) {
-		return nil, fmt.Errorf("%w: %w: region of %d bytes does not fit the address space", ErrIO, ErrSizeMismatch, size)
-	}
-	b, err := unix.Mmap(-1, 0, int(size), unix.PROT_READ|unix.PROT_WRITE, unix.MAP_PRIVATE|unix.MAP_ANON)
+	b, err := newMapping(size)
 	if err != nil {
-		return nil, fmt.Errorf("%w: map an image of %d bytes: %w", ErrIO, size, err)
+		return nil, err
 	}
 	// Huge pages where the kernel allows them: a store's random reads of a
 	// large image (a gpKVS table) then miss the TLB far less.
@@ -35,7 +33,21 @@ func newImage(size uint64) ([]byte, error) {
 	return b, nil
 }
 
-// freeImage unmaps an image newImage returned; nil is no image.
+// newMapping returns size zero bytes in a new anonymous mapping of small
+// pages: memory is taken a page at a time as it is first written.
+func newMapping(size uint64) ([]byte, error) {
+	if size > uint64(int(^uint(0)>>1)) {
+		return nil, fmt.Errorf("%w: %w: region of %d bytes does not fit the address space", ErrIO, ErrSizeMismatch, size)
+	}
+	b, err := unix.Mmap(-1, 0, int(size), unix.PROT_READ|unix.PROT_WRITE, unix.MAP_PRIVATE|unix.MAP_ANON)
+	if err != nil {
+		return nil, fmt.Errorf("%w: map an image of %d bytes: %w", ErrIO, size, err)
+	}
+	return b, nil
+}
+
+// freeImage unmaps an image newImage or newMapping returned; nil is no
+// image.
 func freeImage(b []byte) error {
 	if b == nil {
 		return nil

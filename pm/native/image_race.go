@@ -8,3 +8,5 @@ package native
 func newImage(size uint64) ([]byte, error) { return make([]byte, size), nil }
 
 func freeImage([]byte) error { return nil }
+
+func newMapping(size uint64) ([]byte, error) { return make([]byte, size), nil }
