@@ -15,7 +15,7 @@ import (
 // scanPiece is how much of a log replay and checkpoints read at a time:
 // they hold about this much of a log in memory (or its largest record),
 // not the whole file.
-const scanPiece = 4 << 20
+const scanPiece = 1 << 20
 
 // readAtFull reads len(p) bytes at off, or fewer at the end of r's size
 // bytes; it returns how many it read.
