@@ -453,7 +453,11 @@ func (db *DB) grow(batch int) error {
 		keys := make([]uint64, 0, old.g.maxBatch)
 		vals := make([]uint64, 0, old.g.maxBatch)
 		put := func() error {
-			err := db.be.Defer(func() error { return nt.insertHost(keys, vals) })
+			// Without the node cache: the copy's chunks are disjoint
+			// and ascending, so a chunk's planning reads only the
+			// right edge, and a cache filled with the copy would hold
+			// the old and new trees' caches at once for nothing.
+			err := db.be.Defer(func() error { return nt.insertHostCached(keys, vals) })
 			keys, vals = keys[:0], vals[:0]
 			return err
 		}

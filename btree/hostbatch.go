@@ -32,7 +32,9 @@ func (t *Tree) insertHost(keys, vals []uint64) error {
 	return err
 }
 
-// insertHostCached is insertHost with the node cache on.
+// insertHostCached is insertHost after useCache: with the node cache if
+// it is on, and reading every node from the image if not (a growth's
+// copy).
 func (t *Tree) insertHostCached(keys, vals []uint64) error {
 	o := BatchOptions{}.withDefaults()
 	s, err := t.stageFull(keys, vals, o)
