@@ -26,9 +26,10 @@ var update = flag.Bool("update", false, "rewrite bench/testdata/golden/*.csv fro
 var goldenDir = filepath.Join("testdata", "golden")
 
 // notGolden are the experiments that measure the host, not the simulated
-// machine: every value of kvs-vs-pebble, btree-vs-pebble and txn-vs-pebble is wall-clock
-// time, disk bytes, memory or CPU share of real runs.
-var notGolden = map[string]bool{"kvs-vs-pebble": true, "btree-vs-pebble": true, "txn-vs-pebble": true}
+// machine: every value of kvs-vs-pebble, btree-vs-pebble, txn-vs-pebble and
+// load-vs-pebble is wall-clock time, disk bytes, memory or CPU share of
+// real runs.
+var notGolden = map[string]bool{"kvs-vs-pebble": true, "btree-vs-pebble": true, "txn-vs-pebble": true, "load-vs-pebble": true}
 
 // goldenDrop are the metrics of an experiment left out of its golden
 // file: engine's verbs_per_s is wall-clock speed, and its coroutines counts

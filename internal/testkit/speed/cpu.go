@@ -25,3 +25,14 @@ func CPUTime() time.Duration {
 	}
 	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
 }
+
+// ChildrenCPUTime returns the user+system CPU time of the processes this
+// one started and waited for (getrusage RUSAGE_CHILDREN), or 0 if it
+// cannot be read.
+func ChildrenCPUTime() time.Duration {
+	var ru unix.Rusage
+	if err := unix.Getrusage(unix.RUSAGE_CHILDREN, &ru); err != nil {
+		return 0
+	}
+	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
+}
