@@ -24,8 +24,15 @@ type ckptWrite struct {
 }
 
 // mergeWrites is writeMerged of writes given as bytes (a log of their
-// bytes, read piece bytes at a time), in parts of at most batch bytes.
+// bytes, read piece bytes at a time), in parts of at most batch bytes,
+// with hole 0: no byte that no write wrote is read or written.
 func mergeWrites(t *testing.T, ws []ckptWrite, batch, piece int) []ckptWrite {
+	return mergeWritesOver(t, ws, batch, piece, 0, 0, nil)
+}
+
+// mergeWritesOver is mergeWrites merging across holes of up to hole bytes,
+// filled from target (the bytes at offsets from base on).
+func mergeWritesOver(t *testing.T, ws []ckptWrite, batch, piece int, hole, base uint64, target []byte) []ckptWrite {
 	var raw []byte
 	lw := make([]logWrite, len(ws))
 	for i, w := range ws {
@@ -33,11 +40,19 @@ func mergeWrites(t *testing.T, ws []ckptWrite, batch, piece int) []ckptWrite {
 		raw = append(raw, w.data...)
 	}
 	out := []ckptWrite{}
-	require.NoError(t, writeMerged(bytes.NewReader(raw), int64(len(raw)), lw, batch, piece, func(off uint64, data []byte) error {
-		require.LessOrEqual(t, len(data), batch)
-		out = append(out, ckptWrite{off, slices.Clone(data)})
-		return nil
-	}))
+	rw := mergeIO{
+		fill: func(off uint64, b []byte) error {
+			require.NotZero(t, hole, "a fill with hole 0")
+			copy(b, target[off-base:])
+			return nil
+		},
+		write: func(off uint64, data []byte) error {
+			require.LessOrEqual(t, len(data), batch)
+			out = append(out, ckptWrite{off, slices.Clone(data)})
+			return nil
+		},
+	}
+	require.NoError(t, writeMerged(bytes.NewReader(raw), int64(len(raw)), lw, batch, piece, hole, rw))
 	return out
 }
 
@@ -103,6 +118,32 @@ func TestMergeWrites(t *testing.T) {
 		}
 		require.Equal(t, want, got)
 		require.Equal(t, wrote, covered)
+
+		// Across holes: the holes keep the target's bytes, extents lie
+		// more than hole bytes apart, and no more writes do it (unless
+		// batches cut the longer extents).
+		hole := uint64(1 + x%9)
+		target := make([]byte, size)
+		for j := range target {
+			target[j] = byte(rng.IntN(256))
+		}
+		want, got = slices.Clone(target), slices.Clone(target)
+		for _, w := range ws {
+			copy(want[w.off-base:], w.data)
+		}
+		hext := mergeWritesOver(t, ws, batch, piece, hole, base, target)
+		if batch >= size {
+			require.LessOrEqual(t, len(hext), len(ext), "no more writes across holes")
+		}
+		for i := range hext {
+			hext[i].off -= base
+			e := hext[i]
+			if i > 0 && batch >= size {
+				require.Greater(t, e.off, hext[i-1].off+uint64(len(hext[i-1].data))+hole, "extents more than a hole apart")
+			}
+			copy(got[e.off:], e.data)
+		}
+		require.Equal(t, want, got, "hole %d", hole)
 	}
 }
 
@@ -123,7 +164,13 @@ func testWriteFromLogPieces(t *testing.T, rewrites bool) {
 	t.Logf("seed %d", seed)
 	rng := rand.New(rand.NewPCG(seed, 1))
 	base := pm.Addr(1 << pm.OffsetBits)
-	want := make([]byte, size)
+	// The region file holds bytes of its own: a checkpoint's merged
+	// writes span the runs between the log's writes and must keep them.
+	start := make([]byte, size)
+	for j := range start {
+		start[j] = byte(rng.IntN(256))
+	}
+	want := slices.Clone(start)
 	log := encodeLogHeader(1)
 	for seq := uint64(1); seq <= 60; seq++ {
 		var p []byte
@@ -152,6 +199,8 @@ func testWriteFromLogPieces(t *testing.T, rewrites bool) {
 		f, err := OSFS().OpenFile(filepath.Join(dir, "r"), os.O_RDWR|os.O_CREATE, 0o644)
 		require.NoError(t, err)
 		require.NoError(t, f.Truncate(HeaderSize+size))
+		_, err = f.WriteAt(start, HeaderSize)
+		require.NoError(t, err)
 		regs := map[uint64]ckptRegion{1: {name: "r", base: base, size: size, f: f}}
 		require.NoError(t, writeFromLog(OSFS(), dir, path, "", regs, piece, pass), "piece %d, pass %d", piece, pass)
 		got := make([]byte, size)

@@ -1185,9 +1185,10 @@ func (b *Backend) startCheckpoint() error {
 // indexed it drops those that a later entry rewrites whole (a store's
 // hot words, written again and again), and only if more than half
 // remain does it write them out as a pass: their bytes read again,
-// merged (overlapping and adjacent entries one write, each byte written
-// once a pass) into a buffer of at most ckptBatch bytes, refilled as
-// often as the merged bytes need. So it holds a fraction of the log in
+// merged (overlapping and adjacent entries, and entries less than a page
+// apart with the region file's bytes between them, one write; each byte
+// written once a pass) into a buffer of at most ckptBatch bytes, refilled
+// as often as the merged bytes need. So it holds a fraction of the log in
 // memory and its index, sort and extents (about 40 bytes an entry at
 // their peak) a bounded amount, whatever the log's size, and writes a
 // place once when the log rewrites it in place (gpKVS's table: passes of
@@ -1221,10 +1222,17 @@ func writeFromLog(fs FS, dir, path, keep string, regs map[uint64]ckptRegion, pie
 				continue
 			}
 			r := regs[i]
-			err := writeMerged(f, size, ws, ckptBatch, piece, func(off uint64, data []byte) error {
-				_, err := r.f.WriteAt(data, int64(HeaderSize+off))
-				return err
-			})
+			rw := mergeIO{
+				fill: func(off uint64, b []byte) error {
+					_, err := readAtFull(r.f, b, int64(HeaderSize+off), int64(HeaderSize+r.size))
+					return err
+				},
+				write: func(off uint64, data []byte) error {
+					_, err := r.f.WriteAt(data, int64(HeaderSize+off))
+					return err
+				},
+			}
+			err := writeMerged(f, size, ws, ckptBatch, piece, ckptHole, rw)
 			if err != nil {
 				return fmt.Errorf("%w: checkpoint: write region %s: %w", ErrIO, r.name, err)
 			}
@@ -1359,8 +1367,29 @@ func newLogWrite(off, pos, n uint64) logWrite { return logWrite{off, pos<<21 | n
 func (w logWrite) pos() uint64                { return w.posLen >> 21 }
 func (w logWrite) n() uint64                  { return w.posLen & (1<<21 - 1) }
 
-// extent is a range [lo, hi) of region offsets.
-type extent struct{ lo, hi uint64 }
+// extent is a range [lo, hi) of region offsets; holes says that some of
+// its bytes lie between writes (planExtents' hole).
+type extent struct {
+	lo, hi uint64
+	holes  bool
+}
+
+// ckptHole is the longest run of bytes no write of a checkpoint's pass
+// covers that a merged write still spans (its bytes read from the region
+// file and written back unchanged): one write a run of a B+tree's nodes
+// or a gpKVS table's words instead of one a node or word. pwrite calls
+// of single nodes were 43% of the CPU of loading a million keys into a
+// B+tree (pprof). Under a page, it dirties no page the writes themselves
+// do not: a run shorter than a page contains none.
+const ckptHole = 4095
+
+// mergeIO is what writeMerged reads and writes the target through: fill
+// reads the target's bytes at off into b (for a merged extent's holes),
+// and write writes data at off (data is valid until it returns).
+type mergeIO struct {
+	fill  func(off uint64, b []byte) error
+	write func(off uint64, data []byte) error
+}
 
 // sortByOffset returns the indices of ws in ascending order of offset,
 // ties in log order, and the function that unmaps them. It radix-sorts
@@ -1415,10 +1444,10 @@ func sortByOffset(ws []logWrite) ([]uint32, func() error, error) {
 }
 
 // planExtents returns the extents that the writes ws cover, in ascending
-// order, the writes that overlap or touch merged into one, the extent of
-// each write, and release, which unmaps them (see mapped): call it once
-// done with them, also after an error.
-func planExtents(ws []logWrite) (ext []extent, extOf []uint32, release func() error, err error) {
+// order, the writes that overlap, touch or lie at most hole bytes apart
+// merged into one, the extent of each write, and release, which unmaps
+// them (see mapped): call it once done with them, also after an error.
+func planExtents(ws []logWrite, hole uint64) (ext []extent, extOf []uint32, release func() error, err error) {
 	// Every array is a transient one of len(ws) (see mapped).
 	var rels []func() error
 	release = func() error {
@@ -1446,27 +1475,29 @@ func planExtents(ws []logWrite) (ext []extent, extOf []uint32, release func() er
 	for _, i := range order {
 		w := ws[i]
 		end := w.off + w.n()
-		if n := len(ext); n > 0 && w.off <= ext[n-1].hi {
+		if n := len(ext); n > 0 && w.off <= ext[n-1].hi+hole {
+			ext[n-1].holes = ext[n-1].holes || w.off > ext[n-1].hi
 			ext[n-1].hi = max(ext[n-1].hi, end)
 		} else {
-			ext = append(ext, extent{w.off, end})
+			ext = append(ext, extent{lo: w.off, hi: end})
 		}
 		extOf[i] = uint32(len(ext) - 1)
 	}
 	return ext, extOf, release, nil
 }
 
-// writeMerged calls write with the bytes that the writes ws (entries of
-// the log in r, its first size bytes, in log order), applied in order,
-// leave: extents in ascending order, later bytes over earlier ones, with
-// no byte that no write wrote, so that writing them (in any order) writes
-// what writing ws in order would. Writes that overlap or touch are merged
-// into one extent, which is cut into parts of at most batch bytes; the
-// data passed to write is valid until it returns. It holds batch bytes
-// and reads the log a piece at a time, once for each batch of merged
-// bytes.
-func writeMerged(r io.ReaderAt, size int64, ws []logWrite, batch, piece int, write func(off uint64, data []byte) error) error {
-	ext, extOf, release, err := planExtents(ws)
+// writeMerged calls rw.write with the bytes that the writes ws (entries
+// of the log in r, its first size bytes, in log order), applied in order
+// to the target, leave: extents in ascending order, later bytes over
+// earlier ones, so that writing them (in any order) writes what writing
+// ws in order would. Writes that overlap, touch or lie at most hole bytes
+// apart are merged into one extent, whose bytes that no write wrote are
+// the target's own (rw.fill), and which is cut into parts of at most
+// batch bytes; with hole 0 no byte that no write wrote is written. It
+// holds batch bytes and reads the log a piece at a time, once for each
+// batch of merged bytes.
+func writeMerged(r io.ReaderAt, size int64, ws []logWrite, batch, piece int, hole uint64, rw mergeIO) error {
+	ext, extOf, release, err := planExtents(ws, hole)
 	defer func() { _ = release() }()
 	if err != nil {
 		return err
@@ -1502,6 +1533,21 @@ func writeMerged(r io.ReaderAt, size int64, ws []logWrite, batch, piece int, wri
 			}
 		}
 		e1, hi := e0+len(starts)-1, from // the batch ends at hi in extent e1
+		for k, x := 0, e0; x <= e1; k, x = k+1, x+1 {
+			if !ext[x].holes {
+				continue
+			}
+			segLo, end := ext[x].lo, len(buf)
+			if x == e0 {
+				segLo = lo
+			}
+			if k+1 < len(starts) {
+				end = starts[k+1]
+			}
+			if err := rw.fill(segLo, buf[starts[k]:end]); err != nil {
+				return err
+			}
+		}
 		for i, w := range ws {
 			x := int(extOf[i])
 			if x < e0 || x > e1 {
@@ -1553,7 +1599,7 @@ func writeMerged(r io.ReaderAt, size int64, ws []logWrite, batch, piece int, wri
 			if k+1 < len(starts) {
 				end = starts[k+1]
 			}
-			if err := write(segLo, buf[starts[k]:end]); err != nil {
+			if err := rw.write(segLo, buf[starts[k]:end]); err != nil {
 				return err
 			}
 		}
