@@ -87,8 +87,17 @@ func testNodeCacheMetamorphic(t *testing.T, bound int) {
 			vs = append(vs, rng.Uint64())
 		}
 		del := ks[0]
+		// A growth's old tree drops its scratch, and a growth's copy
+		// inserts without the cache; either may be followed by inserts
+		// (the last 100 steps keep one cache, for the counts below).
+		drop, uncached := step%37 == 36 && step < 200, rng.IntN(8) == 0
 		for _, tr := range trees {
+			if drop {
+				tr.dropScratch()
+			}
 			switch {
+			case op < 6 && uncached:
+				require.NoError(t, tr.insertHostCached(ks, vs), "step %d", step)
 			case op < 6: // a host insert (DB.Put, DB.PutBatch)
 				require.NoError(t, tr.insertHost(ks, vs), "step %d", step)
 			case op < 9:
