@@ -187,7 +187,9 @@ func OpenDir(dir string, opts *DirOptions) (*DB, error) {
 	if dir == "" {
 		return nil, fmt.Errorf("%w: empty directory name", ErrBadArg)
 	}
-	be, err := native.Open(dir, native.Options{Mode: o.Mode, Create: !o.NoCreate})
+	// Small pages: the tree's image is read a node at a time, and huge
+	// pages held about 3 MB more at 1M keys for no measured speed.
+	be, err := native.Open(dir, native.Options{Mode: o.Mode, Create: !o.NoCreate, NoHugePages: true})
 	if err != nil {
 		return nil, fmt.Errorf("btree: open %s: %w", dir, err)
 	}
