@@ -32,7 +32,9 @@ func init() {
 			"side pays the same program's pages): the B+tree (btree.OpenDir with its defaults: it grows from 65,536 " +
 			"nodes), Pebble (default options, pebble.Sync per batch) and bbolt (one Update per batch); keys/s, the " +
 			"process's peak RSS (getrusage), and the bytes its directory holds after Close; 1M keys at paper size, " +
-			"65,536 at quick size, 4,096 at smoke size; on disk and tmpfs; directory from $" + EnvBenchDir,
+			"65,536 at quick size, 4,096 at smoke size; on disk and tmpfs; directory from $" + EnvBenchDir + ". The " +
+			"sides run one after another, not interleaved: btree-vs-pebble is the throughput comparison, this one " +
+			"the memory and the load's cost at a size it does not reach",
 		NoSet: true,
 		Run:   runLoadVsPebble,
 	})
@@ -58,7 +60,8 @@ func loadKeysFor(o Options) int {
 }
 
 // loadSides are load-vs-pebble's stores: a name for the rows and how to
-// open one, empty, in dir on filesystem fd.
+// open one, empty, in dir (mode: the native backend's durable mode on
+// dir's filesystem).
 var loadSides = []struct {
 	name string
 	open func(dir string, mode native.Mode) (ordStore, error)
@@ -167,7 +170,7 @@ func ChildMain() {
 
 // loadChild is a side of load-vs-pebble (spec: see envLoadChild).
 func loadChild(spec string) (loadResult, error) {
-	f := strings.Fields(spec)
+	f := strings.SplitN(spec, " ", 4) // the directory last: it may hold spaces
 	if len(f) != 4 {
 		return loadResult{}, fmt.Errorf("bad %s %q", envLoadChild, spec)
 	}
