@@ -1548,10 +1548,9 @@ func writeMerged(r io.ReaderAt, size int64, ws []logWrite, batch, piece int, hol
 			}
 		}
 		e1, hi := e0+len(starts)-1, from // the batch ends at hi in extent e1
-		for k, x := 0, e0; x <= e1; k, x = k+1, x+1 {
-			if !ext[x].holes {
-				continue
-			}
+		// part returns the batch's k-th part, of extent x: where it
+		// starts in the region and its bytes in buf.
+		part := func(k, x int) (uint64, []byte) {
 			segLo, end := ext[x].lo, len(buf)
 			if x == e0 {
 				segLo = lo
@@ -1559,8 +1558,13 @@ func writeMerged(r io.ReaderAt, size int64, ws []logWrite, batch, piece int, hol
 			if k+1 < len(starts) {
 				end = starts[k+1]
 			}
-			if err := rw.fill(segLo, buf[starts[k]:end]); err != nil {
-				return err
+			return segLo, buf[starts[k]:end]
+		}
+		for k, x := 0, e0; x <= e1; k, x = k+1, x+1 {
+			if ext[x].holes {
+				if err := rw.fill(part(k, x)); err != nil {
+					return err
+				}
 			}
 		}
 		for i, w := range ws {
@@ -1607,14 +1611,7 @@ func writeMerged(r io.ReaderAt, size int64, ws []logWrite, batch, piece int, hol
 			copy(buf[at:at+int(b-a)], win[p-winAt:])
 		}
 		for k, x := 0, e0; x <= e1; k, x = k+1, x+1 {
-			segLo, end := ext[x].lo, len(buf)
-			if x == e0 {
-				segLo = lo
-			}
-			if k+1 < len(starts) {
-				end = starts[k+1]
-			}
-			if err := rw.write(segLo, buf[starts[k]:end]); err != nil {
+			if err := rw.write(part(k, x)); err != nil {
 				return err
 			}
 		}
