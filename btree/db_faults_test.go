@@ -6,7 +6,6 @@ import (
 	"errors"
 	"flag"
 	"fmt"
-	"math"
 	"math/rand/v2"
 	"path/filepath"
 	"strings"
@@ -19,6 +18,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/scopedpm/scopedpm/internal/testkit/long"
+	"github.com/scopedpm/scopedpm/internal/testkit/writerkeys"
 	"github.com/scopedpm/scopedpm/pm"
 	"github.com/scopedpm/scopedpm/pm/native"
 )
@@ -33,25 +33,9 @@ const (
 	fpPerTrial = 16
 )
 
-// writerPrefixes returns how many of each writer's keys the view of db
-// holds; it fails unless they are the writer's first keys, each with its
-// value.
+// writerPrefixes returns how many of each writer's keys db holds (writerkeys).
 func writerPrefixes(db *DB) ([]uint64, error) {
-	n := make([]uint64, fpWriters)
-	var bad error
-	err := db.Scan(0, math.MaxUint64, func(k, v uint64) bool {
-		w, i := k>>32, k&math.MaxUint32
-		if w >= fpWriters || i != n[w]+1 || v != i {
-			bad = fmt.Errorf("key %d:%d (value %d) after %d keys of writer %d", w, i, v, n[min(w, fpWriters-1)], w)
-			return false
-		}
-		n[w]++
-		return true
-	})
-	if err == nil {
-		err = bad
-	}
-	return n, err
+	return writerkeys.Prefixes(db.Scan, fpWriters)
 }
 
 // The DB (OpenDir's tree: group commit, growth from a pool of 64 nodes),

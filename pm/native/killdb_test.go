@@ -4,7 +4,6 @@ package native_test
 
 import (
 	"fmt"
-	"math"
 	"math/rand/v2"
 	"path/filepath"
 	"strconv"
@@ -17,6 +16,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/scopedpm/scopedpm/btree"
+	"github.com/scopedpm/scopedpm/internal/testkit/writerkeys"
 )
 
 // Shape of the btreedb child: dbWriters goroutines each Put keys
@@ -28,24 +28,9 @@ const (
 	dbPerWriter = 2000
 )
 
-// dbPrefixes returns, for each writer, how many of its keys the DB holds;
-// it fails unless they are its first keys, each with its value.
+// dbPrefixes returns how many of each writer's keys db holds (writerkeys).
 func dbPrefixes(db *btree.DB) ([]uint64, error) {
-	n := make([]uint64, dbWriters)
-	var bad error
-	err := db.Scan(0, math.MaxUint64, func(k, v uint64) bool {
-		w, i := k>>32, k&math.MaxUint32
-		if w >= dbWriters || i != n[w]+1 || v != i {
-			bad = fmt.Errorf("key %d:%d (value %d) after %d keys of writer %d", w, i, v, n[min(w, dbWriters-1)], w)
-			return false
-		}
-		n[w]++
-		return true
-	})
-	if err == nil {
-		err = bad
-	}
-	return n, err
+	return writerkeys.Prefixes(db.Scan, dbWriters)
 }
 
 // btreeDBChild runs the btreedb child: OpenDir (recovering), then the
