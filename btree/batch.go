@@ -556,42 +556,78 @@ func (t *Tree) planPaths(ks []uint64, o BatchOptions) (record, []laneInfo, [][]u
 	return rec, lanes, starts, offs, path, cache, nil
 }
 
-// nodeIndex maps node ids to the committed nodes a batch read: a slice
-// over the pool (8 bytes a node) and the ids set, to clear them. A map's
-// lookups were a tenth of the host time of a batch of 1,000 (pprof).
+// nodeIndex maps node ids to the committed nodes a batch read: an
+// open-addressing table (linear probing) over the ids a batch reads, a
+// few thousand, sized by them and not by the pool. A slice over the pool
+// (8 bytes a node) held a megabyte at 131,072 nodes, live between batches
+// and doubling the Go heap's goal by it; a map's lookups were a tenth of
+// the host time of a batch of 1,000 (pprof).
 type nodeIndex struct {
-	at  []*node
-	ids []uint32
+	capacity uint64   // the pool's nodes: ids at or above it are not recorded
+	slots    []uint32 // 0 when empty, else 1 + the entry's index in ids
+	ids      []uint32
+	nds      []*node
 }
 
-// reset empties x and sizes it for a pool of capacity nodes.
+// reset empties x for a pool of capacity nodes.
 func (x *nodeIndex) reset(capacity uint64) {
-	for _, id := range x.ids {
-		x.at[id] = nil
+	if len(x.ids) > 0 {
+		clear(x.slots)
+		clear(x.nds) // let the collector have the nodes
 	}
-	x.ids = x.ids[:0]
-	if uint64(len(x.at)) != capacity {
-		x.at = make([]*node, capacity)
+	x.ids, x.nds = x.ids[:0], x.nds[:0]
+	x.capacity = capacity
+}
+
+// slot returns where id is in x.slots, or the empty slot where it goes.
+func (x *nodeIndex) slot(id uint32) int {
+	mask := len(x.slots) - 1
+	for i := int(id*0x9e3779b1) & mask; ; i = (i + 1) & mask {
+		if s := x.slots[i]; s == 0 || x.ids[s-1] == id {
+			return i
+		}
 	}
 }
 
 // get returns node id, if x holds it.
 func (x *nodeIndex) get(id uint32) (*node, bool) {
-	if uint64(id) >= uint64(len(x.at)) || x.at[id] == nil {
+	if len(x.ids) == 0 {
 		return nil, false
 	}
-	return x.at[id], true
+	if s := x.slots[x.slot(id)]; s != 0 {
+		return x.nds[s-1], true
+	}
+	return nil, false
 }
 
 // put records nd as node id (an id outside the pool is not recorded).
 func (x *nodeIndex) put(id uint32, nd *node) {
-	if uint64(id) >= uint64(len(x.at)) {
+	if uint64(id) >= x.capacity {
 		return
 	}
-	if x.at[id] == nil {
-		x.ids = append(x.ids, id)
+	if 2*(len(x.ids)+1) > len(x.slots) {
+		x.rehash(max(64, 4*(len(x.ids)+1)))
 	}
-	x.at[id] = nd
+	i := x.slot(id)
+	if s := x.slots[i]; s != 0 {
+		x.nds[s-1] = nd
+		return
+	}
+	x.ids, x.nds = append(x.ids, id), append(x.nds, nd)
+	x.slots[i] = uint32(len(x.ids))
+}
+
+// rehash makes the table at least n slots (a power of two) and enters the
+// ids again.
+func (x *nodeIndex) rehash(n int) {
+	size := 64
+	for size < n {
+		size *= 2
+	}
+	x.slots = make([]uint32, size)
+	for k, id := range x.ids {
+		x.slots[x.slot(id)] = uint32(k + 1)
+	}
 }
 
 // freeIDs returns the first n free node ids of the committed bitmap that

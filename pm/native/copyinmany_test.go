@@ -66,13 +66,13 @@ func TestCopyInManyDurable(t *testing.T) {
 // and the backend refuses the next call.
 func TestCopyInManyIOError(t *testing.T) {
 	dir := t.TempDir()
-	// Fail the second log write: outside Defer each host write is one
+	// Fail the second log sync: outside Defer each host write is one
 	// sync of the log, so write 1 of 3 fails.
-	logWrites := 0
+	logSyncs := 0
 	armed := false
 	inj := native.InjectorFunc(func(op native.FSOp, path string) error {
-		if armed && op == native.FSWrite && strings.Contains(filepath.Base(path), "LOG") {
-			if logWrites++; logWrites == 2 {
+		if armed && op == native.FSSync && strings.Contains(filepath.Base(path), "LOG") {
+			if logSyncs++; logSyncs == 2 {
 				return syscall.EIO
 			}
 		}

@@ -1015,8 +1015,8 @@ func (b *Backend) DeferAsync(fn func() error) (wait func() error, err error) {
 	if uerr := b.usable(); uerr != nil {
 		return nil, errors.Join(err, uerr)
 	}
-	my := b.plog.stage(b.buf)
-	b.buf, b.lastEnt, b.npend = b.buf[:0], -1, 0
+	my, spare := b.plog.stage(b.buf)
+	b.buf, b.lastEnt, b.npend = spare, -1, 0
 	if b.plog.size() > b.opts.CheckpointBytes {
 		if cerr := b.startCheckpoint(); cerr != nil {
 			return nil, errors.Join(err, cerr)

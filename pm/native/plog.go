@@ -132,16 +132,20 @@ func pad8(p []byte) []byte {
 // encodeRecord returns the record of payload for generation gen and
 // sequence number seq.
 func encodeRecord(dst []byte, gen, seq uint64, payload []byte) []byte {
-	n := recHeaderSize + len(payload)
-	start := len(dst)
-	dst = append(dst, make([]byte, recHeaderSize)...)
-	dst = append(dst, payload...)
-	r := dst[start:]
-	binary.LittleEndian.PutUint32(r[4:], uint32(n))
-	binary.LittleEndian.PutUint64(r[8:], gen)
-	binary.LittleEndian.PutUint64(r[16:], seq)
-	binary.LittleEndian.PutUint32(r[0:], seal.Checksum(r[4:n]))
-	return dst
+	h := recordHeader(gen, seq, payload)
+	dst = append(dst, h[:]...)
+	return append(dst, payload...)
+}
+
+// recordHeader returns the header of payload's record for generation gen
+// and sequence number seq: with the payload after it, the record.
+func recordHeader(gen, seq uint64, payload []byte) [recHeaderSize]byte {
+	var h [recHeaderSize]byte
+	binary.LittleEndian.PutUint32(h[4:], uint32(recHeaderSize+len(payload)))
+	binary.LittleEndian.PutUint64(h[8:], gen)
+	binary.LittleEndian.PutUint64(h[16:], seq)
+	binary.LittleEndian.PutUint32(h[0:], seal.Update(seal.Checksum(h[4:]), payload))
+	return h
 }
 
 // decodeRecord decodes the record at the start of b for generation gen.
@@ -226,15 +230,15 @@ type plog struct {
 	pendN   uint64 // batch number of the pending payload
 	done    uint64 // every batch <= done is durable
 	syncing bool
-	err     error // sticky: set by the first failed write or sync
-	buf     []byte
+	err     error    // sticky: set by the first failed write or sync
+	bufs    [][]byte // empty buffers for payloads (putBuf)
 	syncs   uint64
 	bytes   uint64
 	onSync  func(off int64, rec []byte) // journal hook, called with mu held
 }
 
 func newPlog(fs FS, path string) *plog {
-	l := &plog{fs: fs, path: path, pendN: 1}
+	l := &plog{fs: fs, path: path, pendN: 1, bufs: make([][]byte, 0, 2)}
 	l.cond.L = &l.mu
 	return l
 }
@@ -324,16 +328,6 @@ func (l *plog) reuse(gen uint64) (File, int64, error) {
 	return f, st.Size() &^ 7, nil
 }
 
-// add appends payload to the pending batch (no I/O).
-func (l *plog) add(payload []byte) {
-	if len(payload) == 0 {
-		return
-	}
-	l.mu.Lock()
-	l.pend = append(l.pend, payload...)
-	l.mu.Unlock()
-}
-
 // commit appends payload and returns when it and everything added before
 // it are durable: one write and one sync of the log, shared by every
 // caller that arrives while the previous sync runs. It returns the sticky
@@ -354,11 +348,20 @@ func (l *plog) commit(payload []byte) error {
 
 // stage appends payload to the pending batch without writing it and
 // returns the number of the batch that will hold it (when nothing is
-// pending, the last batch, which may be in flight): wait for it.
-func (l *plog) stage(payload []byte) uint64 {
+// pending, the last batch, which may be in flight): wait for it. When
+// nothing is pending, the log takes payload itself instead of a copy, and
+// gives back an empty buffer (nil when it has none) for the caller's next
+// payload: in the caller, the log's pending batch and its record in flight
+// two buffers take turns, where a copy in each would hold three.
+func (l *plog) stage(payload []byte) (batch uint64, spare []byte) {
 	l.mu.Lock()
 	defer l.mu.Unlock()
-	return l.stageLocked(payload)
+	if len(l.pend) == 0 && len(payload) > 0 {
+		l.putBuf(l.pend)
+		l.pend = payload
+		return l.pendN, l.getBuf()
+	}
+	return l.stageLocked(payload), payload[:0]
 }
 
 func (l *plog) stageLocked(payload []byte) uint64 {
@@ -367,6 +370,25 @@ func (l *plog) stageLocked(payload []byte) uint64 {
 		return l.pendN - 1
 	}
 	return l.pendN
+}
+
+// putBuf keeps b's room for a later payload (at most two such buffers).
+func (l *plog) putBuf(b []byte) {
+	if cap(b) > 0 && len(l.bufs) < cap(l.bufs) {
+		l.bufs = append(l.bufs, b[:0])
+	}
+}
+
+// getBuf returns a kept empty buffer, or nil.
+func (l *plog) getBuf() []byte {
+	n := len(l.bufs)
+	if n == 0 {
+		return nil
+	}
+	b := l.bufs[n-1]
+	l.bufs[n-1] = nil
+	l.bufs = l.bufs[:n-1]
+	return b
 }
 
 // wait returns when batch my is durable, leading a sync when none is
@@ -390,25 +412,16 @@ func (l *plog) waitLocked(my uint64, direct []byte) error {
 		batch := l.pendN
 		l.pendN++
 		l.seq++
-		if direct != nil {
-			l.buf = encodeRecord(l.buf[:0], l.gen, l.seq, direct)
-			direct = nil
-		} else {
-			l.buf = encodeRecord(l.buf[:0], l.gen, l.seq, l.pend)
-			l.pend = l.pend[:0]
+		payload, fromPend := direct, direct == nil
+		if fromPend {
+			payload, l.pend = l.pend, l.getBuf()
 		}
-		rec, f, off := l.buf, l.f, l.off
-		out, zeroEnd := rec, l.zeroEnd
-		if end := off + int64(len(rec)); end > zeroEnd {
-			// Extend the file by zeroed chunks in the same write: later
-			// records overwrite written blocks, whose sync need not
-			// change the file's size or extents.
-			zeroEnd = (end + logChunk - 1) / logChunk * logChunk
-			l.buf = append(l.buf, make([]byte, zeroEnd-end)...)
-			out, rec = l.buf, l.buf[:len(rec)]
-		}
+		direct = nil
+		h := recordHeader(l.gen, l.seq, payload)
+		f, off, zeroEnd := l.f, l.off, l.zeroEnd
+		n := int64(recHeaderSize + len(payload))
 		l.mu.Unlock()
-		_, err := f.WriteAt(out, off)
+		err := writeRecord(f, off, h[:], payload, &zeroEnd)
 		if err != nil {
 			err = fmt.Errorf("%w: write log %s: %w", ErrIO, l.path, err)
 		} else if err = f.Sync(); err != nil {
@@ -419,18 +432,50 @@ func (l *plog) waitLocked(my uint64, direct []byte) error {
 		if err != nil {
 			l.err = err
 		} else {
-			l.off += int64(len(rec))
+			l.off += n
 			l.zeroEnd = zeroEnd
 			l.done = batch
 			l.syncs++
-			l.bytes += uint64(len(rec))
+			l.bytes += uint64(n)
 			if l.onSync != nil {
-				l.onSync(off, rec)
+				l.onSync(off, append(h[:], payload...))
 			}
+		}
+		if fromPend {
+			l.putBuf(payload)
 		}
 		l.cond.Broadcast()
 	}
 	return l.err
+}
+
+// zeros is what a log grows by (logChunk bytes at most a write).
+var zeros [logChunk]byte
+
+// writeRecord writes a record, its header h and then its payload, at off
+// in f. When it ends past *zeroEnd it also writes zeroed chunks up to the
+// next multiple of logChunk and moves *zeroEnd there: later records then
+// overwrite written blocks, whose sync need not change the file's size or
+// extents.
+func writeRecord(f File, off int64, h, payload []byte, zeroEnd *int64) error {
+	if _, err := f.WriteAt(h, off); err != nil {
+		return err
+	}
+	if _, err := f.WriteAt(payload, off+int64(len(h))); err != nil {
+		return err
+	}
+	end := off + int64(len(h)+len(payload))
+	if end <= *zeroEnd {
+		return nil
+	}
+	grown := (end + logChunk - 1) / logChunk * logChunk
+	if grown > end {
+		if _, err := f.WriteAt(zeros[:grown-end], end); err != nil {
+			return err
+		}
+	}
+	*zeroEnd = grown
+	return nil
 }
 
 // idle reports whether every batch staged so far is durable: nothing

@@ -297,3 +297,85 @@ func readAll(fs FS, path string) ([]byte, error) {
 	}
 	return b, nil
 }
+
+// stage takes a payload without copying it when nothing is pending and
+// hands back an empty buffer: one writer's payloads then take turns in two
+// buffers. Writers build their next payload in what stage hands back
+// before they wait for the last one (as DeferAsync's callers do), and some
+// commit a buffer of their own, which the log must not keep: no writer may
+// get a buffer the log still writes from or another writer fills.
+func TestStageBuffers(t *testing.T) {
+	word := func(v uint64) []byte { return binary.LittleEndian.AppendUint64(nil, v) }
+	addr := func(g, round int) pm.Addr { return pm.Addr(1<<pm.OffsetBits + 8*uint64(g*1000+round)) }
+	for _, tc := range []struct {
+		writers int
+		commits bool // every third round of each writer is a commit of its own buffer
+	}{{1, false}, {4, false}, {4, true}} {
+		t.Run(fmt.Sprintf("writers=%d,commits=%v", tc.writers, tc.commits), func(t *testing.T) {
+			dir := t.TempDir()
+			l := newPlog(OSFS(), filepath.Join(dir, logName))
+			require.NoError(t, l.create(dir, 1))
+			const rounds = 200
+			arrays := make([]map[*byte]bool, tc.writers)
+			errs := make([]error, tc.writers)
+			var wg sync.WaitGroup
+			for g := range tc.writers {
+				arrays[g] = map[*byte]bool{}
+				wg.Go(func() {
+					var buf, own []byte
+					wait := func() error { return nil }
+					for round := range rounds {
+						entry := word(uint64(g<<32 | round))
+						if tc.commits && round%3 == 2 {
+							own, _ = appendEntry(own[:0], -1, addr(g, round), entry)
+							if err := l.commit(own); err != nil {
+								errs[g] = err
+								return
+							}
+							own = append(own[:0], make([]byte, 64)...) // the caller's again
+							continue
+						}
+						buf, _ = appendEntry(buf, -1, addr(g, round), entry)
+						if round >= rounds/2 { // the steady state: appends have grown the buffers
+							arrays[g][&buf[:1][0]] = true
+						}
+						my, spare := l.stage(buf)
+						if len(spare) != 0 {
+							errs[g] = fmt.Errorf("round %d: stage handed back %d bytes", round, len(spare))
+							return
+						}
+						buf = spare
+						if err := wait(); err != nil {
+							errs[g] = err
+							return
+						}
+						wait = func() error { return l.wait(my) }
+					}
+					errs[g] = wait()
+				})
+			}
+			wg.Wait()
+			for g, err := range errs {
+				require.NoError(t, err, "writer %d", g)
+			}
+			if tc.writers == 1 {
+				require.LessOrEqual(t, len(arrays[0]), 2, "payload buffers of one writer")
+			}
+			require.NoError(t, l.close())
+			raw, err := readAll(OSFS(), filepath.Join(dir, logName))
+			require.NoError(t, err)
+			got := map[pm.Addr]uint64{}
+			_, _, _, err = scanLog(raw, func(e logEntry) error {
+				got[e.addr] = binary.LittleEndian.Uint64(e.data)
+				return nil
+			})
+			require.NoError(t, err)
+			require.Len(t, got, tc.writers*rounds)
+			for g := range tc.writers {
+				for round := range rounds {
+					require.Equal(t, uint64(g<<32|round), got[addr(g, round)], "writer %d round %d", g, round)
+				}
+			}
+		})
+	}
+}
