@@ -1,6 +1,10 @@
 package btree
 
-import "unsafe"
+import (
+	"unsafe"
+
+	"github.com/scopedpm/scopedpm/internal/offheap"
+)
 
 // nodeCacheBytes is the memory the node cache may hold, in decoded nodes
 // (keys, values, the entry and its pointer; beside them the cache has an
@@ -13,7 +17,11 @@ import "unsafe"
 // nodes cached between batches), so that the next batch's planning finds
 // the upper levels, which every batch copies. Unbounded, the cache could
 // grow to the whole tree decoded: some 35 MiB at 1M random keys (about
-// 105,000 nodes of 350 bytes), beside the node pool itself.
+// 105,000 nodes of 350 bytes), beside the node pool itself. The nodes'
+// keys and values (two thirds of the bytes at the default order) are in
+// mappings off the Go heap (internal/offheap), as Pebble's block cache is:
+// on the heap the collector's headroom doubled them in the process's
+// resident memory.
 const nodeCacheBytes = 4 << 20
 
 // nodeCacheEntries returns the most nodes the cache holds at order.
@@ -211,10 +219,13 @@ func (c *nodeCache) slot(order int) *cacheEntry {
 		return e
 	}
 	if len(c.ents) < c.max {
-		// A chunk of entries: two allocations for up to 64 nodes.
+		// A chunk of entries: two allocations for up to 64 nodes. The
+		// keys and values, most of an entry's bytes, live off the Go
+		// heap (see nodeCacheBytes), as long as the chunk does: the
+		// entries are the only way to them.
 		k := min(64, c.max-len(c.ents))
 		es := make([]cacheEntry, k)
-		kv := make([]uint64, 2*order*k)
+		kv := offheap.Words(&es[0], 2*order*k)
 		for i := range es {
 			e := &es[i]
 			e.kv = kv[2*order*i : 2*order*(i+1) : 2*order*(i+1)]
