@@ -349,10 +349,11 @@ func (l *plog) commit(payload []byte) error {
 // stage appends payload to the pending batch without writing it and
 // returns the number of the batch that will hold it (when nothing is
 // pending, the last batch, which may be in flight): wait for it. When
-// nothing is pending, the log takes payload itself instead of a copy, and
+// nothing is pending, the log takes payload itself instead of a copy and
 // gives back an empty buffer (nil when it has none) for the caller's next
-// payload: in the caller, the log's pending batch and its record in flight
-// two buffers take turns, where a copy in each would hold three.
+// payload. So for one writer the payload being built, the pending batch
+// and the record being written take turns in two buffers, where a copy at
+// each step held three.
 func (l *plog) stage(payload []byte) (batch uint64, spare []byte) {
 	l.mu.Lock()
 	defer l.mu.Unlock()
