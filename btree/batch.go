@@ -557,76 +557,79 @@ func (t *Tree) planPaths(ks []uint64, o BatchOptions) (record, []laneInfo, [][]u
 }
 
 // nodeIndex maps node ids to the committed nodes a batch read: an
-// open-addressing table (linear probing) over the ids a batch reads, a
-// few thousand, sized by them and not by the pool. A slice over the pool
-// (8 bytes a node) held a megabyte at 131,072 nodes, live between batches
-// and doubling the Go heap's goal by it; a map's lookups were a tenth of
-// the host time of a batch of 1,000 (pprof).
+// open-addressing table (linear probing, at most half full) over the ids a
+// batch reads, a few thousand, sized by them and not by the pool. A slice
+// over the pool (8 bytes a node) held a megabyte at 131,072 nodes, live
+// between batches and doubling the Go heap's goal by it; a map's lookups
+// were a tenth of the host time of a batch of 1,000 (pprof).
 type nodeIndex struct {
 	capacity uint64   // the pool's nodes: ids at or above it are not recorded
-	slots    []uint32 // 0 when empty, else 1 + the entry's index in ids
-	ids      []uint32
+	keys     []uint32 // 1 + the node's id; 0 when the slot is empty
 	nds      []*node
+	n        int  // ids held
+	shift    uint // 32 - log2(len(keys)): a slot is the top bits of a hash
 }
 
 // reset empties x for a pool of capacity nodes.
 func (x *nodeIndex) reset(capacity uint64) {
-	if len(x.ids) > 0 {
-		clear(x.slots)
+	if x.n > 0 {
+		clear(x.keys)
 		clear(x.nds) // let the collector have the nodes
+		x.n = 0
 	}
-	x.ids, x.nds = x.ids[:0], x.nds[:0]
 	x.capacity = capacity
 }
 
-// slot returns where id is in x.slots, or the empty slot where it goes.
+// slot returns where id is in x, or the empty slot where it goes.
 func (x *nodeIndex) slot(id uint32) int {
-	mask := len(x.slots) - 1
-	for i := int(id*0x9e3779b1) & mask; ; i = (i + 1) & mask {
-		if s := x.slots[i]; s == 0 || x.ids[s-1] == id {
-			return i
-		}
+	mask := len(x.keys) - 1
+	i := int((id * 0x9e3779b1) >> x.shift) // Fibonacci hashing
+	for x.keys[i] != 0 && x.keys[i] != id+1 {
+		i = (i + 1) & mask
 	}
+	return i
 }
 
 // get returns node id, if x holds it.
 func (x *nodeIndex) get(id uint32) (*node, bool) {
-	if len(x.ids) == 0 {
+	if x.n == 0 {
 		return nil, false
 	}
-	if s := x.slots[x.slot(id)]; s != 0 {
-		return x.nds[s-1], true
-	}
-	return nil, false
+	i := x.slot(id)
+	return x.nds[i], x.keys[i] != 0
 }
 
 // put records nd as node id (an id outside the pool is not recorded).
 func (x *nodeIndex) put(id uint32, nd *node) {
-	if uint64(id) >= x.capacity {
+	if uint64(id) >= x.capacity || id+1 == 0 {
 		return
 	}
-	if 2*(len(x.ids)+1) > len(x.slots) {
-		x.rehash(max(64, 4*(len(x.ids)+1)))
+	if 2*(x.n+1) > len(x.keys) {
+		x.rehash(max(64, 4*(x.n+1)))
 	}
 	i := x.slot(id)
-	if s := x.slots[i]; s != 0 {
-		x.nds[s-1] = nd
-		return
+	if x.keys[i] == 0 {
+		x.keys[i] = id + 1
+		x.n++
 	}
-	x.ids, x.nds = append(x.ids, id), append(x.nds, nd)
-	x.slots[i] = uint32(len(x.ids))
+	x.nds[i] = nd
 }
 
 // rehash makes the table at least n slots (a power of two) and enters the
 // ids again.
 func (x *nodeIndex) rehash(n int) {
-	size := 64
+	size, bits := 64, uint(6)
 	for size < n {
-		size *= 2
+		size, bits = 2*size, bits+1
 	}
-	x.slots = make([]uint32, size)
-	for k, id := range x.ids {
-		x.slots[x.slot(id)] = uint32(k + 1)
+	x.shift = 32 - bits
+	keys, nds := x.keys, x.nds
+	x.keys, x.nds = make([]uint32, size), make([]*node, size)
+	for j, k := range keys {
+		if k != 0 {
+			i := x.slot(k - 1)
+			x.keys[i], x.nds[i] = k, nds[j]
+		}
 	}
 }
 

@@ -24,7 +24,7 @@ func TestNodeIndex(t *testing.T) {
 				want[id] = nd
 			}
 		}
-		require.Len(t, x.ids, len(want), "round %d", round)
+		require.Equal(t, len(want), x.n, "round %d", round)
 		for id := range uint32(capacity + 100) {
 			got, ok := x.get(id)
 			nd, in := want[id]
