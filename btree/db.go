@@ -129,12 +129,12 @@ type DirOptions struct {
 //
 // The tree's image is resident, outside the Go heap, as far as its nodes
 // are in use (about 27 MB at 1M random keys). Beside it a DB holds a
-// cache of decoded nodes (about 4 MiB), the buffers of its largest recent
-// batch, and, while a background checkpoint runs, that checkpoint's index
-// and buffers (a few MiB). A growth holds the old and the new image while
-// it copies. pmbench -exp load-vs-pebble measures the peak: 88-89 MB
-// for 1M random keys in batches of 1,000, about 2.1x Pebble's in the same
-// program.
+// cache of decoded nodes (about 4 MiB, its keys and values also outside
+// the Go heap), the buffers of its largest recent batch, and, while a
+// background checkpoint runs, that checkpoint's index and buffers (a few
+// MiB). A growth holds the old and the new image while it copies. pmbench
+// -exp load-vs-pebble measures the peak: 77-79 MB for 1M random keys in
+// batches of 1,000, about 1.9x Pebble's in the same program.
 type DB struct {
 	// mu is held by a write (and by Check, Stats and Close): one at a
 	// time. rw is held shared by every read for its whole length, and
