@@ -12,10 +12,19 @@
 // slice, which the detector watches.
 package offheap
 
-// Words returns n zero words that live as long as owner does.
+import "unsafe"
+
+// Words returns n zero words that live as long as owner does. The owner
+// must not be of zero size, and should be an object of its own (at least
+// 16 bytes, or holding a pointer): the collector may keep a smaller
+// pointer-free object, and so its words, alive with its neighbours. For a
+// zero-size owner the words are on the heap.
 func Words[T any](owner *T, n int) []uint64 {
 	if n <= 0 {
 		return nil
+	}
+	if unsafe.Sizeof(*owner) == 0 {
+		return make([]uint64, n)
 	}
 	if w := mapWords(owner, n); w != nil {
 		return w

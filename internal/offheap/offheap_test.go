@@ -33,6 +33,15 @@ func TestWords(t *testing.T) {
 	}
 }
 
+// A zero-size owner gets words on the heap, as usable as any.
+func TestWordsZeroSizeOwner(t *testing.T) {
+	w := offheap.Words(&struct{}{}, 100)
+	require.Len(t, w, 100)
+	w[99] = 7
+	runtime.GC()
+	require.Equal(t, uint64(7), w[99])
+}
+
 // Dropping owners lets their memory go: 1.6 GiB of words are allocated
 // and dropped in turn, and the process's address space must not keep
 // them (Linux: VmSize in /proc/self/status).
@@ -42,7 +51,7 @@ func TestWordsReleased(t *testing.T) {
 		t.Skip("no /proc/self/status")
 	}
 	for range 200 {
-		owner := new(int)
+		owner := new([2]uint64)
 		w := offheap.Words(owner, 1<<20) // 8 MiB
 		w[0], w[len(w)-1] = 1, 1
 		runtime.KeepAlive(owner)
