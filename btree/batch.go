@@ -392,9 +392,25 @@ func (t *Tree) planPaths(ks []uint64, o BatchOptions) (record, []laneInfo, [][]u
 	for d := range path {
 		path[d] = ps.path[d*n : (d+1)*n : (d+1)*n]
 	}
+	// Each key's descent starts where its path leaves the previous key's:
+	// at the shallowest node whose route for it differs (sorted keys share
+	// most of their paths). on[d] and via[d] are the internal node at depth
+	// d on the previous key's path and the child it took there.
+	ps.on = reuse(ps.on, h)
+	ps.via = reuse(ps.via, h)
+	on, via := ps.on, ps.via
 	for i, k := range ks {
-		id := t.cur.root
-		for d := range h {
+		id, from := t.cur.root, 0
+		if i > 0 {
+			for from < h-1 && routes(on[from], via[from], k) {
+				from++
+			}
+			for d := 0; d <= from; d++ {
+				path[d][i] = path[d][i-1]
+			}
+			id = path[from][i]
+		}
+		for d := from; d < h; d++ {
 			path[d][i] = id
 			if d == h-1 {
 				break
@@ -406,7 +422,9 @@ func (t *Tree) planPaths(ks []uint64, o BatchOptions) (record, []laneInfo, [][]u
 			if nd.leaf {
 				return record{}, nil, nil, nil, nil, nil, fmt.Errorf("%w: leaf at depth %d of %d", ErrCorrupt, d, h)
 			}
-			id = uint32(nd.vals[route(nd, k)])
+			c := route(nd, k)
+			on[d], via[d] = nd, c
+			id = uint32(nd.vals[c])
 		}
 	}
 	// d: the shallowest depth with as many nodes as workgroups needed.

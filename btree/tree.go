@@ -148,6 +148,8 @@ type planScratch struct {
 	path, offs []uint32
 	laneOf     []int
 	ownerP     []uint64
+	on         []*node // the descent's internal nodes by depth (planPaths)
+	via        []int   // the child each took
 }
 
 // testingKnobs are a tree's test hooks, per instance so that tests can run
@@ -452,6 +454,12 @@ func route(n *node, key uint64) int {
 		i++
 	}
 	return i
+}
+
+// routes reports whether key takes child c of internal node n, as route
+// would say, in a compare or two.
+func routes(n *node, c int, key uint64) bool {
+	return (c == 0 || key >= n.keys[c-1]) && (c == len(n.keys) || key < n.keys[c])
 }
 
 // findLeafInto reads the leaf for key into n, through b (nodeBytes
