@@ -837,6 +837,9 @@ func (b *Backend) logBytes(r *region, a pm.Addr, data []byte) {
 	r.markDirty(uint64(a-r.base), uint64(len(data)))
 	b.npend++
 	b.stats.Persists++
+	if b.buf == nil {
+		b.buf = b.plog.takeBuf() // the room of a record written since
+	}
 	for len(data) > 0 {
 		n := min(len(data), maxEntryBytes)
 		b.buf, b.lastEnt = appendEntry(b.buf, b.lastEnt, a, data[:n])
@@ -1015,8 +1018,8 @@ func (b *Backend) DeferAsync(fn func() error) (wait func() error, err error) {
 	if uerr := b.usable(); uerr != nil {
 		return nil, errors.Join(err, uerr)
 	}
-	my, spare := b.plog.stage(b.buf)
-	b.buf, b.lastEnt, b.npend = spare, -1, 0
+	my := b.plog.stage(b.buf) // the log takes b.buf
+	b.buf, b.lastEnt, b.npend = nil, -1, 0
 	if b.plog.size() > b.opts.CheckpointBytes {
 		if cerr := b.startCheckpoint(); cerr != nil {
 			return nil, errors.Join(err, cerr)

@@ -348,24 +348,38 @@ func (l *plog) commit(payload []byte) error {
 
 // stage appends payload to the pending batch without writing it and
 // returns the number of the batch that will hold it (when nothing is
-// pending, the last batch, which may be in flight): wait for it. When
-// nothing is pending, the log takes payload itself instead of a copy and
-// gives back an empty buffer (nil when it has none) for the caller's next
-// payload. So for one writer the payload being built, the pending batch
-// and the record being written take turns in two buffers, where a copy at
-// each step held three.
-func (l *plog) stage(payload []byte) (batch uint64, spare []byte) {
+// pending, the last batch, which may be in flight): wait for it. The log
+// takes payload's buffer: when nothing is pending it becomes the pending
+// batch (no copy), else its bytes are copied and the log keeps its room.
+// The caller takes a buffer for its next payload with takeBuf once it needs
+// one, by when a writer that waited has its record's buffer back: one
+// writer's payloads take turns in one buffer, or two when it builds the
+// next while the last is written (a copy at each step held three).
+func (l *plog) stage(payload []byte) uint64 {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	if len(l.pend) == 0 && len(payload) > 0 {
 		l.putBuf(l.pend)
 		l.pend = payload
-		return l.pendN, l.getBuf()
+		return l.pendN
 	}
-	return l.stageLocked(payload), payload[:0]
+	my := l.stageLocked(payload)
+	l.putBuf(payload)
+	return my
+}
+
+// takeBuf returns an empty buffer for a payload: one the log has written
+// from, or nil.
+func (l *plog) takeBuf() []byte {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.getBuf()
 }
 
 func (l *plog) stageLocked(payload []byte) uint64 {
+	if l.pend == nil && len(payload) > 0 {
+		l.pend = l.getBuf()
+	}
 	l.pend = append(l.pend, payload...)
 	if len(l.pend) == 0 {
 		return l.pendN - 1
@@ -415,7 +429,7 @@ func (l *plog) waitLocked(my uint64, direct []byte) error {
 		l.seq++
 		payload, fromPend := direct, direct == nil
 		if fromPend {
-			payload, l.pend = l.pend, l.getBuf()
+			payload, l.pend = l.pend, nil // a stage after this takes a buffer
 		}
 		direct = nil
 		h := recordHeader(l.gen, l.seq, payload)

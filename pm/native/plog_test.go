@@ -298,20 +298,23 @@ func readAll(fs FS, path string) ([]byte, error) {
 	return b, nil
 }
 
-// stage takes a payload without copying it when nothing is pending and
-// hands back an empty buffer: one writer's payloads then take turns in two
-// buffers. Writers build their next payload in what stage hands back
-// before they wait for the last one (as DeferAsync's callers do), and some
-// commit a buffer of their own, which the log must not keep: no writer may
-// get a buffer the log still writes from or another writer fills.
+// stage takes a payload's buffer (without copying it when nothing is
+// pending), and takeBuf hands back buffers the log has written from: a
+// writer that waits before it builds the next payload uses one buffer, one
+// that builds the next payload before it waits for the last (as
+// DeferAsync's callers may) two. Some writers commit a buffer of their
+// own, which the log must not keep. No writer may get a buffer the log
+// still writes from or another writer fills.
 func TestStageBuffers(t *testing.T) {
 	word := func(v uint64) []byte { return binary.LittleEndian.AppendUint64(nil, v) }
 	addr := func(g, round int) pm.Addr { return pm.Addr(1<<pm.OffsetBits + 8*uint64(g*1000+round)) }
 	for _, tc := range []struct {
-		writers int
-		commits bool // every third round of each writer is a commit of its own buffer
-	}{{1, false}, {4, false}, {4, true}} {
-		t.Run(fmt.Sprintf("writers=%d,commits=%v", tc.writers, tc.commits), func(t *testing.T) {
+		writers  int
+		pipeline bool // build the next payload before waiting for the last
+		commits  bool // every third round of each writer is a commit of its own buffer
+		arrays   int  // the most buffers one writer may use in steady state (0: any)
+	}{{1, false, false, 1}, {1, true, false, 2}, {4, true, false, 0}, {4, true, true, 0}, {4, false, true, 0}} {
+		t.Run(fmt.Sprintf("writers=%d,pipeline=%v,commits=%v", tc.writers, tc.pipeline, tc.commits), func(t *testing.T) {
 			dir := t.TempDir()
 			l := newPlog(OSFS(), filepath.Join(dir, logName))
 			require.NoError(t, l.create(dir, 1))
@@ -322,7 +325,7 @@ func TestStageBuffers(t *testing.T) {
 			for g := range tc.writers {
 				arrays[g] = map[*byte]bool{}
 				wg.Go(func() {
-					var buf, own []byte
+					var own []byte
 					wait := func() error { return nil }
 					for round := range rounds {
 						entry := word(uint64(g<<32 | round))
@@ -335,16 +338,18 @@ func TestStageBuffers(t *testing.T) {
 							own = append(own[:0], make([]byte, 64)...) // the caller's again
 							continue
 						}
-						buf, _ = appendEntry(buf, -1, addr(g, round), entry)
+						buf, _ := appendEntry(l.takeBuf(), -1, addr(g, round), entry)
 						if round >= rounds/2 { // the steady state: appends have grown the buffers
 							arrays[g][&buf[:1][0]] = true
 						}
-						my, spare := l.stage(buf)
-						if len(spare) != 0 {
-							errs[g] = fmt.Errorf("round %d: stage handed back %d bytes", round, len(spare))
-							return
+						my := l.stage(buf)
+						if !tc.pipeline {
+							if err := l.wait(my); err != nil {
+								errs[g] = err
+								return
+							}
+							continue
 						}
-						buf = spare
 						if err := wait(); err != nil {
 							errs[g] = err
 							return
@@ -358,8 +363,8 @@ func TestStageBuffers(t *testing.T) {
 			for g, err := range errs {
 				require.NoError(t, err, "writer %d", g)
 			}
-			if tc.writers == 1 {
-				require.LessOrEqual(t, len(arrays[0]), 2, "payload buffers of one writer")
+			if tc.arrays > 0 {
+				require.LessOrEqual(t, len(arrays[0]), tc.arrays, "payload buffers of one writer")
 			}
 			require.NoError(t, l.close())
 			raw, err := readAll(OSFS(), filepath.Join(dir, logName))
