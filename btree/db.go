@@ -133,7 +133,7 @@ type DirOptions struct {
 // the Go heap), the buffers of its largest recent batch, and, while a
 // background checkpoint runs, that checkpoint's index and buffers (a few
 // MiB). A growth holds the old and the new image while it copies. pmbench
-// -exp load-vs-pebble measures the peak: 77-79 MB for 1M random keys in
+// -exp load-vs-pebble measures the peak: 75-77 MB for 1M random keys in
 // batches of 1,000, about 1.9x Pebble's in the same program.
 type DB struct {
 	// mu is held by a write (and by Check, Stats and Close): one at a
