@@ -129,14 +129,6 @@ func pad8(p []byte) []byte {
 	return p
 }
 
-// encodeRecord returns the record of payload for generation gen and
-// sequence number seq.
-func encodeRecord(dst []byte, gen, seq uint64, payload []byte) []byte {
-	h := recordHeader(gen, seq, payload)
-	dst = append(dst, h[:]...)
-	return append(dst, payload...)
-}
-
 // recordHeader returns the header of payload's record for generation gen
 // and sequence number seq: with the payload after it, the record.
 func recordHeader(gen, seq uint64, payload []byte) [recHeaderSize]byte {

@@ -384,3 +384,11 @@ func TestStageBuffers(t *testing.T) {
 		})
 	}
 }
+
+// encodeRecord returns the record of payload for generation gen and
+// sequence number seq, as plog writes it (header, then payload).
+func encodeRecord(dst []byte, gen, seq uint64, payload []byte) []byte {
+	h := recordHeader(gen, seq, payload)
+	dst = append(dst, h[:]...)
+	return append(dst, payload...)
+}
