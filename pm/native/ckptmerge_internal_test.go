@@ -52,7 +52,7 @@ func mergeWritesOver(t *testing.T, ws []ckptWrite, batch, piece int, hole, base 
 			return nil
 		},
 	}
-	require.NoError(t, writeMerged(bytes.NewReader(raw), int64(len(raw)), lw, batch, piece, hole, rw))
+	require.NoError(t, writeMerged(bytes.NewReader(raw), int64(len(raw)), lw, nil, batch, piece, hole, rw))
 	return out
 }
 
@@ -154,13 +154,20 @@ func TestMergeWrites(t *testing.T) {
 // for writes anywhere, and for writes that rewrite a few places again and
 // again (which a full pass drops rather than writes).
 func TestWriteFromLogPieces(t *testing.T) {
-	for _, rewrites := range []bool{false, true} {
-		t.Run(fmt.Sprintf("rewrites=%v", rewrites), func(t *testing.T) { testWriteFromLogPieces(t, rewrites) })
+	for _, tc := range []struct {
+		rewrites bool
+		spacing  int // of the rewritten places
+	}{{false, 0}, {true, 600}, {true, ckptHole + 905}} {
+		t.Run(fmt.Sprintf("rewrites=%v/spacing=%d", tc.rewrites, tc.spacing), func(t *testing.T) { testWriteFromLogPieces(t, tc.rewrites, tc.spacing) })
 	}
 }
 
-func testWriteFromLogPieces(t *testing.T, rewrites bool) {
-	const seed, size = 7, 4096
+// testWriteFromLogPieces checkpoints random writes, or, with rewrites,
+// writes to six places each rewritten again and again, spacing bytes
+// apart (ckptHole apart or more: extents of their own).
+func testWriteFromLogPieces(t *testing.T, rewrites bool, spacing int) {
+	const seed = 7
+	size := max(4096, 6*spacing+8) // the region file
 	t.Logf("seed %d", seed)
 	rng := rand.New(rand.NewPCG(seed, 1))
 	base := pm.Addr(1 << pm.OffsetBits)
@@ -179,7 +186,7 @@ func testWriteFromLogPieces(t *testing.T, rewrites bool) {
 			off, n := rng.IntN(size-100), 1+rng.IntN(100)
 			if rewrites {
 				slot := rng.IntN(6) // six places, each always the same length
-				off, n = 600*slot+8, 4+4*slot
+				off, n = spacing*slot+8, 4+4*slot
 			}
 			d := make([]byte, n)
 			for j := range d {
@@ -198,10 +205,10 @@ func testWriteFromLogPieces(t *testing.T, rewrites bool) {
 		require.NoError(t, os.WriteFile(path, log, 0o644))
 		f, err := OSFS().OpenFile(filepath.Join(dir, "r"), os.O_RDWR|os.O_CREATE, 0o644)
 		require.NoError(t, err)
-		require.NoError(t, f.Truncate(HeaderSize+size))
+		require.NoError(t, f.Truncate(int64(HeaderSize+size)))
 		_, err = f.WriteAt(start, HeaderSize)
 		require.NoError(t, err)
-		regs := map[uint64]ckptRegion{1: {name: "r", base: base, size: size, f: f}}
+		regs := map[uint64]ckptRegion{1: {name: "r", base: base, size: uint64(size), f: f}}
 		require.NoError(t, writeFromLog(OSFS(), dir, path, "", regs, piece, pass), "piece %d, pass %d", piece, pass)
 		got := make([]byte, size)
 		_, err = f.ReadAt(got, HeaderSize)
@@ -253,7 +260,31 @@ func TestSortByOffset(t *testing.T) {
 func TestDropRewritten(t *testing.T) {
 	w := func(off, pos, n uint64) logWrite { return newLogWrite(off, pos, n) }
 	ws := []logWrite{w(8, 0, 4), w(0, 1, 8), w(8, 2, 4), w(8, 3, 8), w(0, 4, 8), w(16, 5, 4), w(8, 6, 4)}
-	got, err := dropRewritten(slices.Clone(ws))
+	got, order, release, err := dropRewritten(slices.Clone(ws))
 	require.NoError(t, err)
 	require.Equal(t, []logWrite{w(8, 3, 8), w(0, 4, 8), w(16, 5, 4), w(8, 6, 4)}, got)
+	require.Equal(t, []uint32{1, 0, 3, 2}, slices.Clone(order)) // offsets 0, 8 (pos 3), 8 (pos 6), 16
+	require.NoError(t, release())
+}
+
+// The order dropRewritten returns is sortByOffset's order of what it
+// keeps, over random passes with many rewrites.
+func TestDropRewrittenOrder(t *testing.T) {
+	const seed = 5
+	t.Logf("seed %d", seed)
+	rng := rand.New(rand.NewPCG(seed, 9))
+	for round := range 200 {
+		n := rng.IntN(300)
+		ws := make([]logWrite, n)
+		for i := range ws {
+			ws[i] = newLogWrite(8*rng.Uint64N(40), uint64(i), 4*(1+rng.Uint64N(3)))
+		}
+		got, order, release, err := dropRewritten(slices.Clone(ws))
+		require.NoError(t, err)
+		want, rel, err := sortByOffset(got)
+		require.NoError(t, err)
+		require.True(t, slices.Equal(want, order), "round %d, %d writes: order %v, want %v", round, n, order, want)
+		require.NoError(t, rel())
+		require.NoError(t, release())
+	}
 }
