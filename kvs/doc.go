@@ -41,9 +41,12 @@
 // code instead of kernels: the same persists (batch thread i's log slot,
 // the same ways, the same flag words) in one order the kernels' fences
 // allow, issued in one vectored host write, so a crash leaves a state the
-// kernels could have left. It is the path for a Go program on pm/native,
-// where simulating a GPU thread per request costs more than the batch's
-// work; its batches take no simulated time.
+// kernels could have left. On pm/native's log mode, whose DeferAtomic makes
+// a batch's persists durable all together or not at all, a host write
+// batch needs no undo log and writes only its updates and the flag. It is
+// the path for a Go program on pm/native, where simulating a GPU thread
+// per request costs more than the batch's work; its batches take no
+// simulated time.
 //
 // Recovery (Store.Recover) reads the flag: if a batch was active, a
 // recovery kernel restores every logged way, waits for the restores, clears

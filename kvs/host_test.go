@@ -8,6 +8,7 @@ import (
 
 	"github.com/scopedpm/scopedpm/kvs"
 	"github.com/scopedpm/scopedpm/pm"
+	"github.com/scopedpm/scopedpm/pm/native"
 )
 
 // regionBytes returns the bytes of region name on m.
@@ -89,6 +90,87 @@ func TestHostBatchesMatchKernels(t *testing.T) {
 				require.Positive(t, full, "some new keys found both buckets full")
 			}
 		})
+	}
+}
+
+// On pm/native's log mode a host batch is one record of the log
+// (DeferAtomic) and writes no undo log: random SET and DELETE batches give
+// the results and the table bytes the kernels give on the same backend,
+// while the host store's log region keeps the bytes Create gave it, and
+// each host batch costs one sync. The store then reopens with every
+// batch there.
+func TestHostBatchesAtomic(t *testing.T) {
+	rng := seeded(t, 4)
+	cfg := kvs.Config{Buckets: 32, MaxBatch: 64, BlockThreads: 32}
+	open := func(dir string) (*native.Backend, *pm.Machine) {
+		be, err := native.Open(dir, native.Options{Mode: native.ModeLog})
+		require.NoError(t, err)
+		m, err := pm.NewMachine(be)
+		require.NoError(t, err)
+		return be, m
+	}
+	bk, mk := open(t.TempDir())
+	defer bk.Close()
+	hdir := t.TempDir()
+	bh, mh := open(hdir)
+	kernel, err := kvs.Create(mk, cfg)
+	require.NoError(t, err)
+	host, err := kvs.Create(mh, cfg, kvs.HostBatches())
+	require.NoError(t, err)
+	logAtCreate := regionBytes(t, mh, "gpkvs.log")
+	want := map[uint32]uint64{}
+	for round := range 30 {
+		what := fmt.Sprintf("round %d", round)
+		keys := distinctKeys(rng, 1+rng.IntN(cfg.MaxBatch-1), 200)
+		syncs := bh.Stats().Syncs
+		var rk, rh kvs.BatchResult
+		var ek, eh error
+		if round%3 == 2 {
+			rk, ek = kernel.DeleteBatch(keys)
+			rh, eh = host.DeleteBatch(keys)
+			for _, k := range keys {
+				delete(want, k)
+			}
+		} else {
+			vals := make([]uint64, len(keys))
+			for i := range vals {
+				vals[i] = rng.Uint64()
+			}
+			rk, ek = kernel.SetBatch(keys, vals)
+			rh, eh = host.SetBatch(keys, vals)
+			full := map[uint32]bool{}
+			for _, k := range rh.Full {
+				full[k] = true
+			}
+			for i, k := range keys {
+				if !full[k] {
+					want[k] = vals[i]
+				}
+			}
+		}
+		require.Equal(t, ek, eh, what)
+		if eh != nil {
+			require.ErrorIs(t, eh, kvs.ErrFull, what)
+		}
+		require.EqualValues(t, 1, bh.Stats().Syncs-syncs, "%s: one sync", what)
+		rk.Cycles, rk.KernelCycles = 0, 0
+		require.Equal(t, rk, rh, what)
+		require.Equal(t, regionBytes(t, mk, "gpkvs"), regionBytes(t, mh, "gpkvs"), "%s: table", what)
+		require.Equal(t, logAtCreate, regionBytes(t, mh, "gpkvs.log"), "%s: the log region changed", what)
+	}
+	require.NoError(t, bh.Close())
+	_, mh = open(hdir)
+	host, err = kvs.Open(mh, "gpkvs", kvs.HostBatches())
+	require.NoError(t, err)
+	require.NoError(t, host.Check())
+	n, err := host.Len()
+	require.NoError(t, err)
+	require.Equal(t, len(want), n)
+	for k, v := range want {
+		got, ok, err := host.Get(k)
+		require.NoError(t, err)
+		require.True(t, ok, "key %d", k)
+		require.Equal(t, v, got, "key %d", k)
 	}
 }
 

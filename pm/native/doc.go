@@ -147,6 +147,9 @@
 //   - Defer(fn): durability points inside fn only order; one sync at fn's
 //     end, for a data structure whose commit spans several host writes
 //     and launches (a B+tree Put: 9 syncs, 1 inside Defer).
+//   - DeferAtomic(fn): as Defer, and fn's persists (at most
+//     AtomicDeferBytes) are one record: a crash keeps all of them or none,
+//     where Defer keeps a prefix (gpKVS's host batches: no undo log).
 //   - DeferAsync(fn): as Defer, but returns a wait function instead of
 //     syncing: goroutines that take turns on the machine (under their own
 //     lock) and wait outside it share syncs (group commit; B+tree Puts

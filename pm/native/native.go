@@ -176,12 +176,16 @@ type Backend struct {
 	byIdx []*region // by range index (Addr >> pm.OffsetBits)
 
 	// log mode
-	plog    *plog
-	buf     []byte // entries of persists since the last durability point
-	lastEnt int    // offset in buf of the last entry, or -1
-	npend   int    // persists in buf
-	hostErr error  // error of the last Host call, for HostErr
-	defers  int    // depth of Defer calls: durability points wait for the outermost's end
+	plog     *plog
+	buf      []byte // entries of persists since the last durability point
+	lastEnt  int    // offset in buf of the last entry, or -1
+	npend    int    // persists in buf
+	hostErr  error  // error of the last Host call, for HostErr
+	defers   int    // depth of Defer calls: durability points wait for the outermost's end
+	atomic   int    // depth of DeferAtomic calls: their persists stay in one record
+	atomicAt int    // where in buf the outermost DeferAtomic's persists start
+	// batchBytes is maxBatchBytes; tests lower it to cut records small.
+	batchBytes int
 
 	// dax mode
 	log       []entry
@@ -233,7 +237,7 @@ func Open(dir string, opts Options) (*Backend, error) {
 	if !st.IsDir() {
 		return nil, fmt.Errorf("%w: %s is not a directory", ErrIO, dir)
 	}
-	b := &Backend{dir: dir, opts: opts, fs: fs, cpu: detectCPU(), rel: map[pm.Addr]uint64{}, lastEnt: -1}
+	b := &Backend{dir: dir, opts: opts, fs: fs, cpu: detectCPU(), rel: map[pm.Addr]uint64{}, lastEnt: -1, batchBytes: maxBatchBytes}
 	mode, err := b.pickMode(opts.Mode)
 	if err != nil {
 		return nil, err
@@ -766,9 +770,10 @@ func (b *Backend) hostWrite(r *region, a pm.Addr, data []byte) error {
 		r.markDirty(off, n)
 	case ModeLog:
 		b.logBytes(r, a, data)
-		if b.defers == 0 || b.npend >= b.opts.MaxPending {
+		if b.defers == 0 || b.atomic == 0 && b.npend >= b.opts.MaxPending {
 			// Inside Defer, MaxPending bounds the host writes held too:
-			// a sync mid-Defer keeps a prefix of them, as a crash may.
+			// a sync mid-Defer keeps a prefix of them, as a crash may
+			// (not inside DeferAtomic, which AtomicDeferBytes bounds).
 			return b.commit()
 		}
 	case ModeDAX:
@@ -844,7 +849,14 @@ func (b *Backend) logBytes(r *region, a pm.Addr, data []byte) {
 		n := min(len(data), maxEntryBytes)
 		b.buf, b.lastEnt = appendEntry(b.buf, b.lastEnt, a, data[:n])
 		a, data = a.Add(uint64(n)), data[n:]
-		if len(b.buf) >= maxBatchBytes {
+		switch {
+		case b.atomic > 0 && len(b.buf)-b.atomicAt > b.batchBytes:
+			// More than AtomicDeferBytes: one record would be too
+			// large to stage beside others, and the visible image
+			// already holds the persists, so the promise is broken.
+			b.fail(fmt.Errorf("%w: DeferAtomic made more than %d bytes of persists", ErrIO, b.batchBytes))
+			return
+		case b.atomic == 0 && len(b.buf) >= b.batchBytes:
 			b.commit() // an error is sticky: the caller's durability point reports it
 		}
 	}
@@ -874,7 +886,7 @@ func (b *Backend) Op(a *pm.Agent, op *pm.Op) {
 		pm.PutLE(v[:op.Size], op.Value)
 		b.logBytes(r, op.Addr, v[:op.Size])
 	}
-	if b.npend >= b.opts.MaxPending {
+	if b.atomic == 0 && b.npend >= b.opts.MaxPending {
 		b.commit() // an error is sticky: Begin, End and Commit report it
 	}
 }
@@ -990,6 +1002,35 @@ func (b *Backend) Defer(fn func() error) error {
 		}
 	}
 	return err
+}
+
+// AtomicDeferBytes returns the most bytes of persists a DeferAtomic call
+// may make and keep its promise, each write (an op's or a host write's)
+// counted as its bytes rounded up to 8 plus 16: 64 MiB in log mode; 0 in
+// dax mode, where persists reach the region files as they are made, and
+// in unsafe-nosync mode, which promises nothing.
+func (b *Backend) AtomicDeferBytes() int {
+	if b.mode != ModeLog {
+		return 0
+	}
+	return b.batchBytes
+}
+
+// DeferAtomic is Defer whose persists, where AtomicDeferBytes is not 0,
+// are durable all together or not at all: they are one record of the log,
+// which recovery replays whole or, torn, not at all (Defer's persists are
+// cut into records of 64 MiB, or of Options.MaxPending persists, and a
+// crash keeps a prefix of them; neither cuts a DeferAtomic call's). A call
+// that makes more than AtomicDeferBytes fails the backend with ErrIO.
+// Elsewhere it is Defer. A data structure whose batch is atomic this way
+// needs no undo log of its own for it.
+func (b *Backend) DeferAtomic(fn func() error) error {
+	if b.atomic == 0 {
+		b.atomicAt = len(b.buf)
+	}
+	b.atomic++
+	defer func() { b.atomic-- }()
+	return b.Defer(fn)
 }
 
 // DeferAsync is Defer without the wait: it runs fn, hands fn's persists
