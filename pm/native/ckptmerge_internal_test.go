@@ -52,7 +52,7 @@ func mergeWritesOver(t *testing.T, ws []ckptWrite, batch, piece int, hole, base 
 			return nil
 		},
 	}
-	require.NoError(t, writeMerged(bytes.NewReader(raw), int64(len(raw)), lw, nil, batch, piece, hole, rw))
+	require.NoError(t, writeMerged(bytes.NewReader(raw), int64(len(raw)), lw, batch, piece, hole, rw))
 	return out
 }
 
@@ -260,31 +260,7 @@ func TestSortByOffset(t *testing.T) {
 func TestDropRewritten(t *testing.T) {
 	w := func(off, pos, n uint64) logWrite { return newLogWrite(off, pos, n) }
 	ws := []logWrite{w(8, 0, 4), w(0, 1, 8), w(8, 2, 4), w(8, 3, 8), w(0, 4, 8), w(16, 5, 4), w(8, 6, 4)}
-	got, order, release, err := dropRewritten(slices.Clone(ws))
+	got, err := dropRewritten(slices.Clone(ws))
 	require.NoError(t, err)
 	require.Equal(t, []logWrite{w(8, 3, 8), w(0, 4, 8), w(16, 5, 4), w(8, 6, 4)}, got)
-	require.Equal(t, []uint32{1, 0, 3, 2}, slices.Clone(order)) // offsets 0, 8 (pos 3), 8 (pos 6), 16
-	require.NoError(t, release())
-}
-
-// The order dropRewritten returns is sortByOffset's order of what it
-// keeps, over random passes with many rewrites.
-func TestDropRewrittenOrder(t *testing.T) {
-	const seed = 5
-	t.Logf("seed %d", seed)
-	rng := rand.New(rand.NewPCG(seed, 9))
-	for round := range 200 {
-		n := rng.IntN(300)
-		ws := make([]logWrite, n)
-		for i := range ws {
-			ws[i] = newLogWrite(8*rng.Uint64N(40), uint64(i), 4*(1+rng.Uint64N(3)))
-		}
-		got, order, release, err := dropRewritten(slices.Clone(ws))
-		require.NoError(t, err)
-		want, rel, err := sortByOffset(got)
-		require.NoError(t, err)
-		require.True(t, slices.Equal(want, order), "round %d, %d writes: order %v, want %v", round, n, order, want)
-		require.NoError(t, rel())
-		require.NoError(t, release())
-	}
 }

@@ -1272,27 +1272,9 @@ func writeFromLog(fs FS, dir, path, keep string, regs map[uint64]ckptRegion, pie
 			_ = rel()
 		}
 	}()
-	// orders holds, for a pass that dropRewritten just sorted, each
-	// region's entries in order of offset, and the function that unmaps
-	// them.
-	type sorted struct {
-		order   []uint32
-		release func() error
-	}
-	orders := map[uint64]sorted{}
-	dropOrders := func() error {
-		var err error
-		for i, o := range orders {
-			err = cmp.Or(err, o.release())
-			delete(orders, i)
-		}
-		return err
-	}
-	defer func() { _ = dropOrders() }()
 	indexed := 0
 	// flush writes the pass's entries to the region files.
 	flush := func() error {
-		defer func() { _ = dropOrders() }()
 		for _, i := range slices.Sorted(maps.Keys(writes)) {
 			ws := writes[i]
 			if len(ws) == 0 {
@@ -1309,7 +1291,7 @@ func writeFromLog(fs FS, dir, path, keep string, regs map[uint64]ckptRegion, pie
 					return err
 				},
 			}
-			err := writeMerged(f, size, ws, orders[i].order, ckptBatch, piece, ckptHole, rw)
+			err := writeMerged(f, size, ws, ckptBatch, piece, ckptHole, rw)
 			if err != nil {
 				return fmt.Errorf("%w: checkpoint: write region %s: %w", ErrIO, r.name, err)
 			}
@@ -1344,18 +1326,17 @@ func writeFromLog(fs FS, dir, path, keep string, regs map[uint64]ckptRegion, pie
 		// pass out only if that leaves more than half of it.
 		indexed = 0
 		for _, i := range slices.Sorted(maps.Keys(writes)) {
-			ws, order, release, err := dropRewritten(writes[i])
+			ws, err := dropRewritten(writes[i])
 			if err != nil {
 				return err
 			}
-			writes[i], orders[i] = ws, sorted{order, release}
+			writes[i] = ws
 			indexed += len(ws)
 		}
 		if indexed > pass/2 {
 			return flush()
 		}
-		// The pass goes on: its orders will not hold.
-		return dropOrders()
+		return nil
 	}, nil)
 	if err == nil {
 		err = flush()
@@ -1387,17 +1368,14 @@ func writeFromLog(fs FS, dir, path, keep string, regs map[uint64]ckptRegion, pie
 
 // dropRewritten removes from ws (in log order) every entry that a later
 // one of the same offset and length rewrites, keeping the order of the
-// rest; what ws leaves applied in order is unchanged. It also returns the
-// kept entries' indices in ascending order of offset (sortByOffset's
-// order of what it returns), so that writing them out needs no second
-// sort, and the function that unmaps them.
-func dropRewritten(ws []logWrite) ([]logWrite, []uint32, func() error, error) {
-	if len(ws) == 0 {
-		return ws, []uint32{}, func() error { return nil }, nil
+// rest; what ws leaves applied in order is unchanged.
+func dropRewritten(ws []logWrite) ([]logWrite, error) {
+	if len(ws) < 2 {
+		return ws, nil
 	}
 	order, release, err := sortByOffset(ws)
 	if err != nil {
-		return nil, nil, nil, err
+		return nil, err
 	}
 	// Ties are in log order: among the entries at one offset, walked from
 	// the newest, one whose length a newer one had is rewritten. A dropped
@@ -1414,31 +1392,10 @@ func dropRewritten(ws []logWrite) ([]logWrite, []uint32, func() error, error) {
 			lens = append(lens, w.n())
 		}
 	}
-	// A kept entry's index after the removal is the number of kept ones
-	// before it; its old index is read before the order's slot j is
-	// written (k <= j), so the order is filtered in place.
-	rank, relRank, err := mapped[uint32](len(ws))
-	if err != nil {
-		return nil, nil, nil, cmp.Or(release(), err)
+	if err := release(); err != nil {
+		return nil, err
 	}
-	kept := uint32(0)
-	for i := range ws {
-		rank[i] = kept
-		if ws[i].n() != 0 {
-			kept++
-		}
-	}
-	k := 0
-	for _, i := range order {
-		if ws[i].n() != 0 {
-			order[k] = rank[i]
-			k++
-		}
-	}
-	if err := relRank(); err != nil {
-		return nil, nil, nil, cmp.Or(release(), err)
-	}
-	return slices.DeleteFunc(ws, func(w logWrite) bool { return w.n() == 0 }), order[:k], release, nil
+	return slices.DeleteFunc(ws, func(w logWrite) bool { return w.n() == 0 }), nil
 }
 
 // maxEntries bounds the entries a log of size bytes holds: each takes at
@@ -1549,9 +1506,7 @@ func sortByOffset(ws []logWrite) ([]uint32, func() error, error) {
 // order, the writes that overlap, touch or lie at most hole bytes apart
 // merged into one, the extent of each write, and release, which unmaps
 // them (see mapped): call it once done with them, also after an error.
-// order is ws's indices in ascending order of offset (sortByOffset's), or
-// nil to sort them here.
-func planExtents(ws []logWrite, order []uint32, hole uint64) (ext []extent, extOf []uint32, release func() error, err error) {
+func planExtents(ws []logWrite, hole uint64) (ext []extent, extOf []uint32, release func() error, err error) {
 	// Every array is a transient one of len(ws) (see mapped).
 	var rels []func() error
 	release = func() error {
@@ -1561,14 +1516,12 @@ func planExtents(ws []logWrite, order []uint32, hole uint64) (ext []extent, extO
 		}
 		return err
 	}
-	if order == nil {
-		var rel func() error
-		if order, rel, err = sortByOffset(ws); err != nil {
-			return nil, nil, release, err
-		}
-		rels = append(rels, rel)
+	order, rel, err := sortByOffset(ws)
+	if err != nil {
+		return nil, nil, release, err
 	}
-	ext, rel, err := mapped[extent](len(ws)) // at most one an entry
+	rels = append(rels, rel)
+	ext, rel, err = mapped[extent](len(ws)) // at most one an entry
 	if err != nil {
 		return nil, nil, release, err
 	}
@@ -1601,10 +1554,9 @@ func planExtents(ws []logWrite, order []uint32, hole uint64) (ext []extent, extO
 // the target's own (rw.fill), and which is cut into parts of at most
 // batch bytes; with hole 0 no byte that no write wrote is written. It
 // holds batch bytes and reads the log a piece at a time, once for each
-// batch of merged bytes. order is ws's order by offset (planExtents), or
-// nil.
-func writeMerged(r io.ReaderAt, size int64, ws []logWrite, order []uint32, batch, piece int, hole uint64, rw mergeIO) error {
-	ext, extOf, release, err := planExtents(ws, order, hole)
+// batch of merged bytes.
+func writeMerged(r io.ReaderAt, size int64, ws []logWrite, batch, piece int, hole uint64, rw mergeIO) error {
+	ext, extOf, release, err := planExtents(ws, hole)
 	defer func() { _ = release() }()
 	if err != nil {
 		return err
