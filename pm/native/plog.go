@@ -227,10 +227,13 @@ type plog struct {
 	syncs   uint64
 	bytes   uint64
 	onSync  func(off int64, rec []byte) // journal hook, called with mu held
+	// maxPayload bounds a record's payload (maxRecordBytes less its
+	// header, which replay accepts at most); tests lower it.
+	maxPayload int
 }
 
 func newPlog(fs FS, path string) *plog {
-	l := &plog{fs: fs, path: path, pendN: 1, bufs: make([][]byte, 0, 2)}
+	l := &plog{fs: fs, path: path, pendN: 1, bufs: make([][]byte, 0, 2), maxPayload: maxRecordBytes - recHeaderSize}
 	l.cond.L = &l.mu
 	return l
 }
@@ -330,6 +333,7 @@ func (l *plog) commit(payload []byte) error {
 	if l.err != nil {
 		return l.err
 	}
+	l.makeRoom(len(payload))
 	if !l.syncing && len(l.pend) == 0 && len(payload) > 0 {
 		// No sync under way and nothing pending: this caller leads, and
 		// its payload is the whole record (no copy into pend).
@@ -350,6 +354,7 @@ func (l *plog) commit(payload []byte) error {
 func (l *plog) stage(payload []byte) uint64 {
 	l.mu.Lock()
 	defer l.mu.Unlock()
+	l.makeRoom(len(payload))
 	if len(l.pend) == 0 && len(payload) > 0 {
 		l.putBuf(l.pend)
 		l.pend = payload
@@ -358,6 +363,17 @@ func (l *plog) stage(payload []byte) uint64 {
 	my := l.stageLocked(payload)
 	l.putBuf(payload)
 	return my
+}
+
+// makeRoom writes the pending batch first (and waits for it) when a
+// payload of n bytes would make it larger than a record may be: replay
+// takes a longer record for a torn one and drops it with every record
+// after it. Each payload stays whole in one record, which DeferAtomic
+// needs. Only many concurrent writers of near-64 MiB payloads get here.
+func (l *plog) makeRoom(n int) {
+	for len(l.pend) > 0 && len(l.pend)+n > l.maxPayload && l.err == nil {
+		_ = l.waitLocked(l.pendN, nil) // an error is sticky: the caller's wait reports it
+	}
 }
 
 // takeBuf returns an empty buffer for a payload: one the log has written
@@ -428,7 +444,13 @@ func (l *plog) waitLocked(my uint64, direct []byte) error {
 		f, off, zeroEnd := l.f, l.off, l.zeroEnd
 		n := int64(recHeaderSize + len(payload))
 		l.mu.Unlock()
-		err := writeRecord(f, off, h[:], payload, &zeroEnd)
+		var err error
+		if len(payload) > l.maxPayload {
+			// Never written: replay would drop it and what follows.
+			err = fmt.Errorf("a record of %d bytes, more than %d", len(payload), l.maxPayload)
+		} else {
+			err = writeRecord(f, off, h[:], payload, &zeroEnd)
+		}
 		if err != nil {
 			err = fmt.Errorf("%w: write log %s: %w", ErrIO, l.path, err)
 		} else if err = f.Sync(); err != nil {

@@ -385,6 +385,80 @@ func TestStageBuffers(t *testing.T) {
 	}
 }
 
+// Concurrent writers whose payloads, merged, would pass a record's
+// limit (lowered here to 400 bytes) get records of at most that much,
+// each payload whole in one of them, and every payload replays. A payload
+// over the limit on its own fails the log instead of writing a record that
+// replay would drop.
+func TestRecordLimit(t *testing.T) {
+	const writers, rounds, limit = 4, 100, 400
+	dir := t.TempDir()
+	l := newPlog(OSFS(), filepath.Join(dir, logName))
+	l.maxPayload = limit
+	require.NoError(t, l.create(dir, 1))
+	addr := func(g, round, k int) pm.Addr {
+		return pm.Addr(1<<pm.OffsetBits + 8*uint64(g*100_000+round*10+k))
+	}
+	var wg sync.WaitGroup
+	errs := make([]error, writers)
+	for g := range writers {
+		wg.Go(func() {
+			for round := range rounds {
+				// 3 entries of 40 bytes: 120 a payload, so that
+				// at most 3 fit a record.
+				var p []byte
+				last := -1
+				for k := range 3 {
+					data := make([]byte, 24)
+					binary.LittleEndian.PutUint64(data, uint64(g<<32|round<<8|k))
+					p, last = appendEntry(p, last, addr(g, round, 2*k), data)
+				}
+				if errs[g] = l.wait(l.stage(p)); errs[g] != nil {
+					return
+				}
+			}
+		})
+	}
+	wg.Wait()
+	for g, err := range errs {
+		require.NoError(t, err, "writer %d", g)
+	}
+	require.NoError(t, l.close())
+	raw, err := readAll(OSFS(), filepath.Join(dir, logName))
+	require.NoError(t, err)
+	records, merged := 0, 0
+	for pos := logHeaderSize; pos < len(raw); {
+		n, _, ents, err := decodeRecord(raw[pos:], 1)
+		if err != nil {
+			break // the zeroed end
+		}
+		require.LessOrEqual(t, n-recHeaderSize, limit, "record %d", records)
+		require.Zero(t, len(ents)%3, "record %d: a payload cut", records)
+		records++
+		if len(ents) > 3 {
+			merged++
+		}
+		pos += n
+	}
+	got := 0
+	_, _, _, err = scanLog(raw, func(e logEntry) error {
+		got++
+		return nil
+	})
+	require.NoError(t, err)
+	require.Equal(t, writers*rounds*3, got, "every entry replays")
+	t.Logf("%d records, %d of several payloads", records, merged)
+
+	// A payload over the limit alone: the log fails, and writes nothing.
+	l2 := newPlog(OSFS(), filepath.Join(t.TempDir(), logName))
+	l2.maxPayload = 16
+	require.NoError(t, l2.create(filepath.Dir(l2.path), 1))
+	p, _ := appendEntry(nil, -1, addr(0, 0, 0), make([]byte, 8))
+	p, _ = appendEntry(p, -1, addr(0, 0, 2), make([]byte, 8))
+	require.ErrorIs(t, l2.commit(p), ErrIO)
+	require.NoError(t, l2.close())
+}
+
 // encodeRecord returns the record of payload for generation gen and
 // sequence number seq, as plog writes it (header, then payload).
 func encodeRecord(dst []byte, gen, seq uint64, payload []byte) []byte {
