@@ -159,7 +159,8 @@ func TestHostBatchesAtomic(t *testing.T) {
 		require.Equal(t, logAtCreate, regionBytes(t, mh, "gpkvs.log"), "%s: the log region changed", what)
 	}
 	require.NoError(t, bh.Close())
-	_, mh = open(hdir)
+	bh, mh = open(hdir)
+	defer bh.Close()
 	host, err = kvs.Open(mh, "gpkvs", kvs.HostBatches())
 	require.NoError(t, err)
 	require.NoError(t, host.Check())
