@@ -206,6 +206,16 @@ type staged struct {
 // stageFull is stageBatch returning all it computed; a nil result comes
 // with an error before the plan, a non-nil one with a failed stage.
 func (t *Tree) stageFull(keys, vals []uint64, o BatchOptions) (*staged, error) {
+	s, err := t.planFull(keys, vals, o)
+	if err != nil {
+		return nil, err
+	}
+	s.ids, err = t.stage(s.rec, s.lanes, s.ks, s.vs)
+	return s, err
+}
+
+// planFull plans a batch as stageFull does, writing nothing.
+func (t *Tree) planFull(keys, vals []uint64, o BatchOptions) (*staged, error) {
 	if len(keys) != len(vals) || len(keys) == 0 {
 		return nil, fmt.Errorf("%w: %d keys and %d values", ErrBadArg, len(keys), len(vals))
 	}
@@ -229,8 +239,7 @@ func (t *Tree) stageFull(keys, vals []uint64, o BatchOptions) (*staged, error) {
 	if err != nil {
 		return nil, err
 	}
-	s.ids, err = t.stage(s.rec, s.lanes, ks, vs)
-	return s, err
+	return s, nil
 }
 
 // InsertBatch inserts keys with their values (a key already present gets

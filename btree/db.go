@@ -502,6 +502,7 @@ func (db *DB) grow(batch int) error {
 				return err
 			}
 			nt.keepFreed()
+			nt.noAtomic = old.noAtomic
 			// The copy's scratch is sized for its chunks of the
 			// largest batch; the DB's batches start their own.
 			nt.dropScratch()

@@ -97,17 +97,26 @@ func TestDBPowerCut(t *testing.T) {
 // The DB's host insert path (insertHost) survives a power cut after every
 // one of its host writes (MaxPending 1 syncs each at once): the recovered
 // tree passes Check and holds the writes that returned before the cut, and
-// at most the one in progress, whole. A cut inside a batch leaves it staged
-// with some levels written, which Open finishes with the insert kernel;
-// batches of random keys on a tree of order 4 split leaves, internal
-// nodes and the root.
+// at most the one in progress, whole. With the resumable protocol (the
+// noAtomic knob), a cut inside a batch leaves it staged with some levels
+// written, which Open finishes with the insert kernel; as one atomic
+// record (pm/native's DeferAtomic, the default), MaxPending does not cut
+// a batch and no cut leaves one to finish. Batches of random keys on a
+// tree of order 4 split leaves, internal nodes and the root.
 func TestDBPowerCutHostInsert(t *testing.T) {
+	for _, atomic := range []bool{false, true} {
+		t.Run(fmt.Sprintf("atomic=%v", atomic), func(t *testing.T) { powerCutHostInsert(t, atomic) })
+	}
+}
+
+func powerCutHostInsert(t *testing.T, atomic bool) {
 	seed := testSeed(t)
 	ops := 16
 	if testing.Short() {
 		ops = 6
 	}
 	db, be := journaledDB(t, 1, Options{Order: 4, Capacity: 2048, MaxBatch: 64})
+	db.t.noAtomic = !atomic
 	rng := rand.New(rand.NewPCG(seed, 29))
 	// Setup (not cut): a tree of three levels.
 	for k := range uint64(40) {
@@ -166,8 +175,12 @@ func TestDBPowerCutHostInsert(t *testing.T) {
 		last, _ = recoveredPrefix(t, img, states, last, fmt.Sprintf("cut at sync %d of %d, cut seed %d", s, n, cs))
 	}
 	require.Equal(t, ops, last)
-	require.Positive(t, resumed)
-	t.Logf("%d writes, %d syncs (one per host write), %d cuts inside a batch or delete, every cut recovered a prefix", ops, n, resumed)
+	if atomic {
+		require.Zero(t, resumed, "cuts that left a batch to finish")
+	} else {
+		require.Positive(t, resumed)
+	}
+	t.Logf("%d writes, %d syncs, %d cuts inside a batch or delete, every cut recovered a prefix", ops, n, resumed)
 }
 
 // sortBatch sorts the keys and keeps the last value of a repeated key, on

@@ -35,17 +35,62 @@ func (t *Tree) insertHost(keys, vals []uint64) error {
 // insertHostCached is insertHost after useCache: with the node cache if
 // it is on, and reading every node from the image if not (a growth's
 // copy).
+//
+// On a backend that can make the batch's persists durable all together or
+// not at all (pm/native's log mode, DeferAtomic), the batch is issued that
+// way and writes only what the tree needs: its nodes, the leaf chain, the
+// result and the commit. A crash keeps the whole batch or none of it, so
+// there is nothing to resume: the staged keys, values, free list and
+// record, the piece records and the epoch status marks are not written
+// (the record area keeps the last one, of a committed batch, so no batch
+// looks pending).
 func (t *Tree) insertHostCached(keys, vals []uint64) error {
 	o := BatchOptions{}.withDefaults()
-	s, err := t.stageFull(keys, vals, o)
+	s, err := t.planFull(keys, vals, o)
 	if err != nil {
 		return err
 	}
-	hb := &hostBatch{t: t, s: s, n: len(s.ks), h: int(s.rec.oldHeight), d: int(s.rec.d), order: t.g.order}
+	if ad, ok := pm.As[atomicDeferrer](t.m.Backend()); ok && !t.noAtomic && t.hostAtomicBytes(s) <= ad.AtomicDeferBytes() {
+		return ad.DeferAtomic(func() error {
+			if s.ids, err = t.freeIDs(s.rec.free); err != nil {
+				return err
+			}
+			return t.runHost(s, true)
+		})
+	}
+	if s.ids, err = t.stage(s.rec, s.lanes, s.ks, s.vs); err != nil {
+		return err
+	}
+	return t.runHost(s, false)
+}
+
+// atomicDeferrer is a backend that can make a batch's persists durable
+// all together or not at all (pm/native.Backend.DeferAtomic), for at
+// most AtomicDeferBytes of them (each write its bytes rounded up to 8,
+// plus 16).
+type atomicDeferrer interface {
+	AtomicDeferBytes() int
+	DeferAtomic(fn func() error) error
+}
+
+// hostAtomicBytes bounds the persists of an atomic host batch in
+// atomicDeferrer's measure: every new node (two writes: the header and
+// keys, the values), two leaf chain words a key, the result, and the
+// commit's bitmap words (at most the whole bitmap) and meta.
+func (t *Tree) hostAtomicBytes(s *staged) int {
+	const w = 16 + 8 // an 8-byte write
+	node := int(t.g.nodeBytes) + 2*16 + 8
+	return int(s.rec.free)*node + len(s.ks)*2*w + int(t.g.capacity/64+1)*w + 4<<10
+}
+
+// runHost runs a planned batch on the host and commits it; atomic: as one
+// atomic record, with none of the writes that only resuming needs.
+func (t *Tree) runHost(s *staged, atomic bool) error {
+	hb := &hostBatch{t: t, s: s, n: len(s.ks), h: int(s.rec.oldHeight), d: int(s.rec.d), order: t.g.order, atomic: atomic}
 	hb.k = (&kern{g: t.g, base: t.r.Base, n: hb.n, h: hb.h, d: hb.d}).areas()
 	hb.held, hb.wb = t.held[:0], t.wb[:0]
 	defer func() { t.held, t.wb = hb.held[:0], hb.wb[:0] }()
-	err = hb.run()
+	err := hb.run()
 	// The writes held before an error were issued before it: issue them.
 	if ferr := hb.flush(); ferr != nil {
 		return ferr
@@ -63,6 +108,7 @@ type hostBatch struct {
 	k        *kern // the region's addresses
 	n, h, d  int
 	order    int
+	atomic   bool       // the batch is one atomic record: no piece records or marks
 	pieces   [][]entry  // pieces[depth][2*i+p]: owner i's pieces, the last flagged lastPiece
 	held     []pm.Write // writes not yet issued; their bytes lie in wb, in order (flush)
 	wb       []byte     // the held writes' bytes
@@ -196,7 +242,7 @@ func (hb *hostBatch) run() error {
 					}
 				}
 			}
-			if err := hb.put(hb.k.mark(lane), markWord(hb.s.rec.seq, li+1, 0)); err != nil {
+			if err := hb.mark(lane, li+1); err != nil {
 				return err
 			}
 		}
@@ -210,7 +256,7 @@ func (hb *hostBatch) run() error {
 				}
 			}
 		}
-		if err := hb.put(hb.k.mark(top), markWord(hb.s.rec.seq, ti+1, 0)); err != nil {
+		if err := hb.mark(top, ti+1); err != nil {
 			return err
 		}
 	}
@@ -222,7 +268,16 @@ func (hb *hostBatch) run() error {
 			}
 		}
 	}
-	return hb.put(hb.k.mark(top), markWord(hb.s.rec.seq, hb.d+1, 0))
+	return hb.mark(top, hb.d+1)
+}
+
+// mark writes lane's epoch status mark: done levels durable (none in an
+// atomic batch, which nothing resumes).
+func (hb *hostBatch) mark(lane, done int) error {
+	if hb.atomic {
+		return nil
+	}
+	return hb.put(hb.k.mark(lane), markWord(hb.s.rec.seq, done, 0))
 }
 
 // runEnd is kern.runEnd: the end of the run of keys from owner i that
@@ -332,8 +387,10 @@ func (hb *hostBatch) process(depth, i, hi, lane int) error {
 		words = append(words, e.key, v)
 	}
 	hb.words = words
-	if err := hb.put(hb.k.pieceAt(depth, 2*i), words...); err != nil {
-		return err
+	if !hb.atomic { // the records resume a kernel; the run reads rec
+		if err := hb.put(hb.k.pieceAt(depth, 2*i), words...); err != nil {
+			return err
+		}
 	}
 	if depth == 0 {
 		height := hb.h

@@ -3,9 +3,13 @@ package btree
 import (
 	"bytes"
 	"math/rand/v2"
+	"slices"
 	"testing"
 
 	"github.com/stretchr/testify/require"
+
+	"github.com/scopedpm/scopedpm/pm"
+	"github.com/scopedpm/scopedpm/pm/native"
 )
 
 // The host insert path (insertHost, the DB's) writes the very bytes the
@@ -64,3 +68,51 @@ func TestInsertHostMatchesKernel(t *testing.T) {
 		})
 	}
 }
+
+// On pm/native's log mode the host path issues each batch as one atomic
+// record (DeferAtomic) and skips what only resuming a kernel needs: the
+// region then holds the kernel path's bytes (functional backend, the same
+// batches) everywhere but the batch record and the resume areas (marks,
+// lanes, staged keys, values and free list, piece records), which keep
+// the bytes Create gave them; each batch costs one sync.
+func TestInsertHostAtomic(t *testing.T) {
+	seed := testSeed(t)
+	rng := rand.New(rand.NewPCG(seed, 41))
+	o := Options{Order: 4, Capacity: 4096, MaxBatch: 64}
+	be, err := native.Open(t.TempDir(), native.Options{Mode: native.ModeLog})
+	require.NoError(t, err)
+	defer be.Close()
+	mh, err := pm.NewMachine(be)
+	require.NoError(t, err)
+	mk := newMachine(t)
+	th, err := Create(mh, "t", o)
+	require.NoError(t, err)
+	tk, err := Create(mk, "t", o)
+	require.NoError(t, err)
+	region := func(m *pm.Machine) []byte {
+		r, _ := m.Memory().Snapshot().Region("t")
+		return r.Data
+	}
+	created := slices.Clone(region(mh))
+	resume := [][2]uint64{{recordOff, recordOff + line}, {th.g.marksOff(), th.g.bitmapOff(0)}}
+	for r := range 40 {
+		n := 1 + rng.IntN(o.MaxBatch)
+		ks, vs := make([]uint64, n), make([]uint64, n)
+		for i := range ks {
+			ks[i], vs[i] = 1+rng.Uint64N(3000), rng.Uint64()
+		}
+		_, err := tk.InsertBatch(ks, vs, BatchOptions{})
+		require.NoError(t, err, "round %d", r)
+		syncs := be.Stats().Syncs
+		require.NoError(t, th.insertHost(ks, vs), "round %d", r)
+		require.EqualValues(t, 1, be.Stats().Syncs-syncs, "round %d: one sync", r)
+		require.NoError(t, th.Check(), "round %d", r)
+		h, k := slices.Clone(region(mh)), slices.Clone(region(mk))
+		for _, a := range resume {
+			require.True(t, bytes.Equal(created[a[0]:a[1]], h[a[0]:a[1]]), "round %d: resume area %d..%d written", r, a[0], a[1])
+			copy(h[a[0]:a[1]], k[a[0]:a[1]])
+		}
+		require.True(t, bytes.Equal(k, h), "round %d (batch of %d): the trees' bytes differ", r, n)
+	}
+}
+

@@ -97,8 +97,11 @@ type Tree struct {
 	// node0 is g.nodeAddr(r.Base, 0): node id lies at node0 plus
 	// id*g.nodeBytes (readNodeInto, without deriving the offset each time).
 	node0 pm.Addr
-	cur   meta
-	bm    [2][]uint64 // volatile copies of the two bitmaps
+	// noAtomic is a testing knob: the host insert path writes the whole
+	// resumable protocol even where the backend could make it atomic.
+	noAtomic bool
+	cur      meta
+	bm       [2][]uint64 // volatile copies of the two bitmaps
 	// diff lists the words where bm[0] and bm[1] may differ (every other
 	// word is equal in both); nodes is the number of nodes marked in the
 	// committed bitmap, and hint a node id no greater than its first free
