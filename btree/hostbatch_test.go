@@ -115,4 +115,3 @@ func TestInsertHostAtomic(t *testing.T) {
 		require.True(t, bytes.Equal(k, h), "round %d (batch of %d): the trees' bytes differ", r, n)
 	}
 }
-
