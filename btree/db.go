@@ -535,7 +535,10 @@ func (db *DB) use() (*Tree, error) {
 // log shared by the group). Like PutBatch, it runs the
 // batch on the host: the insert kernel's writes, byte for byte, in an
 // order its barriers allow, so recovery finishes a cut batch with the
-// kernel (see Tree.InsertBatch).
+// kernel (see Tree.InsertBatch). In log mode a batch of up to 64 MiB of
+// writes is instead one atomic record of the persist log, which a crash
+// keeps whole or not at all, and it issues only the writes the tree needs
+// (nodes, leaf chain, commit).
 func (db *DB) Put(key, val uint64) error {
 	return db.put([]uint64{key}, []uint64{val})
 }

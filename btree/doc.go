@@ -96,7 +96,10 @@
 // (the kernel still finds the leaves itself). The DB (OpenDir) runs its
 // batches on the host instead, issuing the kernel's writes byte for byte
 // in an order the kernel's barriers allow (no launch, no coroutines), so
-// its recovery is the kernel's. Delete is a host operation,
+// its recovery is the kernel's; in pm/native's log mode a batch is one
+// atomic record of the log (DeferAtomic), and the writes that only
+// resuming a cut batch needs (staged keys, piece records, marks) are left
+// out. Delete is a host operation,
 // one key at a time (see Delete). Lookup and insertion kernels read their arguments (the
 // plan) from Go values, as kernel arguments.
 package btree

@@ -18,7 +18,8 @@ import (
 // above d, then the leaf chain. Host writes are durable in issue order, so
 // a crash leaves a state the kernel could have left, and recovery (Open,
 // Recover) finishes the batch with the kernel as it would an interrupted
-// launch. Then it commits, as InsertBatch does.
+// launch. Then it commits, as InsertBatch does. Where the backend can make
+// the batch atomic, it is one record instead (insertHostCached).
 func (t *Tree) insertHost(keys, vals []uint64) error {
 	if len(keys) != len(vals) {
 		return fmt.Errorf("%w: %d keys and %d values", ErrBadArg, len(keys), len(vals))
