@@ -551,7 +551,10 @@ func (db *DB) Put(key, val uint64) error {
 // batch area (DirOptions.MaxBatch) first moves the tree to a generation
 // whose area holds it, as a growth does, and then commits as one tree
 // batch. A write that needs more free nodes than the pool has grows the
-// tree first (see DB's Growth).
+// tree first (see DB's Growth). In log mode, a batch that fails after it
+// began writing (a corrupt node found on the way) fails the backend: every
+// later call errors, and reopening the directory gives the tree before
+// the batch.
 func (db *DB) PutBatch(keys, vals []uint64) error {
 	return db.put(keys, vals)
 }

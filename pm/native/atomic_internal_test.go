@@ -3,6 +3,7 @@
 package native
 
 import (
+	"errors"
 	"fmt"
 	"testing"
 
@@ -96,5 +97,54 @@ func TestDeferAtomic(t *testing.T) {
 				require.Positive(t, torn, "no cut kept part of the nested Defer's batch: the test cannot tell")
 			}
 		})
+	}
+}
+
+// A DeferAtomic whose function fails before any persist only returns its
+// error; one that fails after making persists drops them and fails the
+// backend (the visible image holds them), and the directory reopens
+// without them.
+func TestDeferAtomicFails(t *testing.T) {
+	dir := t.TempDir()
+	be, err := Open(dir, Options{Mode: ModeLog})
+	require.NoError(t, err)
+	m, err := pm.NewMachine(be)
+	require.NoError(t, err)
+	r, err := m.CreateRegion("d", 64)
+	require.NoError(t, err)
+	word := func(v uint64) []byte {
+		b := make([]byte, 8)
+		pm.PutLE(b, v)
+		return b
+	}
+	require.NoError(t, m.CopyIn(r.Base, word(1)))
+	boom := errors.New("boom")
+	err = be.DeferAtomic(func() error { return boom })
+	require.ErrorIs(t, err, boom)
+	require.NotErrorIs(t, err, ErrIO)
+	require.NoError(t, m.CopyIn(r.Base.Add(8), word(2)), "the backend still takes writes")
+
+	err = be.DeferAtomic(func() error {
+		if err := m.CopyInMany([]pm.Write{{Addr: r.Base, Data: word(3)}, {Addr: r.Base.Add(16), Data: word(4)}}); err != nil {
+			return err
+		}
+		return boom
+	})
+	require.ErrorIs(t, err, boom)
+	require.ErrorIs(t, err, ErrIO)
+	require.Error(t, m.CopyIn(r.Base.Add(24), word(5)), "a failed backend takes no writes")
+	require.Error(t, be.Close())
+
+	be, err = Open(dir, Options{Mode: ModeLog})
+	require.NoError(t, err)
+	defer be.Close()
+	m, err = pm.NewMachine(be)
+	require.NoError(t, err)
+	r, err = m.OpenRegion("d")
+	require.NoError(t, err)
+	got := make([]byte, 32)
+	require.NoError(t, m.CopyOut(r.Base, got))
+	for i, want := range []uint64{1, 2, 0, 0} {
+		require.Equal(t, want, pm.GetLE(got[8*i:8*i+8]), "word %d", i)
 	}
 }

@@ -1021,16 +1021,29 @@ func (b *Backend) AtomicDeferBytes() int {
 // which recovery replays whole or, torn, not at all (Defer's persists are
 // cut into records of 64 MiB, or of Options.MaxPending persists, and a
 // crash keeps a prefix of them; neither cuts a DeferAtomic call's). A call
-// that makes more than AtomicDeferBytes fails the backend with ErrIO.
-// Elsewhere it is Defer. A data structure whose batch is atomic this way
-// needs no undo log of its own for it.
+// that makes more than AtomicDeferBytes fails the backend with ErrIO. So
+// does one whose fn returns an error after making persists: none of them
+// is made durable, and since the visible image holds them, the backend
+// takes nothing more (reopen the directory for the state before the
+// call); fn's error before any persist is only returned. Elsewhere it is
+// Defer. A data structure whose batch is atomic this way needs no undo
+// log of its own for it.
 func (b *Backend) DeferAtomic(fn func() error) error {
-	if b.atomic == 0 {
+	outer := b.atomic == 0
+	if outer {
 		b.atomicAt = len(b.buf)
 	}
 	b.atomic++
 	defer func() { b.atomic-- }()
-	return b.Defer(fn)
+	return b.Defer(func() error {
+		err := fn()
+		if err != nil && outer && b.mode == ModeLog && len(b.buf) > b.atomicAt {
+			// Failing the backend keeps the persists from the log:
+			// Defer stages nothing once it is unusable.
+			return b.fail(fmt.Errorf("%w: DeferAtomic's function failed after making persists, which are dropped: %w", ErrIO, err))
+		}
+		return err
+	})
 }
 
 // DeferAsync is Defer without the wait: it runs fn, hands fn's persists
