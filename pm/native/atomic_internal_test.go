@@ -13,10 +13,10 @@ import (
 )
 
 // DeferAtomic's persists survive a power cut all together or not at all.
-// Inside a Defer that has written most of a record (records cut at 4 KiB
-// here, batchBytes), batch 1, a second batch of about 3 KiB follows: as a
-// nested Defer it is cut across two records, and some power cut keeps
-// part of it; as a DeferAtomic none does. Every cut, at every sync under
+// Inside a Defer, batch 1 fills most of a record (records are cut at
+// 4 KiB here, batchBytes), and batch 2, about 3 KiB, follows: as a nested
+// Defer it is cut across two records, and some power cut keeps part of
+// it; as a DeferAtomic none does. Every cut, at every sync under
 // 8 draws of the torn sectors, keeps a prefix of batch 1 then of batch 2.
 // Over its limit, DeferAtomic fails the backend with ErrIO.
 func TestDeferAtomic(t *testing.T) {
