@@ -152,6 +152,10 @@ type entry struct {
 type release struct{ value, at uint64 }
 
 // pendOp is a verb of the warp being stepped.
+//
+// The fields are ordered so that the struct packs into 56 bytes: the
+// steps' ops are copied and scanned several times (Op, sortPending,
+// timePending).
 type pendOp struct {
 	kind  pm.OpKind
 	scope pm.Scope
@@ -160,17 +164,17 @@ type pendOp struct {
 	// timed on the SM (sharedAccess).
 	shared bool
 	wrote  bool
-	addr   pm.Addr
+	done   bool
+	// gather: a load of a group of independent loads (pm.Op.Gather).
+	gather bool
 	size   uint32
+	idx    int32 // the lane's verb index in the step
+	addr   pm.Addr
 	value  uint64
 	old    uint64
 	rec0   int32 // first record of a persist (records rec0..rec1-1)
 	rec1   int32
-	idx    int32 // the lane's verb index in the step
 	lane   int32
-	done   bool
-	// gather: a load of a group of independent loads (pm.Op.Gather).
-	gather bool
 	seq    int32 // the verb's place among the launch's Op calls
 }
 
@@ -316,11 +320,14 @@ type Backend struct {
 	curWarp  int     // the warp the pending ops belong to
 	lines    []uint64
 	lineMask []uint64 // persistOps: the sectors written per line of lines
-	// sharedAccess's scratch: the words an instruction touches, and
-	// their count per bank; stepShared: a pending op of the step is a
+	// sharedAccess's scratch: the words an instruction touches, and per
+	// bank its first distinct word (-1: none) and their count, per word
+	// the next of its bank; stepShared: a pending op of the step is a
 	// shared-memory access (most steps have none, and skip the scan).
 	smemWords  []uint64
 	smemBanks  []int32
+	smemCount  []int32
+	smemNext   []int32
 	stepShared bool
 	lineEnt    []int32
 	secShift   uint // log2 of persist.sector_bytes; 0: whole lines
@@ -737,11 +744,14 @@ func (b *Backend) sortPending() {
 	for k := 1; k < len(count); k++ {
 		count[k] += count[k-1]
 	}
-	b.spare = append(b.spare[:0], b.pending...)
-	for _, p := range b.spare {
-		b.pending[count[p.idx]] = p
+	// Scatter into the spare array and swap: one copy of the ops.
+	out := slices.Grow(b.spare[:0], len(b.pending))[:len(b.pending)]
+	for i := range b.pending {
+		p := &b.pending[i]
+		out[count[p.idx]] = *p
 		count[p.idx]++
 	}
+	b.pending, b.spare = out, b.pending
 }
 
 // convergeAtStepEnd gives the verbs that end their lane's step
@@ -1109,23 +1119,38 @@ func (b *Backend) sharedAccess(ws *warpState, t uint64, kind pm.OpKind, sc pm.Sc
 			}
 		}
 	}
-	// Distinct words: lanes on one word share its pass.
-	slices.Sort(words)
-	words = slices.Compact(words)
 	b.smemWords = words
 	if len(words) == 0 {
 		return 0
 	}
-	banks := b.smemBanks[:0]
-	for range b.cfg.GPU.SmemBanks {
-		banks = append(banks, 0)
+	// Distinct words: lanes on one word share its pass. Each bank keeps
+	// a list of its distinct words (head, next: indices into words), so a
+	// word is looked for only among its bank's.
+	nb := b.cfg.GPU.SmemBanks
+	head := slices.Grow(b.smemBanks[:0], nb)[:nb]
+	for k := range head {
+		head[k] = -1
 	}
-	b.smemBanks = banks
+	count := slices.Grow(b.smemCount[:0], nb)[:nb]
+	clear(count)
+	next := slices.Grow(b.smemNext[:0], len(words))[:len(words)]
+	b.smemBanks, b.smemCount, b.smemNext = head, count, next
 	passes := uint64(0)
-	for _, w := range words {
-		k := w % uint64(len(banks))
-		banks[k]++
-		passes = max(passes, uint64(banks[k]))
+	for i, w := range words {
+		k := w % uint64(nb)
+		dup := false
+		for j := head[k]; j >= 0; j = next[j] {
+			if words[j] == w {
+				dup = true
+				break
+			}
+		}
+		if dup {
+			continue
+		}
+		next[i], head[k] = head[k], int32(i)
+		count[k]++
+		passes = max(passes, uint64(count[k]))
 	}
 	b.last.SmemPasses += passes
 	return b.sms[ws.sm].smem.transfer(t, passes)

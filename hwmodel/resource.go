@@ -356,27 +356,48 @@ func (o *occupancy) add(start, end uint64) {
 		o.rebuild(0, r+1)
 	}
 	o.used = max(o.used, r+1)
-	o.rangeAdd(1, 0, o.n-1, l, r)
+	o.rangeAdd(l, r)
 }
 
-func (o *occupancy) rangeAdd(node, lo, hi, l, r uint64) {
-	if r < lo || hi < l {
-		return
-	}
-	if l <= lo && hi <= r {
-		if o.mx[node] == maxQueueEntries {
-			panic("hwmodel: an occupancy calendar holds more jobs than any queue's limit")
+// rangeAdd adds one job to leaves l..r: to the nodes that cover the range
+// (the leaves' canonical cover, found bottom-up, as a recursive descent
+// from the root would find them), then recomputes the least and greatest
+// counts of the nodes above the range's two ends.
+func (o *occupancy) rangeAdd(l, r uint64) {
+	lo, hi := l+o.n, r+o.n
+	for lo <= hi {
+		if lo&1 == 1 {
+			o.cover(lo)
+			lo++
 		}
-		o.cov[node]++
-		o.mn[node]++
-		o.mx[node]++
-		return
+		if hi&1 == 0 {
+			o.cover(hi)
+			hi--
+		}
+		lo, hi = lo>>1, hi>>1
 	}
-	mid := (lo + hi) / 2
-	o.rangeAdd(2*node, lo, mid, l, r)
-	o.rangeAdd(2*node+1, mid+1, hi, l, r)
-	o.mn[node] = o.cov[node] + min(o.mn[2*node], o.mn[2*node+1])
-	o.mx[node] = o.cov[node] + max(o.mx[2*node], o.mx[2*node+1])
+	o.pull((l + o.n) >> 1)
+	o.pull((r + o.n) >> 1)
+}
+
+// cover adds one job covering node's whole range.
+func (o *occupancy) cover(node uint64) {
+	if o.mx[node] == maxQueueEntries {
+		panic("hwmodel: an occupancy calendar holds more jobs than any queue's limit")
+	}
+	o.cov[node]++
+	o.mn[node]++
+	o.mx[node]++
+}
+
+// pull recomputes the least and greatest counts of node and its ancestors
+// from their children.
+func (o *occupancy) pull(node uint64) {
+	for ; node >= 1; node >>= 1 {
+		a, b := 2*node, 2*node+1
+		o.mn[node] = o.cov[node] + min(o.mn[a], o.mn[b])
+		o.mx[node] = o.cov[node] + max(o.mx[a], o.mx[b])
+	}
 }
 
 // rebuild drops the first drop leaves and makes room for at least need

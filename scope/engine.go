@@ -258,10 +258,14 @@ type engine struct {
 	finished            []*block
 	residentThreads     int
 
-	ready   warpHeap
-	parked  map[pm.Addr][]parkEntry // spinning threads by 8-byte word they poll
-	nPark   int
-	gridBar barrier
+	ready  warpHeap
+	parked map[pm.Addr][]parkEntry // spinning threads by 8-byte word they poll
+	nPark  int
+	// parkFree holds emptied lists of parked, for reuse: a word's list is
+	// dropped when a write wakes it, and spinning threads park again at
+	// once.
+	parkFree [][]parkEntry
+	gridBar  barrier
 
 	residency pm.Residency // the backend's, if it has one and is timed
 	waker     pm.Waker     // the backend's, if it has one and is timed
@@ -947,7 +951,11 @@ func (e *engine) park(t *Thread) {
 			if first {
 				t.parkAt, first = w, false
 			}
-			e.parked[w] = append(e.parked[w], parkEntry{t, t.parkSeq})
+			l, ok := e.parked[w]
+			if n := len(e.parkFree); !ok && n > 0 {
+				l, e.parkFree = e.parkFree[n-1], e.parkFree[:n-1]
+			}
+			e.parked[w] = append(l, parkEntry{t, t.parkSeq})
 		}
 	}
 	e.nPark++
@@ -972,6 +980,8 @@ func (e *engine) wakeWords(a pm.Addr, n uint64) {
 		for _, p := range ts {
 			e.unpark(p)
 		}
+		clear(ts) // hold no threads
+		e.parkFree = append(e.parkFree, ts[:0])
 	}
 }
 
