@@ -604,8 +604,13 @@ func (b *Backend) Op(a *pm.Agent, op *pm.Op) {
 	}
 	ws.sm = max(a.Unit, 0) % len(b.sms)
 	sc := op.Scope
-	p := pendOp{kind: op.Kind, scope: sc, pm: op.PM && !b.pmAsDRAM, shared: op.Shared && !op.PM, wrote: op.Wrote, addr: op.Addr, size: op.Size, value: op.Value, old: op.Old, rec0: -1, rec1: -1,
-		gather: op.Gather && op.Kind == pm.OpLoad && !b.cfg.GPU.SerialLoads}
+	// The op is made in place at the end of pending, with its lane set
+	// at once: writerIdx, below, skips the lane's own ops.
+	lane := a.Lane
+	b.pending = append(b.pending, pendOp{})
+	p := &b.pending[len(b.pending)-1]
+	*p = pendOp{kind: op.Kind, scope: sc, pm: op.PM && !b.pmAsDRAM, shared: op.Shared && !op.PM, wrote: op.Wrote, addr: op.Addr, size: op.Size, value: op.Value, old: op.Old, rec0: -1, rec1: -1,
+		gather: op.Gather && op.Kind == pm.OpLoad && !b.cfg.GPU.SerialLoads, lane: int32(lane), seq: seq}
 	if op.WT {
 		p.scope = pm.System // a write-through store is an instruction of its own
 	}
@@ -626,7 +631,6 @@ func (b *Backend) Op(a *pm.Agent, op *pm.Op) {
 			b.barSeq[a.ID] = seq
 		}
 	}
-	lane := a.Lane
 	if lane >= len(b.laneIdx) {
 		b.laneIdx = append(b.laneIdx, make([]int32, lane+1-len(b.laneIdx))...)
 	}
@@ -643,12 +647,10 @@ func (b *Backend) Op(a *pm.Agent, op *pm.Op) {
 			b.laneIdx[lane] = d + 1
 		}
 	}
-	p.lane, p.seq = int32(lane), seq
 	p.idx = b.laneIdx[lane]
 	b.laneIdx[lane]++
 	b.curWarp = a.Warp
 	b.stepShared = b.stepShared || p.shared
-	b.pending = append(b.pending, p)
 }
 
 // writerIdx returns the verb index of the latest pending write to addr by

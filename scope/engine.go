@@ -694,9 +694,17 @@ func (e *engine) flushOps() {
 // callOp hands one verb to Backend.Op.
 func (e *engine) callOp(a *pm.Agent, v *verbRec, data []byte) {
 	o := &e.callScratch
-	*o = pm.Op{Kind: v.Kind, Scope: v.Scope, Wrote: v.Wrote, WT: v.WT, Gather: v.Gather, PM: v.Space.PM, Shared: v.Space.Shared, Size: v.Size, Addr: v.Addr, Value: v.Value, Old: v.Old, Data: data}
+	// Field by field: assigning a whole pm.Op copies it with a write
+	// barrier for Data (a tenth of sbrp-fig6's verb handling, pprof).
+	o.Kind, o.Scope, o.Wrote, o.WT, o.Gather = v.Kind, v.Scope, v.Wrote, v.WT, v.Gather
+	o.PM, o.Shared, o.Size, o.Addr, o.Value, o.Old = v.Space.PM, v.Space.Shared, v.Size, v.Addr, v.Value, v.Old
+	if data != nil || o.Data != nil {
+		o.Data = data
+	}
 	e.be.Op(a, o)
-	o.Data = nil
+	if o.Data != nil {
+		o.Data = nil
+	}
 }
 
 // call makes a queued backend call.
