@@ -24,6 +24,8 @@ var metricPhrases = map[string]string{
 	"levels":                       "levels",
 	"recovery_norm":                "recovery time",
 	"time_norm":                    "insertion time",
+	"min_time_norm":                "insertion time, least batch",
+	"max_time_norm":                "insertion time, greatest batch",
 	"normalized_time":              "execution time",
 	"cycles":                       "cycles",
 	"verbs":                        "thread-verbs",
