@@ -26,6 +26,9 @@ func TestSharedMemoryBanks(t *testing.T) {
 	}{
 		{"load/conflict-free", pm.OpLoad, 1, func(t *scope.Thread, sh pm.Addr, l int) { t.Load32(word(sh, l)) }},
 		{"load/broadcast", pm.OpLoad, 1, func(t *scope.Thread, sh pm.Addr, l int) { t.Load32(word(sh, 0)) }},
+		// Lanes alternate between two words of bank 0: two passes, each
+		// word's lanes served together.
+		{"load/two-words-alternating", pm.OpLoad, 2, func(t *scope.Thread, sh pm.Addr, l int) { t.Load32(word(sh, 32*(l%2))) }},
 		{"load/2-way", pm.OpLoad, 2, func(t *scope.Thread, sh pm.Addr, l int) { t.Load32(word(sh, 2*l)) }},
 		{"load/32-way", pm.OpLoad, 32, func(t *scope.Thread, sh pm.Addr, l int) { t.Load32(word(sh, 32*l)) }},
 		{"load/8-byte", pm.OpLoad, 2, func(t *scope.Thread, sh pm.Addr, l int) { t.Load64(word(sh, 2*l)) }},
