@@ -314,8 +314,9 @@ func runGopeFig5(ctx context.Context, o Options) ([]Row, error) {
 		if trs == nil {
 			continue
 		}
-		// The bars are named by the first batch's tree (the batches'
-		// trees are within 2% of the size aimed at).
+		// The bars are named by the first batch's tree (gopeBuild aims
+		// every batch's tree at the same size, correcting a miss of more
+		// than 2% once).
 		w := mb(trs[0].bytes)
 		tot := gopeTotals(runs[i])
 		for j, c := range configs[1:4] {
