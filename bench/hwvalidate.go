@@ -19,8 +19,9 @@ import (
 // facts the model is checked against, never inputs to it, except what the
 // h100 preset takes as parameters (three fence costs, the load latencies,
 // that host memory is not cached, that a fence waits for every earlier
-// write, one SM's rate of writes to host memory) and the conc kernel's
-// loop, which its model kernel charges as Work.
+// write, one SM's rate of writes to host memory, the reads an SM keeps in
+// flight) and the conc kernel's loop, which its model kernel charges as
+// Work.
 var (
 	//go:embed h100/measured.csv
 	h100Measured []byte
@@ -30,13 +31,15 @@ var (
 	h100Measured3 []byte
 	//go:embed h100/measured5-h100.csv
 	h100Measured5 []byte
+	//go:embed h100/measured7.csv
+	h100Measured7 []byte
 )
 
 func init() {
 	Register(Experiment{
 		Name: "hw-validate",
 		Description: "hwmodel's h100 preset under GPM against measurements of an NVIDIA H100 with pinned host memory over PCIe Gen5 (GPM-eADR): " +
-			"fence costs by scope, a system fence after pending lines, zero-copy write bandwidth, per-SM write parallelism, warps storing and fencing at once, GPM Fig. 11(b)'s logging (HCL, conventional) against threads and the conventional log taken apart, load latencies by level, L2 atomics, a fence beside other SMs' streams, and beside streams offering a fraction of the link's bandwidth; measured, modelled and model/measured",
+			"fence costs by scope, a system fence after pending lines, zero-copy write bandwidth, per-SM write parallelism, warps storing and fencing at once, GPM Fig. 11(b)'s logging (HCL, conventional) against threads and the conventional log taken apart, load latencies by level, L2 atomics, a fence beside other SMs' streams, and beside streams offering a fraction of the link's bandwidth, streams of loads from device memory, the L2 and host memory, a shared-memory chase, host reads beside host writes; measured, modelled and model/measured",
 		Paper:   "GPM",
 		Presets: []string{"h100"},
 		Figure:  "real silicon (bench/h100)",
@@ -51,10 +54,11 @@ type h100Point struct{ bench, variant, param, metric string }
 // h100Table reads the measurement files into a map. measured3.csv's
 // benches are named "3/" + its bench (it measures some of the first file's
 // benches again, on another machine and day), measured5-h100.csv's "5/" +
-// its bench (its depth is measured3's on dense streams).
+// its bench (its depth is measured3's on dense streams), measured7.csv's
+// "7/" + its bench.
 func h100Table() (map[h100Point]float64, error) {
 	out := map[h100Point]float64{}
-	for i, data := range [][]byte{h100Measured, h100Measured2, h100Measured3, h100Measured5} {
+	for i, data := range [][]byte{h100Measured, h100Measured2, h100Measured3, h100Measured5, h100Measured7} {
 		recs, err := csv.NewReader(bytes.NewReader(data)).ReadAll()
 		if err != nil {
 			return nil, fmt.Errorf("bench: h100 measurements: %w", err)
@@ -73,6 +77,8 @@ func h100Table() (map[h100Point]float64, error) {
 				bench = "3/" + bench
 			case 3:
 				bench = "5/" + bench
+			case 4:
+				bench = "7/" + bench
 			}
 			out[h100Point{bench, r[1], r[2], r[3]}] = v
 		}
@@ -168,7 +174,7 @@ func runHWValidate(ctx context.Context, o Options) ([]Row, error) {
 		return nil, err
 	}
 	h := &hv{ctx: ctx, o: o, meas: meas, clk: cfg.GPU.ClockMHz}
-	for _, part := range []func() error{h.lat, h.pending, h.bandwidth, h.conc, h.log, h.loads, h.atoms, h.bystander, h.depth, h.offered, h.convParts} {
+	for _, part := range []func() error{h.lat, h.pending, h.bandwidth, h.conc, h.log, h.loads, h.atoms, h.bystander, h.depth, h.offered, h.convParts, h.readPath, h.probes, h.mixed} {
 		if err := part(); err != nil {
 			return h.rows, err
 		}

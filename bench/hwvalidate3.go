@@ -15,8 +15,9 @@ import (
 // writes, and conventional logging taken apart.
 
 // h100Traced is h100Launch with fn, unless nil, called for every
-// instruction the backend times (hwmodel.Backend.SetTrace).
-func h100Traced(o Options, g scope.Grid, mk func(m *pm.Machine) (scope.Kernel, error), fn func(hwmodel.Event)) (h100Result, error) {
+// instruction the backend times (hwmodel.Backend.SetTrace), and opts passed
+// to the launch.
+func h100Traced(o Options, g scope.Grid, mk func(m *pm.Machine) (scope.Kernel, error), fn func(hwmodel.Event), opts ...scope.Option) (h100Result, error) {
 	m, be, err := o.machine("h100", hwmodel.GPM, nil)
 	if err != nil {
 		return h100Result{}, err
@@ -28,7 +29,7 @@ func h100Traced(o Options, g scope.Grid, mk func(m *pm.Machine) (scope.Kernel, e
 	if fn != nil {
 		be.SetTrace(fn)
 	}
-	if _, err := scope.Launch(m, g, k); err != nil {
+	if _, err := scope.Launch(m, g, k, opts...); err != nil {
 		return h100Result{}, err
 	}
 	return h100Result{be.LastLaunch(), launchLatency(be)}, nil

@@ -102,15 +102,7 @@ func (h *hv) fenceOffered(S int, period uint64) (float64, error) {
 				t.AtomicExch32(stop, 1, pm.Device)
 				return
 			}
-			var v [16]byte
-			base := stream.Add(uint64(t.Block()-1) * region * 16)
-			for k := uint64(0); ; k++ {
-				if k%8 == 0 && t.Load32(stop) != 0 {
-					return
-				}
-				t.StoreBytes(base.Add(((k*threads+uint64(t.TID()))%region)*16), v[:])
-				t.Work(spin)
-			}
+			streamUntil(t, stream, stop, threads, region, 8, spin)
 		}, nil
 	}, func(ev hwmodel.Event) {
 		if ev.Warp == 0 && ev.Kind == pm.OpEpochBarrier {
@@ -119,4 +111,23 @@ func (h *hv) fenceOffered(S int, period uint64) (float64, error) {
 		}
 	})
 	return sum / max(n, 1), err
+}
+
+// streamUntil has thread t of streaming block t.Block() (from 1) store 16
+// bytes at a time into its block's region of stream (region 16-byte
+// elements, wrapping), its block's threads side by side, until it sees the
+// word at stop set (read every every stores); with spin, each store is
+// followed by spin cycles of Work.
+func streamUntil(t *scope.Thread, stream, stop pm.Addr, threads, region, every, spin uint64) {
+	var v [16]byte
+	base := stream.Add(uint64(t.Block()-1) * region * 16)
+	for k := uint64(0); ; k++ {
+		if k%every == 0 && t.Load32(stop) != 0 {
+			return
+		}
+		t.StoreBytes(base.Add(((k*threads+uint64(t.TID()))%region)*16), v[:])
+		if spin > 0 {
+			t.Work(spin)
+		}
+	}
 }

@@ -1169,14 +1169,22 @@ func gathered(group []pendOp, kind pm.OpKind, sc pm.Scope) bool {
 	return true
 }
 
-// read times one line read through the L1 and returns when it is back.
+// read times one line read through the L1 and returns when it is back. A
+// miss holds one of the SM's miss-status entries (mem.sm_reads) until its
+// data is back.
 func (b *Backend) read(ws *warpState, line uint64, isPM bool, t uint64) uint64 {
 	if isPM && b.uncachedFar {
 		// pcie.uncached_reads: no cache keeps a PM-far line
 		b.last.L1Misses++
 		b.last.L1PMMisses++
 		b.last.L2Misses++
-		return b.ms.readLine(line, b.lineBytes, t+b.l2Lat, true, &b.last)
+		return b.ms.missRead(ws.sm, t, func(s uint64, book bool) uint64 {
+			st := &b.last
+			if !book {
+				st = nil
+			}
+			return b.ms.readLine(line, b.lineBytes, s+b.l2Lat, true, st)
+		})
 	}
 	s := &b.sms[ws.sm]
 	if s.l1.lookup(line) >= 0 {
@@ -1187,7 +1195,16 @@ func (b *Backend) read(ws *warpState, line uint64, isPM bool, t uint64) uint64 {
 		b.last.L1PMMisses++
 	}
 	t = b.l1Fill(ws, line, t)
-	return b.l2Read(line, isPM, t)
+	inL2 := b.l2.has(line)
+	return b.ms.missRead(ws.sm, t, func(s uint64, book bool) uint64 {
+		switch {
+		case book:
+			return b.l2Read(line, isPM, s)
+		case inL2:
+			return s + b.l2Lat
+		}
+		return b.ms.readLine(line, b.lineBytes, s+b.l2Lat, isPM && !b.pmAsDRAM, nil)
+	})
 }
 
 // l1Fill makes room for line in the warp's L1, writing back or waiting for

@@ -33,6 +33,17 @@ func newCache(c CacheConfig) *cache {
 // valid reports whether way w holds a line.
 func (k *cache) valid(w int) bool { return k.tag[w] != 0 && k.gen[w] == k.curGen }
 
+// has reports whether the cache holds line, marking nothing.
+func (k *cache) has(line uint64) bool {
+	base := int(line%uint64(k.sets)) * k.assoc
+	for w := base; w < base+k.assoc; w++ {
+		if k.tag[w] == line+1 && k.gen[w] == k.curGen {
+			return true
+		}
+	}
+	return false
+}
+
 // lookup returns the way holding line, or -1, and marks it recently used.
 func (k *cache) lookup(line uint64) int {
 	base := int(line%uint64(k.sets)) * k.assoc

@@ -135,6 +135,11 @@ type MemSysConfig struct {
 	// SMWrites is the most line writes an SM has outstanding (sent and not
 	// yet acknowledged), every model's: the L1's miss-status entries.
 	SMWrites int `json:"sm_writes"`
+	// SMReads is the most line reads an SM has outstanding: a load that
+	// misses in the L1 holds one of the L1's miss-status entries from its
+	// miss until its data is back, so one SM's reads reach at most
+	// SMReads lines per round trip.
+	SMReads int `json:"sm_reads"`
 	// Channels and BanksPerChannel are the memory channels and the L2
 	// banks (memory sub-partitions) of each; lines interleave over every
 	// bank, and NVM and device-memory bandwidth are split evenly over the
@@ -184,7 +189,10 @@ type LinkConfig struct {
 	FullDuplex bool `json:"full_duplex"`
 	// TLPBytes is what each transfer adds on the link beyond its data:
 	// the PCIe transaction layer packet's framing, sequence number,
-	// header and link CRC. 0 when GBps is already a data rate.
+	// header and link CRC. 0 when GBps is already a data rate. Set, a
+	// read's request is such a packet too, without data, on the direction
+	// the writes take, and PCIe's ordering rules keep it behind the writes
+	// posted before it.
 	TLPBytes int `json:"tlp_bytes"`
 	// UncachedReads makes every read of PM-far memory cross the link: the
 	// GPU's L1 and L2 keep no PM-far line a read brings in, as an NVIDIA
@@ -324,6 +332,7 @@ func sbrpMem() MemSysConfig {
 		InjectBytesPerCycle: 32,
 		// -gpgpu_cache:dl1 ...,A:256:8,...: 256 miss-status entries per L1
 		SMWrites: 256,
+		SMReads:  256,
 		// -gpgpu_n_mem 12, -gpgpu_n_sub_partition_per_mchannel 2
 		Channels: 12, BanksPerChannel: 2,
 		// -gpgpu_cache:dl2 ...,32: a 32-byte data port per L2 bank
@@ -529,9 +538,11 @@ func PresetH100() Config {
 		MaxThreadsPerBlock: 1024,
 		// measured: an empty kernel takes 5.76 us from event to event
 		LaunchLatencyCycles: 11374,
-		SmemLatencyCycles:   20, // not measured: the SBRP artifact's
-		SmemBanks:           32,
-		SmemBytes:           228 << 10, // compute capability 9.0: 228 KB per SM
+		// measured: one thread's dependent shared-memory loads, 29.1
+		// cycles each (bench/h100/measured7.csv, smem chase)
+		SmemLatencyCycles: 29,
+		SmemBanks:         32,
+		SmemBytes:         228 << 10, // compute capability 9.0: 228 KB per SM
 		// measured (shared/calibration/h100, lat host/lanes32): each fence
 		// after a store over the store alone, and the system fence alone
 		FenceBlockCycles:  10,
@@ -598,6 +609,12 @@ func PresetH100() Config {
 	// link's. Without it one SM overran the link and queued a round trip of
 	// writes in front of every fence beside it.
 	c.Mem.SMFarGBps = 50.3
+	// Measured (bench/h100/measured7.csv, lstream device/sms1/u4 w32): one
+	// SM's stream of loads from device memory, 32 warps of four 16-byte
+	// loads in flight each (512 lines asked for), reaches 71.6 B/cycle, at
+	// the 660.7-cycle latency 370 lines in flight (Little's law); the same
+	// stream from host memory gives 358-400 over four runs at its 2,440.
+	c.Mem.SMReads = 370
 	return c
 }
 
@@ -822,6 +839,7 @@ func (c *Config) Validate() error {
 		{"persist.buffer_entries", c.Persist.BufferEntries}, {"persist.window", c.Persist.Window},
 		{"persist.nvw_fifo_l1", c.Persist.NVWFIFOL1}, {"persist.nvw_fifo_l2", c.Persist.NVWFIFOL2},
 		{"mem.inject_bytes_per_cycle", c.Mem.InjectBytesPerCycle}, {"mem.sm_writes", c.Mem.SMWrites},
+		{"mem.sm_reads", c.Mem.SMReads},
 		{"mem.channels", c.Mem.Channels}, {"mem.banks_per_channel", c.Mem.BanksPerChannel},
 		{"mem.l2_port_bytes_per_cycle", c.Mem.L2PortBytesPerCycle}, {"mem.write_queue_entries", c.Mem.WriteQueueEntries},
 	} {
@@ -886,6 +904,9 @@ func (c *Config) Validate() error {
 	}
 	if v := c.Mem.SMWrites; v > maxQueueEntries {
 		return bad("mem.sm_writes", "%d, want at most %d", v, maxQueueEntries)
+	}
+	if v := c.Mem.SMReads; v > maxQueueEntries {
+		return bad("mem.sm_reads", "%d, want at most %d", v, maxQueueEntries)
 	}
 	if v := c.Mem.WriteQueueEntries; v > maxQueueEntries {
 		return bad("mem.write_queue_entries", "%d, want at most %d", v, maxQueueEntries)

@@ -47,6 +47,8 @@ func TestConfigValidateNamesField(t *testing.T) {
 		{"nvm.write_latency_cycles=fast", "nvm.write_latency_cycles"},
 		{"novalue", "novalue"},
 		{"mem.sm_writes=65536", "mem.sm_writes"},
+		{"mem.sm_reads=65536", "mem.sm_reads"},
+		{"mem.sm_reads=0", "mem.sm_reads"},
 		{"mem.write_queue_entries=65536", "mem.write_queue_entries"},
 	} {
 		t.Run(tc.set, func(t *testing.T) {
@@ -63,7 +65,7 @@ func TestConfigValidateNamesField(t *testing.T) {
 // The largest queues an occupancy calendar counts are accepted.
 func TestConfigLargestQueues(t *testing.T) {
 	c := PresetPMNear()
-	require.NoError(t, c.Set("mem.sm_writes=65535", "mem.write_queue_entries=65535"))
+	require.NoError(t, c.Set("mem.sm_writes=65535", "mem.sm_reads=65535", "mem.write_queue_entries=65535"))
 }
 
 func TestConfigSetAndLoad(t *testing.T) {

@@ -9,7 +9,9 @@ package hwmodel
 //     (mem.inject_bytes_per_cycle), beside it, when PM is far, the SM's
 //     own rate of writes towards PM over PCIe (mem.sm_far_gbps), and its
 //     outstanding line writes (mem.sm_writes), held from the write's
-//     departure to its ack;
+//     departure to its ack, and its outstanding line reads
+//     (mem.sm_reads: the L1's miss-status entries), held from a load's
+//     miss in the L1 until its data is back;
 //   - the L2: its hit latency (l2.latency_cycles) and, per bank, a data
 //     port (mem.l2_port_bytes_per_cycle);
 //   - the memory partitions (mem.channels channels of
@@ -25,6 +27,8 @@ package hwmodel
 //     holds more than its entries, in whatever order the engine books
 //     the writes;
 //   - PCIe for PM-far, each direction its own bandwidth when full duplex;
+//     with pcie.tlp_bytes a read's request crosses the writes' direction
+//     as a packet of its own, behind the writes posted before it;
 //   - the persistence point: with persist.ack_at_queue, the GPU's memory
 //     partition, which acknowledges a write when its PM queue has room for
 //     it, before PM-far's link latency (the SBRP artifact, ADR and eADR
@@ -49,6 +53,7 @@ type memSystem struct {
 	farPort    bool // mem.sm_far_gbps set and PM far
 	readsQueue bool // mem.reads_queue
 	writesMax  int  // mem.sm_writes
+	readsMax   int  // mem.sm_reads
 	queueMax   int  // mem.write_queue_entries
 	banks      uint64
 	perChannel uint64
@@ -92,6 +97,7 @@ type smPort struct {
 	inject resource  // bytes into the interconnect
 	far    resource  // bytes towards PM over PCIe (mem.sm_far_gbps)
 	writes occupancy // outstanding line writes
+	reads  occupancy // outstanding line reads (L1 misses)
 }
 
 // channel is one memory channel of a device: a write queue in front of its
@@ -122,7 +128,7 @@ func newMemSystem(cfg Config, lineShift uint) *memSystem {
 		l2Lat:     uint64(cfg.L2.LatencyCycles), pcieLat: uint64(cfg.PCIe.LatencyCycles), tlp: uint64(cfg.PCIe.TLPBytes),
 		eadrLat: uint64(cfg.Persist.EADRLatencyCycles),
 		far:     cfg.PCIe.PMFar, eadr: cfg.Persist.Point == pointEADR, ackAtQueue: cfg.Persist.AckAtQueue,
-		writesMax: cfg.Mem.SMWrites, queueMax: cfg.Mem.WriteQueueEntries, readsQueue: cfg.Mem.ReadsQueue,
+		writesMax: cfg.Mem.SMWrites, readsMax: cfg.Mem.SMReads, queueMax: cfg.Mem.WriteQueueEntries, readsQueue: cfg.Mem.ReadsQueue,
 		perChannel: uint64(cfg.Mem.BanksPerChannel),
 		half:       !cfg.PCIe.FullDuplex,
 	}
@@ -200,6 +206,7 @@ func (m *memSystem) each(res func(*resource), occ func(*occupancy)) {
 			res(&m.sms[i].far)
 		}
 		occ(&m.sms[i].writes)
+		occ(&m.sms[i].reads)
 	}
 	for i := range m.ports {
 		res(&m.ports[i])
@@ -292,21 +299,19 @@ func (c *channel) writeBus(x, n uint64, book bool) uint64 {
 	return bus.transferAs(x, n, c.wr.perByte)
 }
 
-// read reads n bytes from the channel from cycle x and returns when they
-// are back at the partition.
-func (c *channel) read(x, n uint64) uint64 {
-	return c.rd.transfer(x, n) + c.rdLat
-}
-
 // readFrom reads n bytes from channel c from cycle x and returns when they
 // are back at the partition. With mem.reads_queue the read first takes an
 // entry of the channel's queue, free for as long as it holds it (until
-// its bytes have crossed the bus), and so waits behind a full queue.
-func (m *memSystem) readFrom(c *channel, x, n uint64) uint64 {
+// its bytes have crossed the bus), and so waits behind a full queue. With
+// book false it is a dry run.
+func (m *memSystem) readFrom(c *channel, x, n uint64, book bool) uint64 {
 	if !m.readsQueue {
-		return c.read(x, n)
+		return c.rd.take(x, n, book) + c.rdLat
 	}
 	in := c.queue.fit(x, m.queueMax, func(s uint64) uint64 { return c.rd.endAs(s, n, c.rd.perByte) })
+	if !book {
+		return c.rd.endAs(in, n, c.rd.perByte) + c.rdLat
+	}
 	end := c.rd.transfer(in, n)
 	m.hold(&c.queue, in, end, m.queueMax)
 	return end + c.rdLat
@@ -465,22 +470,47 @@ func (m *memSystem) writeBackDRAM(line, n, t uint64) uint64 {
 
 // readLine reads a line missing in the L2 from memory at cycle x (its
 // arrival at the L2) and returns when the data is back at the L2. st
-// counts the bytes.
+// counts the bytes; with st nil it is a dry run that reserves nothing.
 func (m *memSystem) readLine(line, n, x uint64, isPM bool, st *Stats) uint64 {
+	book := st != nil
 	bank, ch := m.bank(line)
-	x = m.ports[bank].transfer(x, n)
+	x = m.ports[bank].take(x, n, book)
 	if !isPM {
-		st.DRAMReadBytes += n
-		return m.readFrom(&m.dram[ch], x, n)
+		if book {
+			st.DRAMReadBytes += n
+		}
+		return m.readFrom(&m.dram[ch], x, n, book)
 	}
 	if m.far {
+		if m.tlp > 0 {
+			// The read's request is a TLP of its own (pcie.tlp_bytes, no
+			// data) on the direction the writes take, and PCIe's ordering
+			// rules let no read request pass a posted write before it.
+			x = m.up.take(x, m.tlp, book)
+		}
 		x += m.pcieLat // pcie.latency_cycles is the artifact's whole far round trip over device memory
 	}
-	st.NVMReadBytes += n
-	x = m.readFrom(&m.nvm[ch], x, n)
+	x = m.readFrom(&m.nvm[ch], x, n, book)
+	if book {
+		st.NVMReadBytes += n
+	}
 	if m.far {
-		st.PCIeBytes += n
-		x = m.link(false).transfer(x, n+m.tlp)
+		if book {
+			st.PCIeBytes += n
+		}
+		x = m.link(false).take(x, n+m.tlp, book)
 	}
 	return x
+}
+
+// missRead times a line read that missed in SM sm's L1 at cycle t: it
+// takes one of the SM's miss-status entries (mem.sm_reads), free from the
+// read's start until its data is back, and returns when that is. path
+// times the read from a start (with book false, a dry run).
+func (m *memSystem) missRead(sm int, t uint64, path func(start uint64, book bool) uint64) uint64 {
+	p := &m.sms[sm]
+	start := p.reads.fit(t, m.readsMax, func(s uint64) uint64 { return path(s, false) })
+	done := path(start, true)
+	m.hold(&p.reads, start, done, m.readsMax)
+	return done
 }

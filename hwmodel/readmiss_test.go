@@ -1,0 +1,126 @@
+package hwmodel
+
+import (
+	"math"
+	"strconv"
+	"testing"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/scopedpm/scopedpm/pm"
+	"github.com/scopedpm/scopedpm/scope"
+)
+
+// readStream launches one block of warps warps (one SM) whose lanes load
+// 4-byte words 16 bytes apart (a warp's load touches 4 lines), u gathered
+// loads at a time, steps times, from device memory no cache holds yet.
+// It returns the launch's cycles without the launch latency and the lines
+// read.
+func readStream(t *testing.T, cfg Config, warps, u, steps int) (cycles uint64, lines int) {
+	be, m := setupHW(t, cfg, Epoch)
+	threads := 32 * warps
+	per := steps * u * threads
+	base, err := m.Alloc(pm.DeviceMem, uint64(per)*16)
+	require.NoError(t, err)
+	_, err = scope.Launch(m, scope.Grid{Blocks: 1, Threads: threads}, func(th *scope.Thread) {
+		addrs := make([]pm.Addr, u)
+		dst := make([]uint32, u)
+		for k := range steps {
+			for j := range u {
+				addrs[j] = base.Add(uint64((k*u+j)*threads+th.ID()) * 16)
+			}
+			th.Gather32(dst, addrs...)
+			th.Work(1) // use them
+		}
+	})
+	require.NoError(t, err)
+	return be.LastLaunch().Cycles - uint64(cfg.GPU.LaunchLatencyCycles), per * 16 / cfg.L1.LineBytes
+}
+
+// TestReadMissesBoundBySMReads holds one SM's stream of loads that miss
+// both caches to Little's law over mem.sm_reads: with n miss-status
+// entries the SM reads n lines per round trip of a read alone, within
+// 10%, and never faster; and more entries than the warps ask for
+// change nothing.
+func TestReadMissesBoundBySMReads(t *testing.T) {
+	for _, c := range []struct {
+		preset string
+		reads  int
+	}{{"pm-near", 8}, {"pm-near", 32}, {"volta", 16}, {"h100", 64}} {
+		t.Run(c.preset+"/"+strconv.Itoa(c.reads), func(t *testing.T) {
+			cfg, err := Preset(c.preset)
+			require.NoError(t, err)
+			require.NoError(t, cfg.Set("mem.sm_reads="+strconv.Itoa(c.reads)))
+			cycles, lines := readStream(t, cfg, 32, 4, 8) // 512 lines asked for at a time
+			// The round trip of a read alone: one warp's one load of 4
+			// lines, less the 3 cycles its lines issue apart.
+			one, _ := readStream(t, cfg, 1, 1, 1)
+			rtt := float64(one - 3)
+			bound := float64(lines) / float64(c.reads) * rtt
+			ratio := float64(cycles) / bound
+			t.Logf("%s, mem.sm_reads=%d: %d lines in %d cycles, bound %.0f (round trip %.0f), ratio %.3f", c.preset, c.reads, lines, cycles, bound, rtt, ratio)
+			require.GreaterOrEqual(t, ratio, 0.98, "faster than mem.sm_reads allows")
+			require.LessOrEqual(t, ratio, 1.20, "slower than mem.sm_reads allows")
+		})
+	}
+	t.Run("more entries than asked for", func(t *testing.T) {
+		cfg := PresetPMNear()
+		few, _ := readStream(t, cfg, 2, 4, 8) // 32 lines asked for at a time
+		require.NoError(t, cfg.Set("mem.sm_reads=64"))
+		same, _ := readStream(t, cfg, 2, 4, 8)
+		require.Equal(t, few, same)
+	})
+}
+
+// TestFarReadWaitsBehindPostedWrites: with pcie.tlp_bytes set, a read of
+// PM-far memory sends its request on the direction the writes take, so
+// reads beside other SMs' streams of writes wait behind the writes queued
+// in front of the link (PCIe's ordering rules let no read request pass a
+// posted write); without request packets the full-duplex link's writes
+// cost the reads nothing.
+func TestFarReadWaitsBehindPostedWrites(t *testing.T) {
+	// readTime returns the cycles block 0 takes to read its host lines: 8
+	// warps gathering 4 lines' words a lane at a time (from the first
+	// load's issue to the last use of the data), beside writers blocks of
+	// 8 warps each streaming 16-byte stores to host memory.
+	readTime := func(tlp string, writers int) float64 {
+		cfg := PresetH100()
+		require.NoError(t, cfg.Set("pcie.tlp_bytes="+tlp))
+		be, m := setupHW(t, cfg, GPM)
+		const threads, steps, per = 256, 16, 1 << 14 // per: 16-byte stores a writer block makes
+		rd := region(t, m, "r", threads*steps*4*16)
+		wr := region(t, m, "w", uint64(max(writers, 1))*per*16)
+		first, last := uint64(math.MaxUint64), uint64(0)
+		be.SetTrace(func(ev Event) {
+			switch {
+			case ev.Warp >= threads/32:
+			case ev.Kind == pm.OpLoad:
+				first = min(first, ev.Issue)
+			case ev.Kind == pm.OpWork:
+				last = max(last, ev.Issue)
+			}
+		})
+		_, err := scope.Launch(m, scope.Grid{Blocks: 1 + writers, Threads: threads}, func(th *scope.Thread) {
+			if b := th.Block(); b > 0 {
+				var v [16]byte
+				for k := th.TID(); k < per; k += threads {
+					th.StoreBytes(wr.Base.Add(uint64((b-1)*per+k)*16), v[:])
+				}
+				return
+			}
+			dst := make([]uint32, 4)
+			for k := range steps {
+				a := rd.Base.Add(uint64(k*4*threads+th.TID()) * 16)
+				th.Gather32(dst, a, a.Add(threads*16), a.Add(2*threads*16), a.Add(3*threads*16))
+				th.Work(1)
+			}
+		})
+		require.NoError(t, err)
+		return float64(last - first)
+	}
+	quiet, packets := readTime("0", 0), readTime("24", 0)
+	without, with := readTime("0", 8), readTime("24", 8)
+	t.Logf("host reads alone: %.0f cycles (%.0f with request packets); beside 8 SMs of writes: %.0f without, %.0f with", quiet, packets, without, with)
+	require.InDelta(t, quiet, without, quiet*0.02, "writes on the other direction delay reads without request packets")
+	require.Greater(t, with, 1.5*packets, "reads pass the writes in front of the link")
+}
