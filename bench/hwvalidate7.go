@@ -126,8 +126,9 @@ func (h *hv) readPath() error {
 		}
 	}
 	// The GPU's L2 streams from every SM read 256 KB an SM, which the
-	// model's 256 KB L1 would hold (the GPU's kernel got less L1 than
-	// that); one SM's 4 MB misses both L1s.
+	// model's 256 KB L1 would hold; the GPU's did not (3,400 B/cycle over
+	// 132 SMs is 26 an SM, no L1's rate), so only one SM's 4 MB, which
+	// misses both L1s, is compared.
 	for _, u := range []int{4, 8} {
 		for _, w := range []int{8, 32} {
 			vs = append(vs, v{"device", 1, u, w, true})
