@@ -46,7 +46,7 @@ func readStream(t *testing.T, cfg Config, warps, u, steps int) (cycles uint64, l
 // entry is booked on an occupancy calendar in the order the engine runs
 // the warps, not in time order, and a slot an early read booked late could
 // have used stays empty (as in TestStreamingBound's volta/SBRP case). The
-// loss grows with the warps and the entries and is none for one warp:
+// loss grows with the warps and the entries:
 // measured at 8 entries, 1.02 with 1 warp, 1.05 with 2, 1.07 with 8 or
 // 32; at 32 entries and 32 warps, 1.16.
 func TestReadMissesBoundBySMReads(t *testing.T) {
