@@ -82,11 +82,7 @@ func (h *hv) fenceOffered(S int, period uint64) (float64, error) {
 	const region = 1 << 16 // 16-byte elements an SM's stream wraps in (1 MB)
 	var sum, n float64
 	_, err = h100Traced(h.o, scope.Grid{Blocks: 1 + S, Threads: threads}, func(m *pm.Machine) (scope.Kernel, error) {
-		stream, err := memBase(m, "stream", uint64(S)*region*16, pm.PMem)
-		if err != nil {
-			return nil, err
-		}
-		stop, err := m.Alloc(pm.DeviceMem, 128)
+		stream, stop, err := streamSetup(m, S, region)
 		if err != nil {
 			return nil, err
 		}
@@ -111,6 +107,16 @@ func (h *hv) fenceOffered(S int, period uint64) (float64, error) {
 		}
 	})
 	return sum / max(n, 1), err
+}
+
+// streamSetup allocates the host memory S streaming blocks write into
+// (region 16-byte elements each) and the device word that stops them.
+func streamSetup(m *pm.Machine, S int, region uint64) (stream, stop pm.Addr, err error) {
+	if stream, err = memBase(m, "stream", uint64(max(S, 1))*region*16, pm.PMem); err != nil {
+		return 0, 0, err
+	}
+	stop, err = m.Alloc(pm.DeviceMem, 128)
+	return stream, stop, err
 }
 
 // streamUntil has thread t of streaming block t.Block() (from 1) store 16

@@ -214,15 +214,11 @@ func (h *hv) hostProbe(S int) (chase, own, fence float64, err error) {
 	const region = 1 << 16 // 16-byte elements an SM's stream wraps in (1 MB)
 	var loads, stores, fenceEv []hwmodel.Event
 	_, err = h100Traced(h.o, scope.Grid{Blocks: 1 + S, Threads: threads}, func(m *pm.Machine) (scope.Kernel, error) {
-		stream, err := memBase(m, "stream", uint64(max(S, 1))*region*16, pm.PMem)
+		stream, stop, err := streamSetup(m, S, region)
 		if err != nil {
 			return nil, err
 		}
 		probe, err := memBase(m, "probe", 2*64*128, pm.PMem)
-		if err != nil {
-			return nil, err
-		}
-		stop, err := m.Alloc(pm.DeviceMem, 128)
 		if err != nil {
 			return nil, err
 		}

@@ -33,28 +33,28 @@ func newCache(c CacheConfig) *cache {
 // valid reports whether way w holds a line.
 func (k *cache) valid(w int) bool { return k.tag[w] != 0 && k.gen[w] == k.curGen }
 
-// has reports whether the cache holds line, marking nothing.
-func (k *cache) has(line uint64) bool {
+// way returns the way holding line, or -1, marking nothing.
+func (k *cache) way(line uint64) int {
 	base := int(line%uint64(k.sets)) * k.assoc
 	for w := base; w < base+k.assoc; w++ {
 		if k.tag[w] == line+1 && k.gen[w] == k.curGen {
-			return true
-		}
-	}
-	return false
-}
-
-// lookup returns the way holding line, or -1, and marks it recently used.
-func (k *cache) lookup(line uint64) int {
-	base := int(line%uint64(k.sets)) * k.assoc
-	for w := base; w < base+k.assoc; w++ {
-		if k.tag[w] == line+1 && k.gen[w] == k.curGen {
-			k.clock++
-			k.stamp[w] = k.clock
 			return w
 		}
 	}
 	return -1
+}
+
+// has reports whether the cache holds line, marking nothing.
+func (k *cache) has(line uint64) bool { return k.way(line) >= 0 }
+
+// lookup returns the way holding line, or -1, and marks it recently used.
+func (k *cache) lookup(line uint64) int {
+	w := k.way(line)
+	if w >= 0 {
+		k.clock++
+		k.stamp[w] = k.clock
+	}
+	return w
 }
 
 // insert places line in its set and returns its way and the line and entry
