@@ -23,7 +23,7 @@ func collectView(t *testing.T, tr *Tree, v view, lo, hi uint64, limit int) []KV 
 }
 
 // A view's Get and Scan (which walk the tree from the root) read what the
-// leaf-chain Scan and Get read, on trees of height 1 to 5, for random
+// leaf-chain Scan and Get read, on trees from height 1 to at least 4, for random
 // ranges, empty and inverted ones, and scans stopped early.
 func TestScanViewMatchesScan(t *testing.T) {
 	seed := testSeed(t)
@@ -72,7 +72,9 @@ func TestScanViewMatchesScan(t *testing.T) {
 			require.Equal(t, wv, val, "key %d", k)
 		}
 	}
-	require.True(t, heights[1] && heights[4], "heights %v", heights)
+	// A batch may grow the tree by two levels at once (3 to 5 in one
+	// seed), so the test asks for height 1 and for some height of 4 or more.
+	require.True(t, heights[1] && slices.Max(slices.Collect(maps.Keys(heights))) >= 4, "heights %v", heights)
 }
 
 // A view stays readable, whole and unchanged, while later batches rewrite
