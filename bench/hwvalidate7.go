@@ -58,15 +58,22 @@ func longest(wins map[int]*window) uint64 {
 	return c
 }
 
+// vecsInFlight is how many of a thread's independent 16-byte loads the
+// CUDA compiler keeps in flight in gpmbench7.cu's and gpmbench9.cu's
+// loops: the SASS of the eight- and sixteen-vector loops issues five
+// LDG.E.128, then each further one once a fold has freed its registers
+// (bench/h100/README.md), so the loads go in rounds of five.
+const vecsInFlight = 5
+
 // loadStream runs gpmbench7.cu's lstream kernel: nsm blocks of 32*warps
 // threads, each thread loading u independent 16-byte vectors a step for
 // steps steps from target memory (passes times over the same part when
 // passes > 1, timing the last), and returns the bytes of a timed pass over
-// the longest block's window. The model's gather loads each vector's first
-// 8 bytes (Gather64): a warp's loads touch the same lines and sectors as
-// the GPU's 16-byte ones; a single vector is one 16-byte load. The GPU's
+// the longest block's window. The model's loads are 16-byte ones too
+// (Gather128; a single vector, LoadBytes). The GPU's
 // step ends in the instructions that fold the vectors in, which wait for
-// their data; the model's in one cycle of Work.
+// their data; the model's in one cycle of Work. As in the GPU's code, at
+// most vecsInFlight vectors are in flight a thread.
 func (h *hv) loadStream(target pm.Kind, nsm, warps, u, steps, passes int) (float64, error) {
 	threads := 32 * warps
 	per := uint64(steps * u * threads) // vectors a block reads a pass
@@ -79,7 +86,7 @@ func (h *hv) loadStream(target pm.Kind, nsm, warps, u, steps, passes int) (float
 		return func(t *scope.Thread) {
 			var buf [16]byte
 			addrs := make([]pm.Addr, u)
-			dst := make([]uint64, u)
+			dst := make([][2]uint64, u)
 			q := base.Add((uint64(t.Block())*per + uint64(t.TID())) * 16)
 			for range passes {
 				t.SyncThreads()
@@ -89,8 +96,11 @@ func (h *hv) loadStream(target pm.Kind, nsm, warps, u, steps, passes int) (float
 					}
 					if u == 1 {
 						t.LoadBytes(addrs[0], buf[:])
-					} else {
-						t.Gather64(dst, addrs...)
+						continue
+					}
+					for i := 0; i < u; i += vecsInFlight {
+						j := min(i+vecsInFlight, u)
+						t.Gather128(dst[i:j], addrs[i:j]...)
 						t.Work(1) // the fold that uses them: the warp waits for their data
 					}
 				}
@@ -334,10 +344,10 @@ func (h *hv) mixedReadWrite(R, W int, per uint64) (read, write float64, err erro
 			t.SyncThreads()
 			if b := t.Block(); b < R {
 				q := rd.Add((uint64(b)*n + uint64(t.TID())) * 16)
-				var dst [4]uint64
+				var dst [4][2]uint64
 				for k := range uint64(steps) {
 					a := q.Add(k * 4 * threads * 16)
-					t.Gather64(dst[:], a, a.Add(threads*16), a.Add(2*threads*16), a.Add(3*threads*16))
+					t.Gather128(dst[:], a, a.Add(threads*16), a.Add(2*threads*16), a.Add(3*threads*16))
 					t.Work(1)
 				}
 			} else {

@@ -319,7 +319,7 @@ type Backend struct {
 	inStep   bool    // a step has begun (an Op came) and not ended (Step)
 	curWarp  int     // the warp the pending ops belong to
 	lines    []uint64
-	lineMask []uint64 // persistOps: the sectors written per line of lines
+	lineMask []uint64 // persistOps: the sectors written per line of lines; loads: the words asked for (loadWords)
 	// sharedAccess's scratch: the words an instruction touches, and per
 	// bank its first distinct word (-1: none) and their count, per word
 	// the next of its bank; stepShared: a pending op of the step is a
@@ -1075,16 +1075,23 @@ func (b *Backend) loads(ws *warpState, t uint64, kind pm.OpKind, sc pm.Scope, gr
 	if end := b.sharedAccess(ws, t, kind, sc, group); end > 0 {
 		done = end + uint64(b.cfg.GPU.SmemLatencyCycles)
 	}
+	data := !atL2 && b.ms.wordsMax > 0
 	for _, isPM := range [2]bool{false, true} {
 		b.collect(group, kind, sc, isPM)
 		b.last.Loads += uint64(len(b.lines))
+		if data {
+			b.loadWords(group, kind, sc, isPM)
+		}
 		for i, l := range b.lines {
 			tl := t + uint64(i)
 			var r uint64
-			if atL2 {
+			switch {
+			case atL2:
 				r = b.l2Read(l, isPM, tl)
-			} else {
-				r = b.read(ws, l, isPM, tl)
+			case data:
+				r = b.read(ws, l, isPM, tl, b.wordsOf(b.lineMask[i]))
+			default:
+				r = b.read(ws, l, isPM, tl, 0)
 			}
 			done = max(done, r)
 		}
@@ -1093,6 +1100,39 @@ func (b *Backend) loads(ws *warpState, t uint64, kind pm.OpKind, sc pm.Scope, gr
 		b.markDone(group, kind, sc)
 	}
 	return done
+}
+
+// loadWords sets b.lineMask, for each line of b.lines (collected for the
+// ops of group in memory kind wantPM), to the words of the line the ops
+// ask for: bit i is the line's bytes [i*g, (i+1)*g), g = wordGrain().
+// Lanes that read the same word share it.
+func (b *Backend) loadWords(group []pendOp, kind pm.OpKind, sc pm.Scope, wantPM bool) {
+	b.lineMask = append(b.lineMask[:0], make([]uint64, len(b.lines))...)
+	g := b.wordGrain()
+	for i := range group {
+		p := &group[i]
+		if p.done || p.kind != kind || p.scope != sc || p.pm != wantPM || p.shared {
+			continue
+		}
+		for a, left := uint64(p.addr), uint64(max(p.size, 1)); left > 0; {
+			n := min(left, b.lineBytes-a&(b.lineBytes-1))
+			if k := slices.Index(b.lines, a>>b.lineShift); k >= 0 {
+				off := a & (b.lineBytes - 1)
+				first, last := off/g, (off+n-1)/g
+				b.lineMask[k] |= (uint64(2)<<last - 1) &^ (uint64(1)<<first - 1)
+			}
+			a, left = a+n, left-n
+		}
+	}
+}
+
+// wordGrain is the bytes one bit of a loadWords mask stands for: a 4-byte
+// register, or a 64th of a line longer than 256 bytes.
+func (b *Backend) wordGrain() uint64 { return max(4, b.lineBytes/64) }
+
+// wordsOf returns the 4-byte words a loadWords mask asks for.
+func (b *Backend) wordsOf(mask uint64) uint64 {
+	return uint64(bits.OnesCount64(mask)) * b.wordGrain() / 4
 }
 
 // sharedAccess times the shared-memory accesses of an instruction (its not
@@ -1169,16 +1209,17 @@ func gathered(group []pendOp, kind pm.OpKind, sc pm.Scope) bool {
 	return true
 }
 
-// read times one line read through the L1 and returns when it is back. A
-// miss holds one of the SM's miss-status entries (mem.sm_reads) until its
-// data is back.
-func (b *Backend) read(ws *warpState, line uint64, isPM bool, t uint64) uint64 {
+// read times one line read through the L1 that brings words 4-byte words
+// to its instruction's lanes, and returns when it is back. A miss holds
+// one of the SM's miss-status entries (mem.sm_reads) and room for its
+// words (mem.sm_read_bytes) until its data is back.
+func (b *Backend) read(ws *warpState, line uint64, isPM bool, t, words uint64) uint64 {
 	if isPM && b.uncachedFar {
 		// pcie.uncached_reads: no cache keeps a PM-far line
 		b.last.L1Misses++
 		b.last.L1PMMisses++
 		b.last.L2Misses++
-		return b.ms.missRead(ws.sm, t, func(s uint64, book bool) uint64 {
+		return b.ms.missRead(ws.sm, t, words, func(s uint64, book bool) uint64 {
 			st := &b.last
 			if !book {
 				st = nil
@@ -1196,7 +1237,7 @@ func (b *Backend) read(ws *warpState, line uint64, isPM bool, t uint64) uint64 {
 	}
 	t = b.l1Fill(ws, line, t)
 	inL2 := b.l2.has(line)
-	return b.ms.missRead(ws.sm, t, func(s uint64, book bool) uint64 {
+	return b.ms.missRead(ws.sm, t, words, func(s uint64, book bool) uint64 {
 		switch {
 		case book:
 			return b.l2Read(line, isPM, s)

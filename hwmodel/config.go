@@ -140,6 +140,13 @@ type MemSysConfig struct {
 	// miss until its data is back, so one SM's reads reach at most
 	// SMReads lines per round trip.
 	SMReads int `json:"sm_reads"`
+	// SMReadBytes is the most load data an SM has on its way back, in
+	// bytes: a line read also holds, until its data is back, the distinct
+	// bytes its instruction's lanes asked of the line (a 16-byte vector a
+	// lane, contiguous: the whole line; one 4-byte word from each of 32
+	// lines: 4 bytes each), counted in 4-byte registers. 0: no limit but
+	// SMReads. Otherwise at least l1.line_bytes.
+	SMReadBytes int `json:"sm_read_bytes"`
 	// Channels and BanksPerChannel are the memory channels and the L2
 	// banks (memory sub-partitions) of each; lines interleave over every
 	// bank, and NVM and device-memory bandwidth are split evenly over the
@@ -609,12 +616,19 @@ func PresetH100() Config {
 	// link's. Without it one SM overran the link and queued a round trip of
 	// writes in front of every fence beside it.
 	c.Mem.SMFarGBps = 50.3
-	// Measured (bench/h100/measured7.csv, lstream device/sms1/u4 w32): one
-	// SM's stream of loads from device memory, 32 warps of four 16-byte
-	// loads in flight each (512 lines asked for), reaches 71.6 B/cycle, at
-	// the 660.7-cycle latency 370 lines in flight (Little's law); the same
-	// stream from host memory gives 358-400 over four runs at its 2,440.
-	c.Mem.SMReads = 370
+	// Measured, by Little's law over the round trip of a read alone
+	// (bench/h100/measured9.csv, gpmbench9.cu): one SM of 32 warps, each
+	// lane loading one 4-byte word from each of 32 lines (a line a lane),
+	// four loads in flight, reads 4,096 lines a step in 4,112 cycles, 690
+	// lines in flight at the 693-cycle chase (8 lines an instruction,
+	// four lanes in each: 662). Contiguous 16-byte loads, whose lines
+	// each bring 128 bytes to the registers, reach only 370 lines
+	// (measured7.csv, lstream device/sms1/u4 w32: 71.6 B/cycle at 660.7
+	// cycles; host memory 358-400 over four runs; measured9's v16 u4 w32:
+	// 368), and contiguous 4-byte loads as few: what bounds those is the
+	// data on its way back, 370 lines of 128 bytes.
+	c.Mem.SMReads = 690
+	c.Mem.SMReadBytes = 370 * 128
 	return c
 }
 
@@ -907,6 +921,9 @@ func (c *Config) Validate() error {
 	}
 	if v := c.Mem.SMReads; v > maxQueueEntries {
 		return bad("mem.sm_reads", "%d, want at most %d", v, maxQueueEntries)
+	}
+	if v, lb := c.Mem.SMReadBytes, c.L1.LineBytes; v != 0 && (v < lb || v > 4*maxQueueEntries) {
+		return bad("mem.sm_read_bytes", "%d, want 0 (no limit) or %d (l1.line_bytes) to %d", v, lb, 4*maxQueueEntries)
 	}
 	if v := c.Mem.WriteQueueEntries; v > maxQueueEntries {
 		return bad("mem.write_queue_entries", "%d, want at most %d", v, maxQueueEntries)

@@ -49,6 +49,9 @@ func TestConfigValidateNamesField(t *testing.T) {
 		{"mem.sm_writes=65536", "mem.sm_writes"},
 		{"mem.sm_reads=65536", "mem.sm_reads"},
 		{"mem.sm_reads=0", "mem.sm_reads"},
+		{"mem.sm_read_bytes=64", "mem.sm_read_bytes"}, // under a line: a line read could never fit
+		{"mem.sm_read_bytes=262144", "mem.sm_read_bytes"},
+		{"mem.sm_read_bytes=-4", "mem.sm_read_bytes"},
 		{"mem.write_queue_entries=65536", "mem.write_queue_entries"},
 	} {
 		t.Run(tc.set, func(t *testing.T) {
@@ -65,7 +68,7 @@ func TestConfigValidateNamesField(t *testing.T) {
 // The largest queues an occupancy calendar counts are accepted.
 func TestConfigLargestQueues(t *testing.T) {
 	c := PresetPMNear()
-	require.NoError(t, c.Set("mem.sm_writes=65535", "mem.sm_reads=65535", "mem.write_queue_entries=65535"))
+	require.NoError(t, c.Set("mem.sm_writes=65535", "mem.sm_reads=65535", "mem.write_queue_entries=65535", "mem.sm_read_bytes=262140"))
 }
 
 func TestConfigSetAndLoad(t *testing.T) {

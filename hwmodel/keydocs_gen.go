@@ -43,6 +43,7 @@ var keyMeaning = map[string]string{
 	"mem.inject_bytes_per_cycle":        "SM's injection bandwidth into the interconnect, in bytes per cycle: every line an SM writes or reads crosses it",
 	"mem.sm_writes":                     "most line writes an SM has outstanding (sent and not yet acknowledged), every model's: the L1's miss-status entries",
 	"mem.sm_reads":                      "most line reads an SM has outstanding: a load that misses in the L1 holds one of the L1's miss-status entries from its miss until its data is back, so one SM's reads reach at most SMReads lines per round trip",
+	"mem.sm_read_bytes":                 "most load data an SM has on its way back, in bytes: a line read also holds, until its data is back, the distinct bytes its instruction's lanes asked of the line (a 16-byte vector a lane, contiguous: the whole line; one 4-byte word from each of 32 lines: 4 bytes each), counted in 4-byte registers. 0: no limit but SMReads. Otherwise at least l1.line_bytes",
 	"mem.channels":                      "memory channels and the L2 banks (memory sub-partitions) of each; lines interleave over every bank, and NVM and device-memory bandwidth are split evenly over the channels",
 	"mem.banks_per_channel":             "memory channels and the L2 banks (memory sub-partitions) of each; lines interleave over every bank, and NVM and device-memory bandwidth are split evenly over the channels",
 	"mem.l2_port_bytes_per_cycle":       "L2 bank's data port, in bytes per cycle",

@@ -11,7 +11,8 @@ package hwmodel
 //     outstanding line writes (mem.sm_writes), held from the write's
 //     departure to its ack, and its outstanding line reads
 //     (mem.sm_reads: the L1's miss-status entries), held from a load's
-//     miss in the L1 until its data is back;
+//     miss in the L1 until its data is back, with the data they bring
+//     back (mem.sm_read_bytes);
 //   - the L2: its hit latency (l2.latency_cycles) and, per bank, a data
 //     port (mem.l2_port_bytes_per_cycle);
 //   - the memory partitions (mem.channels channels of
@@ -54,6 +55,7 @@ type memSystem struct {
 	readsQueue bool // mem.reads_queue
 	writesMax  int  // mem.sm_writes
 	readsMax   int  // mem.sm_reads
+	wordsMax   int  // mem.sm_read_bytes in 4-byte words; 0: no limit
 	queueMax   int  // mem.write_queue_entries
 	banks      uint64
 	perChannel uint64
@@ -98,6 +100,7 @@ type smPort struct {
 	far    resource  // bytes towards PM over PCIe (mem.sm_far_gbps)
 	writes occupancy // outstanding line writes
 	reads  occupancy // outstanding line reads (L1 misses)
+	words  occupancy // their data, in 4-byte words (mem.sm_read_bytes)
 }
 
 // channel is one memory channel of a device: a write queue in front of its
@@ -128,7 +131,7 @@ func newMemSystem(cfg Config, lineShift uint) *memSystem {
 		l2Lat:     uint64(cfg.L2.LatencyCycles), pcieLat: uint64(cfg.PCIe.LatencyCycles), tlp: uint64(cfg.PCIe.TLPBytes),
 		eadrLat: uint64(cfg.Persist.EADRLatencyCycles),
 		far:     cfg.PCIe.PMFar, eadr: cfg.Persist.Point == pointEADR, ackAtQueue: cfg.Persist.AckAtQueue,
-		writesMax: cfg.Mem.SMWrites, readsMax: cfg.Mem.SMReads, queueMax: cfg.Mem.WriteQueueEntries, readsQueue: cfg.Mem.ReadsQueue,
+		writesMax: cfg.Mem.SMWrites, readsMax: cfg.Mem.SMReads, wordsMax: cfg.Mem.SMReadBytes / 4, queueMax: cfg.Mem.WriteQueueEntries, readsQueue: cfg.Mem.ReadsQueue,
 		perChannel: uint64(cfg.Mem.BanksPerChannel),
 		half:       !cfg.PCIe.FullDuplex,
 	}
@@ -207,6 +210,9 @@ func (m *memSystem) each(res func(*resource), occ func(*occupancy)) {
 		}
 		occ(&m.sms[i].writes)
 		occ(&m.sms[i].reads)
+		if m.wordsMax > 0 {
+			occ(&m.sms[i].words)
+		}
 	}
 	for i := range m.ports {
 		res(&m.ports[i])
@@ -503,14 +509,33 @@ func (m *memSystem) readLine(line, n, x uint64, isPM bool, st *Stats) uint64 {
 	return x
 }
 
-// missRead times a line read that missed in SM sm's L1 at cycle t: it
-// takes one of the SM's miss-status entries (mem.sm_reads), free from the
-// read's start until its data is back, and returns when that is. path
-// times the read from a start (with book false, a dry run).
-func (m *memSystem) missRead(sm int, t uint64, path func(start uint64, book bool) uint64) uint64 {
+// missRead times a line read that missed in SM sm's L1 at cycle t,
+// bringing words 4-byte words to its instruction's lanes: it takes one of
+// the SM's miss-status entries (mem.sm_reads) and, with mem.sm_read_bytes,
+// room for its words, both from the read's start until its data is back,
+// and returns when that is. path times the read from a start (with book
+// false, a dry run).
+func (m *memSystem) missRead(sm int, t, words uint64, path func(start uint64, book bool) uint64) uint64 {
 	p := &m.sms[sm]
-	start := p.reads.fit(t, m.readsMax, func(s uint64) uint64 { return path(s, false) })
+	dry := func(s uint64) uint64 { return path(s, false) }
+	start := p.reads.fit(t, m.readsMax, dry)
+	k := uint16(min(words, uint64(m.wordsMax)))
+	for m.wordsMax > 0 && k > 0 {
+		// The first start from which both have room: each fit only moves
+		// it later, and both calendars are free after their last booking.
+		s := p.words.fit(start, m.wordsMax-int(k)+1, dry)
+		if s == start {
+			break
+		}
+		start = p.reads.fit(s, m.readsMax, dry)
+	}
 	done := path(start, true)
 	m.hold(&p.reads, start, done, m.readsMax)
+	if m.wordsMax > 0 && k > 0 {
+		p.words.addN(start, done, k)
+		if m.audit {
+			m.over = max(m.over, int(p.words.peak(start, done))-m.wordsMax)
+		}
+	}
 	return done
 }

@@ -79,6 +79,66 @@ func TestReadMissesBoundBySMReads(t *testing.T) {
 	})
 }
 
+// shapeStream launches one block of warps warps whose lanes each load a
+// word-byte value (4 or 16) stride bytes apart, u gathered loads at a
+// time, steps times, from device memory no cache holds yet. It returns
+// the launch's cycles without the launch latency and the lines read.
+func shapeStream(t *testing.T, cfg Config, warps, u, steps int, word, stride uint64) (cycles uint64, lines uint64) {
+	be, m := setupHW(t, cfg, Epoch)
+	threads := uint64(32 * warps)
+	span := 32 * stride // bytes a warp's load spans
+	base, err := m.Alloc(pm.DeviceMem, uint64(steps*u*warps)*span)
+	require.NoError(t, err)
+	_, err = scope.Launch(m, scope.Grid{Blocks: 1, Threads: int(threads)}, func(th *scope.Thread) {
+		addrs := make([]pm.Addr, u)
+		d32, d128 := make([]uint32, u), make([][2]uint64, u)
+		w, l := uint64(th.TID()/32), uint64(th.TID()%32)
+		for k := range steps {
+			for j := range u {
+				addrs[j] = base.Add((uint64(k*u+j)*uint64(warps)+w)*span + l*stride)
+			}
+			if word == 16 {
+				th.Gather128(d128, addrs...)
+			} else {
+				th.Gather32(d32, addrs...)
+			}
+			th.Work(1) // use them
+		}
+	})
+	require.NoError(t, err)
+	lines = uint64(steps*u*warps) * max(1, span/uint64(cfg.L1.LineBytes))
+	return be.LastLaunch().Cycles - uint64(cfg.GPU.LaunchLatencyCycles), lines
+}
+
+// TestReadDataBoundBySMReadBytes holds one SM's stream of whole-line
+// loads (16 bytes a lane, contiguous: each line brings 128 bytes to the
+// registers) to Little's law over mem.sm_read_bytes, within 20% as
+// TestReadMissesBoundBySMReads and never faster, while loads of one word
+// from each of 32 lines (4 bytes a line) are bound by mem.sm_reads alone:
+// the same limit on their data changes nothing.
+func TestReadDataBoundBySMReadBytes(t *testing.T) {
+	cfg := PresetH100()
+	require.NoError(t, cfg.Set("mem.sm_reads=4096", "mem.sm_read_bytes=8192")) // 64 whole lines
+	cycles, lines := shapeStream(t, cfg, 32, 4, 8, 16, 16)
+	one, _ := shapeStream(t, cfg, 1, 1, 1, 16, 16)
+	rtt := float64(one - 3) // a warp's 4 lines issue 3 cycles apart
+	bound := float64(lines) / (8192.0 / 128) * rtt
+	ratio := float64(cycles) / bound
+	t.Logf("whole lines: %d in %d cycles, bound %.0f (round trip %.0f), ratio %.3f", lines, cycles, bound, rtt, ratio)
+	require.GreaterOrEqual(t, ratio, 0.98, "faster than mem.sm_read_bytes allows")
+	require.LessOrEqual(t, ratio, 1.20, "slower than mem.sm_read_bytes allows")
+
+	// 64 entries, and room for 16 whole lines' data or 512 words.
+	require.NoError(t, cfg.Set("mem.sm_reads=64", "mem.sm_read_bytes=2048"))
+	sparse, n := shapeStream(t, cfg, 8, 2, 4, 4, 128) // 512 lines asked for at a time, 4 bytes each
+	require.NoError(t, cfg.Set("mem.sm_read_bytes=0"))
+	unbound, _ := shapeStream(t, cfg, 8, 2, 4, 4, 128)
+	t.Logf("a word from each of %d lines: %d cycles, %d without mem.sm_read_bytes", n, sparse, unbound)
+	require.Equal(t, unbound, sparse, "4 bytes a line held whole lines' room")
+	// And that stream is bound by the entries: 64 lines a round trip.
+	require.Greater(t, float64(sparse), 0.98*float64(n)/64*rtt)
+}
+
 // TestFarReadWaitsBehindPostedWrites: with pcie.tlp_bytes set, a read of
 // PM-far memory sends its request on the direction the writes take, so
 // reads beside other SMs' streams of writes wait behind the writes queued

@@ -345,7 +345,11 @@ func (o *occupancy) lastFull(node, lo, hi, l, r uint64, w, acc uint32) (uint64, 
 }
 
 // add holds a slot from cycle start until cycle end.
-func (o *occupancy) add(start, end uint64) {
+func (o *occupancy) add(start, end uint64) { o.addN(start, end, 1) }
+
+// addN holds k slots from cycle start until cycle end (a job that takes
+// several units of its queue: the words of a read's data).
+func (o *occupancy) addN(start, end uint64, k uint16) {
 	lo := max(start>>occShift, o.base)
 	hi := (max(end, start+1) - 1) >> occShift
 	if hi < lo {
@@ -356,22 +360,22 @@ func (o *occupancy) add(start, end uint64) {
 		o.rebuild(0, r+1)
 	}
 	o.used = max(o.used, r+1)
-	o.rangeAdd(l, r)
+	o.rangeAdd(l, r, k)
 }
 
-// rangeAdd adds one job to leaves l..r: to the nodes that cover the range
+// rangeAdd adds k slots to leaves l..r: to the nodes that cover the range
 // (the leaves' canonical cover, found bottom-up, as a recursive descent
 // from the root would find them), then recomputes the least and greatest
 // counts of the nodes above the range's two ends.
-func (o *occupancy) rangeAdd(l, r uint64) {
+func (o *occupancy) rangeAdd(l, r uint64, k uint16) {
 	lo, hi := l+o.n, r+o.n
 	for lo <= hi {
 		if lo&1 == 1 {
-			o.cover(lo)
+			o.cover(lo, k)
 			lo++
 		}
 		if hi&1 == 0 {
-			o.cover(hi)
+			o.cover(hi, k)
 			hi--
 		}
 		lo, hi = lo>>1, hi>>1
@@ -380,14 +384,14 @@ func (o *occupancy) rangeAdd(l, r uint64) {
 	o.pull((r + o.n) >> 1)
 }
 
-// cover adds one job covering node's whole range.
-func (o *occupancy) cover(node uint64) {
-	if o.mx[node] == maxQueueEntries {
+// cover adds k slots covering node's whole range.
+func (o *occupancy) cover(node uint64, k uint16) {
+	if o.mx[node] > maxQueueEntries-k {
 		panic("hwmodel: an occupancy calendar holds more jobs than any queue's limit")
 	}
-	o.cov[node]++
-	o.mn[node]++
-	o.mx[node]++
+	o.cov[node] += k
+	o.mn[node] += k
+	o.mx[node] += k
 }
 
 // pull recomputes the least and greatest counts of node and its ancestors

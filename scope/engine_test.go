@@ -230,6 +230,8 @@ func TestKernelErrors(t *testing.T) {
 		{"bad-pacq-scope", func(t *scope.Thread) { t.PAcq(a, pm.Scope(99)) }, []error{scope.ErrBadArg}},
 		{"gather-lengths", func(t *scope.Thread) { t.Gather32(make([]uint32, 1), a, a.Add(4)) }, []error{scope.ErrBadArg}},
 		{"gather-misaligned", func(t *scope.Thread) { t.Gather64(make([]uint64, 1), a.Add(4)) }, []error{scope.ErrFault, pm.ErrMisaligned}},
+		{"gather128-misaligned", func(t *scope.Thread) { t.Gather128(make([][2]uint64, 1), a.Add(8)) }, []error{scope.ErrFault, pm.ErrMisaligned}},
+		{"gather128-lengths", func(t *scope.Thread) { t.Gather128(make([][2]uint64, 2), a) }, []error{scope.ErrBadArg}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			_, err := scope.Launch(m, scope.Grid{Blocks: 2, Threads: 32}, tc.k)
@@ -432,7 +434,7 @@ func TestSharedMemoryReduction(t *testing.T) {
 	require.Zero(t, none, "no shared memory without WithShared")
 }
 
-// Gather32 and Gather64 read what Load32 and Load64 read.
+// Gather32, Gather64 and Gather128 read what Load32 and Load64 read.
 func TestGatherLoads(t *testing.T) {
 	m := newMachine(t, pm.DefaultGPU())
 	a, err := m.Alloc(pm.DeviceMem, 256)
@@ -444,13 +446,15 @@ func TestGatherLoads(t *testing.T) {
 	_, err = scope.Launch(m, scope.Grid{Blocks: 1, Threads: 4}, func(t *scope.Thread) {
 		var v32 [2]uint32
 		var v64 [2]uint64
+		var v128 [1][2]uint64
 		t.Gather32(v32[:], a, a.Add(8*3+4))
 		t.Gather64(v64[:], a.Add(8), a.Add(16))
-		t.Store64(a.Add(uint64(128+8*t.TID())), uint64(v32[0])+uint64(v32[1])+v64[0]+v64[1])
+		t.Gather128(v128[:], a.Add(16))
+		t.Store64(a.Add(uint64(128+8*t.TID())), uint64(v32[0])+uint64(v32[1])+v64[0]+v64[1]+v128[0][0]<<1+v128[0][1]<<2)
 	})
 	require.NoError(t, err)
 	got := u32s(t, m, a.Add(128), 8)
-	want := uint64(1 + 4 + (2<<32 | 2) + (3<<32 | 3))
+	want := uint64(1 + 4 + (2<<32 | 2) + (3<<32 | 3) + (3<<32|3)<<1 + (4<<32|4)<<2)
 	for i := range 4 {
 		require.Equal(t, want, uint64(got[2*i])|uint64(got[2*i+1])<<32, "thread %d", i)
 	}

@@ -283,6 +283,26 @@ func (t *Thread) Gather64(dst []uint64, addrs ...pm.Addr) {
 	}
 }
 
+// Gather128 is Gather32 for 16-byte vectors (a CUDA uint4 or float4: one
+// 16-byte load a lane), each 16-byte aligned: dst[i] holds the vector at
+// addrs[i], its low 8 bytes first.
+func (t *Thread) Gather128(dst [][2]uint64, addrs ...pm.Addr) {
+	if len(dst) != len(addrs) {
+		t.fault(fmt.Errorf("%w: Gather128 at %s of %d addresses into %d values", ErrBadArg, callerSite(), len(addrs), len(dst)))
+	}
+	for i, a := range addrs {
+		t.observe(a, "Load", false)
+		b, sp := t.access(a, 16, 16)
+		dst[i] = [2]uint64{pm.GetLE(b[:8]), pm.GetLE(b[8:])}
+		t.noteRead(dst[i][0])
+		if e := t.e; e.ops {
+			e.op = verbRec{Kind: pm.OpLoad, Space: sp, Size: 16, Addr: a, Gather: true, HasData: true}
+			e.opData = b
+		}
+		t.report()
+	}
+}
+
 func (t *Thread) store(a pm.Addr, size, v uint64) {
 	b, sp := t.access(a, size, size)
 	pm.PutLE(b, v)
