@@ -217,10 +217,11 @@ type warpState struct {
 
 type smState struct {
 	l1      *cache
-	issue   resource // warp schedulers: Schedulers instructions per cycle
-	alu     resource // the schedulers' execution units: Schedulers cycles of Work per cycle
-	smem    resource // shared memory: one bank-conflict pass per cycle
-	log     []span   // recent flushes of the SM (those not known to be over)
+	issue   resource   // warp schedulers: Schedulers instructions per cycle
+	alu     resource   // the schedulers' execution units: Schedulers cycles of Work per cycle
+	smem    resource   // shared memory: one bank-conflict pass per cycle
+	lsu     []resource // per scheduler, its load/store path: gpu.lsu_line_cycles a line (nil: no such limit)
+	log     []span     // recent flushes of the SM (those not known to be over)
 	pruneAt int
 	pb      pbState          // SBRP: the persist buffer's drain (pbuffer.go)
 	pbLine  map[uint64]int32 // SBRP: newest buffer entry per line
@@ -319,6 +320,7 @@ type Backend struct {
 	inStep   bool    // a step has begun (an Op came) and not ended (Step)
 	curWarp  int     // the warp the pending ops belong to
 	lines    []uint64
+	lsuSlot  uint64   // gpu.lsu_line_cycles, rounded up
 	lineMask []uint64 // persistOps: the sectors written per line of lines; loads: the words asked for (loadWords)
 	// sharedAccess's scratch: the words an instruction touches, and per
 	// bank its first distinct word (-1: none) and their count, per word
@@ -388,6 +390,13 @@ func New(cfg Config, model Model) (*Backend, error) {
 		b.sms[i] = smState{
 			l1: newCache(cfg.L1), issue: perCycle(cfg.GPU.Schedulers), alu: perCycle(cfg.GPU.Schedulers), smem: perCycle(1),
 			pbLine: map[uint64]int32{},
+		}
+		if c := cfg.GPU.LSULineCycles; c > 0 {
+			b.lsuSlot = uint64(math.Ceil(c))
+			b.sms[i].lsu = make([]resource, cfg.GPU.Schedulers)
+			for k := range b.sms[i].lsu {
+				b.sms[i].lsu[k] = perCycles(c)
+			}
 		}
 	}
 	b.relFront = map[pm.Addr]uint64{}
@@ -549,6 +558,9 @@ func (b *Backend) Begin(l pm.Launch) error {
 		b.sms[i].issue.reset(b.start)
 		b.sms[i].alu.reset(b.start)
 		b.sms[i].smem.reset(b.start)
+		for k := range b.sms[i].lsu {
+			b.sms[i].lsu[k].reset(b.start)
+		}
 		b.sms[i].log = b.sms[i].log[:0]
 	}
 	if b.rs != nil {
@@ -867,6 +879,9 @@ func (b *Backend) trim() {
 		b.sms[i].issue.trim(at)
 		b.sms[i].alu.trim(at)
 		b.sms[i].smem.trim(at)
+		for k := range b.sms[i].lsu {
+			b.sms[i].lsu[k].trim(at)
+		}
 	}
 }
 
@@ -1076,6 +1091,10 @@ func (b *Backend) loads(ws *warpState, t uint64, kind pm.OpKind, sc pm.Scope, gr
 		done = end + uint64(b.cfg.GPU.SmemLatencyCycles)
 	}
 	data := !atL2 && b.ms.wordsMax > 0
+	var lsu *resource
+	if s := &b.sms[ws.sm]; s.lsu != nil && !atL2 {
+		lsu = &s.lsu[int(ws.id)%len(s.lsu)]
+	}
 	for _, isPM := range [2]bool{false, true} {
 		b.collect(group, kind, sc, isPM)
 		b.last.Loads += uint64(len(b.lines))
@@ -1084,6 +1103,11 @@ func (b *Backend) loads(ws *warpState, t uint64, kind pm.OpKind, sc pm.Scope, gr
 		}
 		for i, l := range b.lines {
 			tl := t + uint64(i)
+			if lsu != nil {
+				// The line leaves as its slot on the path begins (the
+				// latencies, measured end to end, include the path).
+				tl = max(t, lsu.transfer(t, 1)-b.lsuSlot)
+			}
 			var r uint64
 			switch {
 			case atL2:

@@ -77,6 +77,12 @@ type GPUConfig struct {
 	// word in its busiest bank, and the SM's shared memory serves one pass
 	// per cycle.
 	SmemBanks int `json:"smem_banks"`
+	// LSULineCycles is what each line a load touches costs the load/store
+	// path of its warp's scheduler (warps map to the SM's schedulers by
+	// warp id): a line leaves for the L1 once its slot there is over, so
+	// a scheduler's warps send at most one line per LSULineCycles. 0: the
+	// lines of an instruction leave a cycle apart, with no path shared.
+	LSULineCycles float64 `json:"lsu_line_cycles"`
 	// SmemBytes is an SM's shared memory: the blocks resident on an SM
 	// hold at most this much (GPGPU-Sim's -gpgpu_shmem_size).
 	SmemBytes int `json:"smem_bytes"`
@@ -550,6 +556,10 @@ func PresetH100() Config {
 		SmemLatencyCycles: 29,
 		SmemBanks:         32,
 		SmemBytes:         228 << 10, // compute capability 9.0: 228 KB per SM
+		// measured (bench/h100/measured9.csv, lshape): a step of one warp's
+		// 4-byte loads grows by 2.1-2.3 cycles a line from 8 to 128 lines,
+		// and by 2.2-2.3 a line with two warps a scheduler (8 warps)
+		LSULineCycles: 2.2,
 		// measured (shared/calibration/h100, lat host/lanes32): each fence
 		// after a store over the store alone, and the system fence alone
 		FenceBlockCycles:  10,
@@ -906,6 +916,9 @@ func (c *Config) Validate() error {
 	}
 	if g.FenceBlockCycles < 0 || g.FenceDeviceCycles < 0 || g.FenceSystemCycles < 0 || g.FenceSystemCycles > 1<<20 || g.FenceDeviceCycles > 1<<20 || g.FenceBlockCycles > 1<<20 {
 		return bad("gpu.fence_system_cycles", "fence costs must be from 0 to 2^20 cycles")
+	}
+	if v := c.GPU.LSULineCycles; !(v >= 0 && v <= 1024) {
+		return bad("gpu.lsu_line_cycles", "%g, want 0 to 1024", v)
 	}
 	if v := c.Mem.SMFarGBps; !(v >= 0 && v <= 1e6) {
 		return bad("mem.sm_far_gbps", "%g, want 0 (no limit) to 1e6 GB/s", v)

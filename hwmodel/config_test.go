@@ -52,6 +52,8 @@ func TestConfigValidateNamesField(t *testing.T) {
 		{"mem.sm_read_bytes=64", "mem.sm_read_bytes"}, // under a line: a line read could never fit
 		{"mem.sm_read_bytes=262144", "mem.sm_read_bytes"},
 		{"mem.sm_read_bytes=-4", "mem.sm_read_bytes"},
+		{"gpu.lsu_line_cycles=-1", "gpu.lsu_line_cycles"},
+		{"gpu.lsu_line_cycles=NaN", "gpu.lsu_line_cycles"},
 		{"mem.write_queue_entries=65536", "mem.write_queue_entries"},
 	} {
 		t.Run(tc.set, func(t *testing.T) {

@@ -52,6 +52,7 @@ var keySources = map[string]string{
 	"gpu.clock_mhz":                     "SBRP Table 1 (1365 MHz); volta: the re-study's GPGPU-Sim configuration (1132 MHz, -gpgpu_clock_domains)",
 	"gpu.sms":                           "SBRP Table 1 (30); volta: the re-study's Table I (80)",
 	"gpu.warp_size":                     "CUDA (32)",
+	"gpu.lsu_line_cycles":               "0 (lines a cycle apart within an instruction) on the simulated machines: not among the artifacts' settings; h100: measured, one warp's step of 4-byte loads grows by 2.1-2.3 cycles a line from 8 to 128 lines, and with two warps a scheduler by 2.2-2.3 (bench/h100/measured9.csv, lshape sector and line, 1 and 8 warps)",
 	"gpu.schedulers":                    "assumed: GPGPU-Sim's Pascal/Volta configs (4); not in SBRP Table 1",
 	"gpu.max_threads_per_sm":            "CUDA limit (2048); not in SBRP Table 1",
 	"gpu.max_blocks_per_sm":             "CUDA limit (32); not in SBRP Table 1",

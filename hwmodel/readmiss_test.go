@@ -191,3 +191,32 @@ func TestFarReadWaitsBehindPostedWrites(t *testing.T) {
 	require.InDelta(t, quiet, without, quiet*0.02, "writes on the other direction delay reads without request packets")
 	require.Greater(t, with, 1.5*packets, "reads pass the writes in front of the link")
 }
+
+// TestLoadLinesShareTheirSchedulersPath: with gpu.lsu_line_cycles, each
+// line a load touches takes that long on its warp's scheduler's
+// load/store path. One warp's step of 128 lines takes 96 slots longer than
+// one of 32; four warps, one a scheduler, the same; eight warps, two a
+// scheduler, twice that; and without the key, the lines cost a cycle each.
+func TestLoadLinesShareTheirSchedulersPath(t *testing.T) {
+	cfg := PresetH100()
+	require.NoError(t, cfg.Set("mem.sm_reads=4096"))
+	c := cfg.GPU.LSULineCycles
+	require.Positive(t, c)
+	growth := func(cfg Config, warps int) float64 {
+		few, _ := shapeStream(t, cfg, warps, 1, 1, 4, 128)  // 32 lines a warp
+		many, _ := shapeStream(t, cfg, warps, 4, 1, 4, 128) // 128
+		return float64(many) - float64(few)
+	}
+	for _, tc := range []struct {
+		warps int
+		want  float64
+	}{{1, 96 * c}, {4, 96 * c}, {8, 192 * c}} {
+		got := growth(cfg, tc.warps)
+		t.Logf("%d warps: 96 more lines a warp take %.0f cycles more, want %.0f", tc.warps, got, tc.want)
+		require.InEpsilon(t, tc.want, got, 0.05, "%d warps", tc.warps)
+	}
+	require.NoError(t, cfg.Set("gpu.lsu_line_cycles=0"))
+	got := growth(cfg, 8)
+	t.Logf("without the key, 8 warps: %.0f cycles more", got)
+	require.Less(t, got, 96*c, "without the key the lines still share a path")
+}

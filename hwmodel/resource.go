@@ -46,6 +46,12 @@ func perCycle(n int) resource {
 	return resource{perByte: (1<<fracBits + uint64(n) - 1) / uint64(n)}
 }
 
+// perCycles returns a resource that serves one unit every c cycles (a
+// load/store path's lines).
+func perCycles(c float64) resource {
+	return resource{perByte: uint64(math.Ceil(c * (1 << fracBits)))}
+}
+
 // reset forgets every reservation before cycle at.
 func (r *resource) reset(at uint64) {
 	r.base = at >> bucketShift
