@@ -35,13 +35,15 @@ var (
 	h100Measured7 []byte
 	//go:embed h100/measured9.csv
 	h100Measured9 []byte
+	//go:embed h100/measured10.csv
+	h100Measured10 []byte
 )
 
 func init() {
 	Register(Experiment{
 		Name: "hw-validate",
 		Description: "hwmodel's h100 preset under GPM against measurements of an NVIDIA H100 with pinned host memory over PCIe Gen5 (GPM-eADR): " +
-			"fence costs by scope, a system fence after pending lines, zero-copy write bandwidth, per-SM write parallelism, warps storing and fencing at once, GPM Fig. 11(b)'s logging (HCL, conventional) against threads and the conventional log taken apart, load latencies by level, L2 atomics, a fence beside other SMs' streams, and beside streams offering a fraction of the link's bandwidth, streams of loads from device memory, the L2 and host memory, one SM's loads by the lines and sectors a warp's load touches, a shared-memory chase, host reads beside host writes; measured, modelled and model/measured",
+			"fence costs by scope, a system fence after pending lines, zero-copy write bandwidth, per-SM write parallelism, warps storing and fencing at once, GPM Fig. 11(b)'s logging (HCL, conventional) against threads and the conventional log taken apart, load latencies by level, L2 atomics, a fence beside other SMs' streams, and beside streams offering a fraction of the link's bandwidth, streams of loads from device memory, the L2 and host memory, one SM's loads by the lines and sectors a warp's load touches, a shared-memory chase, host reads beside host writes, streams rewriting a small region of host memory; measured, modelled and model/measured",
 		Paper:   "GPM",
 		Presets: []string{"h100"},
 		Figure:  "real silicon (bench/h100)",
@@ -57,10 +59,11 @@ type h100Point struct{ bench, variant, param, metric string }
 // benches are named "3/" + its bench (it measures some of the first file's
 // benches again, on another machine and day), measured5-h100.csv's "5/" +
 // its bench (its depth is measured3's on dense streams), measured7.csv's
-// "7/" + its bench, measured9.csv's "9/" + its bench.
+// "7/" + its bench, measured9.csv's "9/" + its bench, measured10.csv's
+// "10/" + its bench.
 func h100Table() (map[h100Point]float64, error) {
 	out := map[h100Point]float64{}
-	for i, data := range [][]byte{h100Measured, h100Measured2, h100Measured3, h100Measured5, h100Measured7, h100Measured9} {
+	for i, data := range [][]byte{h100Measured, h100Measured2, h100Measured3, h100Measured5, h100Measured7, h100Measured9, h100Measured10} {
 		recs, err := csv.NewReader(bytes.NewReader(data)).ReadAll()
 		if err != nil {
 			return nil, fmt.Errorf("bench: h100 measurements: %w", err)
@@ -83,6 +86,8 @@ func h100Table() (map[h100Point]float64, error) {
 				bench = "7/" + bench
 			case 5:
 				bench = "9/" + bench
+			case 6:
+				bench = "10/" + bench
 			}
 			out[h100Point{bench, r[1], r[2], r[3]}] = v
 		}
@@ -178,7 +183,7 @@ func runHWValidate(ctx context.Context, o Options) ([]Row, error) {
 		return nil, err
 	}
 	h := &hv{ctx: ctx, o: o, meas: meas, clk: cfg.GPU.ClockMHz}
-	for _, part := range []func() error{h.lat, h.pending, h.bandwidth, h.conc, h.log, h.loads, h.atoms, h.bystander, h.depth, h.offered, h.convParts, h.readPath, h.loadShapes, h.probes, h.mixed} {
+	for _, part := range []func() error{h.lat, h.pending, h.bandwidth, h.conc, h.log, h.loads, h.atoms, h.bystander, h.depth, h.offered, h.convParts, h.readPath, h.loadShapes, h.probes, h.mixed, h.rewrite} {
 		if err := part(); err != nil {
 			return h.rows, err
 		}
