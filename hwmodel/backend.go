@@ -718,6 +718,9 @@ func (b *Backend) Step(w int) uint64 {
 	ws := b.warp(w)
 	b.timePending(w, ws)
 	b.inStep = false
+	if b.steps++; b.steps%4096 == 0 {
+		b.trim() // blocked steps count too: a run of far loads blocks at every one
+	}
 	if ws.wait != nil {
 		if ws.wait.fence {
 			b.fenceWait = append(b.fenceWait, ws.id)
@@ -726,9 +729,6 @@ func (b *Backend) Step(w int) uint64 {
 		if !b.pbBlock(ws) {
 			return pm.Blocked
 		}
-	}
-	if b.steps++; b.steps%4096 == 0 {
-		b.trim()
 	}
 	return ws.clock
 }
@@ -780,7 +780,7 @@ func (b *Backend) convergeAtStepEnd() {
 	}
 	last, any := int32(0), false
 	for i := range b.pending {
-		if p := &b.pending[i]; b.endsStep&(1<<uint(p.kind)) == 0 {
+		if p := &b.pending[i]; !b.endsItsStep(p) {
 			last = max(last, p.idx)
 		} else {
 			any = true
@@ -790,10 +790,16 @@ func (b *Backend) convergeAtStepEnd() {
 		return
 	}
 	for i := range b.pending {
-		if p := &b.pending[i]; b.endsStep&(1<<uint(p.kind)) != 0 {
+		if p := &b.pending[i]; b.endsItsStep(p) {
 			p.idx = last + 1
 		}
 	}
+}
+
+// endsItsStep reports whether op p ended its lane's step (BeginWaking): a
+// verb of a kind that does, a load only where it read PM.
+func (b *Backend) endsItsStep(p *pendOp) bool {
+	return b.endsStep&(1<<uint(p.kind)) != 0 && (p.kind != pm.OpLoad || p.pm && !p.shared)
 }
 
 // timePending times the pending ops of warp w as instructions: the k-th
@@ -914,7 +920,9 @@ func (b *Backend) instruction(w int, ws *warpState, kind pm.OpKind, sc pm.Scope,
 	switch kind {
 	case pm.OpLoad:
 		back := b.loads(ws, t, kind, sc, group, false)
-		if gather {
+		if ws.wait != nil && ws.wait.reads != nil {
+			ws.wait.gather = gather // its far reads are timed when the wait ends
+		} else if gather {
 			// Independent loads: the next one issues at once; the data
 			// is waited for by the first instruction that is not one.
 			ws.loadsBack = max(ws.loadsBack, back)
@@ -1101,6 +1109,7 @@ func (b *Backend) loads(ws *warpState, t uint64, kind pm.OpKind, sc pm.Scope, gr
 		if data {
 			b.loadWords(group, kind, sc, isPM)
 		}
+		deferred := isPM && !atL2 && b.uncachedFar && b.endsStep&(1<<uint(pm.OpLoad)) != 0
 		for i, l := range b.lines {
 			tl := t + uint64(i)
 			if lsu != nil {
@@ -1110,6 +1119,13 @@ func (b *Backend) loads(ws *warpState, t uint64, kind pm.OpKind, sc pm.Scope, gr
 			}
 			var r uint64
 			switch {
+			case deferred:
+				var words uint64
+				if data {
+					words = b.wordsOf(b.lineMask[i])
+				}
+				b.deferRead(ws, t, farRead{line: l, at: tl, words: words})
+				continue
 			case atL2:
 				r = b.l2Read(l, isPM, tl)
 			case data:
@@ -1220,6 +1236,46 @@ func (b *Backend) sharedAccess(ws *warpState, t uint64, kind pm.OpKind, sc pm.Sc
 	}
 	b.last.SmemPasses += passes
 	return b.sms[ws.sm].smem.transfer(t, passes)
+}
+
+// farRead is a line read of PM-far memory at cycle at, bringing words
+// 4-byte words, whose timing waits until every warp has run past its load
+// (deferRead).
+type farRead struct{ line, at, words uint64 }
+
+// farReadsWait reports whether a load's far reads wait, before they are
+// timed, until every other warp has run past the load: with
+// pcie.tlp_bytes a read's request is a packet behind the writes posted
+// before it, and only then are they all booked (the engine runs warps a
+// step ahead of each other, so writes issued earlier may be booked later).
+// Only where far reads go straight to the link (pcie.uncached_reads).
+func (b *Backend) farReadsWait() bool {
+	return b.uncachedFar && b.ms.far && b.ms.tlp > 0
+}
+
+// deferRead makes warp ws's load issued at t wait (pbWait, woken as a
+// fence that waits for every SM is) with read among its far reads.
+func (b *Backend) deferRead(ws *warpState, t uint64, read farRead) {
+	if ws.wait == nil {
+		ws.wait = &pbWait{fence: true, from: t}
+	}
+	ws.wait.reads = append(ws.wait.reads, read)
+}
+
+// timeDeferred times the far reads of warp ws's load wait wt, now that
+// every warp has run past it: a gathered load's data is waited for by the
+// warp's next other instruction, a plain load's by the load.
+func (b *Backend) timeDeferred(ws *warpState, wt *pbWait) {
+	back := wt.from + 1
+	for _, r := range wt.reads {
+		back = max(back, b.read(ws, r.line, true, r.at, r.words))
+	}
+	if wt.gather {
+		ws.loadsBack = max(ws.loadsBack, back)
+		return
+	}
+	b.last.Stalls.Memory += back - wt.from - 1
+	ws.clock = max(ws.clock, back)
 }
 
 // gathered reports whether every op of the instruction (the not yet done

@@ -315,7 +315,9 @@ func (b *Backend) pbEvict(sm int, e int32, t uint64) uint64 {
 // buffer's drain: it issued at from, and ends extra cycles after the
 // warp's persists before item are durable. With fence set it is instead a
 // fence issued at from that waits for every SM's writes issued by then
-// (Backend.fenceAll, of round trip rt and system scope if sys).
+// (Backend.fenceAll, of round trip rt and system scope if sys), or, with
+// reads, a load issued at from whose far reads are timed once every warp
+// has run past it (Backend.deferRead).
 type pbWait struct {
 	item   int64
 	from   uint64
@@ -323,9 +325,11 @@ type pbWait struct {
 	fence  bool
 	rt     uint64
 	sys    bool
-	ev     Event   // its trace event, when traced
-	traced bool    // ev is to be traced when it ends
-	seqs   []int32 // its verbs' indices, when verb times are kept
+	reads  []farRead // a load's far reads, not yet timed
+	gather bool      // the load is a gathered one (its data is waited for later)
+	ev     Event     // its trace event, when traced
+	traced bool      // ev is to be traced when it ends
+	seqs   []int32   // its verbs' indices, when verb times are kept
 }
 
 // BeginWaking implements pm.Waker: under SBRP a DFence or epoch barrier
@@ -333,12 +337,16 @@ type pbWait struct {
 // drain, which Wake times in time order, has passed it. With
 // gpu.fence_waits_all every verb that can wait for every SM's writes
 // (fenceAll) ends its lane's step, and its warp blocks until the other
-// warps have run past it.
+// warps have run past it; so does a load of PM whose far reads wait
+// behind the writes posted before them (farReadsWait).
 func (b *Backend) BeginWaking() []pm.OpKind {
 	if !b.running {
 		return nil
 	}
 	kinds := b.pol.stepEnders(b.cfg.GPU.FenceWaitsAll)
+	if b.farReadsWait() {
+		kinds = append(slices.Clip(kinds), pm.OpLoad) // a load of PM ends its step
+	}
 	for _, k := range kinds {
 		b.endsStep |= 1 << uint(k)
 	}
@@ -403,9 +411,12 @@ func (b *Backend) pbBlock(ws *warpState) bool {
 func (b *Backend) endWait(ws *warpState) {
 	wt := ws.wait
 	ws.wait = nil
-	if wt.fence {
+	switch {
+	case wt.reads != nil:
+		b.timeDeferred(ws, wt)
+	case wt.fence:
 		ws.clock = max(ws.clock, b.fenceAllNow(wt.from, wt.rt, wt.sys))
-	} else {
+	default:
 		b.pbResolve(ws.sm, wt.item)
 		done := waitAcks(wt.from, ws.lastAck, &b.last.Stalls.DFence) + wt.extra
 		ws.clock = max(ws.clock, done)

@@ -220,3 +220,48 @@ func TestLoadLinesShareTheirSchedulersPath(t *testing.T) {
 	t.Logf("without the key, 8 warps: %.0f cycles more", got)
 	require.Less(t, got, 96*c, "without the key the lines still share a path")
 }
+
+// TestFarReadAfterWaitSeesEarlierWrites: a load of a host line issued
+// after 100,000 cycles of work, beside 8 SMs streaming writes to host
+// memory, waits behind the writes they posted before it (its request is a
+// packet behind them), although the engine runs the probe's step before
+// most of the streaming warps' steps of the same cycles: the executor
+// ends the probe's step at the load of PM, and the far read is timed once
+// every warp has run past it. Without request packets it costs what it
+// costs alone.
+func TestFarReadAfterWaitSeesEarlierWrites(t *testing.T) {
+	probe := func(tlp string, writers int) uint64 {
+		cfg := PresetH100()
+		require.NoError(t, cfg.Set("pcie.tlp_bytes="+tlp))
+		be, m := setupHW(t, cfg, GPM)
+		const threads, per = 256, 1 << 15 // per: 16-byte stores a writer block makes (512 KB)
+		rd := region(t, m, "r", 128)
+		wr := region(t, m, "w", uint64(max(writers, 1))*per*16)
+		var took uint64
+		be.SetTrace(func(ev Event) {
+			if ev.Warp == 0 && ev.Kind == pm.OpLoad {
+				took = ev.Done - ev.Issue
+			}
+		})
+		_, err := scope.Launch(m, scope.Grid{Blocks: 1 + writers, Threads: threads}, func(th *scope.Thread) {
+			if b := th.Block(); b > 0 {
+				var v [16]byte
+				for k := th.TID(); k < per; k += threads {
+					th.StoreBytes(wr.Base.Add(uint64((b-1)*per+k)*16), v[:])
+				}
+				return
+			}
+			if th.TID() == 0 {
+				th.Work(100_000)
+				th.Load32(rd.Base)
+				th.Work(1) // not the thread's last verb: the executor ends the step at the load
+			}
+		})
+		require.NoError(t, err)
+		return took
+	}
+	alone, beside, noPackets := probe("24", 0), probe("24", 8), probe("0", 8)
+	t.Logf("a host load after 100,000 cycles: %d cycles alone, %d beside 8 SMs of writes (%d without request packets)", alone, beside, noPackets)
+	require.Greater(t, beside, 5*alone, "the load passed the writes posted before it")
+	require.InDelta(t, float64(alone), float64(noPackets), float64(alone)*0.05)
+}

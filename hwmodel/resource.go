@@ -141,7 +141,9 @@ func (r *resource) trim(at uint64) {
 	drop := min(k-r.base, uint64(len(r.used)))
 	r.used = append(r.used[:0], r.used[drop:]...)
 	r.skip.drop(drop)
-	r.base += drop
+	// The calendar starts at k even where nothing was booked up to it, so
+	// that a transfer far later does not fill in the idle buckets between.
+	r.base = k
 }
 
 // skipList marks full buckets of a calendar so that a search for the first
@@ -464,7 +466,17 @@ func (o *occupancy) trim(at uint64) {
 	if k <= o.base || k-o.base < o.used/2 {
 		return
 	}
-	drop := min(k-o.base, o.used)
-	o.rebuild(drop, 0)
-	o.base += drop
+	if k-o.base >= o.used {
+		// Nothing is held from k on: the calendar starts again at k, so
+		// that a hold far later does not grow it over the idle cycles
+		// between (a calendar idle since its last trim kept its old base
+		// and, at paper size, grew to millions of buckets).
+		if o.used > 0 {
+			o.rebuild(o.used, 0)
+		}
+		o.base = k
+		return
+	}
+	o.rebuild(k-o.base, 0)
+	o.base = k
 }

@@ -61,7 +61,7 @@ func TestCalendarsMatchNaiveWalk(t *testing.T) {
 				nocc.add(s1, end(s1))
 				occ.add(s2, end(s2))
 				now += rng.Uint64N(8)
-				if i%997 == 0 {
+				if i%997 == 0 && now > c.spread/2 {
 					fast.trim(now - c.spread/2)
 					slow.trim(now - c.spread/2)
 					occ.trim(now - c.spread/2)
@@ -143,6 +143,8 @@ func (o *naiveOccupancy) add(start, end uint64) {
 	}
 }
 
+// trim forgets the buckets before cycle at's: the calendar starts at its
+// bucket.
 func (o *naiveOccupancy) trim(at uint64) {
 	k := at >> occShift
 	if k <= o.base || k-o.base < uint64(len(o.cnt))/2 {
@@ -150,5 +152,30 @@ func (o *naiveOccupancy) trim(at uint64) {
 	}
 	drop := min(k-o.base, uint64(len(o.cnt)))
 	o.cnt = append(o.cnt[:0], o.cnt[drop:]...)
-	o.base += drop
+	o.base = k
+}
+
+// TestTrimFollowsTime: a calendar nothing was booked on since its last
+// trim starts again at the next trim's cycle, so a booking far later
+// needs only its own span (an idle SM's read calendar grew to millions of
+// buckets at paper size when trims could only drop what was booked).
+func TestTrimFollowsTime(t *testing.T) {
+	const far = 50_000_000
+	var o occupancy
+	o.reset(0)
+	o.add(0, 100)
+	o.trim(1000)
+	o.trim(far)
+	o.add(far, far+100)
+	require.LessOrEqual(t, o.n, uint64(1024), "occupancy tree leaves")
+	require.Equal(t, uint32(1), o.peak(far, far+100))
+	require.Equal(t, uint64((far+99)>>occShift+1)<<occShift, o.firstFree(far, 1), "the next whole bucket after the hold")
+
+	r := newResource(8, 1000) // 8 bytes a cycle
+	r.reset(0)
+	r.transfer(0, 64)
+	r.trim(1000)
+	r.trim(far)
+	require.Equal(t, uint64(far+8), r.transfer(far, 64))
+	require.LessOrEqual(t, len(r.used), 4, "resource buckets")
 }

@@ -250,7 +250,8 @@ type WarpReady struct {
 // every SM's earlier writes are timed so). A batching executor that
 // handles Blocked calls BeginWaking after each Begin; it returns the verbs
 // that end a lane's step, so such a verb is the last its warp's step
-// times. Step may then return Blocked for a warp whose step ended at such a
+// times (OpLoad among them: a load of PM, whose far read waits for the
+// writes other warps posted before it). Step may then return Blocked for a warp whose step ended at such a
 // verb; the executor keeps that warp out of its ready queue and, before
 // resuming any warp at cycle c, calls Wake(c), which times the deferred
 // work up to c and returns the warps whose waits ended, with their ready

@@ -253,6 +253,7 @@ func (t *Thread) loadAs(a pm.Addr, size uint64, gather bool) uint64 {
 		e.op = verbRec{Kind: pm.OpLoad, Space: sp, Size: uint32(size), Addr: a, Gather: gather}
 	}
 	t.report()
+	t.loaded(sp)
 	return v
 }
 
@@ -300,6 +301,7 @@ func (t *Thread) Gather128(dst [][2]uint64, addrs ...pm.Addr) {
 			e.opData = b
 		}
 		t.report()
+		t.loaded(sp)
 	}
 }
 
@@ -348,6 +350,7 @@ func (t *Thread) LoadBytes(a pm.Addr, buf []byte) {
 		e.opData = buf
 	}
 	t.report()
+	t.loaded(sp)
 }
 
 // StoreBytes copies data to a. A store to PM persists in aligned 8-byte
@@ -477,11 +480,25 @@ func (t *Thread) verb(k pm.OpKind, s Scope, v uint64) {
 		e.op = verbRec{Kind: k, Scope: s, Value: v}
 	}
 	t.report()
-	if e.endsStep&(1<<uint(k)) != 0 && t.budget < e.batch {
-		// The backend may block the warp here (pm.Waker): end the step.
+	t.endStepAt(k)
+}
+
+// endStepAt ends the step after a verb of kind k that the backend may
+// block the warp at (pm.Waker), and after a load of PM when loads are
+// among those verbs.
+func (t *Thread) endStepAt(k pm.OpKind) {
+	if e := t.e; e.endsStep&(1<<uint(k)) != 0 && t.budget < e.batch {
 		t.budget = e.batch
 		t.state = stRunnable
 		t.suspend()
+	}
+}
+
+// loaded ends the step after a load of PM when the backend asked
+// (endStepAt).
+func (t *Thread) loaded(sp space) {
+	if sp.PM {
+		t.endStepAt(pm.OpLoad)
 	}
 }
 

@@ -127,3 +127,66 @@ func TestBarrierInOwnStepKeepsTimeOrder(t *testing.T) {
 	require.GreaterOrEqual(t, len(clk.order), 3)
 	require.Equal(t, []int{0, 1, 0}, clk.order[:3], "warp 1 (cycle 0) goes before warp 0 (cycle 100)")
 }
+
+// loadWaker is toyClock with pm.Waker: its BeginWaking makes loads end
+// their lane's step (it never blocks a warp). It counts the verbs a lane
+// reported after a load of PM and before its warp's next step.
+type loadWaker struct {
+	*toyClock
+	afterPM  map[int]bool // thread -> its last verb was a load of PM
+	late     int          // verbs reported after a load of PM in the same step
+	pmLoads  int
+	devLoads int
+}
+
+func (w *loadWaker) BeginWaking() []pm.OpKind   { return []pm.OpKind{pm.OpLoad} }
+func (w *loadWaker) Wake(uint64) []pm.WarpReady { return nil }
+
+func (w *loadWaker) Op(a *pm.Agent, op *pm.Op) {
+	w.toyClock.Op(a, op)
+	if w.afterPM[a.ID] {
+		w.late++
+	}
+	w.afterPM[a.ID] = op.Kind == pm.OpLoad && op.PM
+	if op.Kind == pm.OpLoad {
+		if op.PM {
+			w.pmLoads++
+		} else {
+			w.devLoads++
+		}
+	}
+}
+
+func (w *loadWaker) Step(warp int) uint64 {
+	clear(w.afterPM)
+	return w.toyClock.Step(warp)
+}
+
+// A backend that names OpLoad among the verbs that end a step
+// (pm.Waker) gets every load of PM as the last verb of its lane's step,
+// and loads of other memory in the middle of steps as before.
+func TestLoadOfPMEndsStep(t *testing.T) {
+	w := &loadWaker{toyClock: newToyClock(64), afterPM: map[int]bool{}}
+	m, err := pm.NewMachine(w)
+	require.NoError(t, err)
+	p, err := m.CreateRegion("p", 8*64)
+	require.NoError(t, err)
+	d, err := m.Alloc(pm.DeviceMem, 8*64)
+	require.NoError(t, err)
+	_, err = scope.Launch(m, scope.Grid{Blocks: 2, Threads: 32}, func(t *scope.Thread) {
+		for i := range 4 {
+			t.Load64(d.Add(uint64(8 * t.ID())))
+			t.Load64(d.Add(uint64(8 * t.ID())))
+			t.Load64(p.Base.Add(uint64(8 * t.ID())))
+			var v [2]uint64
+			t.Gather64(v[:], p.Base.Add(uint64(8*t.ID())), d.Add(uint64(8*t.ID())))
+			t.Store64(d.Add(uint64(8*t.ID())), uint64(i))
+		}
+	})
+	require.NoError(t, err)
+	require.Equal(t, 64*4*2, w.pmLoads)
+	require.Equal(t, 64*4*3, w.devLoads)
+	require.Zero(t, w.late, "a lane went on in its step after a load of PM")
+	// Device loads do not end steps: fewer steps than loads.
+	require.Less(t, len(w.order), w.pmLoads+w.devLoads)
+}
