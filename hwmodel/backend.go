@@ -718,10 +718,10 @@ func (b *Backend) Step(w int) uint64 {
 	ws := b.warp(w)
 	b.timePending(w, ws)
 	b.inStep = false
-	if b.steps++; b.steps%4096 == 0 {
-		b.trim() // blocked steps count too: a run of far loads blocks at every one
-	}
 	if ws.wait != nil {
+		if ws.wait.reads != nil {
+			b.stepped() // a run of far loads blocks at every one
+		}
 		if ws.wait.fence {
 			b.fenceWait = append(b.fenceWait, ws.id)
 			return pm.Blocked
@@ -730,7 +730,15 @@ func (b *Backend) Step(w int) uint64 {
 			return pm.Blocked
 		}
 	}
+	b.stepped()
 	return ws.clock
+}
+
+// stepped counts a step and trims the calendars every 4,096.
+func (b *Backend) stepped() {
+	if b.steps++; b.steps%4096 == 0 {
+		b.trim()
+	}
 }
 
 // sortPending orders the pending ops by verb index, keeping the order of

@@ -79,8 +79,8 @@ type GPUConfig struct {
 	SmemBanks int `json:"smem_banks"`
 	// LSULineCycles is what each line a load touches costs the load/store
 	// path of its warp's scheduler (warps map to the SM's schedulers by
-	// warp id): a line leaves for the L1 once its slot there is over, so
-	// a scheduler's warps send at most one line per LSULineCycles. 0: the
+	// warp id): a line leaves for the L1 as its slot there begins, so a
+	// scheduler's warps send at most one line per LSULineCycles. 0: the
 	// lines of an instruction leave a cycle apart, with no path shared.
 	LSULineCycles float64 `json:"lsu_line_cycles"`
 	// SmemBytes is an SM's shared memory: the blocks resident on an SM
