@@ -139,6 +139,21 @@ func TestReadDataBoundBySMReadBytes(t *testing.T) {
 	require.Greater(t, float64(sparse), 0.98*float64(n)/64*rtt)
 }
 
+// streamHostWrites makes the threads of blocks 1 and up each stream
+// 16-byte stores, per a block, into their block's part of region wr, and
+// reports whether th was one of them.
+func streamHostWrites(th *scope.Thread, wr pm.Range, per int) bool {
+	b := th.Block()
+	if b == 0 {
+		return false
+	}
+	var v [16]byte
+	for k := th.TID(); k < per; k += th.BlockDim() {
+		th.StoreBytes(wr.Base.Add(uint64((b-1)*per+k)*16), v[:])
+	}
+	return true
+}
+
 // TestFarReadWaitsBehindPostedWrites: with pcie.tlp_bytes set, a read of
 // PM-far memory sends its request on the direction the writes take, so
 // reads beside other SMs' streams of writes wait behind the writes queued
@@ -168,11 +183,7 @@ func TestFarReadWaitsBehindPostedWrites(t *testing.T) {
 			}
 		})
 		_, err := scope.Launch(m, scope.Grid{Blocks: 1 + writers, Threads: threads}, func(th *scope.Thread) {
-			if b := th.Block(); b > 0 {
-				var v [16]byte
-				for k := th.TID(); k < per; k += threads {
-					th.StoreBytes(wr.Base.Add(uint64((b-1)*per+k)*16), v[:])
-				}
+			if streamHostWrites(th, wr, per) {
 				return
 			}
 			dst := make([]uint32, 4)
@@ -244,11 +255,7 @@ func TestFarReadAfterWaitSeesEarlierWrites(t *testing.T) {
 			}
 		})
 		_, err := scope.Launch(m, scope.Grid{Blocks: 1 + writers, Threads: threads}, func(th *scope.Thread) {
-			if b := th.Block(); b > 0 {
-				var v [16]byte
-				for k := th.TID(); k < per; k += threads {
-					th.StoreBytes(wr.Base.Add(uint64((b-1)*per+k)*16), v[:])
-				}
+			if streamHostWrites(th, wr, per) {
 				return
 			}
 			if th.TID() == 0 {
