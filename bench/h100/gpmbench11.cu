@@ -7,7 +7,10 @@
 //          probe block on SM P that, after 400,000 cycles, times 32 dependent 4-byte loads of
 //          host lines no one writes (chase: cycles each) and then 16 system fences (fence:
 //          cycles each), then stops the streams. Median of 3.
+//   rtable (./g11 table): the same for streams from one group at a time (groups 0-7, all of
+//          the group's SMs but its first two) and the probe on the first SM of each group 0-13.
 // Build and run: nvcc -O3 -arch=sm_90 gpmbench11.cu -o g11 && ./g11 > measured11.csv
+//   (and ./g11 table > measured11-table.csv)
 // Prints CSV: bench,variant,param,metric,value
 #include <cstdio>
 #include <cstdlib>
@@ -70,7 +73,15 @@ static std::vector<int> group(int g) {
   return ids;
 }
 
-int main() {
+// The SM ids of groups 7-13 (gpmbench6.cu's map).
+static std::vector<int> smallGroup(int g) {
+  if (g == 7) return {0, 1, 16, 17, 32, 33, 48, 49};
+  int a = 120 + 2 * (g - 8);
+  return {a, a + 1};
+}
+
+int main(int argc, char **argv) {
+  bool table = argc > 1 && strcmp(argv[1], "table") == 0;
   cudaDeviceProp pr; CK(cudaGetDeviceProperties(&pr, 0));
   int sms = pr.multiProcessorCount;
   printf("bench,variant,param,metric,value\n");
@@ -90,6 +101,18 @@ int main() {
   struct C { const char *name; std::vector<int> streams; int probe; };
   std::vector<C> cs;
   std::vector<int> g0 = group(0), g1 = group(1);
+  if (table) {
+    for (int sg = 0; sg < 8; sg++) {
+      std::vector<int> m = sg < 7 ? group(sg) : smallGroup(7);
+      std::vector<int> st(m.begin() + 2, m.end());
+      for (int pg = 0; pg < 14; pg++) {
+        int p = pg < 7 ? group(pg)[0] : smallGroup(pg)[0];
+        char name[64];
+        snprintf(name, sizeof name, "streams-g%d/probe-g%d", sg, pg);
+        cs.push_back({strdup(name), st, p});
+      }
+    }
+  } else {
   std::vector<int> g0less(g0.begin() + 2, g0.end());  // group 0 without SMs 2 and 3
   cs.push_back({"none", {}, 2});
   cs.push_back({"g0x14/probe-g0", g0less, 2});
@@ -108,6 +131,7 @@ int main() {
   std::vector<int> all2;
   for (int s = 0; s < sms; s++) if (s != 2 && s != 131) all2.push_back(s);
   cs.push_back({"all130/probe-g13", all2, 131});
+  }
   for (auto &c : cs) {
     unsigned char role[256]; memset(role, 0, sizeof role);
     for (int s : c.streams) role[s] = 1;
@@ -126,9 +150,10 @@ int main() {
       CK(cudaMemcpy(seen, d_seen, 4 * 256, cudaMemcpyDeviceToHost));
       for (int i = 0; i < sms; i++) bad += seen[i] != 1;
     }
-    printf("rjoin,%s,%zu,chase_cycles,%.1f\n", c.name, c.streams.size(), median(ch));
-    printf("rjoin,%s,%zu,fence_cycles,%.1f\n", c.name, c.streams.size(), median(fe));
-    printf("rjoin,%s,%zu,blocks_not_one_per_sm,%d\n", c.name, c.streams.size(), bad);
+    const char *bench = table ? "rtable" : "rjoin";
+    printf("%s,%s,%zu,chase_cycles,%.1f\n", bench, c.name, c.streams.size(), median(ch));
+    printf("%s,%s,%zu,fence_cycles,%.1f\n", bench, c.name, c.streams.size(), median(fe));
+    printf("%s,%s,%zu,blocks_not_one_per_sm,%d\n", bench, c.name, c.streams.size(), bad);
     fflush(stdout);
   }
   return 0;
