@@ -73,7 +73,7 @@ func (h *hv) shapeSteps(s loadShape, warps, u, steps int) (float64, error) {
 }
 
 // loadShapes compares one SM's cycles a step by load shape, warps and
-// loads in flight, and the round trip of one load alone.
+// loads in flight.
 func (h *hv) loadShapes() error {
 	type c struct {
 		s    loadShape

@@ -386,13 +386,13 @@ func New(cfg Config, model Model) (*Backend, error) {
 	b.l2Dirty = make([]uint64, len(b.l2.tag))
 	b.pol = newPolicy(b)
 	b.sms = make([]smState, cfg.GPU.SMs)
+	b.lsuSlot = uint64(math.Ceil(cfg.GPU.LSULineCycles))
 	for i := range b.sms {
 		b.sms[i] = smState{
 			l1: newCache(cfg.L1), issue: perCycle(cfg.GPU.Schedulers), alu: perCycle(cfg.GPU.Schedulers), smem: perCycle(1),
 			pbLine: map[uint64]int32{},
 		}
 		if c := cfg.GPU.LSULineCycles; c > 0 {
-			b.lsuSlot = uint64(math.Ceil(c))
 			b.sms[i].lsu = make([]resource, cfg.GPU.Schedulers)
 			for k := range b.sms[i].lsu {
 				b.sms[i].lsu[k] = perCycles(c)
