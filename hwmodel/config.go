@@ -212,6 +212,15 @@ type LinkConfig struct {
 	// GPU's caches keep no line of pinned host memory. Off, PM-far lines
 	// are cached like any other, as in GPGPU-Sim.
 	UncachedReads bool `json:"uncached_reads"`
+	// WriteBufferBytes is how many bytes of writes towards PM-far the GPU
+	// holds between its L2 and the link once their SMs have let them go:
+	// a PM-far write frees its SM's outstanding-write slot when this
+	// buffer takes it (a posted write), and holds its room, counted in
+	// 32-byte sectors, until it has crossed the link. With TLPBytes, a
+	// read's request waits for the writes the buffer holds when it
+	// arrives, not for those still waiting to enter it. 0: no buffer; a
+	// write holds its SM's slot until its ack.
+	WriteBufferBytes int `json:"write_buffer_bytes"`
 }
 
 // PersistConfig describes the persistence point and the persist hardware of
@@ -603,6 +612,14 @@ func PresetH100() Config {
 	// a 4-byte LCRC around its data, so a 128-byte line takes 152 bytes
 	// of the link (53 GB/s of data).
 	c.PCIe.TLPBytes = 24
+	// Measured (bench/h100/measured5-h100.csv, depth S2): a system fence
+	// beside two SMs streaming to host memory waits 29,422 cycles, 27,993
+	// more than alone, for 752 KB in front of it at the link's 26.87 bytes
+	// a cycle, of which the two SMs' outstanding-write slots hold 64 KB
+	// (2 x 256 lines): the GPU holds about 670 KB more before it pushes
+	// back (measured7.csv's rprobe S2: 731 KB; burst S4 and S8 with no
+	// slowdown until 0.55-0.75 MB besides their slots).
+	c.PCIe.WriteBufferBytes = 670 << 10
 	c.Persist.Point = pointEADR
 	c.Persist.EADRLatencyCycles = 1 // DDIO: durable on arrival in the host's LLC
 	c.Persist.AckAtQueue = false    // a real GPU: the host acknowledges
@@ -943,6 +960,9 @@ func (c *Config) Validate() error {
 	}
 	if t := c.PCIe.TLPBytes; t < 0 || t > 1<<12 {
 		return bad("pcie.tlp_bytes", "%d, want 0 to 4096", t)
+	}
+	if v, lb := c.PCIe.WriteBufferBytes, c.L2.LineBytes; v != 0 && (v < lb || v > bufferUnit*maxQueueEntries) {
+		return bad("pcie.write_buffer_bytes", "%d, want 0 (no buffer) or %d (l2.line_bytes) to %d", v, lb, bufferUnit*maxQueueEntries)
 	}
 	if c.Persist.NVWFIFOL1 > c.Persist.NVWFIFOL2 {
 		return bad("persist.nvw_fifo_l1", "%d is larger than persist.nvw_fifo_l2 = %d", c.Persist.NVWFIFOL1, c.Persist.NVWFIFOL2)

@@ -55,6 +55,9 @@ func TestConfigValidateNamesField(t *testing.T) {
 		{"gpu.lsu_line_cycles=-1", "gpu.lsu_line_cycles"},
 		{"gpu.lsu_line_cycles=NaN", "gpu.lsu_line_cycles"},
 		{"mem.write_queue_entries=65536", "mem.write_queue_entries"},
+		{"pcie.write_buffer_bytes=64", "pcie.write_buffer_bytes"}, // under a line: a write could never enter
+		{"pcie.write_buffer_bytes=2097153", "pcie.write_buffer_bytes"},
+		{"pcie.write_buffer_bytes=-32", "pcie.write_buffer_bytes"},
 	} {
 		t.Run(tc.set, func(t *testing.T) {
 			c := PresetPMNear()
@@ -70,7 +73,7 @@ func TestConfigValidateNamesField(t *testing.T) {
 // The largest queues an occupancy calendar counts are accepted.
 func TestConfigLargestQueues(t *testing.T) {
 	c := PresetPMNear()
-	require.NoError(t, c.Set("mem.sm_writes=65535", "mem.sm_reads=65535", "mem.write_queue_entries=65535", "mem.sm_read_bytes=262140"))
+	require.NoError(t, c.Set("mem.sm_writes=65535", "mem.sm_reads=65535", "mem.write_queue_entries=65535", "mem.sm_read_bytes=262140", "pcie.write_buffer_bytes=2097120"))
 }
 
 func TestConfigSetAndLoad(t *testing.T) {

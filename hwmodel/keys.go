@@ -89,6 +89,7 @@ var keySources = map[string]string{
 	"pcie.gbps":                         "SBRP Table 1 (28 GB/s)",
 	"pcie.uncached_reads":               "off: GPGPU-Sim caches PM-far lines like any other (SBRP artifact); h100: on, measured (bench/h100/measured3.csv, load host-l2: 2,390 cycles a load after a warm lap over 1 MB, as cold)",
 	"pcie.tlp_bytes":                    "0: SBRP Table 1's 28 GB/s is a data rate; h100: the PCIe 3.0+ memory-write TLP (4-byte STP token, 16-byte header for a 64-bit address, 4-byte LCRC: 24)",
+	"pcie.write_buffer_bytes":           "0 (no buffer: a write holds its SM's slot until its ack) on the simulated machines: the artifacts' configurations have no such buffer; h100: measured, a system fence beside two SMs streaming to host memory waits for 752 KB at the link's rate, 670 KB beyond the two SMs' 256 slots each (bench/h100/measured5-h100.csv, depth S2; measured7.csv, rprobe S2: 731 KB)",
 	"pcie.full_duplex":                  "off on the SBRP machines: the artifact's far PM is one GDDR channel model scaled to 28 GB/s both ways (dram.cc, -pm_bw_scale_read/-write 12), so reads and writes share it; h100: on (a real PCIe link is full duplex); off on volta and gope (PM is near: no link)",
 	"persist.point":                     "SBRP artifact (adr); pm-far-eadr: SBRP §7.3 (eadr)",
 	"persist.eadr_latency_cycles":       "SBRP artifact: PM-far eADR +600 over device memory (100); volta: the DRAM latency of the re-study's Table I (150; the re-study has no eADR)",

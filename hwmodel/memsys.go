@@ -28,8 +28,12 @@ package hwmodel
 //     holds more than its entries, in whatever order the engine books
 //     the writes;
 //   - PCIe for PM-far, each direction its own bandwidth when full duplex;
-//     with pcie.tlp_bytes a read's request crosses the writes' direction
-//     as a packet of its own, behind the writes posted before it;
+//     with pcie.write_buffer_bytes, a buffer in front of it that takes
+//     the SMs' writes (posted: the SM's slot frees as it takes them) and
+//     holds them until they have crossed; with pcie.tlp_bytes a read's
+//     request crosses the writes' direction as a packet of its own,
+//     behind the writes posted before it (with the buffer: those it
+//     holds when the request arrives);
 //   - the persistence point: with persist.ack_at_queue, the GPU's memory
 //     partition, which acknowledges a write when its PM queue has room for
 //     it, before PM-far's link latency (the SBRP artifact, ADR and eADR
@@ -57,6 +61,7 @@ type memSystem struct {
 	readsMax   int  // mem.sm_reads
 	wordsMax   int  // mem.sm_read_bytes in 4-byte words; 0: no limit
 	queueMax   int  // mem.write_queue_entries
+	bufMax     int  // pcie.write_buffer_bytes in bufferUnit sectors; 0: no buffer
 	banks      uint64
 	perChannel uint64
 
@@ -67,6 +72,13 @@ type memSystem struct {
 	up    resource // PCIe, GPU to host (writes to PM-far)
 	down  resource // PCIe, host to GPU (reads); the same as up when half duplex
 	half  bool
+
+	// buf holds, with pcie.write_buffer_bytes, the PM-far writes between
+	// the L2 and the link, in bufferUnit sectors; posted notes each one's
+	// entry into it against its departure onto the link, for the read
+	// requests that wait for what the buffer holds.
+	buf    occupancy
+	posted *watermark
 
 	// drained is when every write issued so far has been taken by its
 	// queue (the kernel-end flush waits for it).
@@ -134,6 +146,12 @@ func newMemSystem(cfg Config, lineShift uint) *memSystem {
 		writesMax: cfg.Mem.SMWrites, readsMax: cfg.Mem.SMReads, wordsMax: cfg.Mem.SMReadBytes / 4, queueMax: cfg.Mem.WriteQueueEntries, readsQueue: cfg.Mem.ReadsQueue,
 		perChannel: uint64(cfg.Mem.BanksPerChannel),
 		half:       !cfg.PCIe.FullDuplex,
+	}
+	if m.far {
+		m.bufMax = cfg.PCIe.WriteBufferBytes / bufferUnit
+	}
+	if m.bufMax > 0 {
+		m.posted = &watermark{}
 	}
 	m.banks = uint64(cfg.Mem.Channels * cfg.Mem.BanksPerChannel)
 	m.farPort = m.far && cfg.Mem.SMFarGBps > 0
@@ -226,6 +244,9 @@ func (m *memSystem) each(res func(*resource), occ func(*occupancy)) {
 	}
 	res(&m.up)
 	res(&m.down)
+	if m.bufMax > 0 {
+		occ(&m.buf)
+	}
 }
 
 func (m *memSystem) reset(at uint64) {
@@ -234,6 +255,9 @@ func (m *memSystem) reset(at uint64) {
 		m.acks.reset(at)
 		m.gone.reset(at)
 	}
+	if m.posted != nil {
+		m.posted.reset(at)
+	}
 }
 
 func (m *memSystem) trim(at uint64) {
@@ -241,6 +265,9 @@ func (m *memSystem) trim(at uint64) {
 	if m.acks != nil {
 		m.acks.trim(at)
 		m.gone.trim(at)
+	}
+	if m.posted != nil {
+		m.posted.trim(at)
 	}
 }
 
@@ -327,6 +354,7 @@ func (m *memSystem) readFrom(c *channel, x, n uint64, book bool) uint64 {
 type pmWrite struct {
 	start  uint64 // its outstanding-write slot was taken
 	left   uint64 // its bytes have left the SM's injection port
+	posted uint64 // the GPU's buffer in front of the link took it (pcie.write_buffer_bytes)
 	out    uint64 // it left the GPU's queues: onto the link (PM-far) or into the partition
 	queued uint64 // its PM queue took it
 	ack    uint64 // it is durable
@@ -335,27 +363,38 @@ type pmWrite struct {
 // writePM sends n bytes of PM line from SM sm, no earlier than cycle t,
 // to the persistence point, and returns its times. st counts its bytes.
 // The write leaves once one of the SM's outstanding-write slots is free
-// from its departure to its ack.
+// from its departure to its ack, or, with a buffer in front of the link,
+// until the buffer takes it.
 func (m *memSystem) writePM(sm int, line, n, t uint64, st *Stats) pmWrite {
 	p := &m.sms[sm]
-	start := p.writes.fit(t, m.writesMax, func(s uint64) uint64 { return m.pmPath(sm, line, n, s, nil).ack })
+	start := p.writes.fit(t, m.writesMax, func(s uint64) uint64 { return m.pmPath(sm, line, n, s, nil).slotEnd(m) })
 	w := m.pmPath(sm, line, n, start, st)
-	m.hold(&p.writes, w.start, w.ack, m.writesMax)
+	m.hold(&p.writes, w.start, w.slotEnd(m), m.writesMax)
 	// Other SMs' fences see it once it has left its SM (a slot, the
 	// injection port, the SM's far rate); its own SM's by its ack.
 	m.wrote(w.left, w.out, w.ack)
 	return w
 }
 
+// slotEnd returns when w frees its SM's outstanding-write slot: when the
+// buffer in front of the link takes it, where there is one and PM is
+// far, and at its ack otherwise.
+func (w pmWrite) slotEnd(m *memSystem) uint64 {
+	if m.bufMax > 0 {
+		return w.posted
+	}
+	return w.ack
+}
+
 // pmPath times a PM line write of n bytes that leaves SM sm at cycle
 // start: with st, it reserves the injection port, the L2 bank's port, the
-// link and the PM queue and bus, and counts the bytes in st; with st nil
-// it is a dry run that reserves nothing.
+// link's buffer and the link, and the PM queue and bus, and counts the
+// bytes in st; with st nil it is a dry run that reserves nothing.
 func (m *memSystem) pmPath(sm int, line, n, start uint64, st *Stats) pmWrite {
 	w := pmWrite{start: start}
 	w.left = m.sendPM(sm, n, start, st != nil)
 	var x, ch uint64
-	w.out, x, ch = m.toPartition(line, n, w.left+m.l2Lat, st)
+	w.posted, w.out, x, ch = m.toPartition(line, n, w.left+m.l2Lat, st)
 	w.queued, w.ack = m.toPM(ch, n, x, st != nil)
 	return w
 }
@@ -365,8 +404,8 @@ func (m *memSystem) pmPath(sm int, line, n, start uint64, st *Stats) pmWrite {
 // L2, as ScopedBarrier's L2 NVW-FIFO issues them: no SM port, no L2
 // latency from an SM), and returns its times. st counts its bytes.
 func (m *memSystem) writeFromL2(line, n, t uint64, st *Stats) pmWrite {
-	out, x, ch := m.toPartition(line, n, t, st)
-	w := pmWrite{start: t, left: t, out: out}
+	posted, out, x, ch := m.toPartition(line, n, t, st)
+	w := pmWrite{start: t, left: t, posted: posted, out: out}
 	w.queued, w.ack = m.toPM(ch, n, x, true)
 	m.wrote(t, w.out, w.ack)
 	return w
@@ -412,7 +451,7 @@ func (m *memSystem) farLat() uint64 {
 // ports and bandwidth in the same burst; its ack stays.
 func (m *memSystem) moreBytes(sm int, line, n, start uint64, st *Stats) {
 	left := m.sendPM(sm, n, start, true)
-	_, x, ch := m.toPartition(line, n, left+m.l2Lat, st)
+	_, _, x, ch := m.toPartition(line, n, left+m.l2Lat, st)
 	m.drained = max(m.drained, m.nvm[ch].writeBus(x, n, true))
 }
 
@@ -430,17 +469,32 @@ func (m *memSystem) sendPM(sm int, n, start uint64, book bool) uint64 {
 }
 
 // toPartition sends n bytes of PM line that reached the L2 at cycle x over
-// its bank's port, and PCIe when PM is far, and returns when they left the
-// GPU's queues (onto the link when PM is far), when they reach the memory
-// partition, and its channel. st counts the bytes; with st nil it is a dry
-// run that reserves nothing.
-func (m *memSystem) toPartition(line, n, x uint64, st *Stats) (out, at, channel uint64) {
+// its bank's port, and PCIe when PM is far, and returns when the buffer in
+// front of the link took them (pcie.write_buffer_bytes; without it, when
+// they left the port), when they left the GPU's queues (onto the link
+// when PM is far), when they reach the memory partition, and its channel.
+// st counts the bytes; with st nil it is a dry run that reserves nothing.
+func (m *memSystem) toPartition(line, n, x uint64, st *Stats) (posted, out, at, channel uint64) {
 	book := st != nil
 	bank, ch := m.bank(line)
 	x = m.ports[bank].take(x, n, book)
-	out = x
+	posted, out = x, x
 	if m.far {
-		out = m.link(true).take(x, n+m.tlp, book)
+		l := m.link(true)
+		k := int((n + bufferUnit - 1) / bufferUnit)
+		if m.bufMax > 0 {
+			// The buffer takes the write once it has room for it until
+			// it has crossed the link.
+			posted = m.buf.fit(x, m.bufMax-k+1, func(s uint64) uint64 { return l.endAs(s, n+m.tlp, l.perByte) })
+		}
+		out = l.take(posted, n+m.tlp, book)
+		if book && m.bufMax > 0 {
+			m.buf.addN(posted, out, uint16(k))
+			if m.audit {
+				m.over = max(m.over, int(m.buf.peak(posted, out))-m.bufMax)
+			}
+			m.posted.note(posted, out)
+		}
 		x = out + m.pcieLat
 	}
 	if book {
@@ -449,8 +503,12 @@ func (m *memSystem) toPartition(line, n, x uint64, st *Stats) (out, at, channel 
 		}
 		st.NVMWriteBytes += n
 	}
-	return out, x, ch
+	return posted, out, x, ch
 }
+
+// bufferUnit is the unit in which the buffer in front of the link counts
+// its writes' bytes (pcie.write_buffer_bytes): a 32-byte sector.
+const bufferUnit = 32
 
 // toL2 sends n bytes of a volatile store from SM sm at cycle t into the L2
 // and returns when they have left the SM (the store's warp goes on then)
@@ -488,7 +546,15 @@ func (m *memSystem) readLine(line, n, x uint64, isPM bool, st *Stats) uint64 {
 		return m.readFrom(&m.dram[ch], x, n, book)
 	}
 	if m.far {
-		if m.tlp > 0 {
+		switch {
+		case m.tlp > 0 && m.bufMax > 0:
+			// The request waits for the writes the buffer in front of the
+			// link holds when it arrives (those still waiting to enter it
+			// come after it), and takes the link's next turn after them:
+			// its bytes are not booked, as they would then land behind
+			// every write already booked, held or not.
+			x = max(x, m.posted.by(x)) + (m.tlp*m.up.perByte+(1<<fracBits-1))>>fracBits
+		case m.tlp > 0:
 			// The read's request is a TLP of its own (pcie.tlp_bytes, no
 			// data) on the direction the writes take, and PCIe's ordering
 			// rules let no read request pass a posted write before it.
