@@ -617,8 +617,9 @@ func PresetH100() Config {
 	// more than alone, for 752 KB in front of it at the link's 26.87 bytes
 	// a cycle, of which the two SMs' outstanding-write slots hold 64 KB
 	// (2 x 256 lines): the GPU holds about 670 KB more before it pushes
-	// back (measured7.csv's rprobe S2: 731 KB; burst S4 and S8 with no
-	// slowdown until 0.55-0.75 MB besides their slots).
+	// back (measured7.csv's rprobe S2: 731 KB; burst S4 256K: four SMs
+	// issue 1 MB at their own rate, 650 KB beyond what the link took and
+	// their slots hold, with no slowdown).
 	c.PCIe.WriteBufferBytes = 670 << 10
 	c.Persist.Point = pointEADR
 	c.Persist.EADRLatencyCycles = 1 // DDIO: durable on arrival in the host's LLC
