@@ -107,6 +107,10 @@ type Experiment struct {
 	// names the figure or table ("Fig. 6").
 	Paper, Figure string
 	Run           func(ctx context.Context, o Options) ([]Row, error)
+	// Summary, where set, says in one line what the rows of a run add up
+	// to (hw-validate: how many of its points lie within 1.5x of the
+	// measurement); pmbench prints it on stderr after the run.
+	Summary func(rows []Row) string
 }
 
 var registry []Experiment

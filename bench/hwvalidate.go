@@ -48,7 +48,41 @@ func init() {
 		Presets: []string{"h100"},
 		Figure:  "real silicon (bench/h100)",
 		Run:     runHWValidate,
+		Summary: hwValidateSummary,
 	})
+}
+
+// hwAgree is how far hw-validate's model may sit from the measurement
+// (model/measured between 1/hwAgree and hwAgree): the memory-system
+// issue's goal for every point.
+const hwAgree = 1.5
+
+// hwValidateSummary counts the model/measured ratios within hwAgree of 1
+// and names the furthest below and above it.
+func hwValidateSummary(rows []Row) string {
+	n, in := 0, 0
+	var lo, hi *Row
+	for i := range rows {
+		r := &rows[i]
+		if r.Config != "model/measured" {
+			continue
+		}
+		n++
+		if r.Value >= 1/hwAgree && r.Value <= hwAgree {
+			in++
+		}
+		if lo == nil || r.Value < lo.Value {
+			lo = r
+		}
+		if hi == nil || r.Value > hi.Value {
+			hi = r
+		}
+	}
+	if n == 0 {
+		return "no points"
+	}
+	return fmt.Sprintf("%d of %d points within %.1fx of the measurement; furthest below: %s %s %.3g; above: %s %s %.3g",
+		in, n, hwAgree, lo.Workload, lo.Metric, lo.Value, hi.Workload, hi.Metric, hi.Value)
 }
 
 // h100Point is one measured value: bench, variant, param and metric as in

@@ -191,6 +191,9 @@ Usage: pmbench [flags]
 		// wall time does.
 		fmt.Fprintf(stderr, "%s [%s size]: %.1f s wall, %.1f s CPU\n", e.Name, opts.SizeName(),
 			time.Since(wall).Seconds(), (speed.CPUTime() + speed.ChildrenCPUTime() - cpu).Seconds())
+		if e.Summary != nil {
+			fmt.Fprintf(stderr, "%s: %s\n", e.Name, e.Summary(rows))
+		}
 		if err := emit(stdout, *format, *out, i == 0, e, rows, f, changed); err != nil {
 			return err
 		}
