@@ -316,6 +316,8 @@ type Backend struct {
 	left       uint64 // set by flush: when the write's bytes left the SM
 	first      uint64 // the launch's first issue cycle: its start plus gpu.launch_latency_cycles
 	steps      uint64
+	batch      int  // verbs per lane in a step: Batch, or FineBatch under gpu.fence_waits_all
+	keepAll    bool // tests only: no periodic trim, so every write's completion stays readable after the run
 	syncStamp  uint64
 
 	pending  []pendOp
@@ -374,7 +376,10 @@ func New(cfg Config, model Model) (*Backend, error) {
 	if cfg.Persist.None && model != None {
 		return nil, fmt.Errorf("%w: configuration %q with model %v (pass hwmodel.None)", ErrPMAsDRAM, cfg.Name, model)
 	}
-	b := &Backend{cfg: cfg, model: model}
+	b := &Backend{cfg: cfg, model: model, batch: Batch}
+	if cfg.GPU.FenceWaitsAll {
+		b.batch = FineBatch
+	}
 	if model.WriteBack() {
 		b.rs = newWriteBackHW(cfg, model.VolatileWPQ())
 	}
@@ -466,11 +471,7 @@ func (b *Backend) Attach(mem *pm.Memory) (pm.Caps, error) {
 	}
 	b.mem, b.attached = mem, true
 	b.durable = mem.Snapshot()
-	batch := Batch
-	if b.cfg.GPU.FenceWaitsAll {
-		batch = FineBatch
-	}
-	return pm.Caps{Ops: true, Batch: batch, GPU: b.cfg.GPULimits()}, nil
+	return pm.Caps{Ops: true, Batch: b.batch, GPU: b.cfg.GPULimits()}, nil
 }
 
 // Host applies host-side changes to the durable image: regions created or
@@ -751,7 +752,7 @@ func (b *Backend) Step(w int) uint64 {
 
 // stepped counts a step and trims the calendars every 4,096.
 func (b *Backend) stepped() {
-	if b.steps++; b.steps%4096 == 0 {
+	if b.steps++; b.steps%4096 == 0 && !b.keepAll {
 		b.trim()
 	}
 }
