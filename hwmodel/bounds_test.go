@@ -174,6 +174,10 @@ func streamingBound(t *testing.T, presets []string) {
 	for _, preset := range presets {
 		cfg, err := Preset(preset)
 		require.NoError(t, err)
+		per := per
+		if preset == "h100" {
+			per = 1 // 132 SMs of 2 blocks of 1,024 threads: 270 K lines a store, at FineBatch
+		}
 		for _, model := range cfg.Models() {
 			t.Run(preset+"/"+model.String(), func(t *testing.T) {
 				n := float64(cfg.L1.LineBytes)
