@@ -159,7 +159,7 @@ func TestStreamingBound(t *testing.T) {
 }
 
 // TestStreamingBoundLong is TestStreamingBound on volta and h100, whose
-// streams are the slowest to simulate (18 s and 30 s of go test ./... on
+// streams are the slowest to simulate (18 s and 14 s of go test ./... on
 // two cores), in the long run (internal/testkit/long).
 func TestStreamingBoundLong(t *testing.T) {
 	long.Skip(t, "volta's and h100's streams")
