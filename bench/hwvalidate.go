@@ -375,7 +375,7 @@ func (h *hv) pending() error {
 
 // bandwidth compares write bandwidth: 16 bytes per thread per step, to
 // host memory (PM) and device memory, from every SM (bw) or one (stream
-// sms1), W warps.
+// sms1), W warps; device memory after dirtyL2.
 func (h *hv) bandwidth() error {
 	bwBytes, streamSteps := uint64(64<<20), 64
 	if h.o.Quick {
@@ -394,7 +394,16 @@ func (h *hv) bandwidth() error {
 				}
 			}
 		}
-		r, err := h100Run(h.o, scope.Grid{Blocks: blocks, Threads: threads}, size, target, k)
+		r, err := h100Launch(h.o, scope.Grid{Blocks: blocks, Threads: threads}, func(m *pm.Machine) (scope.Kernel, error) {
+			base, err := memBase(m, "p", size, target)
+			if err != nil {
+				return nil, err
+			}
+			if target == pm.DeviceMem {
+				err = dirtyL2(m) // the GPU's stream runs after others (dirtyL2)
+			}
+			return k(base), err
+		})
 		return gbps(size, r.verbs()), err
 	}
 	for _, target := range []struct {

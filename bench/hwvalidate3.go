@@ -48,6 +48,31 @@ func memBase(m *pm.Machine, name string, size uint64, target pm.Kind) (pm.Addr, 
 	return m.Alloc(pm.DeviceMem, size)
 }
 
+// dirtyL2 fills the L2 of m, an h100 machine, with dirty lines of device
+// memory of its own, as the GPU's earlier repetitions of a stream to device
+// memory leave it before the one its programs report (the median of three:
+// a kernel's end writes nothing back, mem.l2_flush_at_end off): a launch
+// that writes one whole line a thread, the L2's size in all. A stream
+// after it evicts a dirty line for every line it writes.
+func dirtyL2(m *pm.Machine) error {
+	be, ok := m.Backend().(*hwmodel.Backend)
+	if !ok {
+		return fmt.Errorf("bench: dirtyL2 needs the hwmodel backend, have %T", m.Backend())
+	}
+	c := be.Config().L2
+	const threads = 1024
+	blocks := c.SizeBytes / c.LineBytes / threads
+	base, err := m.Alloc(pm.DeviceMem, uint64(blocks*threads*c.LineBytes))
+	if err != nil {
+		return err
+	}
+	line := make([]byte, c.LineBytes)
+	_, err = scope.Launch(m, scope.Grid{Blocks: blocks, Threads: threads}, func(t *scope.Thread) {
+		t.StoreBytes(base.Add(uint64(t.ID()*c.LineBytes)), line)
+	})
+	return err
+}
+
 // median returns the median of v (the upper one of an even count); 0 for
 // none.
 func median(v []float64) float64 {
@@ -177,7 +202,8 @@ func (h *hv) atoms() error {
 // first F blocks: an optional 4-byte store to its own PM line, then the
 // fence, until every streaming block is done, or 4 times without any) while
 // S more blocks of W warps stream 16-byte stores, bytes in all, to target
-// memory, and count themselves done. It returns the median over the
+// memory, and count themselves done. Streams to device memory start with
+// the L2 full of dirty lines (dirtyL2), as the GPU's do. It returns the median over the
 // fencers of each one's mean fence, issue to done, as the GPU's fencers
 // measure it (its cycles over its fences); the streaming blocks' own
 // fences before they count themselves done are not the fencers'. The GPU's fencer reads the count every 16 fences; the model's
@@ -199,6 +225,11 @@ func (h *hv) fenceBeside(fence string, store bool, F, S, W int, target pm.Kind, 
 		stream, err := memBase(m, "stream", uint64(max(S*threads*steps, 1))*16, target)
 		if err != nil {
 			return nil, err
+		}
+		if target == pm.DeviceMem && S > 0 {
+			if err := dirtyL2(m); err != nil {
+				return nil, err
+			}
 		}
 		done, err := m.Alloc(pm.DeviceMem, 128)
 		if err != nil {

@@ -1386,8 +1386,13 @@ func (b *Backend) l2Read(line uint64, isPM bool, t uint64) uint64 {
 		return t + b.l2Lat
 	}
 	b.last.L2Misses++
-	b.l2Insert(line, t)
-	return b.ms.readLine(line, b.lineBytes, t+b.l2Lat, isPM && !b.pmAsDRAM, &b.last)
+	// The miss is sent once the dirty line its way held has entered the
+	// memory's queue (GPGPU-Sim's L2 sends both from one miss queue).
+	x := t + b.l2Lat
+	if _, v := b.l2Fill(line, x); v.n > 0 {
+		x = b.ms.evict(v, x, true)
+	}
+	return b.ms.readLine(line, b.lineBytes, x, isPM && !b.pmAsDRAM, &b.last)
 }
 
 // stores times a store instruction: volatile lines go to the L2 without

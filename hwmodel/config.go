@@ -188,6 +188,12 @@ type MemSysConfig struct {
 	// over PCIe, beside its injection port, when PM is far. 0: only the
 	// injection port limits them.
 	SMFarGBps float64 `json:"sm_far_gbps"`
+	// VolatileSlots makes a volatile store hold one of its SM's
+	// outstanding-write slots (SMWrites) from its departure until the L2
+	// has taken it, so that an L2 waiting for its write-backs holds the SM
+	// back. Off, volatile stores hold no slot and only cross the SM's
+	// injection port.
+	VolatileSlots bool `json:"volatile_slots"`
 }
 
 // LinkConfig is the PCIe link.
@@ -644,6 +650,18 @@ func PresetH100() Config {
 	// link's. Without it one SM overran the link and queued a round trip of
 	// writes in front of every fence beside it.
 	c.Mem.SMFarGBps = 50.3
+	// Measured (bench/h100/measured3.csv, depth device/S131): a system
+	// fence beside 131 SMs streaming 16-byte stores to device memory waits
+	// 4.0-4.25 K cycles whatever their warps, 1.3 K alone. 131 SMs' 256
+	// lines of 128 bytes drained at HBM's measured 3,157 GB/s (1,599 bytes
+	// a cycle) take the 2.7 K between: the volatile stores wait in the
+	// same outstanding-write slots, and the L2 takes them only as fast as
+	// it writes its dirty lines back.
+	c.Mem.VolatileSlots = true
+	// The L2 is the device memory's point of coherence: a kernel's end
+	// leaves its dirty lines in place (CUDA C++ Programming Guide, device
+	// memory L2 access management), unlike GPGPU-Sim's flush.
+	c.Mem.L2FlushAtEnd = false
 	// Measured, by Little's law over the round trip of a read alone
 	// (bench/h100/measured9.csv, gpmbench9.cu): one SM of 32 warps, each
 	// lane loading one 4-byte word from each of 32 lines (a line a lane),

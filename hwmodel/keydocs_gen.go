@@ -53,6 +53,7 @@ var keyMeaning = map[string]string{
 	"mem.l2_flush_at_end":               "writes the L2's dirty volatile lines back to memory at the end of every kernel, and the kernel ends once the memory queues have taken them (GPGPU-Sim's -gpgpu_flush_l2_cache). Off, they stay dirty in the L2 until evicted",
 	"mem.sfifo_l1":                      "makes the L1 write-combining for volatile stores: each L1 keeps up to this many dirty volatile lines, tracked by an S-FIFO (synchronization FIFO); a full S-FIFO writes its head's line to the L2, and a device- or system-scope release, and the kernel's end, write them all. 0: the L1 writes volatile stores through to the L2",
 	"mem.sm_far_gbps":                   "most bytes per second (GB/s) one SM sends towards PM over PCIe, beside its injection port, when PM is far. 0: only the injection port limits them",
+	"mem.volatile_slots":                "makes a volatile store hold one of its SM's outstanding-write slots (SMWrites) from its departure until the L2 has taken it, so that an L2 waiting for its write-backs holds the SM back. Off, volatile stores hold no slot and only cross the SM's injection port",
 	"pcie.pm_far":                       "PM is attached to the host: PM traffic crosses the link",
 	"pcie.latency_cycles":               "one-way PCIe latency, added once to a far access's way there",
 	"pcie.gbps":                         "PCIe bandwidth",

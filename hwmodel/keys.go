@@ -116,7 +116,8 @@ var keySources = map[string]string{
 	"mem.write_queue_entries":           "SBRP artifact's and the re-study's gpgpusim.config (-gpgpu_frfcfs_dram_sched_queue_size 64, -gpgpu_dram_partition_queues 64:64:64:64); gope: not in Table 2, the SBRP artifact's",
 	"mem.reads_queue":                   "on: SBRP artifact's and the re-study's gpgpusim.config (one -gpgpu_frfcfs_dram_sched_queue_size 64 queue per channel for reads and writes: -dram_seperate_write_queue_enable is commented out; the artifact's PM channels are dram_t instances with their own such queue); gope: the SBRP artifact's; h100: off, not measured",
 	"mem.sfifo_l1":                      "gope: the scoped persist barrier paper's Table 2 (L1 S-FIFO 16) and §3 (write-combining L1); 0 elsewhere (GPGPU-Sim's L1 writes global stores through)",
-	"mem.l2_flush_at_end":               "on: SBRP artifact (-gpgpu_flush_l2_cache 1); off on volta (the re-study's gpgpusim.config leaves it off) and gope (gem5 does not flush)",
+	"mem.volatile_slots":                "off on the simulated machines (GPGPU-Sim's L1 sends write-through stores from its miss queue, with no miss-status entry); h100: on, measured (bench/h100/measured3.csv, depth device/S131/W1-W32: a system fence beside 131 SMs streaming to device memory waits 4.0-4.25 K cycles whatever the warps, against 1.3 K alone: 131 SMs × 256 slots × 128 bytes at HBM's measured 3,157 GB/s is 2.7 K more)",
+	"mem.l2_flush_at_end":               "on: SBRP artifact (-gpgpu_flush_l2_cache 1); off on volta (the re-study's gpgpusim.config leaves it off) and gope (gem5 does not flush); off on h100: a kernel's end leaves the L2's lines in place, the L2 being the device memory's point of coherence (CUDA C++ Programming Guide, device memory L2 access management: lines persist in the L2 across kernels)",
 	"persist.none":                      "off; on in the dram preset",
 }
 

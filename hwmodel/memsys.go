@@ -9,12 +9,17 @@ package hwmodel
 //     (mem.inject_bytes_per_cycle), beside it, when PM is far, the SM's
 //     own rate of writes towards PM over PCIe (mem.sm_far_gbps), and its
 //     outstanding line writes (mem.sm_writes), held from the write's
-//     departure to its ack, and its outstanding line reads
+//     departure to its ack (with mem.volatile_slots, volatile stores
+//     too, until the L2 takes them), and its outstanding line reads
 //     (mem.sm_reads: the L1's miss-status entries), held from a load's
 //     miss in the L1 until its data is back, with the data they bring
 //     back (mem.sm_read_bytes);
 //   - the L2: its hit latency (l2.latency_cycles) and, per bank, a data
-//     port (mem.l2_port_bytes_per_cycle);
+//     port (mem.l2_port_bytes_per_cycle); a line it takes for an SM's
+//     volatile store or load miss waits until the dirty line its way held
+//     has entered its channel's write queue (GPGPU-Sim's L2 stalls while
+//     its queue towards memory is full), so a stream over a dirty L2 goes
+//     at the memory's write bandwidth;
 //   - the memory partitions (mem.channels channels of
 //     mem.banks_per_channel L2 banks each; lines interleave over the banks):
 //     each channel's device memory and NVM have a finite write queue
@@ -57,6 +62,7 @@ type memSystem struct {
 	ackAtQueue bool
 	farPort    bool // mem.sm_far_gbps set and PM far
 	readsQueue bool // mem.reads_queue
+	volSlots   bool // mem.volatile_slots
 	writesMax  int  // mem.sm_writes
 	readsMax   int  // mem.sm_reads
 	wordsMax   int  // mem.sm_read_bytes in 4-byte words; 0: no limit
@@ -144,6 +150,7 @@ func newMemSystem(cfg Config, lineShift uint) *memSystem {
 		eadrLat: uint64(cfg.Persist.EADRLatencyCycles),
 		far:     cfg.PCIe.PMFar, eadr: cfg.Persist.Point == pointEADR, ackAtQueue: cfg.Persist.AckAtQueue,
 		writesMax: cfg.Mem.SMWrites, readsMax: cfg.Mem.SMReads, wordsMax: cfg.Mem.SMReadBytes / 4, queueMax: cfg.Mem.WriteQueueEntries, readsQueue: cfg.Mem.ReadsQueue,
+		volSlots:   cfg.Mem.VolatileSlots,
 		perChannel: uint64(cfg.Mem.BanksPerChannel),
 		half:       !cfg.PCIe.FullDuplex,
 	}
@@ -510,16 +517,57 @@ func (m *memSystem) toPartition(line, n, x uint64, st *Stats) (posted, out, at, 
 // its writes' bytes (pcie.write_buffer_bytes): a 32-byte sector.
 const bufferUnit = 32
 
-// toL2 sends n bytes of a volatile store from SM sm at cycle t into the L2
-// and returns when they have left the SM (the store's warp goes on then)
-// and when they are in the L2 (the kernel's end waits for it).
-func (m *memSystem) toL2(sm int, line, n, t uint64) (left, in uint64) {
-	left = m.sms[sm].inject.transfer(t, n)
-	bank, _ := m.bank(line)
-	in = m.ports[bank].transfer(left+m.l2Lat, n)
+// victim is the dirty volatile line an L2 fill evicts: its line and the
+// bytes to write back (0: the way was clean or free).
+type victim struct{ line, n uint64 }
+
+// toL2 sends n bytes of a volatile store from SM sm at cycle t into the L2,
+// whose way for it holds dirty victim v, and returns when they have left
+// the SM (the store's warp goes on then) and when they are in the L2 (the
+// kernel's end waits for it). With mem.volatile_slots the store first
+// takes one of the SM's outstanding-write slots, held until the L2 has it.
+func (m *memSystem) toL2(sm int, line, n, t uint64, v victim) (left, in uint64) {
+	start := t
+	p := &m.sms[sm]
+	if m.volSlots {
+		start = p.writes.fit(t, m.writesMax, func(s uint64) uint64 {
+			_, in := m.l2Path(sm, line, n, s, v, false)
+			return in
+		})
+	}
+	left, in = m.l2Path(sm, line, n, start, v, true)
+	if m.volSlots {
+		m.hold(&p.writes, start, in, m.writesMax)
+	}
 	m.drained = max(m.drained, in)
-	m.wrote(t, in, in)
+	m.wrote(start, in, in)
 	return left, in
+}
+
+// l2Path times a volatile store of n bytes that leaves SM sm at cycle
+// start: over the injection port to its L2 bank, which takes it once the
+// victim's write-back has entered its channel's queue (GPGPU-Sim's L2
+// stalls while its queue towards memory is full) and then over the
+// bank's port. With book false it is a dry run.
+func (m *memSystem) l2Path(sm int, line, n, start uint64, v victim, book bool) (left, in uint64) {
+	left = m.sms[sm].inject.take(start, n, book)
+	at := left + m.l2Lat
+	if v.n > 0 {
+		at = m.evict(v, at, book)
+	}
+	bank, _ := m.bank(line)
+	return left, m.ports[bank].take(at, n, book)
+}
+
+// evict writes dirty victim v back from the L2 to device memory at cycle
+// t and returns when its channel's queue took it, when the way is free.
+// With book false it is a dry run.
+func (m *memSystem) evict(v victim, t uint64, book bool) uint64 {
+	_, ch := m.bank(v.line)
+	if !book {
+		return m.dram[ch].admit(t, v.n, m.queueMax)
+	}
+	return m.writeBackDRAM(v.line, v.n, t)
 }
 
 // writeBackDRAM writes n bytes of a dirty volatile line back from the L2

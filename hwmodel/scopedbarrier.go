@@ -140,10 +140,11 @@ func (p scopedBarrierPolicy) l1Leave(sm int, e int32, t uint64) uint64 {
 	}
 	t = max(t, ent.last) // its latest store is in the write
 	ent.start = t
-	left, in := p.ms.toL2(sm, ent.line, p.flushBytes(e), t)
+	var v victim
 	if p.l2.lookup(ent.line) < 0 {
-		p.l2Insert(ent.line, in)
+		_, v = p.l2Fill(ent.line, t)
 	}
+	left, in := p.ms.toL2(sm, ent.line, p.flushBytes(e), t, v)
 	return max(left, p.l2Join(sm, e, in)-(in-left))
 }
 

@@ -138,13 +138,15 @@ func (b *Backend) wcRelease(ws *warpState, t uint64, kind pm.OpKind, sc pm.Scope
 
 // volatileToL2 writes volatile line l, sectors mask, from SM sm to the L2
 // at cycle t, where it is dirty, and returns when its bytes have left the
-// SM and when they are in the L2.
+// SM and when they are in the L2: after the write-back of the dirty line
+// its way held has entered the memory's queue.
 func (b *Backend) volatileToL2(sm int, l, mask, t uint64) (left, in uint64) {
 	way := b.l2.lookup(l)
+	var v victim
 	if way < 0 {
-		way = b.l2Insert(l, t)
+		way, v = b.l2Fill(l, t)
 	}
-	left, in = b.ms.toL2(sm, l, b.dirtyBytes(max(mask, 1)), t)
+	left, in = b.ms.toL2(sm, l, b.dirtyBytes(max(mask, 1)), t, v)
 	if b.l2Dirty[way] == 0 {
 		if len(b.dirtyWays) >= max(b.dirtyLimit, len(b.l2Dirty)) {
 			// Without a flush at every kernel's end (mem.l2_flush_at_end

@@ -354,21 +354,34 @@ func (b *Backend) wbHostFlush() {
 	r.dirty, r.wpq, r.committed = r.dirty[:0], r.wpq[:0], r.committed[:0]
 }
 
-// l2Insert places line in the L2 at cycle t (a fill by a load, an atomic
-// or a store); under the write-back models a dirty PM line it evicts is
-// written back. Other models never leave a dirty entry in the L2.
+// l2Insert places line in the L2 at cycle t (a fill by an atomic, or a PM
+// write passing through) and writes back the dirty volatile line it evicts
+// from t; under the write-back models a dirty PM line it evicts is written
+// back too. Other models never leave a dirty PM entry in the L2.
 func (b *Backend) l2Insert(line, t uint64) int {
-	way, victim, ve, evicted := b.l2.insert(line)
+	way, v := b.l2Fill(line, t)
+	if v.n > 0 {
+		b.ms.writeBackDRAM(v.line, v.n, t)
+	}
+	return way
+}
+
+// l2Fill is l2Insert that leaves the write-back of a dirty volatile victim
+// to the caller: it returns the way and that victim, whose write-back
+// the line waits for (memSystem.toL2, l2Read).
+func (b *Backend) l2Fill(line, t uint64) (int, victim) {
+	way, old, ve, evicted := b.l2.insert(line)
+	var v victim
 	if m := b.l2Dirty[way]; m != 0 {
 		if evicted {
-			b.ms.writeBackDRAM(victim, b.dirtyBytes(m), t) // a dirty volatile line
+			v = victim{old, b.dirtyBytes(m)}
 		}
 		b.l2Dirty[way] = 0
 	}
 	if evicted && ve >= 0 && b.rs != nil {
 		b.wbEvict(ve, t)
 	}
-	return way
+	return way, v
 }
 
 // wbEvict writes back entry e, whose line the L2 evicted at cycle t,
