@@ -303,7 +303,7 @@ func (h *hv) bystander() error {
 				}
 				kind, bytes := pm.PMem, uint64(16<<20)
 				if c.target == "device" {
-					kind, bytes = pm.DeviceMem, 32<<20
+					kind, bytes = pm.DeviceMem, 64<<20 // the GPU streams 4 GB: 64 MB outlasts the ramp (128 MB moves the fence 1%)
 				}
 				if h.o.Quick {
 					bytes /= 8
@@ -353,7 +353,7 @@ func (h *hv) depth() error {
 		}
 		kind, bytes := pm.PMem, uint64(16<<20)
 		if c.target == "device" {
-			kind, bytes = pm.DeviceMem, 32<<20
+			kind, bytes = pm.DeviceMem, 64<<20 // the GPU streams 4 GB: 64 MB outlasts the ramp (128 MB moves the fence 1%)
 		}
 		if h.o.Quick {
 			bytes /= 8
