@@ -203,10 +203,11 @@ func (h *hv) atoms() error {
 // fence, until every streaming block is done, or 4 times without any) while
 // S more blocks of W warps stream 16-byte stores, bytes in all, to target
 // memory, and count themselves done. Streams to device memory start with
-// the L2 full of dirty lines (dirtyL2), as the GPU's do. It returns the median over the
-// fencers of each one's mean fence, issue to done, as the GPU's fencers
-// measure it (its cycles over its fences); the streaming blocks' own
-// fences before they count themselves done are not the fencers'. The GPU's fencer reads the count every 16 fences; the model's
+// the L2 full of dirty lines (dirtyL2), as the GPU's do. It returns the
+// median over the fencers of each one's mean fence, issue to done, as the
+// GPU's fencers measure it (its cycles over its fences); the streaming
+// blocks' own fences before they count themselves done are not the
+// fencers'. The GPU's fencer reads the count every 16 fences; the model's
 // reads it before every fence, since a few of its fences span the whole
 // stream and those after the stream would otherwise weigh as much.
 func (h *hv) fenceBeside(fence string, store bool, F, S, W int, target pm.Kind, bytes uint64) (float64, error) {
