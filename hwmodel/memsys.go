@@ -184,9 +184,9 @@ func newMemSystem(cfg Config, lineShift uint) *memSystem {
 }
 
 // wrote notes, for gpu.fence_waits_all, a write seen from cycle start (a
-// PM write once it has left its SM, a volatile store from its issue, a
-// write-back from the L2 from its issue there) that left the GPU's queues
-// at out and completes at done.
+// PM write once it has left its SM, a volatile store once it has its slot
+// or from its issue, a write-back from the L2 from its issue there) that
+// left the GPU's queues at out and completes, for a system fence, at done.
 func (m *memSystem) wrote(start, out, done uint64) {
 	if m.acks != nil {
 		m.acks.note(start, done)
@@ -540,7 +540,11 @@ func (m *memSystem) toL2(sm int, line, n, t uint64, v victim) (left, in uint64) 
 		m.hold(&p.writes, start, in, m.writesMax)
 	}
 	m.drained = max(m.drained, in)
-	m.wrote(start, in, in)
+	// A device fence behind it sees it in the L2. A system fence's marker
+	// behind it still crosses from the L2 to the host (pcie.latency_cycles)
+	// before the host acknowledges, as it does behind a host write once
+	// that has arrived there.
+	m.wrote(start, in, in+m.pcieLat)
 	return left, in
 }
 
