@@ -134,18 +134,9 @@ func h100Table() (map[h100Point]float64, error) {
 // the launch's statistics.
 func h100Run(o Options, g scope.Grid, size uint64, target pm.Kind, k func(base pm.Addr) scope.Kernel) (h100Result, error) {
 	return h100Launch(o, g, func(m *pm.Machine) (scope.Kernel, error) {
-		var base pm.Addr
-		if target == pm.PMem {
-			r, err := m.CreateRegion("p", size)
-			if err != nil {
-				return nil, err
-			}
-			base = r.Base
-		} else {
-			var err error
-			if base, err = m.Alloc(pm.DeviceMem, size); err != nil {
-				return nil, err
-			}
+		base, err := memBase(m, "p", size, target)
+		if err != nil {
+			return nil, err
 		}
 		return k(base), nil
 	})

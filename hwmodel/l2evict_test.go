@@ -31,8 +31,7 @@ func fenceBesideDevice(t *testing.T, cfg Config, S, threads int, wait uint64, fe
 		})
 		require.NoError(t, err)
 	}
-	const elems = 1 << 15 // 16-byte elements a block: 512 KB
-	stream, err := m.Alloc(pm.DeviceMem, uint64(max(S, 1))*elems*16)
+	stream, err := m.Alloc(pm.DeviceMem, uint64(max(S, 1))*streamElems*16)
 	require.NoError(t, err)
 	stop, err := m.Alloc(pm.DeviceMem, 128)
 	require.NoError(t, err)
@@ -64,14 +63,7 @@ func fenceBesideDevice(t *testing.T, cfg Config, S, threads int, wait uint64, fe
 			}
 			return
 		}
-		var v [16]byte
-		base := stream.Add(uint64(th.Block()-1) * elems * 16)
-		for k := uint64(0); ; k++ {
-			if k%8 == 0 && th.Load32(stop) != 0 {
-				return
-			}
-			th.StoreBytes(base.Add(((k*uint64(threads)+uint64(th.TID()))%elems)*16), v[:])
-		}
+		streamUntil(th, stream, threads, stop)
 	})
 	require.NoError(t, err)
 	require.LessOrEqual(t, be.ms.over, 0, "a calendar held more than its limit")

@@ -18,8 +18,7 @@ import (
 func probeBeside(t *testing.T, cfg Config, S, threads int, wait uint64) (load, fence float64) {
 	t.Helper()
 	be, m := setupHW(t, cfg, GPM)
-	const elems = 1 << 15 // 16-byte elements a block: 512 KB
-	stream := region(t, m, "stream", uint64(max(S, 1))*elems*16)
+	stream := region(t, m, "stream", uint64(max(S, 1))*streamElems*16)
 	probe := region(t, m, "probe", 128)
 	stop, err := m.Alloc(pm.DeviceMem, 128)
 	require.NoError(t, err)
@@ -48,18 +47,29 @@ func probeBeside(t *testing.T, cfg Config, S, threads int, wait uint64) (load, f
 			}
 			return
 		}
-		var v [16]byte
-		base := stream.Base.Add(uint64(th.Block()-1) * elems * 16)
-		for k := uint64(0); ; k++ {
-			if k%8 == 0 && th.Load32(stop) != 0 {
-				return
-			}
-			th.StoreBytes(base.Add(((k*uint64(threads)+uint64(th.TID()))%elems)*16), v[:])
-		}
+		streamUntil(th, stream.Base, threads, stop)
 	})
 	require.NoError(t, err)
 	require.Positive(t, loaded, "the probe's load was not traced")
 	return loaded, fences / max(nf, 1)
+}
+
+// streamElems is the 16-byte elements each streaming block of probeBeside
+// and fenceBesideDevice writes over and over: 512 KB.
+const streamElems = 1 << 15
+
+// streamUntil stores 16-byte values from th over its block's streamElems
+// elements of base (block 1 the first: block 0 probes) until stop reads
+// non-zero, reading it every 8 stores.
+func streamUntil(th *scope.Thread, base pm.Addr, threads int, stop pm.Addr) {
+	var v [16]byte
+	own := base.Add(uint64(th.Block()-1) * streamElems * 16)
+	for k := uint64(0); ; k++ {
+		if k%8 == 0 && th.Load32(stop) != 0 {
+			return
+		}
+		th.StoreBytes(own.Add(((k*uint64(threads)+uint64(th.TID()))%streamElems)*16), v[:])
+	}
 }
 
 // TestWriteBufferInFrontOfTheLink holds pcie.write_buffer_bytes to Little's
