@@ -37,6 +37,8 @@ var (
 	h100Measured9 []byte
 	//go:embed h100/measured10.csv
 	h100Measured10 []byte
+	//go:embed h100/measured12.csv
+	h100Measured12 []byte
 )
 
 func init() {
@@ -94,10 +96,10 @@ type h100Point struct{ bench, variant, param, metric string }
 // benches again, on another machine and day), measured5-h100.csv's "5/" +
 // its bench (its depth is measured3's on dense streams), measured7.csv's
 // "7/" + its bench, measured9.csv's "9/" + its bench, measured10.csv's
-// "10/" + its bench.
+// "10/" + its bench, measured12.csv's "12/" + its bench.
 func h100Table() (map[h100Point]float64, error) {
 	out := map[h100Point]float64{}
-	for i, data := range [][]byte{h100Measured, h100Measured2, h100Measured3, h100Measured5, h100Measured7, h100Measured9, h100Measured10} {
+	for i, data := range [][]byte{h100Measured, h100Measured2, h100Measured3, h100Measured5, h100Measured7, h100Measured9, h100Measured10, h100Measured12} {
 		recs, err := csv.NewReader(bytes.NewReader(data)).ReadAll()
 		if err != nil {
 			return nil, fmt.Errorf("bench: h100 measurements: %w", err)
@@ -122,6 +124,8 @@ func h100Table() (map[h100Point]float64, error) {
 				bench = "9/" + bench
 			case 6:
 				bench = "10/" + bench
+			case 7:
+				bench = "12/" + bench
 			}
 			out[h100Point{bench, r[1], r[2], r[3]}] = v
 		}

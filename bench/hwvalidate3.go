@@ -342,8 +342,10 @@ func (h *hv) depth() error {
 			vs = append(vs, v{"host", s, w})
 		}
 	}
-	for _, w := range []int{1, 8, 32} {
-		vs = append(vs, v{"device", 131, w})
+	for _, s := range []int{8, 32, 66, 131} {
+		for _, w := range []int{1, 8, 32} {
+			vs = append(vs, v{"device", s, w})
+		}
 	}
 	if h.o.Quick {
 		vs = []v{{"host", 8, 8}}
@@ -364,7 +366,13 @@ func (h *hv) depth() error {
 			return err
 		}
 		variant := fmt.Sprintf("%s/S%d/W%d", c.target, c.S, c.W)
-		mv, err := h.get(h100Point{"3/depth", variant, "-", "fence_cycles"})
+		// measured3.csv has the device streams beside 131 SMs,
+		// measured12.csv beside fewer
+		p := h100Point{"3/depth", variant, "-", "fence_cycles"}
+		if c.target == "device" && c.S < 131 {
+			p.bench = "12/ddepth"
+		}
+		mv, err := h.get(p)
 		if err != nil {
 			return err
 		}

@@ -131,3 +131,23 @@ func TestVolatileStoresWaitForWriteBacks(t *testing.T) {
 		})
 	}
 }
+
+// TestFenceSkipsStoresAtTheirPorts holds a fence to what other SMs have let
+// go: on h100, 8 SMs of 32 warps stream to device memory as fast as their
+// injection ports let them (the memory takes far more), so their stores
+// queue at the ports, not in their slots; a system fence beside them costs
+// what it costs alone, within 10%, as the H100's does (1,472-1,491 cycles
+// beside 8 SMs of 1 to 32 warps, bench/h100/measured12.csv, ddepth).
+// Another SM's fence sees a store only once it has left its SM.
+func TestFenceSkipsStoresAtTheirPorts(t *testing.T) {
+	cfg, err := Preset("h100")
+	require.NoError(t, err)
+	const wait = 30000
+	fenceAlone, _ := fenceBesideDevice(t, cfg, 0, 32, wait, 4, true)
+	fence, perSM := fenceBesideDevice(t, cfg, 8, 1024, wait, 4, true)
+	port := float64(cfg.Mem.InjectBytesPerCycle)
+	t.Logf("fence %.0f cycles (alone %.0f): ratio %.3f; each SM %.2f B/cycle, its port %.0f",
+		fence, fenceAlone, fence/fenceAlone, perSM, port)
+	require.InDelta(t, 1, perSM/port, 0.15, "the streams are not bound by their ports")
+	require.InDelta(t, 1, fence/fenceAlone, 0.10, "the fence waited for stores still at their SMs' ports")
+}

@@ -184,9 +184,10 @@ func newMemSystem(cfg Config, lineShift uint) *memSystem {
 }
 
 // wrote notes, for gpu.fence_waits_all, a write seen from cycle start (a
-// PM write once it has left its SM, a volatile store once it has its slot
-// or from its issue, a write-back from the L2 from its issue there) that
-// left the GPU's queues at out and completes, for a system fence, at done.
+// PM write or a volatile store once it has left its SM: another SM's fence
+// cannot see what still waits for the SM's port; a write-back from the L2
+// from its issue there) that left the GPU's queues at out and completes,
+// for a system fence, at done.
 func (m *memSystem) wrote(start, out, done uint64) {
 	if m.acks != nil {
 		m.acks.note(start, done)
@@ -544,7 +545,7 @@ func (m *memSystem) toL2(sm int, line, n, t uint64, v victim) (left, in uint64) 
 	// behind it still crosses from the L2 to the host (pcie.latency_cycles)
 	// before the host acknowledges, as it does behind a host write once
 	// that has arrived there.
-	m.wrote(start, in, in+m.pcieLat)
+	m.wrote(left, in, in+m.pcieLat)
 	return left, in
 }
 
