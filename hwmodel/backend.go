@@ -881,6 +881,15 @@ func (b *Backend) newWarp(w, sm int, at uint64) warpState {
 	return warpState{init: true, id: int32(w), sm: sm, clock: at, lastAck: b.start, front: b.start, lastItem: -1, orderItem: -1}
 }
 
+// Resume notes that warp w, swapped out at a device barrier, is back on its
+// SM in a slot free from cycle at (pm.Residency): it issues no earlier.
+func (b *Backend) Resume(w int, at uint64) {
+	if b.running && w < len(b.warps) && b.warps[w].init {
+		ws := &b.warps[w]
+		ws.clock = max(ws.clock, at)
+	}
+}
+
 // Retire notes that warp w has finished (pm.Residency).
 func (b *Backend) Retire(w int) {
 	if b.running && w < len(b.warps) {

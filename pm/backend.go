@@ -225,11 +225,15 @@ type StoredRegion struct {
 // Residency is implemented by timing backends that want to know when warps
 // come and go. The executor calls Admit for each warp of a block that
 // becomes resident, with the cycle its SM slot became free (when the block
-// it replaces finished; 0 for the first wave), and Retire when a warp's last
-// thread has ended. A backend can then start new warps at the right cycle
-// and know the earliest cycle any live warp may still issue at.
+// it replaces finished or was swapped out at a device barrier; 0 for the
+// first wave), Resume for each warp of a swapped-out block that comes back
+// to its SM once the barrier has opened, with the cycle the slot it takes
+// became free, and Retire when a warp's last thread has ended. A backend
+// can then start and resume warps at the right cycle and know the earliest
+// cycle any live warp may still issue at.
 type Residency interface {
 	Admit(warp, sm int, at uint64)
+	Resume(warp int, at uint64)
 	Retire(warp int)
 }
 

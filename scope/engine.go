@@ -181,6 +181,7 @@ type block struct {
 	resident bool
 	bar      barrier
 	gridWait int     // threads of this block waiting at the device barrier
+	swapping bool    // in engine.swapping
 	aliveIdx int     // index in engine.alive
 	shared   pm.Addr // its shared memory (WithShared), or 0
 }
@@ -217,9 +218,9 @@ type queuedCall struct {
 	kind  callKind
 	group int    // Sync: where its group starts in engine.qgroup
 	n     int    // Sync: the group's size
-	warp  int    // Admit, Retire
+	warp  int    // Admit, Retire, Resume
 	sm    int    // Admit
-	at    uint64 // Admit
+	at    uint64 // Admit, Resume
 }
 
 type callKind uint8
@@ -228,6 +229,7 @@ const (
 	callSync callKind = iota
 	callAdmit
 	callRetire
+	callResume
 )
 
 // barrier counts arrivals of the live members of a group.
@@ -254,6 +256,7 @@ type engine struct {
 	nextBlock           int
 	alive               []*block // started and not finished, in no order
 	readmit             []*block // blocks swapped out, ready to come back
+	swapping            []*block // blocks to swap out once the step is over
 	blockPool           []*block
 	finished            []*block
 	residentThreads     int
@@ -721,6 +724,8 @@ func (e *engine) call(c *queuedCall) {
 		e.residency.Admit(c.warp, c.sm, c.at)
 	case callRetire:
 		e.residency.Retire(c.warp)
+	case callResume:
+		e.residency.Resume(c.warp, c.at)
 	}
 }
 
@@ -731,6 +736,16 @@ func (e *engine) admitWarp(w, sm int, at uint64) {
 		return
 	}
 	e.residency.Admit(w, sm, at)
+}
+
+// resumeWarp tells the backend that warp w, swapped out at the device
+// barrier, is back on its SM, in a slot free from cycle at.
+func (e *engine) resumeWarp(w int, at uint64) {
+	if e.queueOps {
+		e.qcalls = append(e.qcalls, queuedCall{pos: len(e.qops), kind: callResume, warp: w, at: at})
+		return
+	}
+	e.residency.Resume(w, at)
 }
 
 // retireWarp tells the backend that warp w has ended.
@@ -745,8 +760,7 @@ func (e *engine) retireWarp(w int) {
 // sync tells the backend that the agents of e.syncGroup passed a barrier.
 func (e *engine) sync() {
 	if e.queueOps {
-		// The members' agents as they are now: a device barrier may move
-		// swapped-out blocks to other SMs before the call is made.
+		// The members' agents as they are now, when the barrier opened.
 		e.qcalls = append(e.qcalls, queuedCall{pos: len(e.qops), kind: callSync, group: len(e.qgroup), n: len(e.syncGroup)})
 		for _, a := range e.syncGroup {
 			e.qgroup = append(e.qgroup, *a)
@@ -1122,20 +1136,26 @@ func (t *Thread) waitDesc() string {
 }
 
 // admit makes blocks resident while some SM has room: swapped-out blocks
-// whose barrier has opened first, then new ones in block order.
+// whose barrier has opened first, each on its own SM, then new ones in
+// block order.
 func (e *engine) admit() {
 	for i := 0; i < len(e.readmit); {
 		b := e.readmit[i]
-		if b.gridWait > 0 {
-			i++ // still waiting at the device barrier
+		if b.gridWait > 0 || !e.roomOn(b.sm) {
+			i++ // still waiting at the device barrier, or for a slot
 			continue
 		}
-		sm, ok := e.room()
-		if !ok {
-			return
-		}
 		e.readmit = slices.Delete(e.readmit, i, i+1)
-		e.place(b, sm)
+		e.place(b, b.sm)
+		if e.residency != nil {
+			// Its warps go on from the barrier, but not before the slot
+			// they take was free.
+			at := e.slotFree(b.sm)
+			for i := range b.warps {
+				b.warps[i].ready = max(b.warps[i].ready, at)
+				e.resumeWarp(b.warps[i].id, at)
+			}
+		}
 		for i := range b.warps {
 			w := &b.warps[i]
 			for _, t := range w.lanes {
@@ -1174,12 +1194,17 @@ func (e *engine) room() (int, bool) {
 	n := e.lim.SMs
 	for k := range n {
 		sm := (e.rr + k) % n
-		if e.smThreads[sm]+e.grid.Threads <= e.lim.MaxThreadsPerSM && e.smBlocks[sm] < e.lim.MaxBlocksPerSM && e.sharedFits(sm) {
+		if e.roomOn(sm) {
 			e.rr = (sm + 1) % n
 			return sm, true
 		}
 	}
 	return 0, false
+}
+
+// roomOn reports whether SM sm can take one more block.
+func (e *engine) roomOn(sm int) bool {
+	return e.smThreads[sm]+e.grid.Threads <= e.lim.MaxThreadsPerSM && e.smBlocks[sm] < e.lim.MaxBlocksPerSM && e.sharedFits(sm)
 }
 
 // sharedFits reports whether SM sm has shared memory for one more block
@@ -1208,15 +1233,39 @@ func (e *engine) unplace(b *block) {
 
 // swapOut frees the SM slot of a block whose live threads all wait at the
 // device barrier (emulated preemption), so blocks not yet started can run
-// and reach the barrier too.
+// and reach the barrier too, as the next wave of a kernel that ends at the
+// barrier would. The slot frees once the step that brought the block to
+// the barrier is over (retire): a block that takes it starts when this
+// one arrived, not before.
 func (e *engine) swapOut(b *block) {
-	if !b.resident || e.nextBlock == e.grid.Blocks && !e.waitingReadmit() {
-		return // nothing is waiting for its slot
+	if !b.resident || b.swapping {
+		return
 	}
-	e.unplace(b)
-	e.res.Preempted++
-	e.readmit = append(e.readmit, b)
-	e.admit()
+	b.swapping = true
+	e.swapping = append(e.swapping, b)
+}
+
+// swapOutNow frees the slots of the blocks swapOut marked that still wait
+// at the device barrier, and notes each slot free from the block's
+// arrival (its warps' latest ready cycle).
+func (e *engine) swapOutNow() {
+	for _, b := range e.swapping {
+		b.swapping = false
+		if !b.resident || b.gridWait == 0 || b.gridWait != b.live || e.nextBlock == e.grid.Blocks && !e.waitingReadmit() {
+			continue // released, or nothing is waiting for its slot
+		}
+		e.unplace(b)
+		e.res.Preempted++
+		e.readmit = append(e.readmit, b)
+		if e.residency != nil {
+			var at uint64
+			for i := range b.warps {
+				at = max(at, b.warps[i].ready)
+			}
+			e.smFree[b.sm] = append(e.smFree[b.sm], at)
+		}
+	}
+	e.swapping = e.swapping[:0]
 }
 
 // slotFree takes the earliest cycle at which a block slot of sm became free
@@ -1247,11 +1296,13 @@ func (e *engine) waitingReadmit() bool {
 	return false
 }
 
-// retire frees the slots of finished blocks and admits new ones.
+// retire frees the slots of finished blocks and of blocks swapped out at
+// the device barrier, and admits new ones.
 func (e *engine) retire() {
-	if len(e.finished) == 0 {
+	if len(e.finished) == 0 && len(e.swapping) == 0 {
 		return
 	}
+	e.swapOutNow()
 	for _, b := range e.finished {
 		if e.residency != nil {
 			var done uint64

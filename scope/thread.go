@@ -592,7 +592,9 @@ var pbarNames = [...]string{"PBarrier.thread", "PBarrier.warp", "PBarrier.block"
 // are also execution barriers of the warp or block; device (and system)
 // scope is a barrier of the whole grid. When the grid is larger than the GPU
 // holds at once, blocks that wait at a device barrier are swapped out so the
-// remaining blocks can start and reach it (emulated preemption).
+// remaining blocks can start and reach it (emulated preemption); on a timing
+// backend a block taking a freed slot starts when the block it replaces
+// reached the barrier, so the grid runs in waves.
 func (t *Thread) PBarrier(s Scope) {
 	s = t.scopeOf(pm.OpPBarrier, s)
 	t.waitOp = pbarNames[s]
