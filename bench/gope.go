@@ -196,13 +196,13 @@ func runGope(g *gopeTree, c gopeConfig, o Options) (gopeRun, error) {
 // gopeBatches is how many random batches gope-fig5 and gope-fig7 time at
 // each tree size: each batch inserts into a tree of its own, built from
 // its own seed. One batch's time over the DRAM-only baseline's moves by
-// up to 20% from batch to batch with the workgroup scope (paper size,
-// 3.27 MB, five seeds: 1.08 to 1.29), as it does with a small change of
-// a latency (nvm.write_latency_cycles 200, 250, 300: 1.26, 1.08, 1.22):
-// the insertion ends when its slowest workgroup does, and which one that
-// is, and by how much, changes with the keys. So the experiments report
-// the batches' total time over the baseline's total, and the least and
-// the greatest batch's ratio beside it.
+// up to 8% from batch to batch with the workgroup scope (paper size,
+// 3.27 MB, five seeds: 1.135 to 1.222; 1.08 to 1.29 when every workgroup
+// ran at once, before the grid ran in waves at its device barriers): the
+// insertion ends when its slowest workgroup does, and which one that is,
+// and by how much, changes with the keys. So the experiments report the
+// batches' total time over the baseline's total, and the least and the
+// greatest batch's ratio beside it.
 func gopeBatches(o Options) int {
 	if o.Quick {
 		return 3
