@@ -432,10 +432,16 @@ func (o *occupancy) rebuild(drop, need uint64) {
 		keep = o.used - drop
 	}
 	// The tree fits what is kept: a trim after a far-future hold shrinks
-	// it again, so later rebuilds cost what the calendar holds.
+	// it again, so later rebuilds cost what the calendar holds. It keeps
+	// its size while that is at most 8 times what it must hold, so that
+	// trims and holds that come and go do not shrink and regrow it (and
+	// reallocate it) again and again.
 	n := uint64(64)
 	for n < need || n < keep {
 		n *= 2
+	}
+	if o.n > n && o.n <= 8*n {
+		n = o.n
 	}
 	o.keep = append(o.keep[:0], leaves[drop:drop+keep]...)
 	if n != o.n {
