@@ -881,9 +881,11 @@ func (b *Backend) newWarp(w, sm int, at uint64) warpState {
 	return warpState{init: true, id: int32(w), sm: sm, clock: at, lastAck: b.start, front: b.start, lastItem: -1, orderItem: -1}
 }
 
-// Resume notes that warp w, swapped out at a device barrier, is back on its
-// SM in a slot free from cycle at (pm.Residency): it issues no earlier.
-func (b *Backend) Resume(w int, at uint64) {
+// Resume notes that warp w, swapped out at a device barrier, is back in a
+// slot free from cycle at (pm.Residency): it issues no earlier. A warp the
+// executor moved to another SM is still timed on the SM it started on,
+// whose persist buffer, FIFOs and L1 hold its state.
+func (b *Backend) Resume(w, _ int, at uint64) {
 	if b.running && w < len(b.warps) && b.warps[w].init {
 		ws := &b.warps[w]
 		ws.clock = max(ws.clock, at)

@@ -15,8 +15,8 @@ import (
 // in waves, before the barrier and after it, as kernels split at the
 // barrier would. A block swapped out at the barrier frees its slot when it
 // arrives there, so the block that takes the slot starts then, not at the
-// launch; once the barrier opens, a swapped-out block comes back to its SM
-// no earlier than a slot there is free. Each block computes for work
+// launch; once the barrier opens, a swapped-out block comes back (to its
+// own SM, or another with room) no earlier than the slot it takes is free. Each block computes for work
 // cycles and meets the barrier, twice; with one block an SM, a grid of
 // waves x SMs blocks takes 2 x waves x work cycles, within 10%.
 func TestDeviceBarrierWaves(t *testing.T) {

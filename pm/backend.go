@@ -227,13 +227,14 @@ type StoredRegion struct {
 // becomes resident, with the cycle its SM slot became free (when the block
 // it replaces finished or was swapped out at a device barrier; 0 for the
 // first wave), Resume for each warp of a swapped-out block that comes back
-// to its SM once the barrier has opened, with the cycle the slot it takes
-// became free, and Retire when a warp's last thread has ended. A backend
+// once the barrier has opened, with its SM (its own, or another with room)
+// and the cycle the slot it takes became free, and Retire when a warp's
+// last thread has ended. A backend
 // can then start and resume warps at the right cycle and know the earliest
 // cycle any live warp may still issue at.
 type Residency interface {
 	Admit(warp, sm int, at uint64)
-	Resume(warp int, at uint64)
+	Resume(warp, sm int, at uint64)
 	Retire(warp int)
 }
 

@@ -219,7 +219,7 @@ type queuedCall struct {
 	group int    // Sync: where its group starts in engine.qgroup
 	n     int    // Sync: the group's size
 	warp  int    // Admit, Retire, Resume
-	sm    int    // Admit
+	sm    int    // Admit, Resume
 	at    uint64 // Admit, Resume
 }
 
@@ -725,7 +725,7 @@ func (e *engine) call(c *queuedCall) {
 	case callRetire:
 		e.residency.Retire(c.warp)
 	case callResume:
-		e.residency.Resume(c.warp, c.at)
+		e.residency.Resume(c.warp, c.sm, c.at)
 	}
 }
 
@@ -739,13 +739,13 @@ func (e *engine) admitWarp(w, sm int, at uint64) {
 }
 
 // resumeWarp tells the backend that warp w, swapped out at the device
-// barrier, is back on its SM, in a slot free from cycle at.
-func (e *engine) resumeWarp(w int, at uint64) {
+// barrier, is back on SM sm, in a slot free from cycle at.
+func (e *engine) resumeWarp(w, sm int, at uint64) {
 	if e.queueOps {
-		e.qcalls = append(e.qcalls, queuedCall{pos: len(e.qops), kind: callResume, warp: w, at: at})
+		e.qcalls = append(e.qcalls, queuedCall{pos: len(e.qops), kind: callResume, warp: w, sm: sm, at: at})
 		return
 	}
-	e.residency.Resume(w, at)
+	e.residency.Resume(w, sm, at)
 }
 
 // retireWarp tells the backend that warp w has ended.
@@ -1136,24 +1136,31 @@ func (t *Thread) waitDesc() string {
 }
 
 // admit makes blocks resident while some SM has room: swapped-out blocks
-// whose barrier has opened first, each on its own SM, then new ones in
-// block order.
+// whose barrier has opened first (on their own SM if it has room, else on
+// the next that has), then new ones in block order.
 func (e *engine) admit() {
 	for i := 0; i < len(e.readmit); {
 		b := e.readmit[i]
-		if b.gridWait > 0 || !e.roomOn(b.sm) {
-			i++ // still waiting at the device barrier, or for a slot
+		if b.gridWait > 0 {
+			i++ // still waiting at the device barrier
 			continue
 		}
+		sm := b.sm
+		if !e.roomOn(sm) {
+			var ok bool
+			if sm, ok = e.room(); !ok {
+				return
+			}
+		}
 		e.readmit = slices.Delete(e.readmit, i, i+1)
-		e.place(b, b.sm)
+		e.place(b, sm)
 		if e.residency != nil {
 			// Its warps go on from the barrier, but not before the slot
 			// they take was free.
-			at := e.slotFree(b.sm)
+			at := e.slotFree(sm)
 			for i := range b.warps {
 				b.warps[i].ready = max(b.warps[i].ready, at)
-				e.resumeWarp(b.warps[i].id, at)
+				e.resumeWarp(b.warps[i].id, sm, at)
 			}
 		}
 		for i := range b.warps {
