@@ -198,6 +198,11 @@ func (h *hv) atoms() error {
 	return nil
 }
 
+// deviceStreamBytes is what the streams to device memory beside a fence
+// write in all: the GPU's write 4 GB; 64 MB outlasts the model's ramp
+// (128 MB moves the fence by 1%).
+const deviceStreamBytes = 64 << 20
+
 // fenceBeside times the fences of F fencers (thread 0 of each of the
 // first F blocks: an optional 4-byte store to its own PM line, then the
 // fence, until every streaming block is done, or 4 times without any) while
@@ -304,7 +309,7 @@ func (h *hv) bystander() error {
 				}
 				kind, bytes := pm.PMem, uint64(16<<20)
 				if c.target == "device" {
-					kind, bytes = pm.DeviceMem, 64<<20 // the GPU streams 4 GB: 64 MB outlasts the ramp (128 MB moves the fence 1%)
+					kind, bytes = pm.DeviceMem, deviceStreamBytes
 				}
 				if h.o.Quick {
 					bytes /= 8
@@ -356,7 +361,7 @@ func (h *hv) depth() error {
 		}
 		kind, bytes := pm.PMem, uint64(16<<20)
 		if c.target == "device" {
-			kind, bytes = pm.DeviceMem, 64<<20 // the GPU streams 4 GB: 64 MB outlasts the ramp (128 MB moves the fence 1%)
+			kind, bytes = pm.DeviceMem, deviceStreamBytes
 		}
 		if h.o.Quick {
 			bytes /= 8

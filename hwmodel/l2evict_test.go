@@ -15,8 +15,9 @@ import (
 // probe (block 0's thread 0) that waits wait cycles, then makes the given
 // number of system fences and stops the streams. With dirty, a launch
 // first writes the L2's size of other device lines, which it leaves dirty
-// (the GPU's earlier streams do the same). It returns the mean fence's cycles and the bytes
-// each streaming SM stored a cycle while the probe fenced.
+// (the GPU's earlier streams do the same). It returns the mean fence's
+// cycles and the bytes each streaming SM stored a cycle while the probe
+// fenced.
 func fenceBesideDevice(t *testing.T, cfg Config, S, threads int, wait uint64, fences int, dirty bool) (fence, perSM float64) {
 	t.Helper()
 	be, m := setupHW(t, cfg, GPM)

@@ -16,9 +16,10 @@ import (
 // barrier would. A block swapped out at the barrier frees its slot when it
 // arrives there, so the block that takes the slot starts then, not at the
 // launch; once the barrier opens, a swapped-out block comes back (to its
-// own SM, or another with room) no earlier than the slot it takes is free. Each block computes for work
-// cycles and meets the barrier, twice; with one block an SM, a grid of
-// waves x SMs blocks takes 2 x waves x work cycles, within 10%.
+// own SM, or another with room) no earlier than the slot it takes is free.
+// Each block computes for work cycles and meets the barrier, twice; with
+// one block an SM, a grid of waves x SMs blocks takes 2 x waves x work
+// cycles, within 10%.
 func TestDeviceBarrierWaves(t *testing.T) {
 	const work = 10000
 	for _, waves := range []int{1, 3} {
