@@ -1,6 +1,7 @@
 package hwmodel
 
 import (
+	"math/rand/v2"
 	"testing"
 
 	"github.com/stretchr/testify/require"
@@ -66,5 +67,41 @@ func BenchmarkHWModel(b *testing.B) {
 				b.ReportMetric(float64(cycles), "sim-cycles")
 			})
 		}
+	}
+}
+
+// BenchmarkOccupancy measures an occupancy calendar under the memory
+// system's pattern: jobs booked a little out of time order with fit,
+// holding a slot for a few hundred cycles, as time advances (never far
+// behind the last booking: a warp waits for its job before the next), with
+// a trim every thousand jobs (the engine trims its calendars as its warps
+// move on). An op is one job booked.
+func BenchmarkOccupancy(b *testing.B) {
+	for _, c := range []struct {
+		name   string
+		window int
+		hold   uint64
+	}{
+		{"queue-16", 16, 400},
+		{"window-6", 6, 1200},
+		{"words-1024", 1024, 300},
+	} {
+		b.Run(c.name, func(b *testing.B) {
+			rng := rand.New(rand.NewPCG(1, 2))
+			var o occupancy
+			now := uint64(0)
+			o.reset(now)
+			i := 0
+			for b.Loop() {
+				at := now + rng.Uint64N(256)
+				hold := c.hold/2 + rng.Uint64N(c.hold)
+				s := o.fit(at, c.window, func(s uint64) uint64 { return s + hold })
+				o.add(s, s+hold)
+				now = max(now+rng.Uint64N(8), s-min(s, 512))
+				if i++; i%1000 == 0 {
+					o.trim(now - min(now, 2048))
+				}
+			}
+		})
 	}
 }

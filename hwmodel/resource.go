@@ -213,13 +213,19 @@ const occShift = 3
 // overfills a queue; the limits are at most maxQueueEntries), and the
 // calendars of a paper-size run hold tens of megabytes of them.
 type occupancy struct {
-	base uint64   // bucket index of leaf 0
-	used uint64   // buckets from base that a job has touched
-	n    uint64   // leaves (a power of two, or 0)
-	cov  []uint16 // per node: jobs covering the node's whole range
-	mn   []uint16 // per node: least count in its range (its add included)
-	mx   []uint16 // per node: greatest count in its range (its add included)
-	keep []uint16 // rebuild's scratch: the counts it keeps
+	base  uint64    // bucket index of leaf 0
+	used  uint64    // buckets from base that a job has touched
+	n     uint64    // leaves (a power of two, or 0)
+	nodes []occNode // the tree, root at 1, leaves from n
+	keep  []uint16  // rebuild's scratch: the counts it keeps
+}
+
+// occNode is a node of an occupancy tree. Its three counts sit together,
+// so a step down or up the tree touches one cache line, not three.
+type occNode struct {
+	cov uint16 // jobs covering the node's whole range
+	mn  uint16 // least count in its range (its add included)
+	mx  uint16 // greatest count in its range (its add included)
 }
 
 // maxQueueEntries bounds the limits of the queues occupancy calendars
@@ -229,9 +235,7 @@ const maxQueueEntries = math.MaxUint16
 func (o *occupancy) reset(at uint64) {
 	o.base = at >> occShift
 	o.used = 0
-	clear(o.cov)
-	clear(o.mn)
-	clear(o.mx)
+	clear(o.nodes)
 }
 
 // firstFree returns the first cycle from t in whose bucket fewer than w
@@ -251,14 +255,15 @@ func (o *occupancy) firstFree(t uint64, w int) uint64 {
 // find returns the first leaf at or after k under node (covering lo..hi)
 // whose count, with acc from the node's ancestors, is below w.
 func (o *occupancy) find(node, lo, hi, k uint64, w, acc uint32) (uint64, bool) {
-	if hi < k || uint32(o.mn[node])+acc >= w {
+	nd := &o.nodes[node]
+	if hi < k || uint32(nd.mn)+acc >= w {
 		return 0, false
 	}
 	if lo == hi {
 		return lo, true
 	}
 	mid := (lo + hi) / 2
-	acc += uint32(o.cov[node])
+	acc += uint32(nd.cov)
 	if f, ok := o.find(2*node, lo, mid, k, w, acc); ok {
 		return f, true
 	}
@@ -327,25 +332,27 @@ func (o *occupancy) rangeMax(node, lo, hi, l, r uint64, acc uint32) uint32 {
 	if r < lo || hi < l {
 		return 0
 	}
+	nd := &o.nodes[node]
 	if l <= lo && hi <= r {
-		return uint32(o.mx[node]) + acc
+		return uint32(nd.mx) + acc
 	}
 	mid := (lo + hi) / 2
-	acc += uint32(o.cov[node])
+	acc += uint32(nd.cov)
 	return max(o.rangeMax(2*node, lo, mid, l, r, acc), o.rangeMax(2*node+1, mid+1, hi, l, r, acc))
 }
 
 // lastFull returns the last leaf in l..r under node (covering lo..hi)
 // whose count, with acc from the node's ancestors, is at least w.
 func (o *occupancy) lastFull(node, lo, hi, l, r uint64, w, acc uint32) (uint64, bool) {
-	if r < lo || hi < l || uint32(o.mx[node])+acc < w {
+	nd := &o.nodes[node]
+	if r < lo || hi < l || uint32(nd.mx)+acc < w {
 		return 0, false
 	}
 	if lo == hi {
 		return lo, true
 	}
 	mid := (lo + hi) / 2
-	acc += uint32(o.cov[node])
+	acc += uint32(nd.cov)
 	if f, ok := o.lastFull(2*node+1, mid+1, hi, l, r, w, acc); ok {
 		return f, true
 	}
@@ -388,28 +395,34 @@ func (o *occupancy) rangeAdd(l, r uint64, k uint16) {
 		}
 		lo, hi = lo>>1, hi>>1
 	}
-	o.pull((l + o.n) >> 1)
-	o.pull((r + o.n) >> 1)
+	// The two ends' ancestors, level by level, once where they meet.
+	a, b := (l+o.n)>>1, (r+o.n)>>1
+	for ; a != b; a, b = a>>1, b>>1 {
+		o.pull(a)
+		o.pull(b)
+	}
+	for ; a >= 1; a >>= 1 {
+		o.pull(a)
+	}
 }
 
 // cover adds k slots covering node's whole range.
 func (o *occupancy) cover(node uint64, k uint16) {
-	if o.mx[node] > maxQueueEntries-k {
+	nd := &o.nodes[node]
+	if nd.mx > maxQueueEntries-k {
 		panic("hwmodel: an occupancy calendar holds more jobs than any queue's limit")
 	}
-	o.cov[node] += k
-	o.mn[node] += k
-	o.mx[node] += k
+	nd.cov += k
+	nd.mn += k
+	nd.mx += k
 }
 
-// pull recomputes the least and greatest counts of node and its ancestors
-// from their children.
+// pull recomputes the least and greatest counts of node from its
+// children's.
 func (o *occupancy) pull(node uint64) {
-	for ; node >= 1; node >>= 1 {
-		a, b := 2*node, 2*node+1
-		o.mn[node] = o.cov[node] + min(o.mn[a], o.mn[b])
-		o.mx[node] = o.cov[node] + max(o.mx[a], o.mx[b])
-	}
+	nd, a, b := &o.nodes[node], o.nodes[2*node], o.nodes[2*node+1]
+	nd.mn = nd.cov + min(a.mn, b.mn)
+	nd.mx = nd.cov + max(a.mx, b.mx)
 }
 
 // rebuild drops the first drop leaves and makes room for at least need
@@ -417,15 +430,11 @@ func (o *occupancy) pull(node uint64) {
 func (o *occupancy) rebuild(drop, need uint64) {
 	// Push every node's adds down to the leaves: they then hold the counts.
 	for node := uint64(1); node < o.n; node++ {
-		if a := o.cov[node]; a != 0 {
-			o.cov[2*node] += a
-			o.cov[2*node+1] += a
-			o.cov[node] = 0
+		if a := o.nodes[node].cov; a != 0 {
+			o.nodes[2*node].cov += a
+			o.nodes[2*node+1].cov += a
+			o.nodes[node].cov = 0
 		}
-	}
-	var leaves []uint16
-	if o.n > 0 {
-		leaves = o.cov[o.n:]
 	}
 	keep := uint64(0)
 	if drop < o.used {
@@ -443,26 +452,28 @@ func (o *occupancy) rebuild(drop, need uint64) {
 	if o.n > n && o.n <= 8*n {
 		n = o.n
 	}
-	o.keep = append(o.keep[:0], leaves[drop:drop+keep]...)
+	o.keep = o.keep[:0]
+	for _, nd := range o.nodes[o.n+drop : o.n+drop+keep] {
+		o.keep = append(o.keep, nd.cov)
+	}
 	if n != o.n {
 		o.n = n
-		// Reuse the arrays where they fit, unless they are far larger
-		// than what is kept (a far-future hold grew them).
-		if c := uint64(cap(o.cov)); c >= 2*n && c <= 8*n {
-			o.cov, o.mn, o.mx = o.cov[:2*n], o.mn[:2*n], o.mx[:2*n]
+		// Reuse the array where it fits, unless it is far larger than
+		// what is kept (a far-future hold grew it).
+		if c := uint64(cap(o.nodes)); c >= 2*n && c <= 8*n {
+			o.nodes = o.nodes[:2*n]
 		} else {
-			o.cov = make([]uint16, 2*n)
-			o.mn = make([]uint16, 2*n)
-			o.mx = make([]uint16, 2*n)
+			o.nodes = make([]occNode, 2*n)
 		}
 	}
-	clear(o.cov)
-	copy(o.cov[n:], o.keep)
-	copy(o.mn[n:], o.cov[n:])
-	copy(o.mx[n:], o.cov[n:])
+	leaves := o.nodes[n:]
+	for i, c := range o.keep {
+		leaves[i] = occNode{cov: c, mn: c, mx: c}
+	}
+	clear(leaves[len(o.keep):])
 	for node := n - 1; node >= 1; node-- {
-		o.mn[node] = min(o.mn[2*node], o.mn[2*node+1])
-		o.mx[node] = max(o.mx[2*node], o.mx[2*node+1])
+		a, b := o.nodes[2*node], o.nodes[2*node+1]
+		o.nodes[node] = occNode{mn: min(a.mn, b.mn), mx: max(a.mx, b.mx)}
 	}
 	o.used = keep
 }
