@@ -316,7 +316,7 @@ type Backend struct {
 	left       uint64 // set by flush: when the write's bytes left the SM
 	first      uint64 // the launch's first issue cycle: its start plus gpu.launch_latency_cycles
 	steps      uint64
-	batch      int  // verbs per lane in a step: Batch, or FineBatch under gpu.fence_waits_all
+	batch      int  // verbs per lane in a step: gpu.step_verbs, else Batch, or FineBatch under gpu.fence_waits_all
 	keepAll    bool // tests only: no periodic trim, so every write's completion stays readable after the run
 	syncStamp  uint64
 
@@ -379,6 +379,9 @@ func New(cfg Config, model Model) (*Backend, error) {
 	b := &Backend{cfg: cfg, model: model, batch: Batch}
 	if cfg.GPU.FenceWaitsAll {
 		b.batch = FineBatch
+	}
+	if cfg.GPU.StepVerbs > 0 {
+		b.batch = cfg.GPU.StepVerbs
 	}
 	if model.WriteBack() {
 		b.rs = newWriteBackHW(cfg, model.VolatileWPQ())

@@ -107,6 +107,15 @@ type GPUConfig struct {
 	// behind every earlier write in the memory system's queues does. Off,
 	// a fence waits for its own warp's writes only, as GPGPU-Sim's does.
 	FenceWaitsAll bool `json:"fence_waits_all"`
+	// StepVerbs is how many verbs each lane runs in one step of the
+	// engine. A step's verbs are timed one after another from its warp's
+	// clock before any other warp's, so a line the warp touches twice in
+	// one step stays in its L1 whatever the SM's other warps would have
+	// brought in between, and a store that waits long carries the warp's
+	// clock ahead of the others. 1 steps every verb in clock order: the
+	// most faithful and the slowest. 0: 8 (Batch), or 2 (FineBatch) with
+	// FenceWaitsAll.
+	StepVerbs int `json:"step_verbs"`
 }
 
 // CacheConfig is a set-associative cache.
@@ -450,6 +459,10 @@ func PresetGOPE() Config {
 		SmemLatencyCycles:  20,       // not in Table 2: the SBRP artifact's
 		SmemBanks:          32,       // not in Table 2: GCN's LDS has 32 banks
 		SmemBytes:          64 << 10, // not in Table 2: GCN's LDS is 64 KB per CU
+		// Not a hardware parameter: 40 wavefronts share a 16 KB L1, and at
+		// the default step their working sets stayed in it within a step
+		// (TestStepKeepsNoFalseLocality).
+		StepVerbs: 1,
 	}
 	c.L1 = CacheConfig{SizeBytes: 16 << 10, LineBytes: 64, Assoc: 16, LatencyCycles: 20}   // Table 2 size/ways/line; latency: SBRP artifact
 	c.L2 = CacheConfig{SizeBytes: 512 << 10, LineBytes: 64, Assoc: 16, LatencyCycles: 160} // Table 2 size/ways/line; latency: SBRP artifact
@@ -952,6 +965,9 @@ func (c *Config) Validate() error {
 	}
 	if g.FenceBlockCycles < 0 || g.FenceDeviceCycles < 0 || g.FenceSystemCycles < 0 || g.FenceSystemCycles > 1<<20 || g.FenceDeviceCycles > 1<<20 || g.FenceBlockCycles > 1<<20 {
 		return bad("gpu.fence_system_cycles", "fence costs must be from 0 to 2^20 cycles")
+	}
+	if v := c.GPU.StepVerbs; v < 0 || v > 64 {
+		return bad("gpu.step_verbs", "%d, want 0 (the backend's default) to 64", v)
 	}
 	if v := c.GPU.LSULineCycles; !(v >= 0 && v <= 1024) {
 		return bad("gpu.lsu_line_cycles", "%g, want 0 to 1024", v)
