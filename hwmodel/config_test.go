@@ -54,6 +54,8 @@ func TestConfigValidateNamesField(t *testing.T) {
 		{"mem.sm_read_bytes=-4", "mem.sm_read_bytes"},
 		{"gpu.lsu_line_cycles=-1", "gpu.lsu_line_cycles"},
 		{"gpu.lsu_line_cycles=NaN", "gpu.lsu_line_cycles"},
+		{"gpu.step_verbs=-1", "gpu.step_verbs"},
+		{"gpu.step_verbs=65", "gpu.step_verbs"},
 		{"mem.write_queue_entries=65536", "mem.write_queue_entries"},
 		{"pcie.write_buffer_bytes=64", "pcie.write_buffer_bytes"}, // under a line: a write could never enter
 		{"pcie.write_buffer_bytes=2097153", "pcie.write_buffer_bytes"},
