@@ -13,7 +13,7 @@ import (
 // machine's L1 can keep. Each of 40 wavefronts a CU loads 64 lines of its
 // own, computes for 2,000 cycles, and loads them again. In those cycles
 // the CU's other 39 wavefronts bring 2,496 lines through a 256-line L1, so
-// every second load misses: the L1 misses twice per line. A step of
+// every reload misses too: the L1 misses twice per line. A step of
 // several verbs times a warp's load, work and load before any other
 // warp's, so at 8 verbs a step the second loads hit (1.0 misses a line).
 func TestStepKeepsNoFalseLocality(t *testing.T) {
@@ -21,7 +21,11 @@ func TestStepKeepsNoFalseLocality(t *testing.T) {
 		step    string  // gpu.step_verbs ("": the preset's)
 		perLine float64 // L1 misses a line
 	}{{"", 2}, {"8", 1}} {
-		t.Run("step="+c.step, func(t *testing.T) {
+		name := "step=" + c.step
+		if c.step == "" {
+			name = "preset"
+		}
+		t.Run(name, func(t *testing.T) {
 			cfg, err := Preset("gope")
 			require.NoError(t, err)
 			if c.step != "" {
