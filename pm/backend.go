@@ -229,9 +229,8 @@ type StoredRegion struct {
 // first wave), Resume for each warp of a swapped-out block that comes back
 // once the barrier has opened, with its SM (its own, or another with room)
 // and the cycle the slot it takes became free, and Retire when a warp's
-// last thread has ended. A backend
-// can then start and resume warps at the right cycle and know the earliest
-// cycle any live warp may still issue at.
+// last thread has ended. A backend can then start and resume warps at the
+// right cycle and know the earliest cycle any live warp may still issue at.
 type Residency interface {
 	Admit(warp, sm int, at uint64)
 	Resume(warp, sm int, at uint64)
