@@ -47,7 +47,10 @@ func TestLinFigures(t *testing.T) {
 	slow, err := e.Run(context.Background(), bench.Options{Quick: true, Set: []string{"writeback.channels=1", "writeback.l2_banks_per_channel=1"}})
 	require.NoError(t, err)
 	v, s := rowsBy(rows), rowsBy(slow)
-	for _, k := range []string{"histo1", "histo2", "histo4", "mri-gridding-scan1", "mri-gridding-scan2", "sad2"} {
+	// Not histo2: its walk is hidden behind its write-backs' drain (EP_K
+	// 21,714 and 21,719 cycles with one bank or many, in either order as
+	// the executor's timing order changes).
+	for _, k := range []string{"histo1", "histo4", "mri-gridding-scan1", "mri-gridding-scan2", "sad2"} {
 		require.Equal(t, v[[3]string{k, "nvm", "cycles"}], s[[3]string{k, "nvm", "cycles"}], "%s: the baseline never walks the L2", k)
 		require.Greater(t, s[[3]string{k, "EP_K", "cycles"}], v[[3]string{k, "EP_K", "cycles"}], "%s: a one-bank walk is longer", k)
 	}

@@ -17,14 +17,14 @@ import (
 const Batch = 8
 
 // FineBatch is Batch where a fence waits for every SM's writes
-// (gpu.fence_waits_all). A warp's step is timed as a whole, so a store
-// that waits long for its SM's outstanding-write slot carries its warp's
-// clock far ahead of the others, whose earlier writes are booked after
-// its later ones and queue behind them on the link; a fence that waits
-// for every earlier write then waits for those too. At Batch, 32 SMs of
-// 32 warps streaming to host memory put 2.9 times Little's law in front
-// of such a fence; at FineBatch, 1.0 (TestWriteBufferInFrontOfTheLink),
-// for about a third more CPU time.
+// (gpu.fence_waits_all) and steps are timed whole (gpu.whole_steps). A
+// store that waits long for its SM's outstanding-write slot then carries
+// its warp's clock far ahead of the others, whose earlier writes are
+// booked after its later ones and queue behind them on the link; a fence
+// that waits for every earlier write then waits for those too. At Batch,
+// 32 SMs of 32 warps streaming to host memory put 2.9 times Little's law
+// in front of such a fence; at FineBatch, 1.0. Timed in clock order, 1.0
+// at Batch (TestWriteBufferInFrontOfTheLink).
 const FineBatch = 2
 
 // faultHooks break a model's promise on purpose, per backend, so that the
@@ -224,6 +224,31 @@ type warpState struct {
 	// loadsBack is when the data of the warp's gathered loads is back:
 	// its next instruction that is not a gathered load issues no earlier.
 	loadsBack uint64
+	// rest holds the ops of the warp's last step not timed yet, from
+	// restAt on (timed in clock order), with the step's first record and
+	// whether it accessed shared memory.
+	rest       []pendOp
+	restAt     int
+	restRec0   int32
+	restShared bool
+	// bw is a barrier the warp passed that is not applied yet (syncWait);
+	// bwTimed: the warp's ops up to it are timed. ready is the cycle Step
+	// last returned for it.
+	bw      *syncWait
+	bwTimed bool
+	ready   uint64
+}
+
+// syncWait is a barrier of one block that its members passed (Sync)
+// before all their instructions up to it were timed: it is applied once
+// they are, and the members' later instructions wait for it.
+type syncWait struct {
+	agents []pm.Agent
+	ptrs   []*pm.Agent
+	seqs   []int32 // with SetVerbTimes: per agent, its barrier verb
+	kind   pm.OpKind
+	sc     pm.Scope
+	left   int // members whose ops up to the barrier are not all timed
 }
 
 type smState struct {
@@ -316,12 +341,18 @@ type Backend struct {
 	left       uint64 // set by flush: when the write's bytes left the SM
 	first      uint64 // the launch's first issue cycle: its start plus gpu.launch_latency_cycles
 	steps      uint64
-	batch      int  // verbs per lane in a step: gpu.step_verbs, else Batch, or FineBatch under gpu.fence_waits_all
+	batch      int  // verbs per lane in a step: gpu.step_verbs, else Batch, or FineBatch under gpu.fence_waits_all with gpu.whole_steps
 	keepAll    bool // tests only: no periodic trim, so every write's completion stays readable after the run
 	syncStamp  uint64
 
-	pending  []pendOp
-	spare    []pendOp
+	pending []pendOp
+	spare   []pendOp
+	inOrder bool       // not gpu.whole_steps: Step times a step's instructions one at a time, in clock order (pm.Deferrer)
+	bufs    [][]pendOp // empty pending buffers for steps left partly untimed
+	// untimedW maps an address to the warp whose untimed ops (ws.rest)
+	// write it by an atomic or a PRel: an atomic or PAcq of another warp
+	// that reads it is timed only after them (flushReaders).
+	untimedW map[pm.Addr]int32
 	opSeq    int32    // Op calls so far in the launch
 	stepRec0 int32    // the first record of the step being gathered
 	verbDone []uint64 // with SetVerbTimes: per Op call of the launch, the cycle it returned
@@ -376,8 +407,8 @@ func New(cfg Config, model Model) (*Backend, error) {
 	if cfg.Persist.None && model != None {
 		return nil, fmt.Errorf("%w: configuration %q with model %v (pass hwmodel.None)", ErrPMAsDRAM, cfg.Name, model)
 	}
-	b := &Backend{cfg: cfg, model: model, batch: Batch}
-	if cfg.GPU.FenceWaitsAll {
+	b := &Backend{cfg: cfg, model: model, batch: Batch, inOrder: !cfg.GPU.WholeSteps}
+	if cfg.GPU.FenceWaitsAll && cfg.GPU.WholeSteps {
 		b.batch = FineBatch
 	}
 	if cfg.GPU.StepVerbs > 0 {
@@ -570,6 +601,7 @@ func (b *Backend) Begin(l pm.Launch) error {
 	clear(b.released)
 	clear(b.atomics)
 	b.pending = b.pending[:0]
+	clear(b.untimedW)
 	b.stepShared = false
 	b.ms.reset(b.start)
 	b.ms.drained = b.start
@@ -735,8 +767,35 @@ func (b *Backend) Step(w int) uint64 {
 		return b.end
 	}
 	ws := b.warp(w)
-	b.timePending(w, ws)
 	b.inStep = false
+	if ws.bw != nil && ws.bwTimed {
+		// Past a barrier not applied yet: its ops wait for it.
+		if len(b.pending) > 0 {
+			if ws.rest != nil {
+				panic("hwmodel: a warp ran again with ops of its last step untimed")
+			}
+			b.preparePending()
+			b.stash(w, ws, 0)
+		}
+		return b.readyAt(ws, b.barrierDue(ws.bw))
+	}
+	lo := 0
+	if ws.rest != nil {
+		if ws.clock > ws.ready {
+			return b.readyAt(ws, ws.clock) // a barrier moved its clock: due later
+		}
+		// The rest of an earlier step, now that the warp is due again.
+		b.popTime = max(b.popTime, ws.clock)
+		lo = ws.restAt
+		b.resumeRest(w, ws)
+	} else {
+		b.preparePending()
+	}
+	b.timeFrom(w, ws, lo, b.inOrder)
+	if ws.rest != nil {
+		return b.readyAt(ws, ws.clock) // more to time when it is due (Untimed)
+	}
+	b.arrivalTimed(ws)
 	if ws.wait != nil {
 		if ws.wait.reads != nil {
 			b.stepped() // a run of far loads blocks at every one
@@ -750,7 +809,13 @@ func (b *Backend) Step(w int) uint64 {
 		}
 	}
 	b.stepped()
-	return ws.clock
+	return b.readyAt(ws, ws.clock)
+}
+
+// readyAt notes and returns the cycle Step returns for warp ws.
+func (b *Backend) readyAt(ws *warpState, at uint64) uint64 {
+	ws.ready = at
+	return at
 }
 
 // stepped counts a step and trims the calendars every 4,096.
@@ -829,18 +894,157 @@ func (b *Backend) endsItsStep(p *pendOp) bool {
 	return b.endsStep&(1<<uint(p.kind)) != 0 && (p.kind != pm.OpLoad || p.pm && !p.shared)
 }
 
+// Untimed reports whether warp w has ops of its last step that Step has
+// not timed yet (pm.Deferrer).
+func (b *Backend) Untimed(w int) bool {
+	return w < len(b.warps) && b.warps[w].rest != nil
+}
+
 // timePending times the pending ops of warp w as instructions: the k-th
 // verbs of the lanes together.
 func (b *Backend) timePending(w int, ws *warpState) {
+	b.preparePending()
+	b.timeFrom(w, ws, 0, false)
+}
+
+// preparePending makes the gathered ops of a step into instructions:
+// ordered by verb index, the verbs that end their lane's step last.
+func (b *Backend) preparePending() {
 	if len(b.pending) == 0 {
 		return
 	}
 	b.convergeAtStepEnd()
 	b.sortPending()
-	for lo := 0; lo < len(b.pending); {
+	clear(b.laneIdx)
+}
+
+// resumeRest makes the untimed rest of warp w's last step pending again.
+func (b *Backend) resumeRest(w int, ws *warpState) {
+	if len(b.pending) > 0 {
+		panic("hwmodel: a warp's untimed ops resumed while another's step is pending")
+	}
+	if b.pending != nil {
+		b.bufs = append(b.bufs, b.pending[:0])
+	}
+	b.pending, ws.rest = ws.rest, nil
+	b.stepRec0, b.stepShared, b.curWarp = ws.restRec0, ws.restShared, w
+}
+
+// stash keeps the prepared pending ops of warp w from lo on as the warp's
+// rest, for a later Step, and gives the engine an empty pending buffer.
+func (b *Backend) stash(w int, ws *warpState, lo int) {
+	ws.rest, ws.restAt, ws.restRec0, ws.restShared = b.pending, lo, b.stepRec0, b.stepShared
+	for i := lo; i < len(ws.rest); i++ {
+		if p := &ws.rest[i]; flagWrite(p) {
+			if b.untimedW == nil {
+				b.untimedW = map[pm.Addr]int32{}
+			}
+			b.untimedW[p.addr] = int32(w)
+		}
+	}
+	b.pending = nil
+	if n := len(b.bufs); n > 0 {
+		b.pending, b.bufs = b.bufs[n-1], b.bufs[:n-1]
+	}
+	b.stepShared = false
+}
+
+// flushRest times all that is left of warp w's last step.
+func (b *Backend) flushRest(w int, ws *warpState) {
+	if ws.rest == nil {
+		return
+	}
+	if sw := ws.bw; sw != nil && ws.bwTimed {
+		// Its ops wait for a barrier: time the members it waits for first.
+		for _, a := range sw.agents {
+			if m := &b.warps[a.Warp]; m != ws && m.bw == sw && !m.bwTimed {
+				b.flushRest(a.Warp, m)
+			}
+		}
+	}
+	cur, rec0, shared := b.curWarp, b.stepRec0, b.stepShared
+	held := b.pending
+	b.pending = nil
+	at := ws.restAt
+	b.resumeRest(w, ws)
+	b.timeFrom(w, ws, at, false)
+	b.bufs = append(b.bufs, b.pending[:0])
+	b.pending = held
+	b.curWarp, b.stepRec0, b.stepShared = cur, rec0, shared
+	b.arrivalTimed(ws)
+}
+
+// couples reports whether an op of kind k ties its timing to every other
+// warp's (a whole-machine persist barrier, write-back or drain): a step
+// with one is timed up to it at once, in the order the warps ran, as every
+// step is with gpu.whole_steps.
+func couples(k pm.OpKind) bool {
+	switch k {
+	case pm.OpEpochBarrier, pm.OpL2WB, pm.OpPCommit:
+		return true
+	}
+	return false
+}
+
+// flagWrite reports whether p writes a value a later atomic or PAcq of
+// another warp orders itself after (b.atomics, b.released, b.relFront).
+func flagWrite(p *pendOp) bool {
+	return p.kind == pm.OpPRel || p.kind == pm.OpAtomic && p.wrote
+}
+
+// flushReaders times, before the ops of seg (warp w's) are, the untimed
+// ops of any other warp that write what an atomic or PAcq of seg reads:
+// that warp made them before w read the value they wrote, and the reader
+// must see their completion. The writes of seg leave untimedW.
+func (b *Backend) flushReaders(w int, seg []pendOp) {
+	for i := range seg {
+		p := &seg[i]
+		if p.kind != pm.OpAtomic && p.kind != pm.OpPAcq && p.kind != pm.OpPRel {
+			continue
+		}
+		if v, ok := b.untimedW[p.addr]; ok {
+			if int(v) == w {
+				if flagWrite(p) {
+					delete(b.untimedW, p.addr)
+				}
+				continue
+			}
+			if p.kind != pm.OpPRel {
+				b.flushRest(int(v), &b.warps[v])
+			}
+		}
+	}
+}
+
+// timeFrom times the prepared pending ops of warp w from index lo on.
+// With split, it stops after the first instruction after which no op that
+// couples warps (couples) is left and keeps the rest for the warp's next
+// Step (ws.rest), so that the warp's next instruction is timed when the
+// warp is the earliest again.
+func (b *Backend) timeFrom(w int, ws *warpState, lo int, split bool) {
+	if len(b.pending) == 0 {
+		return
+	}
+	hold := lo - 1 // the ops up to hold are timed now
+	if split {
+		for i := len(b.pending) - 1; i >= lo; i-- {
+			if couples(b.pending[i].kind) {
+				hold = i
+				break
+			}
+		}
+	}
+	for first := true; lo < len(b.pending); first = false {
+		if split && !first && lo > hold && ws.wait == nil {
+			b.stash(w, ws, lo) // for the warp's next Step
+			return
+		}
 		hi := lo + 1
 		for hi < len(b.pending) && b.pending[hi].idx == b.pending[lo].idx {
 			hi++
+		}
+		if len(b.untimedW) > 0 {
+			b.flushReaders(w, b.pending[lo:hi])
 		}
 		seg := b.pending[lo:hi]
 		for i := range seg {
@@ -860,12 +1064,11 @@ func (b *Backend) timePending(w int, ws *warpState) {
 				b.endWait(ws) // more of the step to time after it: wait now
 			}
 		}
+		b.last.Verbs += uint64(hi - lo)
 		lo = hi
 	}
-	b.last.Verbs += uint64(len(b.pending))
 	b.pending = b.pending[:0]
 	b.stepShared = false
-	clear(b.laneIdx)
 }
 
 // Admit starts warp w of a block that became resident on sm at cycle at
@@ -903,12 +1106,12 @@ func (b *Backend) Retire(w int) {
 }
 
 // safeTime returns a cycle no live warp can issue before: the least clock
-// of the warps not retired. Warps run a few instructions out of time order,
+// of the warps not retired or with ops still to time. Warps run a few instructions out of time order,
 // so the latest cycle seen (popTime) is not safe to forget history at.
 func (b *Backend) safeTime() uint64 {
 	at := b.popTime
 	for i := range b.warps {
-		if ws := &b.warps[i]; ws.init && !ws.retired {
+		if ws := &b.warps[i]; ws.init && (!ws.retired || ws.rest != nil) {
 			at = min(at, ws.clock)
 		}
 	}
@@ -1753,31 +1956,128 @@ func (b *Backend) acquire(ws *warpState, t uint64, sc pm.Scope, group []pendOp) 
 }
 
 // Sync makes the warps of group wait for each other and applies the
-// ordering of the barrier they passed.
+// ordering of the barrier they passed. The members of one block whose
+// instructions up to the barrier are not all timed yet (clock order) pass
+// it when they are (syncWait); other barriers time them all first.
 func (b *Backend) Sync(group []*pm.Agent) {
 	if !b.running || len(group) == 0 {
 		return
 	}
-	// The stepping warp's verbs so far precede the barrier.
+	if b.inOrder && b.deferSync(group) {
+		return
+	}
+	// The stepping warp's verbs so far precede the barrier, and so do
+	// the members' steps left partly untimed.
 	if len(b.pending) > 0 {
 		b.timePending(b.curWarp, b.warp(b.curWarp))
 	}
-	b.syncStamp++
-	var at, acks, front, rel uint64
+	for _, a := range group {
+		if a.Warp >= 0 && a.Warp < len(b.warps) {
+			b.flushRest(a.Warp, &b.warps[a.Warp])
+		}
+	}
 	var kind pm.OpKind
 	var sc pm.Scope
+	for _, a := range group {
+		ws := b.warp(a.Warp)
+		kind, sc = ws.bar, ws.barS
+	}
+	b.applySync(group, kind, sc, nil)
+}
+
+// deferSync makes a barrier of one block whose members are not all timed
+// up to it a syncWait, and reports whether it did.
+func (b *Backend) deferSync(group []*pm.Agent) bool {
+	blk := group[0].Block
+	untimed := false
+	for _, a := range group {
+		if a.Block != blk || a.Warp < 0 {
+			return false
+		}
+		ws := b.warp(a.Warp)
+		if ws.bw != nil {
+			return false // never while a barrier before it waits; times it all
+		}
+		untimed = untimed || ws.rest != nil || a.Warp == b.curWarp && len(b.pending) > 0
+	}
+	if !untimed {
+		return false
+	}
+	sw := &syncWait{agents: make([]pm.Agent, len(group)), ptrs: make([]*pm.Agent, len(group))}
+	for i, a := range group {
+		sw.agents[i] = *a
+		sw.ptrs[i] = &sw.agents[i]
+		if b.timeVerb {
+			seq := int32(-1)
+			if a.ID < len(b.barSeq) {
+				seq = b.barSeq[a.ID]
+			}
+			sw.seqs = append(sw.seqs, seq)
+		}
+	}
+	b.eachWarp(group, func(a *pm.Agent, ws *warpState) {
+		sw.kind, sw.sc = ws.bar, ws.barS
+		ws.bw, ws.bwTimed = sw, true
+		if ws.rest != nil || a.Warp == b.curWarp && len(b.pending) > 0 {
+			ws.bwTimed = false
+			sw.left++
+		}
+	})
+	return true
+}
+
+// eachWarp calls fn once for each warp of group, with its first agent.
+func (b *Backend) eachWarp(group []*pm.Agent, fn func(a *pm.Agent, ws *warpState)) {
+	b.syncStamp++
 	for _, a := range group {
 		ws := b.warp(a.Warp)
 		if ws.stamp == b.syncStamp {
 			continue
 		}
 		ws.stamp = b.syncStamp
+		fn(a, ws)
+	}
+}
+
+// arrivalTimed notes that warp ws has no ops left to time before the
+// barrier it waits at, and applies the barrier once no member has.
+func (b *Backend) arrivalTimed(ws *warpState) {
+	sw := ws.bw
+	if sw == nil || ws.bwTimed || ws.rest != nil {
+		return
+	}
+	ws.bwTimed = true
+	if sw.left--; sw.left > 0 {
+		return
+	}
+	for _, a := range sw.agents {
+		m := b.warp(a.Warp)
+		m.bw, m.bwTimed = nil, false
+	}
+	b.applySync(sw.ptrs, sw.kind, sw.sc, sw.seqs)
+}
+
+// barrierDue returns the cycle before which the barrier sw cannot be
+// applied: after the clock of every member, one of them with ops to time.
+func (b *Backend) barrierDue(sw *syncWait) uint64 {
+	var at uint64
+	for _, a := range sw.agents {
+		at = max(at, b.warp(a.Warp).clock)
+	}
+	return at + 1
+}
+
+// applySync makes the warps of group wait for each other at a barrier of
+// kind and scope sc. seqs, with SetVerbTimes, are the members' barrier
+// verbs (nil: b.barSeq's).
+func (b *Backend) applySync(group []*pm.Agent, kind pm.OpKind, sc pm.Scope, seqs []int32) {
+	var at, acks, front, rel uint64
+	b.eachWarp(group, func(_ *pm.Agent, ws *warpState) {
 		at = max(at, ws.clock)
-		kind, sc = ws.bar, ws.barS
 		front = max(front, b.warpAcks(ws))
 		rel = max(rel, ws.relDone)
 		ws.relDone = 0
-	}
+	})
 	acks = b.pol.barrier(group, kind, sc, at)
 	if rel > at {
 		acks = max(acks, rel) // the members' dirty volatile lines reach the L2 (verb)
@@ -1787,19 +2087,20 @@ func (b *Backend) Sync(group []*pm.Agent) {
 		at = acks
 	}
 	if b.timeVerb {
-		for _, a := range group {
-			if a.ID < len(b.barSeq) && b.barSeq[a.ID] >= 0 {
-				b.verbDone[b.barSeq[a.ID]] = at
+		for i, a := range group {
+			seq := int32(-1)
+			switch {
+			case seqs != nil:
+				seq = seqs[i]
+			case a.ID < len(b.barSeq):
+				seq = b.barSeq[a.ID]
+			}
+			if seq >= 0 {
+				b.verbDone[seq] = at
 			}
 		}
 	}
-	b.syncStamp++
-	for _, a := range group {
-		ws := b.warp(a.Warp)
-		if ws.stamp == b.syncStamp {
-			continue
-		}
-		ws.stamp = b.syncStamp
+	b.eachWarp(group, func(_ *pm.Agent, ws *warpState) {
 		b.last.Stalls.Barrier += at - ws.clock
 		ws.clock = at
 		if kind == pm.OpPBarrier {
@@ -1808,7 +2109,7 @@ func (b *Backend) Sync(group []*pm.Agent) {
 			ws.front = max(ws.front, front)
 			b.orderPoint(ws)
 		}
-	}
+	})
 }
 
 // End writes back the L1s' dirty PM lines (the L1 is flushed at kernel
@@ -1822,6 +2123,9 @@ func (b *Backend) End() (pm.Stats, error) {
 	}
 	if !b.running {
 		return pm.Stats{}, fmt.Errorf("%w: End without Begin", ErrState)
+	}
+	for i := range b.warps {
+		b.flushRest(i, &b.warps[i]) // an executor that stopped early (an error) may leave some
 	}
 	b.pbDrainAll() // SBRP: the persist buffers drain at kernel end
 	end := b.start

@@ -108,14 +108,21 @@ type GPUConfig struct {
 	// a fence waits for its own warp's writes only, as GPGPU-Sim's does.
 	FenceWaitsAll bool `json:"fence_waits_all"`
 	// StepVerbs is how many verbs each lane runs in one step of the
-	// engine. A step's verbs are timed one after another from its warp's
-	// clock before any other warp's, so a line the warp touches twice in
-	// one step stays in its L1 whatever the SM's other warps would have
-	// brought in between, and a store that waits long carries the warp's
-	// clock ahead of the others. 1 steps every verb in clock order: the
-	// most faithful and the slowest. 0: 8 (Batch), or 2 (FineBatch) with
-	// FenceWaitsAll.
+	// engine: how far a warp runs ahead of the others in what it does
+	// (a lane spinning on a flag spins that many times a step). Its
+	// instructions are still timed one at a time, each when its warp is
+	// the earliest (unless WholeSteps). 0: 8 (Batch), or 2 (FineBatch)
+	// with FenceWaitsAll and WholeSteps.
 	StepVerbs int `json:"step_verbs"`
+	// WholeSteps times a warp's step as a whole when it ends, one verb
+	// after another from the warp's clock before any other warp's, as
+	// the engine did before it timed instructions in clock order. A line
+	// the warp touches twice in one step then stays in its L1 whatever
+	// the SM's other warps would have brought in between, and a store that
+	// waits long carries the warp's clock ahead of the others
+	// (TestStepKeepsNoFalseLocality). Only for measuring what clock order
+	// changes.
+	WholeSteps bool `json:"whole_steps"`
 }
 
 // CacheConfig is a set-associative cache.
@@ -459,10 +466,6 @@ func PresetGOPE() Config {
 		SmemLatencyCycles:  20,       // not in Table 2: the SBRP artifact's
 		SmemBanks:          32,       // not in Table 2: GCN's LDS has 32 banks
 		SmemBytes:          64 << 10, // not in Table 2: GCN's LDS is 64 KB per CU
-		// Not a hardware parameter: 40 wavefronts share a 16 KB L1, and at
-		// the default step their working sets stayed in it within a step
-		// (TestStepKeepsNoFalseLocality).
-		StepVerbs: 1,
 	}
 	c.L1 = CacheConfig{SizeBytes: 16 << 10, LineBytes: 64, Assoc: 16, LatencyCycles: 20}   // Table 2 size/ways/line; latency: SBRP artifact
 	c.L2 = CacheConfig{SizeBytes: 512 << 10, LineBytes: 64, Assoc: 16, LatencyCycles: 160} // Table 2 size/ways/line; latency: SBRP artifact

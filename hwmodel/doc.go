@@ -9,6 +9,17 @@
 // link when PM sits on the host (PM-far). Lane accesses of one instruction
 // are coalesced into cache lines.
 //
+// The engine runs a warp Batch verbs a lane at a time, but Step times the
+// step's instructions one at a time, each when its warp is the earliest of
+// all (pm.Deferrer): the caches, queues and links see every warp's
+// instructions in clock order, as they would with one verb a step. A
+// block's barrier is applied once every member's instructions up to it are
+// timed; an atomic or PAcq is timed after the untimed PRel or atomic of
+// another warp whose value it read; a whole-machine verb (EpochBarrier,
+// L2WB, PCommit) times its step up to it at once. What a warp does can
+// still run ahead of the others by a step (a lane spinning on a flag spins
+// gpu.step_verbs times a step).
+//
 // Every model's traffic crosses one memory system (memsys.go): each SM's
 // injection port and outstanding writes, the L2 banks' ports, the memory
 // channels' finite write queues in front of device memory and NVM, and

@@ -322,11 +322,14 @@ func TestNVMSharedBus(t *testing.T) {
 		cfg.NVM.SharedBus = shared
 		cfg.NVM.ReadGBps, cfg.NVM.WriteGBps = 20, 20 // slow enough that the bus binds
 		be, m := setupHW(t, cfg, WriteBackADR)
-		src := region(t, m, "src", 512*128)
-		dst := region(t, m, "dst", 512*128)
+		const lines = 8 // a thread's: each one's read overlaps other warps' writes
+		src := region(t, m, "src", lines*512*128)
+		dst := region(t, m, "dst", lines*512*128)
 		_, err := scope.Launch(m, scope.Grid{Blocks: 16, Threads: 32}, func(t *scope.Thread) {
-			line := uint64(t.ID()) * 128
-			t.StoreWT64(dst.Base.Add(line), t.Load64(src.Base.Add(line))+1)
+			for i := range uint64(lines) {
+				line := (i*512 + uint64(t.ID())) * 128
+				t.StoreWT64(dst.Base.Add(line), t.Load64(src.Base.Add(line))+1)
+			}
 			t.MemBar()
 		})
 		require.NoError(t, err)

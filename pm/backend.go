@@ -267,6 +267,18 @@ type Waker interface {
 	Wake(at uint64) []WarpReady
 }
 
+// Deferrer is implemented by a timing backend whose Step may time only the
+// first instructions of a warp's step and leave the rest for later, so
+// that each instruction is timed when its warp is the earliest of all,
+// while the executor still runs a warp Caps.Batch verbs at a time. After
+// Step(w), when Untimed(w) reports true, the executor queues w at the
+// cycle Step returned even if none of its lanes can run, and when it is
+// next due calls Step(w) again without running any lane, until Untimed(w)
+// is false; only then does it run w's lanes again.
+type Deferrer interface {
+	Untimed(w int) bool
+}
+
 // DurabilityBound is how many verbs the agents that can run may report,
 // after an agent began to wait at a durability point (see Durability),
 // before the executor serves the waiting agents, if it has not sooner:

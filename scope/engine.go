@@ -272,6 +272,7 @@ type engine struct {
 
 	residency pm.Residency // the backend's, if it has one and is timed
 	waker     pm.Waker     // the backend's, if it has one and is timed
+	deferrer  pm.Deferrer  // the backend's, if it has one and is timed
 	endsStep  uint64       // bit k: a verb of kind k ends its lane's step (pm.Waker)
 	blocked   map[int]*warp
 	// dur is the backend's pm.Durability, if it has one and takes verbs
@@ -357,6 +358,9 @@ func Launch(m *pm.Machine, g Grid, k Kernel, opts ...Option) (Result, error) {
 	e.queueOps = e.ops && e.batch > 0
 	if r, ok := pm.As[pm.Residency](e.be); ok && e.batch > 0 {
 		e.residency = r
+	}
+	if d, ok := pm.As[pm.Deferrer](e.be); ok && e.batch > 0 {
+		e.deferrer = d
 	}
 	if d, ok := pm.As[pm.Durability](e.be); ok && e.ops && !e.queueOps {
 		e.dur = d
@@ -453,9 +457,14 @@ func (e *engine) run() error {
 // not queued: a barrier that a lane opens only marks its lanes runnable, and
 // the warp is queued after the step with its new ready cycle.
 func (e *engine) step(w *warp) {
-	e.res.Steps++
 	e.stepW = w
 	w.stepping = true
+	if e.deferrer != nil && e.deferrer.Untimed(w.id) {
+		// The backend times the rest of w's last step first (pm.Deferrer).
+		e.timed(w)
+		return
+	}
+	e.res.Steps++
 	lanes := w.lanes
 	// With a timing backend, only the lanes runnable when the step starts
 	// run in it: lanes a barrier releases during the step wait for the
@@ -494,14 +503,31 @@ func (e *engine) step(w *warp) {
 	}
 	if e.batch > 0 {
 		e.flushOps()
-		w.ready = e.be.Step(w.id)
-		if w.ready == pm.Blocked && e.waker != nil {
-			w.blocked = true
-			e.blocked[w.id] = w
-		}
+		e.timed(w)
+		return
 	}
 	w.stepping = false
-	for _, t := range lanes {
+	e.requeue(w)
+}
+
+// timed ends a step of w with the backend's Step and queues w again.
+func (e *engine) timed(w *warp) {
+	w.ready = e.be.Step(w.id)
+	if w.ready == pm.Blocked && e.waker != nil {
+		w.blocked = true
+		e.blocked[w.id] = w
+	}
+	w.stepping = false
+	if e.deferrer != nil && !w.blocked && e.deferrer.Untimed(w.id) {
+		e.push(w)
+		return
+	}
+	e.requeue(w)
+}
+
+// requeue queues w if one of its lanes can run.
+func (e *engine) requeue(w *warp) {
+	for _, t := range w.lanes {
 		if t.state == stRunnable {
 			e.push(w)
 			break
@@ -1310,7 +1336,14 @@ func (e *engine) retire() {
 		return
 	}
 	e.swapOutNow()
+	kept := e.finished[:0]
 	for _, b := range e.finished {
+		if e.untimedBlock(b) {
+			// Its last instructions are still to be timed: its slot is
+			// free only from their end.
+			kept = append(kept, b)
+			continue
+		}
 		if e.residency != nil {
 			var done uint64
 			for i := range b.warps {
@@ -1324,8 +1357,22 @@ func (e *engine) retire() {
 		e.alive = e.alive[:len(e.alive)-1]
 		e.blockPool = append(e.blockPool, b)
 	}
-	e.finished = e.finished[:0]
+	e.finished = kept
 	e.admit()
+}
+
+// untimedBlock reports whether a warp of b has ops the backend has not
+// timed yet (pm.Deferrer).
+func (e *engine) untimedBlock(b *block) bool {
+	if e.deferrer == nil {
+		return false
+	}
+	for i := range b.warps {
+		if e.deferrer.Untimed(b.warps[i].id) {
+			return true
+		}
+	}
+	return false
 }
 
 func (e *engine) newBlock(id, sm int) *block {

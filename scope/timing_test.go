@@ -190,3 +190,66 @@ func TestLoadOfPMEndsStep(t *testing.T) {
 	// Device loads do not end steps: fewer steps than loads.
 	require.Less(t, len(w.order), w.pmLoads+w.devLoads)
 }
+
+// deferClock is toyClock with pm.Deferrer: after each step of a warp with
+// n verbs it owes up to 3 more Steps of that warp, as a backend that times
+// a step's instructions one at a time does.
+type deferClock struct {
+	*toyClock
+	owed  map[int]int // warp -> Steps still owed
+	since map[int]int // warp -> verbs since its last Step
+	extra int         // owed Steps the engine made
+	early int         // verbs of a warp that still owed Steps
+}
+
+func (d *deferClock) Op(a *pm.Agent, op *pm.Op) {
+	if d.owed[a.Warp] > 0 {
+		d.early++
+	}
+	d.since[a.Warp]++
+	d.toyClock.Op(a, op)
+}
+
+func (d *deferClock) Step(w int) uint64 {
+	if d.owed[w] > 0 {
+		d.owed[w]--
+		d.extra++
+		d.clock[w]++
+		return d.clock[w]
+	}
+	d.owed[w] = min(d.since[w], 3)
+	d.since[w] = 0
+	return d.toyClock.Step(w)
+}
+
+func (d *deferClock) Untimed(w int) bool { return d.owed[w] > 0 }
+
+// The engine's side of pm.Deferrer: a warp whose step is not all timed is
+// stepped again, without running its lanes, until it is, also after its
+// threads have ended; the launch ends only then.
+func TestDeferrerContract(t *testing.T) {
+	d := &deferClock{toyClock: newToyClock(4), owed: map[int]int{}, since: map[int]int{}}
+	m, err := pm.NewMachine(d)
+	require.NoError(t, err)
+	a, err := m.CreateRegion("a", 8*256)
+	require.NoError(t, err)
+	_, err = scope.Launch(m, scope.Grid{Blocks: 8, Threads: 32}, func(t *scope.Thread) {
+		me := a.Base.Add(uint64(8 * t.ID()))
+		for i := range 5 {
+			t.Store64(me, t.Load64(me)+uint64(i))
+		}
+		t.SyncThreads()
+		t.Store64(me, t.Load64(me)*2)
+	})
+	require.NoError(t, err)
+	require.Zero(t, d.early, "a warp ran before its step was timed")
+	require.Positive(t, d.extra)
+	for w, n := range d.owed {
+		require.Zero(t, n, "warp %d: the launch ended with Steps owed", w)
+	}
+	buf := make([]byte, 8*256)
+	require.NoError(t, m.CopyOut(a.Base, buf))
+	for i := range 256 {
+		require.Equal(t, uint64(20), pm.GetLE(buf[8*i:8*i+8]))
+	}
+}
