@@ -227,16 +227,19 @@ type warpState struct {
 	// rest holds the ops of the warp's last step not timed yet, from
 	// restAt on (timed in clock order), with the step's first record and
 	// whether it accessed shared memory.
-	rest       []pendOp
-	restAt     int
-	restRec0   int32
-	restShared bool
+	rest        []pendOp
+	restAt      int
+	restRec0    int32
+	restShared  bool
+	restCouples bool
 	// bw is a barrier the warp passed that is not applied yet (syncWait);
-	// bwTimed: the warp's ops up to it are timed. ready is the cycle Step
+	// bwTimed: the warp's ops up to it are timed; bwBlocked: Step returned
+	// pm.Blocked for it until the barrier applies. ready is the cycle Step
 	// last returned for it.
-	bw      *syncWait
-	bwTimed bool
-	ready   uint64
+	bw        *syncWait
+	bwTimed   bool
+	bwBlocked bool
+	ready     uint64
 }
 
 // syncWait is a barrier of one block that its members passed (Sync)
@@ -245,6 +248,7 @@ type warpState struct {
 type syncWait struct {
 	agents []pm.Agent
 	ptrs   []*pm.Agent
+	warps  []int32 // the members' warps, each once
 	seqs   []int32 // with SetVerbTimes: per agent, its barrier verb
 	kind   pm.OpKind
 	sc     pm.Scope
@@ -353,9 +357,11 @@ type Backend struct {
 	// write it by an atomic or a PRel: an atomic or PAcq of another warp
 	// that reads it is timed only after them (flushReaders).
 	untimedW map[pm.Addr]int32
-	opSeq    int32    // Op calls so far in the launch
-	stepRec0 int32    // the first record of the step being gathered
-	verbDone []uint64 // with SetVerbTimes: per Op call of the launch, the cycle it returned
+	swFree   []*syncWait // syncWaits applied, for reuse
+	blockOK  bool        // the executor handles pm.Blocked this launch (BeginWaking)
+	opSeq    int32       // Op calls so far in the launch
+	stepRec0 int32       // the first record of the step being gathered
+	verbDone []uint64    // with SetVerbTimes: per Op call of the launch, the cycle it returned
 	retSeqs  []int32
 	barSeq   []int32 // with SetVerbTimes: per thread, its last barrier verb
 	timeVerb bool
@@ -375,16 +381,18 @@ type Backend struct {
 	smemCount  []int32
 	smemNext   []int32
 	stepShared bool
-	lineEnt    []int32
-	secShift   uint // log2 of persist.sector_bytes; 0: whole lines
-	entries    []entry
-	records    recordLog
-	applied    int // records before this index are in durable
-	relFront   map[pm.Addr]uint64
-	released   map[pm.Addr]release // the last PRel of each flag
-	atomics    map[pm.Addr]release // per address, the value and completion of the last atomic that wrote it
-	durable    *pm.Image
-	floor      uint64 // CrashAt accepts cycles >= floor
+	// stepCouples: a pending op of the step couples warps (couples).
+	stepCouples bool
+	lineEnt     []int32
+	secShift    uint // log2 of persist.sector_bytes; 0: whole lines
+	entries     []entry
+	records     recordLog
+	applied     int // records before this index are in durable
+	relFront    map[pm.Addr]uint64
+	released    map[pm.Addr]release // the last PRel of each flag
+	atomics     map[pm.Addr]release // per address, the value and completion of the last atomic that wrote it
+	durable     *pm.Image
+	floor       uint64 // CrashAt accepts cycles >= floor
 
 	st, last Stats
 	trace    func(Event)
@@ -597,7 +605,7 @@ func (b *Backend) Begin(l pm.Launch) error {
 	}
 	clear(b.relFront)
 	b.pbQueue = pbHeap{keys: b.pbQueue.keys[:0], n: len(b.sms)}
-	b.woken, b.fenceWait, b.endsStep = b.woken[:0], b.fenceWait[:0], 0
+	b.woken, b.fenceWait, b.endsStep, b.blockOK = b.woken[:0], b.fenceWait[:0], 0, false
 	clear(b.released)
 	clear(b.atomics)
 	b.pending = b.pending[:0]
@@ -714,6 +722,7 @@ func (b *Backend) Op(a *pm.Agent, op *pm.Op) {
 	b.laneIdx[lane]++
 	b.curWarp = a.Warp
 	b.stepShared = b.stepShared || p.shared
+	b.stepCouples = b.stepCouples || couples(op.Kind)
 }
 
 // writerIdx returns the verb index of the latest pending write to addr by
@@ -777,7 +786,8 @@ func (b *Backend) Step(w int) uint64 {
 			b.preparePending()
 			b.stash(w, ws, 0)
 		}
-		return b.readyAt(ws, b.barrierDue(ws.bw))
+		ws.bwBlocked = true // until the barrier applies (arrivalTimed)
+		return pm.Blocked
 	}
 	lo := 0
 	if ws.rest != nil {
@@ -927,13 +937,13 @@ func (b *Backend) resumeRest(w int, ws *warpState) {
 		b.bufs = append(b.bufs, b.pending[:0])
 	}
 	b.pending, ws.rest = ws.rest, nil
-	b.stepRec0, b.stepShared, b.curWarp = ws.restRec0, ws.restShared, w
+	b.stepRec0, b.stepShared, b.stepCouples, b.curWarp = ws.restRec0, ws.restShared, ws.restCouples, w
 }
 
 // stash keeps the prepared pending ops of warp w from lo on as the warp's
 // rest, for a later Step, and gives the engine an empty pending buffer.
 func (b *Backend) stash(w int, ws *warpState, lo int) {
-	ws.rest, ws.restAt, ws.restRec0, ws.restShared = b.pending, lo, b.stepRec0, b.stepShared
+	ws.rest, ws.restAt, ws.restRec0, ws.restShared, ws.restCouples = b.pending, lo, b.stepRec0, b.stepShared, b.stepCouples
 	for i := lo; i < len(ws.rest); i++ {
 		if p := &ws.rest[i]; flagWrite(p) {
 			if b.untimedW == nil {
@@ -946,7 +956,7 @@ func (b *Backend) stash(w int, ws *warpState, lo int) {
 	if n := len(b.bufs); n > 0 {
 		b.pending, b.bufs = b.bufs[n-1], b.bufs[:n-1]
 	}
-	b.stepShared = false
+	b.stepShared, b.stepCouples = false, false
 }
 
 // flushRest times all that is left of warp w's last step.
@@ -956,13 +966,13 @@ func (b *Backend) flushRest(w int, ws *warpState) {
 	}
 	if sw := ws.bw; sw != nil && ws.bwTimed {
 		// Its ops wait for a barrier: time the members it waits for first.
-		for _, a := range sw.agents {
-			if m := &b.warps[a.Warp]; m != ws && m.bw == sw && !m.bwTimed {
-				b.flushRest(a.Warp, m)
+		for _, w := range sw.warps {
+			if m := &b.warps[w]; m != ws && m.bw == sw && !m.bwTimed {
+				b.flushRest(int(w), m)
 			}
 		}
 	}
-	cur, rec0, shared := b.curWarp, b.stepRec0, b.stepShared
+	cur, rec0, shared, cpl := b.curWarp, b.stepRec0, b.stepShared, b.stepCouples
 	held := b.pending
 	b.pending = nil
 	at := ws.restAt
@@ -970,7 +980,7 @@ func (b *Backend) flushRest(w int, ws *warpState) {
 	b.timeFrom(w, ws, at, false)
 	b.bufs = append(b.bufs, b.pending[:0])
 	b.pending = held
-	b.curWarp, b.stepRec0, b.stepShared = cur, rec0, shared
+	b.curWarp, b.stepRec0, b.stepShared, b.stepCouples = cur, rec0, shared, cpl
 	b.arrivalTimed(ws)
 }
 
@@ -1026,7 +1036,7 @@ func (b *Backend) timeFrom(w int, ws *warpState, lo int, split bool) {
 		return
 	}
 	hold := lo - 1 // the ops up to hold are timed now
-	if split {
+	if split && b.stepCouples {
 		for i := len(b.pending) - 1; i >= lo; i-- {
 			if couples(b.pending[i].kind) {
 				hold = i
@@ -1068,7 +1078,7 @@ func (b *Backend) timeFrom(w int, ws *warpState, lo int, split bool) {
 		lo = hi
 	}
 	b.pending = b.pending[:0]
-	b.stepShared = false
+	b.stepShared, b.stepCouples = false, false
 }
 
 // Admit starts warp w of a block that became resident on sm at cycle at
@@ -1963,7 +1973,7 @@ func (b *Backend) Sync(group []*pm.Agent) {
 	if !b.running || len(group) == 0 {
 		return
 	}
-	if b.inOrder && b.deferSync(group) {
+	if b.inOrder && b.blockOK && b.deferSync(group) {
 		return
 	}
 	// The stepping warp's verbs so far precede the barrier, and so do
@@ -2003,10 +2013,16 @@ func (b *Backend) deferSync(group []*pm.Agent) bool {
 	if !untimed {
 		return false
 	}
-	sw := &syncWait{agents: make([]pm.Agent, len(group)), ptrs: make([]*pm.Agent, len(group))}
-	for i, a := range group {
-		sw.agents[i] = *a
-		sw.ptrs[i] = &sw.agents[i]
+	var sw *syncWait
+	if n := len(b.swFree); n > 0 {
+		sw, b.swFree = b.swFree[n-1], b.swFree[:n-1]
+	} else {
+		sw = &syncWait{}
+	}
+	sw.agents, sw.ptrs = sw.agents[:0], sw.ptrs[:0]
+	sw.warps, sw.seqs, sw.left = sw.warps[:0], sw.seqs[:0], 0
+	for _, a := range group {
+		sw.agents = append(sw.agents, *a)
 		if b.timeVerb {
 			seq := int32(-1)
 			if a.ID < len(b.barSeq) {
@@ -2015,9 +2031,13 @@ func (b *Backend) deferSync(group []*pm.Agent) bool {
 			sw.seqs = append(sw.seqs, seq)
 		}
 	}
+	for i := range sw.agents {
+		sw.ptrs = append(sw.ptrs, &sw.agents[i])
+	}
 	b.eachWarp(group, func(a *pm.Agent, ws *warpState) {
+		sw.warps = append(sw.warps, int32(a.Warp))
 		sw.kind, sw.sc = ws.bar, ws.barS
-		ws.bw, ws.bwTimed = sw, true
+		ws.bw, ws.bwTimed, ws.bwBlocked = sw, true, false
 		if ws.rest != nil || a.Warp == b.curWarp && len(b.pending) > 0 {
 			ws.bwTimed = false
 			sw.left++
@@ -2040,7 +2060,8 @@ func (b *Backend) eachWarp(group []*pm.Agent, fn func(a *pm.Agent, ws *warpState
 }
 
 // arrivalTimed notes that warp ws has no ops left to time before the
-// barrier it waits at, and applies the barrier once no member has.
+// barrier it waits at, and applies the barrier once no member has: the
+// members Step blocked meanwhile wake at its end (Wake).
 func (b *Backend) arrivalTimed(ws *warpState) {
 	sw := ws.bw
 	if sw == nil || ws.bwTimed || ws.rest != nil {
@@ -2050,21 +2071,18 @@ func (b *Backend) arrivalTimed(ws *warpState) {
 	if sw.left--; sw.left > 0 {
 		return
 	}
-	for _, a := range sw.agents {
-		m := b.warp(a.Warp)
+	for _, w := range sw.warps {
+		m := &b.warps[w]
 		m.bw, m.bwTimed = nil, false
 	}
 	b.applySync(sw.ptrs, sw.kind, sw.sc, sw.seqs)
-}
-
-// barrierDue returns the cycle before which the barrier sw cannot be
-// applied: after the clock of every member, one of them with ops to time.
-func (b *Backend) barrierDue(sw *syncWait) uint64 {
-	var at uint64
-	for _, a := range sw.agents {
-		at = max(at, b.warp(a.Warp).clock)
+	for _, w := range sw.warps {
+		if m := &b.warps[w]; m.bwBlocked {
+			m.bwBlocked, m.ready = false, m.clock
+			b.woken = append(b.woken, pm.WarpReady{Warp: int(w), At: m.clock})
+		}
 	}
-	return at + 1
+	b.swFree = append(b.swFree, sw)
 }
 
 // applySync makes the warps of group wait for each other at a barrier of

@@ -151,16 +151,17 @@ func restoreKernel(t *testing.T, cfg Config, model Model) uint64 {
 // its 6-flush window, which this stream's overflowing buffers do not
 // fully escape: with a 64-flush window the same run is 1.085.
 //
-// A second: SBRP on gope, 1.84, since gope steps every verb in clock order
-// (gpu.step_verbs = 1). The stream is not what binds it but its tail: what
+// A second: SBRP on gope, 1.84, since instructions are timed in clock
+// order. The stream is not what binds it but its tail: what
 // the persist buffers hold when the stores end drains from their heads, 6
 // flushes at a time (persist.window) over a round trip of about 430 cycles
 // (the L2's 160 and the NVRAM's 250-cycle write). Without the DFence the
 // last store retires at cycle 16,022 and the buffers' 256 entries an SM
 // take until 34,223: 18,200 cycles, 256 / 6 round trips. The DFences wait
-// for the same drain. At 8 verbs a step the kernel-end tail was the same,
-// but each warp's DFence ran in the step of its stores, and the stream
-// with DFences took 17,060 cycles. No figure runs SBRP on gope.
+// for the same drain. Timed a step at a time (gpu.whole_steps) the
+// kernel-end tail was the same, but each warp's DFence was timed with its
+// stores, and the stream with DFences took 17,060 cycles. No figure runs
+// SBRP on gope.
 func TestStreamingBound(t *testing.T) {
 	presets := []string{"pm-near", "pm-far", "pm-far-eadr", "gope", "dram"}
 	if testing.Short() {

@@ -343,6 +343,7 @@ func (b *Backend) BeginWaking() []pm.OpKind {
 	if !b.running {
 		return nil
 	}
+	b.blockOK = true
 	kinds := b.pol.stepEnders(b.cfg.GPU.FenceWaitsAll)
 	if b.farReadsWait() {
 		kinds = append(slices.Clip(kinds), pm.OpLoad) // a load of PM ends its step

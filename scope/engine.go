@@ -963,12 +963,11 @@ func (e *engine) wakeBlocked() {
 		}
 		delete(e.blocked, r.Warp)
 		w.blocked, w.ready = false, r.At
-		for _, t := range w.lanes {
-			if t.state == stRunnable {
-				e.push(w)
-				break
-			}
+		if e.deferrer != nil && e.deferrer.Untimed(w.id) {
+			e.push(w)
+			continue
 		}
+		e.requeue(w)
 	}
 }
 
