@@ -965,12 +965,7 @@ func (b *Backend) flushRest(w int, ws *warpState) {
 		return
 	}
 	if sw := ws.bw; sw != nil && ws.bwTimed {
-		// Its ops wait for a barrier: time the members it waits for first.
-		for _, w := range sw.warps {
-			if m := &b.warps[w]; m != ws && m.bw == sw && !m.bwTimed {
-				b.flushRest(int(w), m)
-			}
-		}
+		b.applyNow(sw) // its ops wait for a barrier: time the members it waits for first
 	}
 	cur, rec0, shared, cpl := b.curWarp, b.stepRec0, b.stepShared, b.stepCouples
 	held := b.pending
@@ -1973,6 +1968,14 @@ func (b *Backend) Sync(group []*pm.Agent) {
 	if !b.running || len(group) == 0 {
 		return
 	}
+	// A member still waiting at an earlier barrier (a warp barrier in
+	// the step after a block barrier) makes that one apply first: its
+	// members' ops up to it are timed now.
+	for _, a := range group {
+		if a.Warp >= 0 && a.Warp < len(b.warps) && b.warps[a.Warp].bw != nil {
+			b.applyNow(b.warps[a.Warp].bw)
+		}
+	}
 	if b.inOrder && b.blockOK && b.deferSync(group) {
 		return
 	}
@@ -2083,6 +2086,16 @@ func (b *Backend) arrivalTimed(ws *warpState) {
 		}
 	}
 	b.swFree = append(b.swFree, sw)
+}
+
+// applyNow times the ops up to barrier sw of every member not yet timed
+// up to it, which applies it.
+func (b *Backend) applyNow(sw *syncWait) {
+	for _, w := range sw.warps {
+		if m := &b.warps[w]; m.bw == sw && !m.bwTimed {
+			b.flushRest(int(w), m)
+		}
+	}
 }
 
 // applySync makes the warps of group wait for each other at a barrier of
