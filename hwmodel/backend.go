@@ -770,7 +770,10 @@ func (b *Backend) addRecords(op *pm.Op) {
 }
 
 // Step times the instructions of warp w gathered since its last step and
-// returns the cycle at which it can issue again.
+// returns the cycle at which it can issue again. Unless gpu.whole_steps,
+// it times one instruction and keeps the rest for the warp's next Step
+// (pm.Deferrer), and a warp past a barrier not yet applied (syncWait)
+// gets pm.Blocked until it is.
 func (b *Backend) Step(w int) uint64 {
 	if !b.running {
 		return b.end
