@@ -518,15 +518,16 @@ func (e *engine) timed(w *warp) {
 		e.blocked[w.id] = w
 	}
 	w.stepping = false
-	if e.deferrer != nil && !w.blocked && e.deferrer.Untimed(w.id) {
-		e.push(w)
-		return
-	}
 	e.requeue(w)
 }
 
-// requeue queues w if one of its lanes can run.
+// requeue queues w if the backend has ops of it to time (pm.Deferrer) or
+// one of its lanes can run.
 func (e *engine) requeue(w *warp) {
+	if e.deferrer != nil && e.deferrer.Untimed(w.id) {
+		e.push(w)
+		return
+	}
 	for _, t := range w.lanes {
 		if t.state == stRunnable {
 			e.push(w)
@@ -963,10 +964,6 @@ func (e *engine) wakeBlocked() {
 		}
 		delete(e.blocked, r.Warp)
 		w.blocked, w.ready = false, r.At
-		if e.deferrer != nil && e.deferrer.Untimed(w.id) {
-			e.push(w)
-			continue
-		}
 		e.requeue(w)
 	}
 }
