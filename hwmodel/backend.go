@@ -955,9 +955,10 @@ func (b *Backend) stash(w int, ws *warpState, lo int) {
 			b.untimedW[p.addr] = int32(w)
 		}
 	}
-	b.pending = nil
 	if n := len(b.bufs); n > 0 {
 		b.pending, b.bufs = b.bufs[n-1], b.bufs[:n-1]
+	} else {
+		b.pending = make([]pendOp, 0, cap(ws.rest)) // a step's size: no regrowth from empty
 	}
 	b.stepShared, b.stepCouples = false, false
 }
@@ -1899,6 +1900,20 @@ func (b *Backend) fenceAllNow(t, rt uint64, sys bool) uint64 {
 	return 0
 }
 
+// fenceFloor returns done, the end of a fence issued at t, held to at
+// least gpu.fence_latency_cycles after t; the cycles it adds count in
+// stall (nil: none).
+func (b *Backend) fenceFloor(t, done uint64, stall *uint64) uint64 {
+	f := t + uint64(b.cfg.GPU.FenceLatencyCycles)
+	if f <= done {
+		return done
+	}
+	if stall != nil {
+		*stall += f - done
+	}
+	return f
+}
+
 // waitAcks stalls the warp from t until ack and counts the stall.
 func waitAcks(t, ack uint64, stall *uint64) uint64 {
 	done := max(t+1, ack)
@@ -1925,14 +1940,14 @@ func (b *Backend) verb(ws *warpState, t uint64, kind pm.OpKind, sc pm.Scope, gro
 		case sc >= pm.System && g.FenceSystemCycles > 0:
 			b.publish(ws, t)
 			f := uint64(g.FenceSystemCycles)
-			return b.fenceAll(ws, t, f, true, max(t+f, ws.lastAck))
+			return b.fenceAll(ws, t, f, true, b.fenceFloor(t, max(t+f, ws.lastAck), nil))
 		case sc >= pm.Device:
 			b.publish(ws, t)
 			rt := b.l2Lat
 			if g.FenceDeviceCycles > 0 {
 				rt = uint64(g.FenceDeviceCycles)
 			}
-			return b.fenceAll(ws, t, rt, false, t+rt)
+			return b.fenceAll(ws, t, rt, false, b.fenceFloor(t, t+rt, nil))
 		}
 		return t + uint64(max(g.FenceBlockCycles, 1))
 	case pm.OpCLWB, pm.OpSFence, pm.OpSetCtx, pm.OpCFence, pm.OpYield, pm.OpL2WB, pm.OpPCommit:

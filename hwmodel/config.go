@@ -99,6 +99,16 @@ type GPUConfig struct {
 	FenceBlockCycles  int `json:"fence_block_cycles"`
 	FenceDeviceCycles int `json:"fence_device_cycles"`
 	FenceSystemCycles int `json:"fence_system_cycles"`
+	// FenceLatencyCycles is the fewest cycles a fence of device or
+	// system scope holds its warp from its issue: a floor under what it
+	// waits for, as a simulator's fence opcode latency holds the warp
+	// until the later of that latency and its writes' acks. It holds
+	// plain fences under every model, and the ordering and durability
+	// fences (OFence, DFence) of Strict, Epoch and GPM, GPM's fence
+	// after every persistency verb included; not SBRP's persistency
+	// verbs, which its persist buffer orders, nor None's, which are
+	// free. 0: no floor.
+	FenceLatencyCycles int `json:"fence_latency_cycles"`
 	// FenceWaitsAll makes a fence of device or system scope, and GPM's
 	// persist, wait for every write any SM issued before it, not only its
 	// own warp's: it ends no earlier than the latest completion of those
@@ -408,12 +418,15 @@ func PresetPMNear() Config {
 // an Epoch or GPM fence waits for its own warp's persists, a PM line's
 // write-back sends only its written 32-byte sectors, and Epoch and GPM
 // keep PM stores dirty in the L1 until an ordering verb writes the SM's
-// PM lines back (the artifact's -pm_model 3). PM reads and writes share one bus: the
-// artifact's PM is a GDDR channel model with its bursts scaled down per
-// direction (dram.cc), near (1/4 read, 1/8 write) and far (1/12 both ways,
-// -pm_bw_scale_read/-write 12: the 28 GB/s of PCIe, so the far link is
-// one bus both directions share).
+// PM lines back (the artifact's -pm_model 3), a fence of device or system
+// scope holds its warp at least the simulator's fence latency (200
+// cycles; SBRP's persistency verbs excepted), and PM reads and writes
+// share one bus: the artifact's PM is a GDDR channel model with its
+// bursts scaled down per direction (dram.cc), near (1/4 read, 1/8 write)
+// and far (1/12 both ways, -pm_bw_scale_read/-write 12: the 28 GB/s of
+// PCIe, so the far link is one bus both directions share).
 func artifactPhysics(c *Config) {
+	c.GPU.FenceLatencyCycles = 200
 	c.Persist.AckAtQueue = true
 	c.Persist.EpochOwnAcks = true
 	c.Persist.EpochWriteThrough = false
@@ -968,6 +981,9 @@ func (c *Config) Validate() error {
 	}
 	if g.FenceBlockCycles < 0 || g.FenceDeviceCycles < 0 || g.FenceSystemCycles < 0 || g.FenceSystemCycles > 1<<20 || g.FenceDeviceCycles > 1<<20 || g.FenceBlockCycles > 1<<20 {
 		return bad("gpu.fence_system_cycles", "fence costs must be from 0 to 2^20 cycles")
+	}
+	if g.FenceLatencyCycles < 0 || g.FenceLatencyCycles > 1<<20 {
+		return bad("gpu.fence_latency_cycles", "%d, want 0 to 2^20 cycles", g.FenceLatencyCycles)
 	}
 	if v := c.GPU.StepVerbs; v < 0 || v > 64 {
 		return bad("gpu.step_verbs", "%d, want 0 (the backend's default) to 64", v)

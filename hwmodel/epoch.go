@@ -10,8 +10,9 @@ import (
 // L1 line dirty, or with persist.epoch_write_through are written through as
 // they execute; every ordering verb and block barrier writes back the SM's
 // dirty PM lines, invalidates the L1 and stalls the warp until the acks are
-// back. GPM adds a device-scope fence (an L2 round trip) after every
-// persistency verb, as it runs on unmodified hardware.
+// back; an OFence or DFence takes at least gpu.fence_latency_cycles. GPM
+// adds a device-scope fence (an L2 round trip, at least the fence latency)
+// after every persistency verb, as it runs on unmodified hardware.
 type epochPolicy struct {
 	basePolicy
 	gpm bool
@@ -25,6 +26,9 @@ func (p epochPolicy) verb(ws *warpState, t uint64, kind pm.OpKind, sc pm.Scope, 
 	done := p.epochFlush(ws, t)
 	if p.hooks.earlyFence && kind == pm.OpDFence {
 		return t + 1
+	}
+	if kind == pm.OpOFence || kind == pm.OpDFence {
+		done = p.fenceFloor(t, done, &p.last.Stalls.Epoch) // the fence instruction's own latency
 	}
 	if kind == pm.OpPAcq {
 		done = max(done, p.loads(ws, done, kind, sc, group, false))
@@ -41,7 +45,8 @@ func (p epochPolicy) verb(ws *warpState, t uint64, kind pm.OpKind, sc pm.Scope, 
 			// earlier write's, any SM's.
 			done = p.fenceAll(ws, t, f, true, max(done+f/2, t+f))
 		} else {
-			done = p.fenceAll(ws, t, 2*p.l2Lat, false, done+p.l2Lat) // the extra device-scope fence
+			// The extra device-scope fence, issued at done.
+			done = p.fenceAll(ws, t, 2*p.l2Lat, false, p.fenceFloor(done, done+p.l2Lat, nil))
 		}
 	}
 	return done

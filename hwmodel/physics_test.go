@@ -628,6 +628,7 @@ func TestEpochWriteThrough(t *testing.T) {
 				cfg := PresetPMNear()
 				cfg.GPU.LaunchLatencyCycles = 0
 				cfg.Persist.EpochWriteThrough = wt
+				cfg.GPU.FenceLatencyCycles = 0 // the fence's wait alone, not its instruction latency
 				be, m := setupHW(t, cfg, model)
 				r := region(t, m, "w", 128)
 				store, fence := traceStoreFence(be)
@@ -652,6 +653,72 @@ func TestEpochWriteThrough(t *testing.T) {
 				require.Equal(t, uint64(7), word(t, img, "w", 0))
 			})
 		}
+	}
+}
+
+// TestFenceLatency: on the SBRP machines a fence of device or system scope
+// holds its warp at least the artifact's fence latency (200 cycles) from
+// its issue, as GPGPU-Sim's fence opcode latency does, except SBRP's
+// persistency verbs (persistent ops under -pm_model 5) and None's free
+// verbs; a block fence does not take it. The kernel has nothing to wait
+// for: one thread, no store.
+func TestFenceLatency(t *testing.T) {
+	require.Equal(t, 200, PresetPMNear().GPU.FenceLatencyCycles)
+	require.Equal(t, 200, PresetPMFar().GPU.FenceLatencyCycles)
+	require.Zero(t, PresetVolta().GPU.FenceLatencyCycles)
+	require.Zero(t, PresetGOPE().GPU.FenceLatencyCycles)
+	require.Zero(t, PresetH100().GPU.FenceLatencyCycles)
+	const floor = 200
+	l2 := uint64(PresetPMNear().L2.LatencyCycles)
+	for _, tc := range []struct {
+		model Model
+		kind  pm.OpKind
+		sc    pm.Scope
+		want  uint64 // cycles from the verb's issue to its end
+	}{
+		{Strict, pm.OpOFence, pm.Device, floor},
+		{Strict, pm.OpDFence, pm.System, floor},
+		{Epoch, pm.OpOFence, pm.Device, floor},
+		{Epoch, pm.OpDFence, pm.System, floor},
+		{GPM, pm.OpDFence, pm.System, 2 * floor}, // and the fence GPM adds after it
+		{SBRP, pm.OpOFence, pm.Device, 1},
+		{SBRP, pm.OpDFence, pm.System, 1},
+		{SBRP, pm.OpFence, pm.Device, floor},
+		{SBRP, pm.OpFence, pm.Block, 1},
+		{Epoch, pm.OpFence, pm.Device, floor},
+		{None, pm.OpDFence, pm.System, 1},
+	} {
+		t.Run(fmt.Sprintf("%v/%v.%v", tc.model, tc.kind, tc.sc), func(t *testing.T) {
+			require.Less(t, l2, uint64(floor), "the floor binds only above the L2 round trip")
+			for _, lat := range []int{floor, 0} {
+				cfg := PresetPMNear()
+				cfg.GPU.FenceLatencyCycles = lat
+				be, m := setupHW(t, cfg, tc.model)
+				var got Event
+				be.SetTrace(func(e Event) {
+					if e.Kind == tc.kind {
+						got = e
+					}
+				})
+				_, err := scope.Launch(m, scope.Grid{Blocks: 1, Threads: 1}, func(t *scope.Thread) {
+					switch tc.kind {
+					case pm.OpOFence:
+						t.OFence()
+					case pm.OpDFence:
+						t.DFence()
+					default:
+						t.Fence(tc.sc)
+					}
+				})
+				require.NoError(t, err)
+				took := got.Done - got.Issue
+				if lat == 0 {
+					require.Less(t, took, uint64(floor), "without the key the verb ends sooner")
+					continue
+				}
+				require.Equal(t, tc.want, took)
+			}
+		})
 	}
 }
 

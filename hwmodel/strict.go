@@ -25,8 +25,12 @@ func (p strictPolicy) verb(ws *warpState, t uint64, kind pm.OpKind, sc pm.Scope,
 		return p.acquire(ws, t, sc, group)
 	case pm.OpPRel:
 		return p.persistOps(ws, t, kind, sc, group)
-	case pm.OpDFence, pm.OpEpochBarrier:
+	case pm.OpDFence:
+		return p.fenceFloor(t, waitAcks(t, ws.lastAck, &p.last.Stalls.DFence), &p.last.Stalls.DFence)
+	case pm.OpEpochBarrier:
 		return waitAcks(t, ws.lastAck, &p.last.Stalls.DFence)
+	case pm.OpOFence:
+		return p.fenceFloor(t, t+1, &p.last.Stalls.DFence)
 	}
 	return t + 1
 }

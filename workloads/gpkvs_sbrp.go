@@ -79,9 +79,11 @@ type kvsElem struct{ sig, bucket, loc uint32 }
 // Every update is undo-logged in the element's own log partition: the
 // entry (lane, old signature, bucket, old value), an OFence, the partition
 // head re-read and advanced, an OFence, then the value, then a DFence.
-// After the kernel a commit word is set. Recovery, if the commit word is
-// not durable, undoes every logged entry, clears claims that never got a
-// value (values are never 0), and resets the heads.
+// After the kernel a commit word is set, then every partition's head is
+// reset (the artifact's clearLogs). Recovery, if the commit word is not
+// durable, undoes every logged entry, clears claims that never got a
+// value (values are never 0), and resets the heads; if it is, it resets
+// the heads.
 type KVSInsert struct {
 	Shape  KVSInsertShape
 	OFence bool // false: the seeded bug
@@ -376,7 +378,7 @@ func (w *KVSInsert) insertKernel(l kvsiLayout) scope.Kernel {
 	}
 }
 
-// Run inserts the batch and sets the commit word.
+// Run inserts the batch, sets the commit word and clears the log.
 func (w *KVSInsert) Run(m *pm.Machine) error {
 	l, err := w.layout(m)
 	if err != nil {
@@ -389,10 +391,32 @@ func (w *KVSInsert) Run(m *pm.Machine) error {
 	if err := l.bad.check(m, "gpkvs-sbrp: an element found both buckets full or its log partition full"); err != nil {
 		return fmt.Errorf("%w: %w", ErrFull, err)
 	}
-	_, err = scope.Launch(m, scope.Grid{Blocks: 1, Threads: 1}, func(t *scope.Thread) {
+	if _, err = scope.Launch(m, scope.Grid{Blocks: 1, Threads: 1}, func(t *scope.Thread) {
 		t.Store64(l.commit, 1)
 		t.DFence()
-	}, scope.WithName("gpkvs-sbrp-commit"))
+	}, scope.WithName("gpkvs-sbrp-commit")); err != nil {
+		return err
+	}
+	return w.clearLogs(m, l)
+}
+
+// clearLogs truncates the committed batch's log: one thread per partition
+// resets its head, orders it, fences at device scope and makes it durable,
+// as the artifact's clearLogs kernel does after the insert (its
+// gpmlog_clear: the head, srp_order, fence.sc.gpu; then srp_persist). The
+// artifact's figures time it with the insert.
+func (w *KVSInsert) clearLogs(m *pm.Machine, l kvsiLayout) error {
+	n := len(w.batch)
+	_, err := scope.Launch(m, scope.Grid{Blocks: blocksFor(n, 512), Threads: 512}, func(t *scope.Thread) {
+		p := t.ID()
+		if p >= n {
+			return
+		}
+		t.Store64(l.head(p), uint64(kvsiEntry*p))
+		t.OFence()
+		t.Fence(pm.Device)
+		t.DFence()
+	}, scope.WithName("gpkvs-sbrp-clear"))
 	return err
 }
 
@@ -414,8 +438,11 @@ func (w *KVSInsert) Recover(m *pm.Machine) error {
 		return err
 	}
 	c, err := m.Memory().Load(l.commit, 8)
-	if err != nil || c == 1 {
+	if err != nil {
 		return err
+	}
+	if c == 1 {
+		return w.clearLogs(m, l) // committed: finish the log's truncation
 	}
 	n := len(w.batch)
 	_, err = scope.Launch(m, scope.Grid{Blocks: blocksFor(n, 256), Threads: 256}, func(t *scope.Thread) {

@@ -81,7 +81,8 @@ const tagBit = 1 << 31
 //
 // Every slot is written once with its final value (tagged with tagBit), so
 // recovery is native: the launch runs again and each thread whose slot is
-// durable skips its work. Before that, recovery checks that a durable total
+// durable skips its work (the first run, as the artifact's, reads no slot
+// back). Before that, recovery checks that a durable total
 // agrees with durable block sums: with CrossScope narrowed to Block the
 // last block's acquires do not order the block sums before the total, and
 // a crash can leave a total whose block sums are lost.
@@ -157,8 +158,15 @@ func (r *Reduction) layout(base pm.Addr, l int) redLayout {
 }
 
 // Kernel uploads launch l's input to fresh device memory and returns the
-// launch's kernel.
+// launch's kernel for its first run, which reads nothing back from PM.
 func (r *Reduction) Kernel(m *pm.Machine, l int) (scope.Kernel, error) {
+	return r.kernel(m, l, false)
+}
+
+// kernel is Kernel; resume makes it the recovery's: each thread first reads
+// its durable slots and skips the work they hold, as the artifact's
+// kernel does only when recovering (its reads are behind a recover flag).
+func (r *Reduction) kernel(m *pm.Machine, l int, resume bool) (scope.Kernel, error) {
 	red, err := m.OpenRegion("red")
 	if err != nil {
 		return nil, err
@@ -192,7 +200,10 @@ func (r *Reduction) Kernel(m *pm.Machine, l int) (scope.Kernel, error) {
 		tid := t.TID()
 		var mySum uint32
 		slot := func(k int) pm.Addr { return slots.Add(uint64(4 * k)) }
-		w := t.Load32(slot(tid))
+		var w uint32
+		if resume {
+			w = t.Load32(slot(tid))
+		}
 		done := w&tagBit != 0
 		if done {
 			mySum = w &^ tagBit
@@ -247,7 +258,7 @@ func (r *Reduction) Kernel(m *pm.Machine, l int) (scope.Kernel, error) {
 		// The block's sum: persisted, released, then a ticket.
 		last := t.Shared()
 		if tid == 0 {
-			if w := t.Load32(lay.sums.Add(uint64(4 * b))); w&tagBit == 0 {
+			if !resume || t.Load32(lay.sums.Add(uint64(4*b)))&tagBit == 0 {
 				t.Store32(lay.sums.Add(uint64(4*b)), sum|tagBit)
 			}
 			t.PRel(sumFlag(b), 1, cross)
@@ -271,7 +282,7 @@ func (r *Reduction) Kernel(m *pm.Machine, l int) (scope.Kernel, error) {
 			}
 			return s
 		})
-		if tid == 0 && t.Load32(lay.done) == 0 {
+		if tid == 0 && (!resume || t.Load32(lay.done) == 0) {
 			t.Store32(lay.total, total|tagBit)
 			t.OFence()
 			t.Store32(lay.done, 1)
@@ -279,8 +290,8 @@ func (r *Reduction) Kernel(m *pm.Machine, l int) (scope.Kernel, error) {
 	}, nil
 }
 
-func (r *Reduction) launch(m *pm.Machine, l int) error {
-	k, err := r.Kernel(m, l)
+func (r *Reduction) launch(m *pm.Machine, l int, resume bool) error {
+	k, err := r.kernel(m, l, resume)
 	if err != nil {
 		return err
 	}
@@ -291,7 +302,7 @@ func (r *Reduction) launch(m *pm.Machine, l int) error {
 // Run launches the reduction of each chunk in turn.
 func (r *Reduction) Run(m *pm.Machine) error {
 	for l := range r.Launches {
-		if err := r.launch(m, l); err != nil {
+		if err := r.launch(m, l, false); err != nil {
 			return err
 		}
 	}
@@ -332,7 +343,7 @@ func (r *Reduction) Recover(m *pm.Machine) error {
 			}
 			continue
 		}
-		if err := r.launch(m, l); err != nil {
+		if err := r.launch(m, l, true); err != nil {
 			return err
 		}
 	}
