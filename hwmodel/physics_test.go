@@ -736,3 +736,31 @@ func traceStoreFence(be *Backend) (store, fence *Event) {
 	})
 	return store, fence
 }
+
+// TestFarEADRReadLatency: the artifact's sbrp_far_eadr configuration
+// differs from sbrp_far only by -pm_latency (600 for 900), which every PM
+// request crosses: a cold PM load on pm-far-eadr takes 300 cycles less
+// than on pm-far, and a device-memory load the same.
+func TestFarEADRReadLatency(t *testing.T) {
+	load := func(cfg Config, kind pm.Kind) uint64 {
+		be, m := setupHW(t, cfg, SBRP)
+		var a pm.Addr
+		if kind == pm.DeviceMem {
+			a = alloc(t, m, 128)
+		} else {
+			a = region(t, m, "r", 128).Base
+		}
+		var ev Event
+		be.SetTrace(func(e Event) {
+			if e.Kind == pm.OpLoad {
+				ev = e
+			}
+		})
+		_, err := scope.Launch(m, scope.Grid{Blocks: 1, Threads: 1}, func(t *scope.Thread) { t.Load64(a) })
+		require.NoError(t, err)
+		return ev.Done - ev.Issue
+	}
+	far, eadr := PresetPMFar(), PresetPMFarEADR()
+	require.Equal(t, load(far, pm.PMem)-300, load(eadr, pm.PMem))
+	require.Equal(t, load(far, pm.DeviceMem), load(eadr, pm.DeviceMem))
+}
