@@ -90,12 +90,13 @@ type GPUConfig struct {
 	// a memory fence of block, device and system scope costs its warp
 	// beyond waiting for what it orders. 0 keeps the simulators' costs: a
 	// block fence takes an issue cycle, a device or system fence an L2
-	// round trip (l2.latency_cycles), and GPM's fence after every
-	// persistency verb adds that round trip to the write-backs' acks. Set
-	// (the h100 preset's measured costs), a system fence and GPM's persist
-	// end at the later of their own round trip and the last ack plus the
-	// ack's way back (half the round trip), as measured: the fence waits
-	// for the last ack, not for one round trip per line.
+	// round trip (l2.latency_cycles) and at least FenceLatencyCycles, and
+	// GPM's fence after every persistency verb adds that to the
+	// write-backs' acks. Set (the h100 preset's measured costs), a system
+	// fence and GPM's persist end at the later of their own round trip and
+	// the last ack plus the ack's way back (half the round trip), as
+	// measured: the fence waits for the last ack, not for one round trip
+	// per line.
 	FenceBlockCycles  int `json:"fence_block_cycles"`
 	FenceDeviceCycles int `json:"fence_device_cycles"`
 	FenceSystemCycles int `json:"fence_system_cycles"`

@@ -78,7 +78,10 @@ type kvsElem struct{ sig, bucket, loc uint32 }
 //
 // Every update is undo-logged in the element's own log partition: the
 // entry (lane, old signature, bucket, old value), an OFence, the partition
-// head re-read and advanced, an OFence, then the value, then a DFence.
+// head advanced, an OFence, then the value, then a DFence. As the
+// artifact's kernel and GPM's log library do, an update reads the element
+// again from device memory and reaches the partition's head and tail
+// through the log's PM-resident header (logged).
 // After the kernel a commit word is set, then every partition's head is
 // reset (the artifact's clearLogs). Recovery, if the commit word is not
 // durable, undoes every logged entry, clears claims that never got a
@@ -150,14 +153,15 @@ const (
 	kvsiTable  = "gpkvs-sbrp.table"
 	kvsiLog    = "gpkvs-sbrp.log"
 	kvsiCommit = "gpkvs-sbrp.commit"
+	kvsiHeader = "gpkvs-sbrp.loghdr" // the log's PM-resident metadata: its partition count
 	kvsiEntry  = 16
 )
 
 type kvsiLayout struct {
-	table, log, commit, in pm.Addr
-	n                      int // log partitions: one per batch element
-	per                    uint32
-	bad                    errWord
+	table, log, commit, hdr, in pm.Addr
+	n                           int // log partitions: one per batch element
+	per                         uint32
+	bad                         errWord
 }
 
 func (l kvsiLayout) sig(b uint32, s int) pm.Addr { return l.table.Add(uint64(b)*32 + uint64(4*s)) }
@@ -188,6 +192,15 @@ func (w *KVSInsert) Setup(m *pm.Machine) error {
 		return err
 	}
 	if _, err := m.CreateRegion(kvsiCommit, 8); err != nil {
+		return err
+	}
+	hdr, err := m.CreateRegion(kvsiHeader, 8)
+	if err != nil {
+		return err
+	}
+	var nb [8]byte
+	binary.LittleEndian.PutUint64(nb[:], uint64(n))
+	if err := m.CopyIn(hdr.Base, nb[:]); err != nil {
 		return err
 	}
 	ht := make([]byte, 16*n)
@@ -224,11 +237,11 @@ func (w *KVSInsert) Setup(m *pm.Machine) error {
 
 // layout opens the regions and copies the batch to fresh device memory.
 func (w *KVSInsert) layout(m *pm.Machine) (kvsiLayout, error) {
-	bases, err := openRegions(m, kvsiTable, kvsiLog, kvsiCommit)
+	bases, err := openRegions(m, kvsiTable, kvsiLog, kvsiCommit, kvsiHeader)
 	if err != nil {
 		return kvsiLayout{}, err
 	}
-	l := kvsiLayout{table: bases[0], log: bases[1], commit: bases[2], n: len(w.batch), per: uint32(w.Shape.Buckets / w.Shape.Blocks)}
+	l := kvsiLayout{table: bases[0], log: bases[1], commit: bases[2], hdr: bases[3], n: len(w.batch), per: uint32(w.Shape.Buckets / w.Shape.Blocks)}
 	if l.in, err = m.Alloc(pm.DeviceMem, uint64(16*len(w.batch))); err != nil {
 		return l, err
 	}
@@ -261,10 +274,21 @@ func (l kvsiLayout) sigs(t *scope.Thread, b uint32) [kvsSlots]uint32 {
 	return [kvsSlots]uint32{uint32(lo), uint32(lo >> 32), uint32(hi), uint32(hi >> 32)}
 }
 
-// logged writes slot s of bucket b to value v after logging its old
-// contents in partition p: the GPM log insert, then the update, then a
-// DFence.
-func (w *KVSInsert) logged(t *scope.Thread, l kvsiLayout, p int, b uint32, s int, oldSig, v uint32) {
+// logged writes slot s of bucket b to the value of batch element p after
+// logging its old contents in partition p: the GPM log insert, then the
+// update, then a DFence. It reads what the artifact's insert reads where
+// it reads it: the element from device memory, the log's PM-resident
+// header before the partition's head and tail and again for the head's
+// address after the entry's OFence (GPM's log keeps its head and tail
+// arrays behind pointers in that header), and the element's value after
+// the log's OFences. A model whose fences and barriers invalidate the L1
+// (Epoch) fetches these again from the L2; SBRP keeps them.
+func (w *KVSInsert) logged(t *scope.Thread, l kvsiLayout, p int, b uint32, s int, oldSig uint32) {
+	l.readElem(t, p)
+	if int(t.Load64(l.hdr)) <= p {
+		l.bad.set(t) // no such partition
+		return
+	}
 	var ht [2]uint64
 	t.Gather64(ht[:], l.head(p), l.tail(p))
 	start, end := ht[0], ht[1]
@@ -278,11 +302,12 @@ func (w *KVSInsert) logged(t *scope.Thread, l kvsiLayout, p int, b uint32, s int
 	if w.OFence {
 		t.OFence() // gpkvs-sbrp: entry before head
 	}
-	t.Store64(l.head(p), t.Load64(l.head(p))+kvsiEntry)
+	t.Load64(l.hdr) // the head's address
+	t.Store64(l.head(p), start+kvsiEntry)
 	if w.OFence {
 		t.OFence() // gpkvs-sbrp: head before the update
 	}
-	t.Store32(l.loc(b, s), v)
+	t.Store32(l.loc(b, s), l.readElem(t, p).loc)
 	t.DFence()
 }
 
@@ -317,7 +342,7 @@ func (w *KVSInsert) insertKernel(l kvsiLayout) scope.Kernel {
 				for s, sg := range sigs {
 					if !done && sg == e.sig {
 						if lane == s {
-							w.logged(t, l, p, b, s, e.sig, e.loc)
+							w.logged(t, l, p, b, s, e.sig)
 						}
 						done = true
 					}
@@ -364,7 +389,7 @@ func (w *KVSInsert) insertKernel(l kvsiLayout) scope.Kernel {
 					}
 					if chosen >= 0 && t.Load32(l.sig(b, chosen)) == e.sig { // gpkvs-sbrp: re-read the claim
 						if lane == chosen {
-							w.logged(t, l, p, b, chosen, 0, e.loc)
+							w.logged(t, l, p, b, chosen, 0)
 						}
 						done = true
 					}

@@ -48,7 +48,7 @@ func mustRegion(t *testing.T, m *pm.Machine, name string) pm.Addr {
 // without the log's OFences the checker finds an update durable without
 // its undo entry.
 func TestKVSInsertCrashes(t *testing.T) {
-	checkCrashesAndBug(t, "gpkvs-sbrp", "gpkvs-sbrp-no-ofence", 5, "gpkvs_sbrp.go", "t.Store32(l.loc(b, s), v)")
+	checkCrashesAndBug(t, "gpkvs-sbrp", "gpkvs-sbrp-no-ofence", 5, "gpkvs_sbrp.go", "t.Store32(l.loc(b, s), l.readElem(t, p).loc)")
 }
 
 // TestKVSInsertBadShape checks that impossible shapes are errors.

@@ -230,7 +230,7 @@ func TestPmbenchKeys(t *testing.T) {
 		var out, errb bytes.Buffer
 		require.NoError(t, run(args, &out, &errb), "%v", args)
 		require.Regexp(t, `persist.window\s+count\s+6\s+sbrp\s+SBRP's flush window: the most lines`, out.String(), "%v", args)
-		require.Regexp(t, `nvm.write_latency_cycles\s+cycles\s+400\s+gope=250`, out.String(), "%v", args)
+		require.Regexp(t, `nvm.write_latency_cycles\s+cycles\s+400\s+pm-far-eadr=100 gope=250`, out.String(), "%v", args)
 		require.Contains(t, out.String(), "SBRP Table 1")
 	}
 }
