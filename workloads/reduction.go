@@ -82,10 +82,10 @@ const tagBit = 1 << 31
 // Every slot is written once with its final value (tagged with tagBit), so
 // recovery is native: the launch runs again and each thread whose slot is
 // durable skips its work (the first run, as the artifact's, reads no slot
-// back). Before that, recovery checks that a durable total
-// agrees with durable block sums: with CrossScope narrowed to Block the
-// last block's acquires do not order the block sums before the total, and
-// a crash can leave a total whose block sums are lost.
+// back). Before that, recovery checks that a durable total agrees with
+// durable block sums: with CrossScope narrowed to Block the last block's
+// acquires do not order the block sums before the total, and a crash can
+// leave a total whose block sums are lost.
 type Reduction struct {
 	Grid     scope.Grid
 	N        int // ints per launch
