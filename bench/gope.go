@@ -174,6 +174,9 @@ func runGope(g *gopeTree, c gopeConfig, o Options) (gopeRun, error) {
 	if err != nil {
 		return gopeRun{}, err
 	}
+	if err := be.KeepNoImage(); err != nil { // nothing crashes this run
+		return gopeRun{}, err
+	}
 	m, err := pm.Reopen(g.img.Clone(), be)
 	if err != nil {
 		return gopeRun{}, err

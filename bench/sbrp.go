@@ -128,6 +128,12 @@ func simulateApp(workload string, c sysConfig, o Options, recover bool) (appRun,
 	if err != nil {
 		return appRun{}, err
 	}
+	if !recover {
+		// Nothing crashes this run: no durable image to keep.
+		if err := be.KeepNoImage(); err != nil {
+			return appRun{}, err
+		}
+	}
 	probe := &commitProbe{Backend: be}
 	m, err := pm.NewMachine(probe)
 	if err != nil {

@@ -391,8 +391,9 @@ type Backend struct {
 	relFront    map[pm.Addr]uint64
 	released    map[pm.Addr]release // the last PRel of each flag
 	atomics     map[pm.Addr]release // per address, the value and completion of the last atomic that wrote it
-	durable     *pm.Image
-	floor       uint64 // CrashAt accepts cycles >= floor
+	durable     *pm.Image           // nil: none kept (KeepNoImage)
+	noImage     bool                // KeepNoImage
+	floor       uint64              // CrashAt accepts cycles >= floor
 
 	st, last Stats
 	trace    func(Event)
@@ -505,6 +506,20 @@ func (b *Backend) LastStart() uint64 { return b.start }
 // instruction (gpu.launch_latency_cycles).
 func (b *Backend) LaunchLatency() uint64 { return uint64(b.cfg.GPU.LaunchLatencyCycles) }
 
+// KeepNoImage makes the backend keep no durable image: it neither copies
+// PM at Attach nor the bytes of each persist, and applies none, so a run
+// that will never crash (a timing measurement) takes about half the memory
+// a PM region needs and none of the copying. Timing is unchanged, and so
+// is Durability (it reports addresses, sizes and cycles); CrashAt and
+// Crash fail with ErrNoImage. It must be called before Attach (ErrState).
+func (b *Backend) KeepNoImage() error {
+	if b.attached {
+		return fmt.Errorf("%w: KeepNoImage after Attach", ErrState)
+	}
+	b.noImage = true
+	return nil
+}
+
 // Attach binds the backend to mem and asks for every verb, one instruction
 // per step.
 func (b *Backend) Attach(mem *pm.Memory) (pm.Caps, error) {
@@ -512,14 +527,16 @@ func (b *Backend) Attach(mem *pm.Memory) (pm.Caps, error) {
 		return pm.Caps{}, fmt.Errorf("%w: attached twice", ErrState)
 	}
 	b.mem, b.attached = mem, true
-	b.durable = mem.Snapshot()
+	if !b.noImage {
+		b.durable = mem.Snapshot()
+	}
 	return pm.Caps{Ops: true, Batch: b.batch, GPU: b.cfg.GPULimits()}, nil
 }
 
 // Host applies host-side changes to the durable image: regions created or
 // removed and bytes copied into PM are durable at once.
 func (b *Backend) Host(ev pm.HostEvent) {
-	if b.durable == nil || b.crashed {
+	if !b.attached || b.crashed {
 		return
 	}
 	if b.rs != nil && (ev.Kind == pm.HostCreate || ev.Kind == pm.HostRemove || ev.Kind == pm.HostWrite && ev.Range.Kind == pm.PMem) {
@@ -528,6 +545,9 @@ func (b *Backend) Host(ev pm.HostEvent) {
 	switch ev.Kind {
 	case pm.HostCreate:
 		b.compact()
+		if b.durable == nil {
+			return
+		}
 		r := ev.Range
 		regs := append(b.durable.Regions, pm.RegionImage{Name: r.Name, Base: r.Base, Data: make([]byte, r.Size)})
 		slices.SortFunc(regs, func(x, y pm.RegionImage) int {
@@ -542,12 +562,18 @@ func (b *Backend) Host(ev pm.HostEvent) {
 		b.durable.Regions = regs
 	case pm.HostRemove:
 		b.compact()
+		if b.durable == nil {
+			return
+		}
 		b.durable.Regions = slices.DeleteFunc(b.durable.Regions, func(x pm.RegionImage) bool { return x.Name == ev.Range.Name })
 	case pm.HostWrite:
 		if ev.Range.Kind != pm.PMem {
 			return
 		}
 		b.compact()
+		if b.durable == nil {
+			return
+		}
 		data, _, err := b.mem.Bytes(ev.Addr, ev.Size, 1)
 		if err == nil {
 			_ = b.durable.Write(ev.Addr, data) // the range is one of the image's regions
@@ -762,7 +788,7 @@ func (b *Backend) addRecords(op *pm.Op) {
 	a := op.Addr
 	for len(data) > 0 {
 		n := min(uint64(len(data)), b.lineBytes-uint64(a)&(b.lineBytes-1))
-		b.records.add(a, data[:n])
+		b.records.add(a, data[:n], b.durable != nil)
 		a += pm.Addr(n)
 		data = data[n:]
 		b.last.Persists++
@@ -2235,7 +2261,7 @@ func (b *Backend) compact() {
 	if b.rs != nil && !b.wbCompact() {
 		return
 	}
-	if b.applied < b.records.len() {
+	if b.applied < b.records.len() && b.durable != nil {
 		b.apply(b.durable, math.MaxUint64)
 	}
 	b.records.reset()
@@ -2272,6 +2298,9 @@ func (b *Backend) CrashAt(at uint64) (*pm.Image, error) {
 	}
 	if at < b.floor {
 		return nil, fmt.Errorf("%w: cycle %d precedes the last launch's start %d", ErrCrashTime, at, b.floor)
+	}
+	if b.durable == nil {
+		return nil, fmt.Errorf("%w: CrashAt(%d)", ErrNoImage, at)
 	}
 	img := b.durable.Clone()
 	if at == math.MaxUint64 {

@@ -252,3 +252,59 @@ func TestDeterminism(t *testing.T) {
 		})
 	}
 }
+
+// A backend that keeps no durable image (KeepNoImage) times every kernel
+// as one that keeps it does: the same statistics, trace and durability
+// records (addresses, sizes, cycles), under every model on the pm-near
+// and gope machines; only its crash images are refused (ErrNoImage), and
+// asking for it once attached is an ErrState.
+func TestKeepNoImage(t *testing.T) {
+	type durRec struct {
+		a    pm.Addr
+		size int
+		ack  uint64
+	}
+	for _, preset := range []string{"pm-near", "gope"} {
+		cfg, err := Preset(preset)
+		require.NoError(t, err)
+		for _, model := range cfg.Models() {
+			t.Run(preset+"/"+model.String(), func(t *testing.T) {
+				run := func(noImage bool) (Stats, []Event, []durRec, *Backend) {
+					be, err := New(cfg, model)
+					require.NoError(t, err)
+					if noImage {
+						require.NoError(t, be.KeepNoImage())
+					}
+					var evs []Event
+					be.SetTrace(func(e Event) { evs = append(evs, e) })
+					m, err := pm.NewMachine(be)
+					require.NoError(t, err)
+					var durs []durRec
+					for _, kc := range kernels {
+						g, k, _ := kc.setup(t, m)
+						_, err := scope.Launch(m, g, k)
+						require.NoError(t, err)
+						be.Durability(func(a pm.Addr, size int, ack uint64) { durs = append(durs, durRec{a, size, ack}) })
+						for _, r := range m.Regions() {
+							require.NoError(t, m.RemoveRegion(r.Name))
+						}
+					}
+					return be.Stats(), evs, durs, be
+				}
+				s1, e1, d1, be1 := run(false)
+				s2, e2, d2, be2 := run(true)
+				require.Equal(t, s1, s2)
+				require.Equal(t, e1, e2)
+				require.Equal(t, d1, d2)
+				require.NotEmpty(t, d1, "the kernels persist")
+				_, err := be1.CrashAt(be1.Now())
+				require.NoError(t, err)
+				_, err = be2.CrashAt(be2.Now())
+				require.ErrorIs(t, err, ErrNoImage)
+				_, err = be2.Crash()
+				require.ErrorIs(t, err, ErrNoImage)
+				require.ErrorIs(t, be2.KeepNoImage(), ErrState)
+			})
+		}
+	}
+}

@@ -708,7 +708,7 @@ func (b *Backend) cpuRecords(op *pm.Op) {
 			c.dirtyOrder = append(c.dirtyOrder, line)
 		}
 		c.pending[line] = append(recs, pendRec{int32(b.records.len()), c.pol.front()})
-		b.records.add(a, data[:n])
+		b.records.add(a, data[:n], b.durable != nil)
 		a += pm.Addr(n)
 		data = data[n:]
 		b.last.Persists++

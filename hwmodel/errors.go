@@ -18,6 +18,9 @@ var (
 	// ErrCrashTime: CrashAt was asked for a cycle the backend no longer
 	// holds the history of (before the start of the last launch).
 	ErrCrashTime = errors.New("hwmodel: crash cycle out of range")
+	// ErrNoImage: CrashAt or Crash on a backend told to keep no durable
+	// image (KeepNoImage).
+	ErrNoImage = errors.New("hwmodel: the backend keeps no durable image")
 	// ErrGeometry: a launch does not fit the configured GPU.
 	ErrGeometry = errors.New("hwmodel: launch does not fit the GPU")
 	// ErrPMAsDRAM: New was given a machine whose PM is timed as device

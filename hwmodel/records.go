@@ -38,11 +38,17 @@ func (l *recordLog) at(i int) *record {
 }
 
 // add appends a record of the given bytes (at most a line, never more than
-// a chunk) at addr.
-func (l *recordLog) add(addr pm.Addr, b []byte) {
+// a chunk) at addr; without keep it logs their size alone (bytes must not
+// be asked for it: KeepNoImage).
+func (l *recordLog) add(addr pm.Addr, b []byte, keep bool) {
 	c := l.n >> recChunkBits
 	if c == len(l.recs) {
 		l.recs = append(l.recs, make([]record, 1<<recChunkBits))
+	}
+	if !keep {
+		l.recs[c][l.n&(1<<recChunkBits-1)] = record{addr: addr, size: uint32(len(b)), entry: -1}
+		l.n++
+		return
 	}
 	const chunk = 1 << dataChunkBits
 	if l.dataN&(chunk-1)+uint64(len(b)) > chunk {

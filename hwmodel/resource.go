@@ -228,6 +228,10 @@ type occNode struct {
 	mx  uint16 // greatest count in its range (its add included)
 }
 
+// occKeepNodes is the capacity (nodes, 6 bytes each) up to which an
+// occupancy tree keeps its array when it shrinks: 256 KiB.
+const occKeepNodes = 256 << 10 / 6
+
 // maxQueueEntries bounds the limits of the queues occupancy calendars
 // count (Config.Validate refuses more): the most a 16-bit count holds.
 const maxQueueEntries = math.MaxUint16
@@ -459,8 +463,11 @@ func (o *occupancy) rebuild(drop, need uint64) {
 	if n != o.n {
 		o.n = n
 		// Reuse the array where it fits, unless it is far larger than
-		// what is kept (a far-future hold grew it).
-		if c := uint64(cap(o.nodes)); c >= 2*n && c <= 8*n {
+		// what is kept (a far-future hold grew it) and large: a small
+		// array is kept whatever it holds, so that a calendar a trim
+		// shrank regrows in place (reallocating it at each doubling was
+		// a quarter of a paper-size sbrp-fig6's allocation).
+		if c := uint64(cap(o.nodes)); c >= 2*n && (c <= 8*n || c <= occKeepNodes) {
 			o.nodes = o.nodes[:2*n]
 		} else {
 			o.nodes = make([]occNode, 2*n)
