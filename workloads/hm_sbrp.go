@@ -33,11 +33,12 @@ func hmRebuildShape(s Size) HMRebuildShape {
 	case Quick:
 		// A fifth of the artifact's: smaller tables (600 keys) put SBRP
 		// behind Epoch on PM-far, the opposite of paper scale.
-		return HMRebuildShape{Keys: 5000, Batch: 1000, Slots: 576, PerBucket: 309, MaxBuckets: 60}
+		return HMRebuildShape{Keys: 5000, Batch: 5000, Slots: 576, PerBucket: 309, MaxBuckets: 60}
 	}
-	// The artifact: 25,000 keys in batches of 5,000, buckets of 576
-	// slots sized for 309 keys, at most 300 buckets.
-	return HMRebuildShape{Keys: 25000, Batch: 5000, Slots: 576, PerBucket: 309, MaxBuckets: 300}
+	// The artifact (parallel_hash_map.cu, main): one insert of 25,000
+	// keys into the empty map, so 81 buckets of 576 slots sized for 309
+	// keys (at most 300).
+	return HMRebuildShape{Keys: 25000, Batch: 25000, Slots: 576, PerBucket: 309, MaxBuckets: 300}
 }
 
 // hmRounds is the number of cuckoo rounds of the rebuild (the artifact's).
@@ -79,8 +80,8 @@ type HMRebuild struct {
 	onFallback func()
 }
 
-// NewHMRebuild returns the workload: keys 1..Keys (as the artifact) with
-// seeded values.
+// NewHMRebuild returns the workload: keys Keys+1..2*Keys (the artifact's
+// insertRandomKeys starts its keys after numberOfKeys) with seeded values.
 func NewHMRebuild(sh HMRebuildShape, ofence bool) (*HMRebuild, error) {
 	if sh.Keys <= 0 || sh.Batch <= 0 || sh.Slots <= 0 || sh.Slots%3 != 0 || sh.PerBucket <= 0 ||
 		sh.PerBucket > sh.Slots || sh.Keys/sh.PerBucket+1 > sh.MaxBuckets {
@@ -91,9 +92,9 @@ func NewHMRebuild(sh HMRebuildShape, ofence bool) (*HMRebuild, error) {
 	state := map[uint32]uint32{}
 	w.states = append(w.states, maps.Clone(state))
 	for i := range sh.Keys {
-		w.keys = append(w.keys, uint32(i+1))
+		w.keys = append(w.keys, uint32(sh.Keys+i+1))
 		w.vals = append(w.vals, uint32(rng.IntN(100000)))
-		state[uint32(i+1)] = w.vals[i]
+		state[w.keys[i]] = w.vals[i]
 		if (i+1)%sh.Batch == 0 || i+1 == sh.Keys {
 			w.states = append(w.states, maps.Clone(state))
 		}
