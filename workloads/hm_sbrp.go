@@ -122,12 +122,20 @@ const (
 	hmrTable = "hm-sbrp.table" // MaxBuckets*Slots nodes: key | value<<32, key 0 empty
 	hmrLog   = "hm-sbrp.log"   // per slot: the logged node, then its tag (generation+1)
 	hmrMeta  = "hm-sbrp.meta"  // counts (keys | buckets<<32), active (gen<<1 | 1), old counts
+	// hmrHeader is the log's PM-resident metadata (the artifact's gpmlog
+	// header): its partition count, one per slot.
+	hmrHeader = "hm-sbrp.loghdr"
+	// hmrTail holds, per slot, where its log partition ends (the
+	// artifact's tail[p]); a slot's tag is its head.
+	hmrTail = "hm-sbrp.logtail"
 )
 
 type hmrLayout struct {
-	table, log, meta pm.Addr
-	slots            int
+	table, log, meta, hdr, tail pm.Addr
+	slots                       int
 }
+
+func (l hmrLayout) tailOf(b, s int) pm.Addr { return l.tail.Add(uint64(8 * (b*l.slots + s))) }
 
 func (l hmrLayout) slot(b, s int) pm.Addr  { return l.table.Add(uint64(8 * (b*l.slots + s))) }
 func (l hmrLayout) entry(b, s int) pm.Addr { return l.log.Add(uint64(16 * (b*l.slots + s))) }
@@ -144,16 +152,35 @@ func (w *HMRebuild) Setup(m *pm.Machine) error {
 	if _, err := m.CreateRegion(hmrLog, 16*n); err != nil {
 		return err
 	}
-	_, err := m.CreateRegion(hmrMeta, 24)
-	return err
+	if _, err := m.CreateRegion(hmrMeta, 24); err != nil {
+		return err
+	}
+	hdr, err := m.CreateRegion(hmrHeader, 8)
+	if err != nil {
+		return err
+	}
+	tail, err := m.CreateRegion(hmrTail, 8*n)
+	if err != nil {
+		return err
+	}
+	buf := make([]byte, 8*n)
+	for i := range n {
+		binary.LittleEndian.PutUint64(buf[8*i:], 16*(i+1))
+	}
+	if err := m.CopyIn(tail.Base, buf); err != nil {
+		return err
+	}
+	var nb [8]byte
+	binary.LittleEndian.PutUint64(nb[:], n)
+	return m.CopyIn(hdr.Base, nb[:])
 }
 
 func (w *HMRebuild) layout(m *pm.Machine) (hmrLayout, error) {
-	b, err := openRegions(m, hmrTable, hmrLog, hmrMeta)
+	b, err := openRegions(m, hmrTable, hmrLog, hmrMeta, hmrHeader, hmrTail)
 	if err != nil {
 		return hmrLayout{}, err
 	}
-	return hmrLayout{table: b[0], log: b[1], meta: b[2], slots: w.Shape.Slots}, nil
+	return hmrLayout{table: b[0], log: b[1], meta: b[2], hdr: b[3], tail: b[4], slots: w.Shape.Slots}, nil
 }
 
 // buckets returns the bucket count for n keys.
@@ -240,15 +267,37 @@ func (w *HMRebuild) batch(m *pm.Machine, l hmrLayout, gen, lo, hi int) error {
 		b, s := t.Block(), t.TID()
 		node := t.Load64(l.slot(b, s))
 		t.Store64(moved.Add(uint64(8*t.ID())), node)
+		// The log's insert, as the artifact's gpmlog_insert_manual (a
+		// partition a slot) makes it: the header's partition count,
+		// the partition's head (the tag) and tail, the entry, and after
+		// the entry's OFence the header and the head again, for the
+		// head's new value. Under Epoch, whose OFence invalidates the
+		// L1, the second reads come from the L2.
+		p := uint64(b*S + s)
+		if t.Load64(l.hdr) <= p {
+			bad.set(t) // no such partition
+			return
+		}
+		var ht [2]uint64
+		t.Gather64(ht[:], l.entry(b, s).Add(8), l.tailOf(b, s))
+		if ht[1] != 16*(p+1) {
+			bad.set(t) // a partition holds one entry
+			return
+		}
 		t.Store64(l.entry(b, s), node)
 		if w.OFence {
 			t.OFence() // hm-sbrp: entry before tag
 		}
+		t.Load64(l.hdr)
+		t.Load64(l.entry(b, s).Add(8))
 		t.Store64(l.entry(b, s).Add(8), tag)
 		t.OFence()
 		t.DFence()
 		t.Store64(l.slot(b, s), 0) // hm-sbrp: clear
 	}); err != nil {
+		return err
+	}
+	if err := bad.check(m, "hm-sbrp: the log's header or a partition's tail is corrupt"); err != nil {
 		return err
 	}
 	if err := launch("hm-sbrp-move", grid, func(t *scope.Thread) {

@@ -45,6 +45,35 @@ func TestHMRebuildCrashes(t *testing.T) {
 	checkCrashesAndBug(t, "hm-sbrp", "hm-sbrp-no-ofence", 9, "hm_sbrp.go", "t.Store64(l.entry(b, s), node)")
 }
 
+// TestHMRebuildCorruptLog: a log header that counts too few partitions,
+// or a partition whose tail is wrong, fails the run with ErrInconsistent
+// (the kernel reads both, as the artifact's log insert does), and
+// recovery then restores the table before the batch.
+func TestHMRebuildCorruptLog(t *testing.T) {
+	for _, c := range []struct {
+		name   string
+		region string
+		off    uint64
+	}{{"header", hmrHeader, 0}, {"tail", hmrTail, 8}} {
+		t.Run(c.name, func(t *testing.T) {
+			w, err := NewHMRebuild(hmRebuildShape(Tiny), true)
+			require.NoError(t, err)
+			m, err := pm.NewMachine(functional.New(pm.DefaultGPU()))
+			require.NoError(t, err)
+			require.NoError(t, w.Setup(m))
+			r, err := m.OpenRegion(c.region)
+			require.NoError(t, err)
+			require.NoError(t, m.CopyIn(r.Base.Add(c.off), make([]byte, 8)))
+			err = w.Run(m)
+			require.ErrorIs(t, err, ErrInconsistent)
+			require.ErrorContains(t, err, "corrupt")
+			// Recovery undoes the batch: the table before it.
+			require.NoError(t, w.Recover(m))
+			require.NoError(t, w.Check(m))
+		})
+	}
+}
+
 // TestHMRebuildBadShape checks that impossible shapes are errors.
 func TestHMRebuildBadShape(t *testing.T) {
 	good := hmRebuildShape(Tiny)
