@@ -213,6 +213,20 @@ func (w *HMRebuild) batch(m *pm.Machine, l hmrLayout, gen, lo, hi int) error {
 		return err
 	}
 	one := scope.Grid{Blocks: 1, Threads: 1}
+	// The batch's device memory, freed when it returns.
+	var dev []pm.Addr
+	defer func() {
+		for _, a := range dev {
+			_ = m.Free(a) // allocated here: cannot fail
+		}
+	}()
+	alloc := func(n uint64) (pm.Addr, error) {
+		a, err := m.Alloc(pm.DeviceMem, n)
+		if err == nil {
+			dev = append(dev, a)
+		}
+		return a, err
+	}
 	// 1. begin
 	if err := launch("hm-sbrp-begin", one, func(t *scope.Thread) {
 		t.Store64(l.oldCounts(), uint64(lo)|uint64(oldB)<<32)
@@ -225,15 +239,15 @@ func (w *HMRebuild) batch(m *pm.Machine, l hmrLayout, gen, lo, hi int) error {
 		return err
 	}
 	// Device memory: per-bucket fill, the old nodes, the batch, an error word.
-	offset, err := m.Alloc(pm.DeviceMem, uint64(4*newB))
+	offset, err := alloc(uint64(4 * newB))
 	if err != nil {
 		return err
 	}
-	moved, err := m.Alloc(pm.DeviceMem, uint64(8*newB*S))
+	moved, err := alloc(uint64(8 * newB * S))
 	if err != nil {
 		return err
 	}
-	in, err := m.Alloc(pm.DeviceMem, uint64(8*size))
+	in, err := alloc(uint64(8 * size))
 	if err != nil {
 		return err
 	}
@@ -248,6 +262,7 @@ func (w *HMRebuild) batch(m *pm.Machine, l hmrLayout, gen, lo, hi int) error {
 	if err != nil {
 		return err
 	}
+	dev = append(dev, bad.a)
 	// appendNode puts node in the next free slot of its bucket under the
 	// new count.
 	appendNode := func(t *scope.Thread, node uint64) {
@@ -260,6 +275,21 @@ func (w *HMRebuild) batch(m *pm.Machine, l hmrLayout, gen, lo, hi int) error {
 	}
 	grid := scope.Grid{Blocks: newB, Threads: S}
 	tag := uint64(gen + 1)
+	// The buckets the batch touches (the artifact's markBuckets<<<32,
+	// 1024>>>: it marks them for the compaction, which rehashes every
+	// bucket when the count grows, as it does at every batch here).
+	marked, err := alloc(uint64(4 * newB))
+	if err != nil {
+		return err
+	}
+	if err := launch("hm-sbrp-mark", scope.Grid{Blocks: 32, Threads: 1024}, func(t *scope.Thread) {
+		for i := t.ID(); i < size; i += 32 * 1024 {
+			key := t.Load32(in.Add(uint64(8 * i)))
+			t.Store32(marked.Add(uint64(4*(key%uint32(newB)))), 1)
+		}
+	}); err != nil {
+		return err
+	}
 	// 2. compaction: log and clear every slot of the new bucket range
 	// (the bucket count grows with every batch, so every bucket is
 	// rehashed), then append the old nodes under the new count.
@@ -374,12 +404,67 @@ func (w *HMRebuild) batch(m *pm.Machine, l hmrLayout, gen, lo, hi int) error {
 	if err := bad.check(m, "hm-sbrp: the cuckoo rebuild could not place a key"); err != nil {
 		return fmt.Errorf("%w: %w", ErrFull, err)
 	}
-	// 5. commit.
-	return launch("hm-sbrp-commit", one, func(t *scope.Thread) {
+	// 5. commit (the artifact's clearLog1: its metadata log cleared).
+	if err := launch("hm-sbrp-commit", one, func(t *scope.Thread) {
 		t.Store64(l.active(), uint64(gen)<<1)
 		t.DFence()
+	}); err != nil {
+		return err
+	}
+	// 6. clear the log, as the artifact's clearLog2 does with
+	// gpmlog_clear_manual, a thread a partition: take the partition's
+	// lock (device memory), set its head to the end of the partition
+	// before it (read from PM; here the tag, cleared), read the header's
+	// flags, OFence, unlock. A crash here finds the batch committed.
+	locks, err := alloc(uint64(4 * newB * S))
+	if err != nil {
+		return err
+	}
+	if err := launch("hm-sbrp-clear", grid, func(t *scope.Thread) {
+		b, s := t.Block(), t.TID()
+		lock := locks.Add(uint64(4 * t.ID()))
+		if t.AtomicCAS32(lock, 0, 1, pm.Device) != 0 {
+			bad.set(t) // a partition has one clearing thread
+			return
+		}
+		if p := b*S + s; p > 0 {
+			t.Load64(l.tailOf((p-1)/S, (p-1)%S))
+		}
+		t.Store64(l.entry(b, s).Add(8), 0)
+		t.Load64(l.hdr) // the flags: a strict log orders the clear
+		t.OFence()
+		t.AtomicExch32(lock, 0, pm.Device)
+	}); err != nil {
+		return err
+	}
+	if err := bad.check(m, "hm-sbrp: a log partition's lock was held"); err != nil {
+		return err
+	}
+	// 7. find every key of the batch, as the artifact's insertRandomKeys
+	// does after its insert (findKernel<<<30, BUCKET_SIZE>>>, timed with
+	// the rest): a thread a key at a time, three probes of its bucket
+	// from PM. Check verifies the table; this times the lookups.
+	vals, err := alloc(uint64(4 * size))
+	if err != nil {
+		return err
+	}
+	return launch("hm-sbrp-find", scope.Grid{Blocks: hmFindBlocks, Threads: S}, func(t *scope.Thread) {
+		for i := t.ID(); i < size; i += hmFindBlocks * S {
+			key := t.Load32(in.Add(uint64(8 * i)))
+			b := int(key % uint32(newB))
+			for j := range 3 {
+				off := int((w.hash[j][0] + w.hash[j][1]*key) % 1900813 % uint32(sub))
+				if v := t.Load64(l.slot(b, j*sub+off)); uint32(v) == key {
+					t.Store32(vals.Add(uint64(4*i)), uint32(v>>32))
+					break
+				}
+			}
+		}
 	})
 }
+
+// hmFindBlocks is the blocks of the artifact's find kernel.
+const hmFindBlocks = 30
 
 // CommitPoint returns the active word (crash.CommitPointer): a batch is
 // done when it is cleared.
