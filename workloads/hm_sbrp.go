@@ -61,7 +61,10 @@ const hmRounds = 25
 //     place last, then a DFence (a key the rounds cannot place takes the
 //     first free cell, where the artifact drops it);
 //
-// and a commit marks the batch done. Recovery of an active batch restores
+// and a commit marks the batch done. As in the artifact, whose run is
+// timed whole, a kernel marks the buckets the batch touches before the
+// compaction, and after the commit one clears the log's partitions and
+// one looks every key of the batch up. Recovery of an active batch restores
 // every slot whose undo entry carries the batch's tag and the old counts:
 // the table before the batch. (The artifact appends the old nodes in the
 // compaction kernel itself, racing with other blocks' clears once the
