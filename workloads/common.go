@@ -1,6 +1,7 @@
 package workloads
 
 import (
+	"encoding/binary"
 	"errors"
 	"fmt"
 
@@ -43,6 +44,20 @@ func createFilled(m *pm.Machine, name string, size int, fill byte) (pm.Addr, err
 		}
 	}
 	return rg.Base, nil
+}
+
+// createWords creates PM region name holding words, little-endian, 8
+// bytes each.
+func createWords(m *pm.Machine, name string, words ...uint64) error {
+	rg, err := m.CreateRegion(name, uint64(8*len(words)))
+	if err != nil {
+		return err
+	}
+	b := make([]byte, 8*len(words))
+	for i, w := range words {
+		binary.LittleEndian.PutUint64(b[8*i:], w)
+	}
+	return m.CopyIn(rg.Base, b)
 }
 
 // openRegions returns the bases of the named PM regions.

@@ -194,13 +194,7 @@ func (w *KVSInsert) Setup(m *pm.Machine) error {
 	if _, err := m.CreateRegion(kvsiCommit, 8); err != nil {
 		return err
 	}
-	hdr, err := m.CreateRegion(kvsiHeader, 8)
-	if err != nil {
-		return err
-	}
-	var nb [8]byte
-	binary.LittleEndian.PutUint64(nb[:], uint64(n))
-	if err := m.CopyIn(hdr.Base, nb[:]); err != nil {
+	if err := createWords(m, kvsiHeader, uint64(n)); err != nil {
 		return err
 	}
 	ht := make([]byte, 16*n)

@@ -158,24 +158,14 @@ func (w *HMRebuild) Setup(m *pm.Machine) error {
 	if _, err := m.CreateRegion(hmrMeta, 24); err != nil {
 		return err
 	}
-	hdr, err := m.CreateRegion(hmrHeader, 8)
-	if err != nil {
+	if err := createWords(m, hmrHeader, n); err != nil {
 		return err
 	}
-	tail, err := m.CreateRegion(hmrTail, 8*n)
-	if err != nil {
-		return err
+	tails := make([]uint64, n)
+	for i := range tails {
+		tails[i] = 16 * uint64(i+1)
 	}
-	buf := make([]byte, 8*n)
-	for i := range n {
-		binary.LittleEndian.PutUint64(buf[8*i:], 16*(i+1))
-	}
-	if err := m.CopyIn(tail.Base, buf); err != nil {
-		return err
-	}
-	var nb [8]byte
-	binary.LittleEndian.PutUint64(nb[:], n)
-	return m.CopyIn(hdr.Base, nb[:])
+	return createWords(m, hmrTail, tails...)
 }
 
 func (w *HMRebuild) layout(m *pm.Machine) (hmrLayout, error) {
