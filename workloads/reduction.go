@@ -72,12 +72,16 @@ const tagBit = 1 << 31
 //     block meets at SyncThreads; then at each level h the threads below h
 //     add the slot of thread tid+h (acquired at InnerScope, block scope),
 //     and those in [h/2, h) persist their sum and release it; thread 0
-//     persists the block's sum;
-//   - thread 0 persists the block sum in the PM array of block sums,
-//     releases it at CrossScope and takes a ticket; the block with the last
-//     ticket acquires every block sum at device scope and reduces them with
-//     the same tree in its own slots, persists the total, orders it with
-//     OFence and persists the launch's done flag.
+//     persists the block's sum; the first 32 threads end the tree with a
+//     DFence (the artifact's fence.acq_rel.sys, a deep flush in its
+//     simulator);
+//   - thread 0 persists the block sum in the PM array of block sums; every
+//     thread reads it and releases at CrossScope (the artifact's
+//     st.relaxed.gpu by every thread), thread 0 the block sum's flag;
+//     thread 0 takes a ticket; the block with the last ticket acquires
+//     every block sum at device scope and reduces them with the same tree
+//     in its own slots, persists the total, orders it with OFence and
+//     persists the launch's done flag.
 //
 // Every slot is written once with its final value (tagged with tagBit), so
 // recovery is native: the launch runs again and each thread whose slot is
@@ -236,6 +240,11 @@ func (r *Reduction) kernel(m *pm.Machine, l int, resume bool) (scope.Kernel, err
 				break
 			}
 		}
+		if tid < 32 {
+			// The artifact's first warp ends reduceBlock with
+			// fence.acq_rel.sys, which its simulator runs as a DFence.
+			t.DFence()
+		}
 		return mySum % tagBit
 	}
 	return func(t *scope.Thread) {
@@ -257,11 +266,20 @@ func (r *Reduction) kernel(m *pm.Machine, l int, resume bool) (scope.Kernel, err
 		})
 		// The block's sum: persisted, released, then a ticket.
 		last := t.Shared()
+		if tid == 0 && (!resume || t.Load32(lay.sums.Add(uint64(4*b)))&tagBit == 0) {
+			t.Store32(lay.sums.Add(uint64(4*b)), sum|tagBit)
+		}
+		// Every thread of the artifact reads the block sum and releases
+		// it at device scope. Thread 0's release, after its store, is the
+		// one the last block acquires; the others release their own tree
+		// flag, set already, so that no flag is up before the sum is.
+		t.Load32(lay.sums.Add(uint64(4 * b)))
 		if tid == 0 {
-			if !resume || t.Load32(lay.sums.Add(uint64(4*b)))&tagBit == 0 {
-				t.Store32(lay.sums.Add(uint64(4*b)), sum|tagBit)
-			}
 			t.PRel(sumFlag(b), 1, cross)
+		} else {
+			t.PRel(flags.Add(uint64(4*(b*bs+tid))), 1, cross)
+		}
+		if tid == 0 {
 			tk := t.AtomicAdd32(ticket, 1, pm.Device)
 			t.Store32(last, 0)
 			if tk == uint32(blocks-1) {
