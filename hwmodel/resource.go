@@ -432,6 +432,15 @@ func (o *occupancy) pull(node uint64) {
 // rebuild drops the first drop leaves and makes room for at least need
 // leaves after them, keeping every count.
 func (o *occupancy) rebuild(drop, need uint64) {
+	keep := uint64(0)
+	if drop < o.used {
+		keep = o.used - drop
+	}
+	n := occSize(need, keep, o.n)
+	if n == o.n && n > 0 {
+		o.shift(drop, keep)
+		return
+	}
 	// Push every node's adds down to the leaves: they then hold the counts.
 	for node := uint64(1); node < o.n; node++ {
 		if a := o.nodes[node].cov; a != 0 {
@@ -439,22 +448,6 @@ func (o *occupancy) rebuild(drop, need uint64) {
 			o.nodes[2*node+1].cov += a
 			o.nodes[node].cov = 0
 		}
-	}
-	keep := uint64(0)
-	if drop < o.used {
-		keep = o.used - drop
-	}
-	// The tree fits what is kept: a trim after a far-future hold shrinks
-	// it again, so later rebuilds cost what the calendar holds. It keeps
-	// its size while that is at most 8 times what it must hold, so that
-	// trims and holds that come and go do not shrink and regrow it (and
-	// reallocate it) again and again.
-	n := uint64(64)
-	for n < need || n < keep {
-		n *= 2
-	}
-	if o.n > n && o.n <= 8*n {
-		n = o.n
 	}
 	o.keep = o.keep[:0]
 	for _, nd := range o.nodes[o.n+drop : o.n+drop+keep] {
@@ -482,6 +475,55 @@ func (o *occupancy) rebuild(drop, need uint64) {
 	for node := n - 1; node >= 1; node-- {
 		a, b := o.nodes[2*node], o.nodes[2*node+1]
 		o.nodes[node] = occNode{mn: min(a.mn, b.mn), mx: max(a.mx, b.mx)}
+	}
+	o.used = keep
+}
+
+// occSize returns the leaves of a tree that holds need leaves and keep
+// kept ones, for a tree of now leaves. The tree fits what is kept: a trim
+// after a far-future hold shrinks it again, so later rebuilds cost what
+// the calendar holds. It keeps its size while that is at most 8 times what
+// it must hold, so that trims and holds that come and go do not shrink and
+// regrow it (and reallocate it) again and again.
+func occSize(need, keep, now uint64) uint64 {
+	n := uint64(64)
+	for n < need || n < keep {
+		n *= 2
+	}
+	if now > n && now <= 8*n {
+		n = now
+	}
+	return n
+}
+
+// shift is rebuild for a tree that keeps its size: it moves leaves
+// drop..drop+keep-1 to the front and touches only the nodes over the used
+// leaves (a tree is often much larger than its used part, and no job ever
+// touched the nodes beyond it).
+func (o *occupancy) shift(drop, keep uint64) {
+	n, used := o.n, o.used
+	// Push the adds over the used leaves down to them, level by level
+	// (the level of first has first nodes of w leaves each).
+	for first, w := uint64(1), n; first < n; first, w = first<<1, w>>1 {
+		for node := first; node < first+(used+w-1)/w; node++ {
+			if a := o.nodes[node].cov; a != 0 {
+				o.nodes[2*node].cov += a
+				o.nodes[2*node+1].cov += a
+				o.nodes[node].cov = 0
+			}
+		}
+	}
+	leaves := o.nodes[n : n+used]
+	for i := range keep { // forward: the source is at or after i
+		c := leaves[drop+i].cov
+		leaves[i] = occNode{cov: c, mn: c, mx: c}
+	}
+	clear(leaves[keep:])
+	for first, w := n>>1, uint64(2); first >= 1; first, w = first>>1, w<<1 {
+		for node := first; node < first+(used+w-1)/w; node++ {
+			a, b := o.nodes[2*node], o.nodes[2*node+1]
+			o.nodes[node] = occNode{mn: min(a.mn, b.mn), mx: max(a.mx, b.mx)}
+		}
 	}
 	o.used = keep
 }
