@@ -270,15 +270,18 @@ func (r *Reduction) kernel(m *pm.Machine, l int, resume bool) (scope.Kernel, err
 			t.Store32(lay.sums.Add(uint64(4*b)), sum|tagBit)
 		}
 		// Every thread of the artifact reads the block sum and releases
-		// it at device scope. Thread 0's release, after its store, is the
-		// one the last block acquires; the others release their own tree
-		// flag, set already, so that no flag is up before the sum is.
+		// it at device scope, one instruction. Thread 0's release, after
+		// its store, is the one the last block acquires; the others
+		// release their own tree flag, set already, so that no flag is up
+		// before the sum is. One call site, as in the artifact: narrowing
+		// it narrows thread 0's release too (the checker's mutations and
+		// the scope advisor work per site).
 		t.Load32(lay.sums.Add(uint64(4 * b)))
+		rel := flags.Add(uint64(4 * (b*bs + tid)))
 		if tid == 0 {
-			t.PRel(sumFlag(b), 1, cross)
-		} else {
-			t.PRel(flags.Add(uint64(4*(b*bs+tid))), 1, cross)
+			rel = sumFlag(b)
 		}
+		t.PRel(rel, 1, cross)
 		if tid == 0 {
 			tk := t.AtomicAdd32(ticket, 1, pm.Device)
 			t.Store32(last, 0)
