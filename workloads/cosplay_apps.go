@@ -24,13 +24,13 @@ var cpuApps = []cpuApp{
 	{"sps", "SPS: random swaps of array elements", 4, 3, func(sh CPUShape) cpuBench { return &spsBench{n: 16 * sh.Scale} }},
 	// PC and TATP: one entry's line, the updated record's line, the commit.
 	{"pc", "PC: value updates in a hash table", 3, 3, func(sh CPUShape) cpuBench { return &pcBench{buckets: 16 * sh.Scale} }},
-	{"tatp", "TATP: update-location transactions", 3, 3, func(sh CPUShape) cpuBench { return &tatpBench{subs: 16 * sh.Scale} }},
+	{"tatp", "TATP: update-location transactions", 3, 3, func(sh CPUShape) cpuBench { return &tatpBench{subs: specRows(sh.Scale)} }},
 	// TPC-C: 568 bytes of entries (9 lines), 12 updated lines, the commit.
 	{"tpcc", "TPC-C: new-order transactions, a dozen log/update pairs each", 22, 3, func(sh CPUShape) cpuBench {
 		// Room for twice a district's fair share of the orders (and 16
 		// more): the seeded draws decide, so a shape that fits always does.
 		d := 2 * sh.Scale
-		return &tpccBench{districts: d, items: 32 * sh.Scale, orders: min(sh.Tasks, 2*sh.Tasks/d+16)}
+		return &tpccBench{districts: d, items: specRows(sh.Scale), orders: min(sh.Tasks, 2*sh.Tasks/d+16)}
 	}},
 	// CQ: an enqueue's entries (its slot's 22 lines and the tail, 23
 	// lines), its slot's and the header's lines and the commit (47); a
@@ -180,6 +180,20 @@ func (b *pcBench) check(m *pm.Machine, data pm.Addr, seed uint64) error {
 	return nil
 }
 
+// specRows is the rows of TATP's subscriber table and of TPC-C's stock at
+// the paper's scale (Scale 64), in proportion below it: 100,000 in both
+// specifications (TATP's smallest subscriber population; TPC-C's ITEM
+// cardinality and one warehouse's STOCK). Tables this size are larger
+// than the L2, so a task's rows come from the LLC or PM, not the L1. The
+// count is never a multiple of 7 (tatpBench.number).
+func specRows(scale int) int {
+	n := max(100_000*scale/64, 16)
+	if n%7 == 0 {
+		n++
+	}
+	return n
+}
+
 // tatpBench: TATP's update-location finds a subscriber by number (an index
 // from subscriber numbers to ids) and updates its VLR location. A
 // subscriber record is a line: id+1, number, location, checksum.
@@ -188,8 +202,8 @@ type tatpBench struct{ subs int }
 func (b *tatpBench) size() uint64 { return uint64((cline + 8) * b.subs) }
 func (b *tatpBench) locks() int   { return b.subs }
 
-// number is subscriber s's number: a permutation of the ids (subs is a
-// power of two times 16, so 7 is coprime with it).
+// number is subscriber s's number: a permutation of the ids (specRows
+// makes subs coprime with 7).
 func (b *tatpBench) number(s int) int { return (7*s + 3) % b.subs }
 
 func tatpSum(s int, loc uint64) uint64 { return mix64(uint64(s)<<40 ^ mix64(loc)) }
@@ -280,7 +294,12 @@ type tpccPair struct {
 
 func (b *tpccBench) task(t *cpuTask) error {
 	d := t.rng.IntN(b.districts)
-	items := t.rng.Perm(b.items)[:tpccLines]
+	items := make([]int, 0, tpccLines) // distinct, drawn one by one
+	for len(items) < tpccLines {
+		if i := t.rng.IntN(b.items); !slices.Contains(items, i) {
+			items = append(items, i)
+		}
+	}
 	slices.Sort(items)
 	locks := []int{d}
 	for _, i := range items {
