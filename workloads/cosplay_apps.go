@@ -183,9 +183,9 @@ func (b *pcBench) check(m *pm.Machine, data pm.Addr, seed uint64) error {
 // specRows is the rows of TATP's subscriber table and of TPC-C's stock at
 // the paper's scale (Scale 64), in proportion below it: 100,000 in both
 // specifications (TATP's smallest subscriber population; TPC-C's ITEM
-// cardinality and one warehouse's STOCK). Tables this size are larger
-// than the L2, so a task's rows come from the LLC or PM, not the L1. The
-// count is never a multiple of 7 (tatpBench.number).
+// cardinality and one warehouse's STOCK). At paper scale these tables
+// (6-7 MB) are larger than the L2, so a task's rows come from the LLC or
+// PM, not the L1. The count is never a multiple of 7 (tatpBench.number).
 func specRows(scale int) int {
 	n := max(100_000*scale/64, 16)
 	if n%7 == 0 {
