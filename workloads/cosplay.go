@@ -125,8 +125,9 @@ const (
 	// cpuLog names the undo logs: "cosplay-log-<k>" for window context k.
 	cpuLog = "cosplay-log"
 	// cpuLogCap is the log stream bytes of one window context: enough for
-	// TPC-C's dozen entries, a line each under StrandWeaver.
-	cpuLogCap = 2048
+	// TPC-C's dozen whole rows (3.5 KB of entries, 4 KB when each starts
+	// a line under StrandWeaver).
+	cpuLogCap = 8192
 )
 
 // CPUWorkload is a COSPlay benchmark as a crash-checkable workload.
