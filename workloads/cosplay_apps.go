@@ -262,13 +262,12 @@ func (b *tatpBench) check(m *pm.Machine, data pm.Addr, _ uint64) error {
 // updates the stock of ol items (quantity, year-to-date, order count) and
 // writes the order and its order lines: a dozen log/update pairs (the
 // district, each item's stock, the order), each logged whole before its
-// update, a
-// fence apart, as COSPlay §6.3's Baseline stalls a dozen times a task;
-// under StrandWeaver each pair is its own strand. Rows take the TPC-C
-// specification's sizes (DISTRICT 95 bytes, STOCK 306, ORDER 24,
+// update, a fence apart, as COSPlay §6.3's Baseline stalls a dozen times
+// a task; under StrandWeaver each pair is its own strand. Rows take the
+// TPC-C specification's sizes (DISTRICT 95 bytes, STOCK 306, ORDER 24,
 // ORDER-LINE 54), each from a line boundary. Layout: district rows, stock
-// rows, then per district orders orders (id+1, line count, total quantity,
-// checksum, then the order lines).
+// rows, then per district its orders slots (id+1, line count, total
+// quantity, checksum, then the order lines).
 type tpccBench struct{ districts, items, orders int }
 
 const (
