@@ -48,16 +48,22 @@ func createFilled(m *pm.Machine, name string, size int, fill byte) (pm.Addr, err
 
 // createWords creates PM region name holding words, little-endian, 8
 // bytes each.
-func createWords(m *pm.Machine, name string, words ...uint64) error {
-	rg, err := m.CreateRegion(name, uint64(8*len(words)))
+func createWords(m *pm.Machine, name string, ws ...uint64) error {
+	b := words(ws...)
+	rg, err := m.CreateRegion(name, uint64(len(b)))
 	if err != nil {
 		return err
 	}
-	b := make([]byte, 8*len(words))
-	for i, w := range words {
-		binary.LittleEndian.PutUint64(b[8*i:], w)
-	}
 	return m.CopyIn(rg.Base, b)
+}
+
+// words encodes little-endian 8-byte words.
+func words(vs ...uint64) []byte {
+	b := make([]byte, 8*len(vs))
+	for i, v := range vs {
+		binary.LittleEndian.PutUint64(b[8*i:], v)
+	}
+	return b
 }
 
 // openRegions returns the bases of the named PM regions.

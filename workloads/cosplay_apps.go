@@ -45,15 +45,6 @@ var cpuApps = []cpuApp{
 // of their own.
 const cline = 64
 
-// words encodes little-endian 8-byte words.
-func words(vs ...uint64) []byte {
-	b := make([]byte, 8*len(vs))
-	for i, v := range vs {
-		binary.LittleEndian.PutUint64(b[8*i:], v)
-	}
-	return b
-}
-
 // span is the range of n bytes at a.
 func span(a pm.Addr, n uint64) pm.Range { return pm.Range{Base: a, Size: n} }
 
