@@ -92,6 +92,12 @@ type CPUConfig struct {
 	// every line reaching the memory controller (COSPlay §5: 0 plain ADR,
 	// Enc 100, LD 200, HD 700, Comb 1000); latency only, never throughput.
 	BMOCycles int `json:"bmo_cycles"`
+	// WPQEntries is the memory controller's write pending queue, in
+	// lines: a line written back is durable once it holds an entry (ADR:
+	// the queue is the persistence domain) and holds it until the PM's
+	// write bus has taken it, so the write bandwidth reaches persists
+	// only through the queue's occupancy.
+	WPQEntries int `json:"wpq_entries"`
 	// SwitchCycles is the cost of one coroutine switch and the round-robin
 	// scheduler (FreeSwitch: 0; a run's coro.Config.SwitchCycles overrides
 	// it).
@@ -118,11 +124,12 @@ func cosplayCPU() CPUConfig {
 	return CPUConfig{
 		ClockMHz: 2200, DispatchWidth: 4, ROBEntries: 224, SQEntries: 56, WBBEntries: 32,
 		Contexts: 32, SQDrainCycles: 1,
-		L1D:       CacheConfig{SizeBytes: 32 << 10, LineBytes: 64, Assoc: 8, LatencyCycles: 4},
-		L2:        CacheConfig{SizeBytes: 1 << 20, LineBytes: 64, Assoc: 16, LatencyCycles: 10},
-		LLC:       CacheConfig{SizeBytes: 16 << 20, LineBytes: 64, Assoc: 16, LatencyCycles: 30},
-		NoCCycles: 8,
-		PM:        MemConfig{ReadLatencyCycles: 600, WriteLatencyCycles: 200, ReadGBps: 4, WriteGBps: 2},
+		L1D:        CacheConfig{SizeBytes: 32 << 10, LineBytes: 64, Assoc: 8, LatencyCycles: 4},
+		L2:         CacheConfig{SizeBytes: 1 << 20, LineBytes: 64, Assoc: 16, LatencyCycles: 10},
+		LLC:        CacheConfig{SizeBytes: 16 << 20, LineBytes: 64, Assoc: 16, LatencyCycles: 30},
+		NoCCycles:  8,
+		PM:         MemConfig{ReadLatencyCycles: 600, WriteLatencyCycles: 200, ReadGBps: 4, WriteGBps: 2},
+		WPQEntries: 32,
 		// 165 instructions of coroutine library per switch at 4 a cycle:
 		// COSPlay Table 3's (CII-1)*1000/SKI, the instructions the library
 		// adds per sfence (229, 215, 234 and 217 for SPS, PC, TATP and
@@ -165,6 +172,9 @@ func (c *CPUConfig) validate() error {
 		if p.v > 1<<20 {
 			return bad(p.k, "%d, want at most %d", p.v, 1<<20)
 		}
+	}
+	if c.WPQEntries <= 0 || c.WPQEntries > maxQueueEntries {
+		return bad("cpu.wpq_entries", "%d, want 1 to %d", c.WPQEntries, maxQueueEntries)
 	}
 	for _, p := range []struct {
 		k string
@@ -227,6 +237,9 @@ type CPUStats struct {
 	// entry, a strand-buffer entry or a pending CLWB of the same line.
 	SQFull, SFence, CFence, ROBFull uint64
 	WBBFull, StrandFull, SameLine   uint64
+	// WPQWait is the cycles written-back lines waited at the memory
+	// controller for a write pending queue entry (not a core stall).
+	WPQWait uint64
 }
 
 // LastCPU returns the statistics of the last CPU run.
@@ -250,12 +263,12 @@ type cpuCore struct {
 	rdLat, wrLat, bmo         uint64
 	lineShift                 uint
 	lineBytes                 uint64
-	l1, l2, llc               *cache    // the LLC is the cores' (see home)
-	rdBW, wrBW                *resource // the memory controller's, the cores'
-	sharedBus                 bool      // cpu.pm.shared_bus: writes take rdBW's calendar at their own rate
+	l1, l2, llc               *cache   // the LLC is the cores' (see home)
+	ctl                       *channel // the memory controller: its write pending queue and PM buses; the cores'
+	wpqN                      int
 
 	// home is core 0, which holds the run's cores (all, core k at k):
-	// they share its LLC, its memory controller (rdBW, wrBW) and the
+	// they share its LLC, its memory controller (ctl) and the
 	// lines' pending records; each has its own pipeline, SQ, WBB, L1d
 	// and L2.
 	home *cpuCore
@@ -308,11 +321,14 @@ func newCPUCore(c CPUConfig) *cpuCore {
 		l1Lat: uint64(c.L1D.LatencyCycles), l2Lat: uint64(c.L2.LatencyCycles), llcLat: uint64(c.LLC.LatencyCycles),
 		noc: uint64(c.NoCCycles), rdLat: uint64(c.PM.ReadLatencyCycles), wrLat: uint64(c.PM.WriteLatencyCycles),
 		bmo: uint64(c.BMOCycles), lineBytes: uint64(c.L1D.LineBytes),
-		l1: newCache(c.L1D), l2: newCache(c.L2), llc: newCache(c.LLC), sharedBus: c.PM.SharedBus,
+		l1: newCache(c.L1D), l2: newCache(c.L2), llc: newCache(c.LLC), wpqN: c.WPQEntries,
 		lineAck: map[uint64]uint64{}, pending: map[uint64][]pendRec{},
 	}
-	rd, wr := newResource(c.PM.ReadGBps, c.ClockMHz), newResource(c.PM.WriteGBps, c.ClockMHz)
-	k.rdBW, k.wrBW = &rd, &wr
+	// The controller: its queue holds a line until the write bus has
+	// taken it (the write latency lies before the queue, not after).
+	mc := c.PM
+	mc.WriteLatencyCycles = 0
+	k.ctl = &newChannels(mc, 1, c.ClockMHz)[0]
 	k.home, k.all = k, []*cpuCore{k}
 	k.lineShift = uint(bits.TrailingZeros64(k.lineBytes))
 	k.sq = make([]uint64, k.sqN)
@@ -335,14 +351,13 @@ func (b *Backend) cpuBegin(run pm.CPURun) {
 	b.start, b.floor = t, t
 	b.last = Stats{}
 	clear(h.pending)
-	h.rdBW.reset(t)
-	h.wrBW.reset(t)
+	h.ctl.reset(t)
 	// The run's cores (pm.CPURun.Cores): core 0 and more sharing its LLC,
 	// memory controller and pending records.
 	n := max(run.Cores, 1)
 	for len(h.all) < n {
 		k := newCPUCore(b.cfg.CPU)
-		k.llc, k.rdBW, k.wrBW, k.pending, k.home = h.llc, h.rdBW, h.wrBW, h.pending, h
+		k.llc, k.ctl, k.pending, k.home = h.llc, h.ctl, h.pending, h
 		h.all = append(h.all, k)
 	}
 	h.all = h.all[:n]
@@ -453,7 +468,7 @@ func (c *cpuCore) access(line, t uint64) uint64 {
 		if c.llc.lookup(line) < 0 {
 			c.st.LLCMisses++
 			at := t + lat
-			done := max(at+c.rdLat, c.rdBW.transfer(at, c.lineBytes))
+			done := max(at+c.rdLat, c.ctl.rd.transfer(at, c.lineBytes))
 			lat = done - t
 			if _, v, _, ev := c.llc.insert(line); ev {
 				// Inclusive: the line leaves the inner levels too.
@@ -501,17 +516,18 @@ func (c *cpuCore) sqLeave(leave, gone uint64) {
 }
 
 // writeLine writes a line back from cycle t and returns when it is durable:
-// it reaches the memory controller after the write latency, no sooner than
-// the write bandwidth lets it, and the BMO adds its latency.
+// it reaches the memory controller after the write latency and the BMO's
+// (COSPlay §5: added to a line's way to the controller; latency, never
+// throughput), and is durable once the controller's write pending queue
+// takes it (ADR). It holds its entry until the PM's write bus has taken
+// it, so a burst of write-backs is durable at the latency while the queue
+// has room, and a stream at the write bandwidth.
 func (c *cpuCore) writeLine(t uint64) uint64 {
 	c.st.WriteBacks++
-	var done uint64
-	if c.sharedBus {
-		done = c.rdBW.transferAs(t, c.lineBytes, c.wrBW.perByte)
-	} else {
-		done = c.wrBW.transfer(t, c.lineBytes)
-	}
-	return max(t+c.wrLat, done) + c.bmo
+	at := t + c.wrLat + c.bmo
+	in, _ := c.ctl.write(at, c.lineBytes, c.wpqN)
+	c.st.WPQWait += in - at
+	return in
 }
 
 // earlySFence is a test hook that breaks an SFence's promise on purpose: a
@@ -538,8 +554,7 @@ func (b *Backend) cpuOp(a *pm.Agent, op *pm.Op) uint64 {
 		for _, k := range h.all {
 			t = min(t, k.dispPos/k.w)
 		}
-		c.rdBW.trim(t)
-		c.wrBW.trim(t)
+		c.ctl.trim(t)
 	}
 	switch op.Kind {
 	case pm.OpLoad:
@@ -777,6 +792,7 @@ func (s *CPUStats) add(o *CPUStats) {
 	s.WBBFull += o.WBBFull
 	s.StrandFull += o.StrandFull
 	s.SameLine += o.SameLine
+	s.WPQWait += o.WPQWait
 }
 
 // cpuKeySources says where each CPU key's value comes from (see
@@ -809,5 +825,6 @@ var cpuKeySources = map[string]string{
 	"cpu.pm.write_gbps":           "COSPlay Table 2 (2 GB/s)",
 	"cpu.pm.shared_bus":           "off: COSPlay Table 2 gives a read and a write bandwidth",
 	"cpu.bmo_cycles":              "COSPlay §5 (0 plain ADR; Enc 100, LD 200, HD 700, Comb 1000)",
+	"cpu.wpq_entries":             "not in Table 2 (§5: ADR persists a line once it reaches the memory controller's write queue): an Intel memory controller's write pending queue, 32 lines (Xeon E5-2600 uncore performance monitoring guide, 327043-001: WPQ_OCCUPANCY adds at most 32 a cycle), the nearest documented bound; writes are durable once posted to it (same guide)",
 	"cpu.switch_cycles":           "COSPlay Table 3: (CII-1)*1000/SKI is 215-234 instructions per sfence for SPS, PC, TATP, CQ (220); a task of 3 sfences switches 4 times (one at its end), so 220*3/4 = 165 per switch, 41 cycles at 4 a cycle",
 }

@@ -106,5 +106,6 @@ var keyMeaning = map[string]string{
 	"cpu.pm.write_gbps":                 "CPU's memory, persistent and volatile alike: write bandwidth",
 	"cpu.pm.shared_bus":                 "CPU's memory, persistent and volatile alike: makes reads and writes share one bus, a read byte taking it for 1/ReadGBps and a written byte for 1/WriteGBps, as a DRAM or HBM channel's data bus is shared by both directions. Only NVM traffic is timed against it (device-memory writes are not timed)",
 	"cpu.bmo_cycles":                    "latency of the backend memory operations added to every line reaching the memory controller (COSPlay §5: 0 plain ADR, Enc 100, LD 200, HD 700, Comb 1000); latency only, never throughput",
+	"cpu.wpq_entries":                   "memory controller's write pending queue, in lines: a line written back is durable once it holds an entry (ADR: the queue is the persistence domain) and holds it until the PM's write bus has taken it, so the write bandwidth reaches persists only through the queue's occupancy",
 	"cpu.switch_cycles":                 "cost of one coroutine switch and the round-robin scheduler (FreeSwitch: 0; a run's coro.Config.SwitchCycles overrides it)",
 }

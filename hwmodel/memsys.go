@@ -279,6 +279,20 @@ func (m *memSystem) trim(at uint64) {
 	}
 }
 
+// reset starts the channel's calendars over at cycle at.
+func (c *channel) reset(at uint64) {
+	c.rd.reset(at)
+	c.wr.reset(at)
+	c.queue.reset(at)
+}
+
+// trim forgets the channel's reservations before cycle at.
+func (c *channel) trim(at uint64) {
+	c.rd.trim(at)
+	c.wr.trim(at)
+	c.queue.trim(at)
+}
+
 // write puts n bytes into the channel's queue from cycle x and returns when
 // the queue took them and when the device has written them.
 //
