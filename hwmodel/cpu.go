@@ -28,11 +28,11 @@ import (
 // CLWB moves to the WBB when no CLWB to its line is pending there and the
 // WBB has room (COSPlay §4.3; with SameLineInWBB it moves to the WBB
 // anyway and is durable no earlier than the pending one). A WBB entry writes its line back to the
-// memory controller: it arrives WritePM.WriteLatencyCycles later, no
-// faster than the PM write bandwidth allows, and the BMO latency
-// (BMOCycles) is added on top; the line is then durable (ADR: the
-// controller's queue is the persistence domain) and the entry leaves. WBB
-// entries complete out of order. An SFence completes when the SQ and the
+// memory controller: it arrives PM.WriteLatencyCycles plus the BMO latency
+// (BMOCycles) later and is durable once the controller's write pending
+// queue (WPQEntries) takes it (ADR: the queue is the persistence domain);
+// then the entry leaves, and the line holds its queue entry until the PM's
+// write bus has taken it. WBB entries complete out of order. An SFence completes when the SQ and the
 // WBB hold nothing older; a CFence(cid) when the Store-Clwb Tracker
 // counter of context cid mod Contexts is zero (contexts beyond the
 // hardware's share counters, §4.3). Under StrandWeaver a CLWB goes to the
@@ -58,7 +58,7 @@ import (
 // A run may have several cores (pm.CPURun.Cores; a verb runs on core
 // Agent.Unit mod Cores), each with this configuration's pipeline, SQ,
 // WBB, Store-Clwb Tracker, L1d and L2, sharing one LLC and one memory
-// controller (the PM read and write bandwidths); a core's LLC eviction
+// controller (its write pending queue and PM buses); a core's LLC eviction
 // drops the line from its own inner caches only.
 type CPUConfig struct {
 	ClockMHz      float64 `json:"clock_mhz"`       // core clock; converts bandwidth to bytes per cycle
@@ -142,10 +142,10 @@ func cosplayCPU() CPUConfig {
 // PresetCOSPlay is the machine of COSPlay (Table 2): one out-of-order core
 // at 2.2 GHz with a 56-entry SQ and a 32-entry WBB, 32 KB L1d, 1 MB L2 and
 // a 16 MB inclusive LLC of 64-byte lines, PM with 600-cycle reads,
-// 200-cycle writes to the controller and 4/2 GB/s read/write bandwidth,
-// plain ADR (cpu.bmo_cycles=0; §5's BMOs set it). Its GPU is SBRP's
-// PM-near machine, which a CPU run does not use; every preset has this
-// CPU.
+// 200-cycle writes to the controller's 32-entry write pending queue and
+// 4/2 GB/s read/write bandwidth, plain ADR (cpu.bmo_cycles=0; §5's BMOs
+// set it). Its GPU is SBRP's PM-near machine, which a CPU run does not
+// use; every preset has this CPU.
 func PresetCOSPlay() Config {
 	c := PresetPMNear()
 	c.Name = "cosplay"
