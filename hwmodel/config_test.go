@@ -57,6 +57,8 @@ func TestConfigValidateNamesField(t *testing.T) {
 		{"gpu.step_verbs=-1", "gpu.step_verbs"},
 		{"gpu.step_verbs=65", "gpu.step_verbs"},
 		{"mem.write_queue_entries=65536", "mem.write_queue_entries"},
+		{"cpu.wpq_entries=0", "cpu.wpq_entries"},
+		{"cpu.wpq_entries=65536", "cpu.wpq_entries"},
 		{"pcie.write_buffer_bytes=64", "pcie.write_buffer_bytes"}, // under a line: a write could never enter
 		{"pcie.write_buffer_bytes=2097153", "pcie.write_buffer_bytes"},
 		{"pcie.write_buffer_bytes=-32", "pcie.write_buffer_bytes"},

@@ -214,6 +214,56 @@ func TestCPUCFenceOwnContext(t *testing.T) {
 	}
 }
 
+// The memory controller's write pending queue is the persistence point:
+// an SFence after a burst of write-backs the queue holds waits for the
+// write latency (and the BMO), not for the lines to cross the bus; after a
+// burst twice the queue's size it also waits for the lines beyond the
+// queue to find entries, one per line the bus takes (70.4 cycles a line
+// at 2 GB/s), and a one-entry queue makes it wait for every line but the
+// last. The SFence is timed from the last CLWB's dispatch, up to 64
+// stores and CLWBs after the first write-back left (the slack below).
+func TestCPUWriteQueue(t *testing.T) {
+	const perLine = 64 / (2e9 / 2.2e9) // cycles per line at 2 GB/s
+	const slack = 250
+	for _, tc := range []struct {
+		name  string
+		set   []string
+		lines int
+		wait  int // lines the SFence waits to cross the bus
+	}{
+		{"burst-fits", nil, 16, 0},
+		{"burst-twice", nil, 64, 32},
+		{"one-entry", []string{"cpu.wpq_entries=1"}, 16, 15},
+		{"burst-fits/bmo", []string{"cpu.bmo_cycles=700"}, 16, 0},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			cfg := cosplayCPU(t, tc.set...)
+			be, m := cpuMachine(t, cfg)
+			r, err := m.CreateRegion("r", uint64(64*tc.lines))
+			require.NoError(t, err)
+			var fence uint64
+			_, err = coro.Run(m, []coro.Task{func(c *coro.Ctx) {
+				for k := range tc.lines { // warm the lines, drain
+					c.Store64(r.Base.Add(uint64(64*k)), 1)
+				}
+				c.SFence()
+				for k := range tc.lines {
+					a := r.Base.Add(uint64(64 * k))
+					c.Store64(a, 2)
+					c.CLWB(a)
+				}
+				t0 := be.Now()
+				c.SFence()
+				fence = be.Now() - t0
+			}})
+			require.NoError(t, err)
+			want := float64(cfg.CPU.PM.WriteLatencyCycles+cfg.CPU.BMOCycles) + float64(tc.wait)*perLine
+			t.Logf("%d lines: SFence waited %d cycles, want about %.0f", tc.lines, fence, want)
+			require.InDelta(t, want-slack/2, float64(fence), slack/2+100)
+		})
+	}
+}
+
 // cpuApps are the COSPlay benchmarks of workloads.
 var cpuApps = []string{"sps", "pc", "tatp", "tpcc", "cq4", "cq16", "cq64"}
 
