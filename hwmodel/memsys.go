@@ -245,9 +245,7 @@ func (m *memSystem) each(res func(*resource), occ func(*occupancy)) {
 	}
 	for _, chs := range [2][]channel{m.nvm, m.dram} {
 		for i := range chs {
-			res(&chs[i].rd)
-			res(&chs[i].wr)
-			occ(&chs[i].queue)
+			chs[i].each(res, occ)
 		}
 	}
 	res(&m.up)
@@ -279,18 +277,21 @@ func (m *memSystem) trim(at uint64) {
 	}
 }
 
+// each calls f on the channel's buses and its queue's calendar.
+func (c *channel) each(res func(*resource), occ func(*occupancy)) {
+	res(&c.rd)
+	res(&c.wr)
+	occ(&c.queue)
+}
+
 // reset starts the channel's calendars over at cycle at.
 func (c *channel) reset(at uint64) {
-	c.rd.reset(at)
-	c.wr.reset(at)
-	c.queue.reset(at)
+	c.each(func(r *resource) { r.reset(at) }, func(o *occupancy) { o.reset(at) })
 }
 
 // trim forgets the channel's reservations before cycle at.
 func (c *channel) trim(at uint64) {
-	c.rd.trim(at)
-	c.wr.trim(at)
-	c.queue.trim(at)
+	c.each(func(r *resource) { r.trim(at) }, func(o *occupancy) { o.trim(at) })
 }
 
 // write puts n bytes into the channel's queue from cycle x and returns when
