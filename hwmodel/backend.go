@@ -385,7 +385,7 @@ type Backend struct {
 	stepCouples bool
 	lineEnt     []int32
 	secShift    uint // log2 of persist.sector_bytes; 0: whole lines
-	entries     []entry
+	entries     entryLog
 	records     recordLog
 	applied     int // records before this index are in durable
 	relFront    map[pm.Addr]uint64
@@ -1611,13 +1611,13 @@ func (b *Backend) l1Fill(ws *warpState, line uint64, t uint64) uint64 {
 	var pinned func(int32) bool
 	if b.pol.ordersEvictions() {
 		b.pbCatchUp()
-		pinned = func(e int32) bool { return e >= 0 && b.entries[e].start > t }
+		pinned = func(e int32) bool { return e >= 0 && b.entries.at(e).start > t }
 	}
 	_, _, ve, evicted := s.l1.insertAvoiding(line, pinned)
 	if !evicted || ve < 0 {
 		return t
 	}
-	e := &b.entries[ve]
+	e := b.entries.at(ve)
 	if b.pol.ordersEvictions() {
 		if e.start > t {
 			// Evicting a buffered line (SBRP) must respect the buffer's
@@ -1777,15 +1777,14 @@ func (b *Backend) flushBytes(e int32) uint64 {
 	if b.rs != nil {
 		return b.rs.bytesOf(e, b.lineBytes) // the re-study's sectored L2 (writeback.go)
 	}
-	if m := b.entries[e].sectors; m != 0 {
+	if m := b.entries.at(e).sectors; m != 0 {
 		return uint64(bits.OnesCount64(m)) << b.secShift
 	}
 	return b.lineBytes
 }
 
 func (b *Backend) newEntry(line uint64) int32 {
-	b.entries = append(b.entries, entry{line: line, start: noAck, ack: noAck})
-	return int32(len(b.entries) - 1)
+	return b.entries.add(entry{line: line, start: noAck, ack: noAck})
 }
 
 // flush writes entry e towards the persistence point, starting at cycle
@@ -1797,13 +1796,13 @@ func (b *Backend) flush(e int32, start uint64, sm int) uint64 { return b.flushAt
 // which ackBy reads, has it outstanding from claim.
 func (b *Backend) flushAt(e int32, claim, start uint64, sm int) uint64 {
 	n := b.flushBytes(e)
-	if b.rs == nil && b.l2.lookup(b.entries[e].line) < 0 {
-		b.l2Insert(b.entries[e].line, start) // the write passes through the L2 (a re-study write-back leaves from it)
+	if b.rs == nil && b.l2.lookup(b.entries.at(e).line) < 0 {
+		b.l2Insert(b.entries.at(e).line, start) // the write passes through the L2 (a re-study write-back leaves from it)
 	}
-	w := b.ms.writePM(sm, b.entries[e].line, n, start, &b.last)
+	w := b.ms.writePM(sm, b.entries.at(e).line, n, start, &b.last)
 	start, ack := w.start, w.ack
 	b.sent, b.left = w.queued, w.left
-	ent := &b.entries[e]
+	ent := b.entries.at(e)
 	ent.start, ent.ack = start, ack
 	b.last.Flushes++
 	b.globalAck = max(b.globalAck, ack)
@@ -1839,7 +1838,7 @@ func (b *Backend) persistLine(ws *warpState, line, sectors uint64, t uint64) (in
 			b.l2Insert(line, t)
 		}
 		e := b.newEntry(line)
-		b.entries[e].start, b.entries[e].ack = t, t
+		b.entries.at(e).start, b.entries.at(e).ack = t, t
 		return e, t + 1, false
 	}
 	return b.pol.store(ws, line, sectors, t)
@@ -1851,7 +1850,7 @@ func (b *Backend) persistLine(ws *warpState, line, sectors uint64, t uint64) (in
 // from the flush's start. The entry's ack stays: persists ordered after it
 // were scheduled from it, and the extra sectors travel in the same burst.
 func (b *Backend) moreSectors(e int32, add uint64, sm int) {
-	ent := &b.entries[e]
+	ent := b.entries.at(e)
 	ent.sectors |= add
 	n := uint64(bits.OnesCount64(add)) << b.secShift
 	b.ms.moreBytes(sm, ent.line, n, ent.start, &b.last)
@@ -1878,7 +1877,7 @@ func (b *Backend) publish(ws *warpState, t uint64) uint64 {
 	kept := s.dirty[:0]
 	var last uint64
 	for _, e := range s.dirty {
-		ent := &b.entries[e]
+		ent := b.entries.at(e)
 		switch {
 		case ent.ack != noAck:
 		case ent.dirty <= t:
@@ -2217,7 +2216,7 @@ func (b *Backend) End() (pm.Stats, error) {
 	for i := range b.sms {
 		s := &b.sms[i]
 		for _, e := range s.dirty {
-			if b.entries[e].ack == noAck {
+			if b.entries.at(e).ack == noAck {
 				b.flush(e, end, i)
 			}
 		}
@@ -2265,7 +2264,8 @@ func (b *Backend) compact() {
 		b.apply(b.durable, math.MaxUint64)
 	}
 	b.records.reset()
-	b.entries, b.applied = b.entries[:0], 0
+	b.entries.reset()
+	b.applied = 0
 }
 
 // apply writes the records durable by cycle at into img, in the order the
@@ -2287,7 +2287,7 @@ func (b *Backend) ackOf(i int) uint64 {
 	if e < 0 {
 		return noAck
 	}
-	return b.entries[e].ack
+	return b.entries.at(e).ack
 }
 
 // CrashAt returns the durable image at cycle at: the PM contents if power

@@ -699,7 +699,7 @@ func (b *Backend) clwb(line uint64) {
 // that started at from.
 func (b *Backend) carry(line uint64, recs []pendRec, from, ack uint64) {
 	e := b.newEntry(line)
-	b.entries[e].start, b.entries[e].ack = from, ack
+	b.entries.at(e).start, b.entries.at(e).ack = from, ack
 	for _, r := range recs {
 		b.records.at(int(r.rec)).entry = e
 	}

@@ -78,14 +78,14 @@ func (b *Backend) dirtyStore(ws *warpState, line, sectors, t uint64, ordering bo
 		way = s.l1.lookup(line)
 	}
 	if b.cfg.Persist.EpochWriteThrough && ordering {
-		if e := s.l1.entry[way]; e >= 0 && b.entries[e].ack == noAck {
+		if e := s.l1.entry[way]; e >= 0 && b.entries.at(e).ack == noAck {
 			// A line dirtied before the key took effect cannot
 			// exist: every store of this model writes through.
 			panic(fmt.Sprintf("hwmodel: a dirty L1 line under write-through Epoch at cycle %d", t))
 		}
 		e := b.newEntry(line)
-		b.entries[e].sectors = sectors
-		b.entries[e].dirty = t // stored at t (ackDirtyBy)
+		b.entries.at(e).sectors = sectors
+		b.entries.at(e).dirty = t // stored at t (ackDirtyBy)
 		s.l1.entry[way] = e
 		ack := b.flush(e, t, ws.sm)
 		ws.lastAck = max(ws.lastAck, ack)
@@ -95,17 +95,17 @@ func (b *Backend) dirtyStore(ws *warpState, line, sectors, t uint64, ordering bo
 		// injection port, as a volatile store waits for the port.
 		return e, max(t+1, b.left), false
 	}
-	if e := s.l1.entry[way]; e >= 0 && b.entries[e].ack == noAck {
-		b.entries[e].dirty = min(b.entries[e].dirty, t)
-		b.entries[e].sectors |= sectors
+	if e := s.l1.entry[way]; e >= 0 && b.entries.at(e).ack == noAck {
+		b.entries.at(e).dirty = min(b.entries.at(e).dirty, t)
+		b.entries.at(e).sectors |= sectors
 		if ordering {
 			b.own(ws, e)
 		}
 		return e, t + 1, true
 	}
 	e := b.newEntry(line)
-	b.entries[e].dirty = t
-	b.entries[e].sectors = sectors
+	b.entries.at(e).dirty = t
+	b.entries.at(e).sectors = sectors
 	s.l1.entry[way] = e
 	s.dirty = append(s.dirty, e)
 	if ordering {
@@ -134,10 +134,10 @@ func (b *Backend) epochFlush(ws *warpState, t uint64) uint64 {
 	var ack uint64
 	if b.cfg.Persist.EpochOwnAcks {
 		for _, e := range ws.owned {
-			if b.entries[e].ack == noAck {
+			if b.entries.at(e).ack == noAck {
 				panic(fmt.Sprintf("hwmodel: a line warp-stored before cycle %d is still unflushed after the Epoch write-back", t))
 			}
-			ack = max(ack, b.entries[e].ack)
+			ack = max(ack, b.entries.at(e).ack)
 		}
 		ws.owned = ws.owned[:0]
 	} else {

@@ -285,10 +285,10 @@ func (b *Backend) pbReserve(sm int, t uint64) uint64 {
 // pbStart returns when buffered persist e of SM sm starts its flush,
 // draining the buffers up to it if it has not yet.
 func (b *Backend) pbStart(sm int, e int32) uint64 {
-	if b.entries[e].start == noAck {
-		b.pbResolve(sm, b.entries[e].pbi)
+	if b.entries.at(e).start == noAck {
+		b.pbResolve(sm, b.entries.at(e).pbi)
 	}
-	return b.entries[e].start
+	return b.entries.at(e).start
 }
 
 // pbEvict flushes buffered persist e of SM sm, whose line an L1 fill at
@@ -296,11 +296,11 @@ func (b *Backend) pbStart(sm int, e int32) uint64 {
 // order allows, whatever the window; where an ordering point of its warps
 // is still in the buffer before it, at its turn.
 func (b *Backend) pbEvict(sm int, e int32, t uint64) uint64 {
-	if start := b.entries[e].start; start != noAck {
+	if start := b.entries.at(e).start; start != noAck {
 		return start // its flush is booked already
 	}
 	p := &b.sms[sm].pb
-	it := &p.items[b.entries[e].pbi-p.base]
+	it := &p.items[b.entries.at(e).pbi-p.base]
 	if it.after >= p.base+int64(p.next) {
 		return b.pbStart(sm, e)
 	}

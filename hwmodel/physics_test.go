@@ -90,8 +90,8 @@ func TestAckPointLatency(t *testing.T) {
 			r := region(t, m, "p", 64)
 			_, err = scope.Launch(m, scope.Grid{Blocks: 1, Threads: 1}, func(t *scope.Thread) { t.Store64(r.Base, 1) })
 			require.NoError(t, err)
-			require.Len(t, be.entries, 1)
-			e := be.entries[0]
+			require.Equal(t, 1, be.entries.len())
+			e := *be.entries.at(0)
 			lat := e.ack - e.start
 			base := uint64(cfg.L2.LatencyCycles)
 			if !tc.atQ {
@@ -169,8 +169,8 @@ func TestSBRPReleaseScope(t *testing.T) {
 			require.NoError(t, err)
 			// The acquirer's persist is ordered after the releaser's in
 			// both cases: it never becomes durable first.
-			require.Len(t, be.entries, 2)
-			require.GreaterOrEqual(t, be.entries[1].start, be.entries[0].ack)
+			require.Equal(t, 2, be.entries.len())
+			require.GreaterOrEqual(t, be.entries.at(1).start, be.entries.at(0).ack)
 			s := be.Stats()
 			if sc == pm.Block {
 				require.Zero(t, s.Stalls.Release, "a block-scope release does not wait for NVM")
@@ -251,8 +251,8 @@ func TestWindowBoundsFlushes(t *testing.T) {
 			t.DFence()
 		})
 		require.NoError(t, err)
-		require.Len(t, be.entries, 64)
-		most := maxOutstanding(be.entries)
+		require.Equal(t, 64, be.entries.len())
+		most := maxOutstanding(entriesOf(be))
 		require.LessOrEqual(t, most, w, "outstanding flushes on one SM")
 		require.Equal(t, w, most, "the window is used in full")
 		cycles = append(cycles, be.Stats().Cycles)
@@ -277,7 +277,7 @@ func TestSMWritesBoundEveryModel(t *testing.T) {
 			t.DFence()
 		})
 		require.NoError(t, err)
-		return maxOutstanding(be.entries)
+		return maxOutstanding(entriesOf(be))
 	}
 	require.Equal(t, 4, most(true, Epoch))
 	require.Equal(t, 4, most(true, SBRP))
@@ -638,8 +638,8 @@ func TestEpochWriteThrough(t *testing.T) {
 					t.DFence()
 				})
 				require.NoError(t, err)
-				require.Len(t, be.entries, 1)
-				e := be.entries[0]
+				require.Equal(t, 1, be.entries.len())
+				e := *be.entries.at(0)
 				if wt {
 					require.Equal(t, store.Issue, e.start, "the write-through starts at the store")
 					require.Less(t, e.ack, fence.Issue, "acked during the work: the fence has nothing to wait for")
@@ -763,4 +763,13 @@ func TestFarEADRReadLatency(t *testing.T) {
 	far, eadr := PresetPMFar(), PresetPMFarEADR()
 	require.Equal(t, load(far, pm.PMem)-300, load(eadr, pm.PMem))
 	require.Equal(t, load(far, pm.DeviceMem), load(eadr, pm.DeviceMem))
+}
+
+// entriesOf returns a copy of be's flush entries in order.
+func entriesOf(be *Backend) []entry {
+	out := make([]entry, be.entries.len())
+	for i := range out {
+		out[i] = *be.entries.at(int32(i))
+	}
+	return out
 }

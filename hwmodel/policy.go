@@ -75,7 +75,7 @@ func (basePolicy) barrier([]*pm.Agent, pm.OpKind, pm.Scope, uint64) uint64 { ret
 
 // evict writes a dirty PM line back in the background (Epoch, GPM, None).
 func (p basePolicy) evict(sm int, e int32, t uint64) uint64 {
-	if p.entries[e].ack == noAck {
+	if p.entries.at(e).ack == noAck {
 		p.flush(e, t, sm)
 	}
 	return t

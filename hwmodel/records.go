@@ -72,3 +72,37 @@ func (l *recordLog) bytes(r *record) []byte {
 
 // reset empties the log and keeps its chunks for reuse.
 func (l *recordLog) reset() { l.n, l.dataN = 0, 0 }
+
+// entChunkBits sizes an entryLog's chunks: 4,096 entries (224 KiB).
+const entChunkBits = 12
+
+// entryLog is the append-only table of a launch's flush entries, grown by
+// whole chunks that reset keeps, like recordLog: a paper-size run makes
+// millions of entries (a CPU run one per write-back), and a slice grown by
+// append would copy each about twice.
+type entryLog struct {
+	chunks [][]entry
+	n      int
+}
+
+// len returns the number of entries.
+func (l *entryLog) len() int { return l.n }
+
+// at returns entry i, which must be below len.
+func (l *entryLog) at(i int32) *entry {
+	return &l.chunks[i>>entChunkBits][i&(1<<entChunkBits-1)]
+}
+
+// add appends e and returns its index.
+func (l *entryLog) add(e entry) int32 {
+	c := l.n >> entChunkBits
+	if c == len(l.chunks) {
+		l.chunks = append(l.chunks, make([]entry, 1<<entChunkBits))
+	}
+	l.chunks[c][l.n&(1<<entChunkBits-1)] = e
+	l.n++
+	return int32(l.n - 1)
+}
+
+// reset empties the table and keeps its chunks.
+func (l *entryLog) reset() { l.n = 0 }

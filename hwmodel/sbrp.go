@@ -45,7 +45,7 @@ func (p sbrpPolicy) advance(at uint64) {
 func (b *Backend) sbrpStore(ws *warpState, s *smState, line, sectors uint64, t uint64) (int32, uint64, bool) {
 	b.pbCatchUp()
 	if e, ok := s.pbLine[line]; ok {
-		ent := &b.entries[e]
+		ent := b.entries.at(e)
 		if ent.start > t && (ent.pbi > ws.orderItem || b.hooks.brokenMerge) {
 			// Not flushed yet and no ordering point of this warp since:
 			// merge (the warp's DFence now waits for it too).
@@ -67,9 +67,9 @@ func (b *Backend) sbrpStore(ws *warpState, s *smState, line, sectors uint64, t u
 	}
 	t = b.pbReserve(ws.sm, t)
 	e := b.newEntry(line)
-	b.entries[e].sectors = sectors
+	b.entries.at(e).sectors = sectors
 	i := b.pbPut(ws, e, max(t, ws.front))
-	b.entries[e].pbi = i
+	b.entries.at(e).pbi = i
 	ws.lastItem = i
 	s.pbLine[line] = e
 	s.l1.entry[way] = e
@@ -78,7 +78,7 @@ func (b *Backend) sbrpStore(ws *warpState, s *smState, line, sectors uint64, t u
 
 // pbMerge joins a store of warp ws to buffered persist e.
 func (b *Backend) pbMerge(ws *warpState, e int32, sectors uint64) {
-	ent := &b.entries[e]
+	ent := b.entries.at(e)
 	if ent.ack != noAck {
 		// Flushing from a later cycle: the extra sectors go in its burst.
 		ws.lastAck = max(ws.lastAck, ent.ack)

@@ -90,8 +90,8 @@ func (p scopedBarrierPolicy) store(ws *warpState, line, sectors, t uint64) (int3
 	s := &p.sms[ws.sm]
 	way := s.l1.lookup(line)
 	if way >= 0 {
-		if e := s.l1.entry[way]; e >= 0 && p.entries[e].start == noAck {
-			ent := &p.entries[e]
+		if e := s.l1.entry[way]; e >= 0 && p.entries.at(e).start == noAck {
+			ent := p.entries.at(e)
 			ent.dirty, ent.last = min(ent.dirty, t), max(ent.last, t)
 			ent.sectors |= sectors
 			return e, t + 1, true
@@ -110,7 +110,7 @@ func (p scopedBarrierPolicy) store(ws *warpState, line, sectors, t uint64) (int3
 	for {
 		// The FIFO as it stands at t: entries first stored after t (by a
 		// warp the engine ran ahead) are not in it yet.
-		i, n := firstBy(*q, t, func(e int32) uint64 { return p.entries[e].dirty })
+		i, n := firstBy(*q, t, func(e int32) uint64 { return p.entries.at(e).dirty })
 		if n < p.cfg.Persist.NVWFIFOL1 {
 			break
 		}
@@ -118,8 +118,8 @@ func (p scopedBarrierPolicy) store(ws *warpState, line, sectors, t uint64) (int3
 		*q = slices.Delete(*q, i, i+1)
 	}
 	e := p.newEntry(line)
-	p.entries[e].dirty, p.entries[e].last = start, start
-	p.entries[e].sectors = sectors
+	p.entries.at(e).dirty, p.entries.at(e).last = start, start
+	p.entries.at(e).sectors = sectors
 	s.l1.entry[way] = e
 	*q = append(*q, e)
 	start = p.wcTrackPM(ws.sm, e, start) // the S-FIFO tracks it too (sfifo.go)
@@ -134,7 +134,7 @@ func (p scopedBarrierPolicy) store(ws *warpState, line, sectors, t uint64) (int3
 // interconnect between them buffers nothing). An entry that left already
 // (evicted) costs nothing.
 func (p scopedBarrierPolicy) l1Leave(sm int, e int32, t uint64) uint64 {
-	ent := &p.entries[e]
+	ent := p.entries.at(e)
 	if ent.start != noAck {
 		return t
 	}
@@ -153,7 +153,7 @@ func (p scopedBarrierPolicy) l1Leave(sm int, e int32, t uint64) uint64 {
 // FIFO and returns when the FIFO took it.
 func (p scopedBarrierPolicy) l2Join(sm int, e int32, in uint64) uint64 {
 	f := p.f
-	ent := &p.entries[e]
+	ent := p.entries.at(e)
 	if at, ok := f.l2At[ent.line]; ok {
 		it := &f.l2[at-f.l2Gone]
 		it.ents = append(it.ents, e)
@@ -212,7 +212,7 @@ func (p scopedBarrierPolicy) l2Leave(i int, t uint64) uint64 {
 	start := max(t, it.enq)
 	w := p.ms.writeFromL2(it.line, n, start, &p.last)
 	for _, e := range it.ents {
-		p.entries[e].ack = w.ack
+		p.entries.at(e).ack = w.ack
 	}
 	p.last.Flushes++
 	p.globalAck = max(p.globalAck, w.ack)
@@ -243,7 +243,7 @@ func (p scopedBarrierPolicy) drain(sms []int, t uint64) uint64 {
 		q := f.l1[sm]
 		kept := q[:0]
 		for _, e := range q {
-			if p.entries[e].dirty > t {
+			if p.entries.at(e).dirty > t {
 				kept = append(kept, e)
 				continue
 			}

@@ -83,7 +83,7 @@ func (b *Backend) wcTrackPM(sm int, e int32, t uint64) uint64 {
 		return t
 	}
 	start := b.wcRoom(sm, t)
-	ent := &b.entries[e]
+	ent := b.entries.at(e)
 	b.sms[sm].wc = append(b.sms[sm].wc, wcLine{line: ent.line, first: ent.dirty, last: ent.dirty, e: e})
 	return start
 }

@@ -12,7 +12,7 @@ func (p strictPolicy) store(ws *warpState, line, sectors, t uint64) (int32, uint
 		t = p.l1Fill(ws, line, t)
 	}
 	e := p.newEntry(line)
-	p.entries[e].sectors = sectors
+	p.entries.at(e).sectors = sectors
 	ack := p.flush(e, t, ws.sm)
 	ws.lastAck = max(ws.lastAck, ack)
 	p.last.Stalls.Strict += ack - t

@@ -300,7 +300,7 @@ func (b *Backend) wbBegin() {
 func (b *Backend) wbDirty(d dirtyWay) bool {
 	k := b.l2
 	return k.entry[d.way] == d.entry && k.tag[d.way] == d.line+1 && k.gen[d.way] == k.curGen &&
-		b.entries[d.entry].start == noAck
+		b.entries.at(d.entry).start == noAck
 }
 
 // wbCompact reports whether compact may fold every record into the
@@ -340,14 +340,14 @@ func (b *Backend) wbHostFlush() {
 	r := b.rs
 	for _, d := range r.dirty {
 		if b.wbDirty(d) {
-			e := &b.entries[d.entry]
+			e := b.entries.at(d.entry)
 			e.start, e.ack = now, now
 			b.l2.entry[d.way] = -1
 			delete(r.late, d.entry)
 		}
 	}
 	for _, w := range r.wpq {
-		if e := &b.entries[w.entry]; e.ack == noAck {
+		if e := b.entries.at(w.entry); e.ack == noAck {
 			e.ack = now
 		}
 	}
@@ -390,7 +390,7 @@ func (b *Backend) l2Fill(line, t uint64) (int, victim) {
 // buffer) and no warp's MemBar does. Under PCT it waits in its WPQ for a
 // PCommit like any other.
 func (b *Backend) wbEvict(e int32, t uint64) {
-	if b.entries[e].start != noAck {
+	if b.entries.at(e).start != noAck {
 		return // written back already
 	}
 	sm := 0
@@ -399,11 +399,11 @@ func (b *Backend) wbEvict(e int32, t uint64) {
 	}
 	n := b.flushBytes(e)
 	ack := b.wbFlush(e, t, sm)
-	b.noteWriteBack(b.entries[e].line, ack)
+	b.noteWriteBack(b.entries.at(e).line, ack)
 	b.rs.evictions++
 	b.rs.evictedBytes += n
 	if b.rs.pct {
-		b.entries[e].ack = noAck
+		b.entries.at(e).ack = noAck
 		b.rs.wpq = append(b.rs.wpq, wpqItem{entry: e, at: ack})
 	}
 }
@@ -440,15 +440,15 @@ func (b *Backend) wbStore(ws *warpState, line uint64, t uint64) (int32, uint64, 
 	if b.rs.wt {
 		e := b.newEntry(line)
 		b.rs.sectors[e] = mask
-		b.entries[e].dirty = t
+		b.entries.at(e).dirty = t
 		b.wbWriteBack(ws, e, t)
 		return e, t + 1, false
 	}
-	if e := b.l2.entry[way]; e >= 0 && b.entries[e].start == noAck {
+	if e := b.l2.entry[way]; e >= 0 && b.entries.at(e).start == noAck {
 		b.rs.sectors[e] |= mask
 		// Warps are timed a few instructions out of time order: the entry
 		// may hold a store timed before this one but made later in time.
-		if ent := &b.entries[e]; t > ent.dirty {
+		if ent := b.entries.at(e); t > ent.dirty {
 			b.rs.late[e] = max(b.rs.late[e], t)
 		} else if t < ent.dirty {
 			b.rs.late[e] = max(b.rs.late[e], ent.dirty)
@@ -467,7 +467,7 @@ func (b *Backend) wbStore(ws *warpState, line uint64, t uint64) (int32, uint64, 
 func (b *Backend) wbDirtyEntry(way int, line, t uint64, rec0 int32) int32 {
 	r := b.rs
 	e := b.newEntry(line)
-	b.entries[e].dirty = t
+	b.entries.at(e).dirty = t
 	b.l2.entry[way] = e
 	r.dirty = append(r.dirty, dirtyWay{way, e, line})
 	for int(e) >= len(r.rec0) {
@@ -499,7 +499,7 @@ func (r *writeBackHW) wbStoreCycle(i int32, t uint64) {
 // it wait for stores it never saw.
 func (b *Backend) wbTake(e int32, way int, t uint64) bool {
 	r := b.rs
-	ent := &b.entries[e]
+	ent := b.entries.at(e)
 	if ent.dirty > t {
 		return false
 	}
@@ -525,7 +525,7 @@ func (b *Backend) wbTake(e int32, way int, t uint64) bool {
 		if moved < 0 {
 			moved = b.wbDirtyEntry(way, line, st, i)
 			r.sectors[moved] = 0
-		} else if d := &b.entries[moved]; st < d.dirty {
+		} else if d := b.entries.at(moved); st < d.dirty {
 			r.late[moved] = max(r.late[moved], d.dirty)
 			d.dirty = st
 		} else if st > d.dirty {
@@ -560,7 +560,7 @@ func (b *Backend) wbWriteBack(ws *warpState, e int32, t uint64) uint64 {
 	ack := b.wbFlush(e, t, ws.sm)
 	ws.lastAck = max(ws.lastAck, ack)
 	if b.rs.pct {
-		b.entries[e].ack = noAck
+		b.entries.at(e).ack = noAck
 		b.rs.wpq = append(b.rs.wpq, wpqItem{entry: e, at: ack})
 	}
 	return ack
@@ -579,7 +579,7 @@ func (b *Backend) wbWriteBack(ws *warpState, e int32, t uint64) uint64 {
 // timed in time order, its walk would have taken the line itself (the
 // refiner found MemBars after such an L2WB returning early).
 func (b *Backend) wbFlush(e int32, t uint64, sm int) uint64 {
-	d := b.entries[e].dirty
+	d := b.entries.at(e).dirty
 	claim, start := min(t, d), max(t, d)
 	r := b.rs
 	if l, ok := r.late[e]; ok {
@@ -615,7 +615,7 @@ func (b *Backend) wbOwn(ws *warpState, line uint64, rec int32) {
 		if o.line != line {
 			continue
 		}
-		if e := b.records.at(int(o.rec)).entry; b.entries[e].start != noAck {
+		if e := b.records.at(int(o.rec)).entry; b.entries.at(e).start != noAck {
 			o.prev = max(o.prev, b.rs.wbAt[e])
 		}
 		o.rec = rec
@@ -637,7 +637,7 @@ func (b *Backend) wbOwnAck(ws *warpState, line uint64) uint64 {
 		}
 		ws.rsOwn = append(ws.rsOwn[:i], ws.rsOwn[i+1:]...)
 		ack := o.prev
-		if e := b.records.at(int(o.rec)).entry; b.entries[e].start != noAck {
+		if e := b.records.at(int(o.rec)).entry; b.entries.at(e).start != noAck {
 			ack = max(ack, b.rs.wbAt[e])
 		}
 		return ack
@@ -757,7 +757,7 @@ func (b *Backend) wbPCommit(t uint64) uint64 {
 	kept := r.wpq[:0]
 	for _, w := range r.wpq {
 		if w.at <= arrive {
-			b.entries[w.entry].ack = drained
+			b.entries.at(w.entry).ack = drained
 			r.committed = append(r.committed, w)
 		} else {
 			kept = append(kept, w)
@@ -765,7 +765,7 @@ func (b *Backend) wbPCommit(t uint64) uint64 {
 	}
 	r.wpq = kept
 	for _, w := range r.committed {
-		if e := &b.entries[w.entry]; w.at <= arrive && e.ack > drained {
+		if e := b.entries.at(w.entry); w.at <= arrive && e.ack > drained {
 			e.ack = drained
 		}
 	}
@@ -773,7 +773,7 @@ func (b *Backend) wbPCommit(t uint64) uint64 {
 		// No PCommit is issued before the safe time, so none commits
 		// sooner, or waits for, what is durable by then.
 		safe := b.safeTime()
-		r.committed = slices.DeleteFunc(r.committed, func(w wpqItem) bool { return b.entries[w.entry].ack <= safe })
+		r.committed = slices.DeleteFunc(r.committed, func(w wpqItem) bool { return b.entries.at(w.entry).ack <= safe })
 		r.pruneAt = 2*len(r.committed) + 64
 	}
 	b.globalAck = max(b.globalAck, drained)
@@ -801,7 +801,7 @@ func (b *Backend) wbVerb(ws *warpState, t uint64, kind pm.OpKind, sc pm.Scope, g
 			tl := t + uint64(n)
 			ws.lastAck = max(ws.lastAck, tl+b.l2Lat)
 			if way := b.l2.lookup(line); way >= 0 {
-				if e := b.l2.entry[way]; e >= 0 && b.entries[e].start == noAck && b.wbTake(e, way, tl) {
+				if e := b.l2.entry[way]; e >= 0 && b.entries.at(e).start == noAck && b.wbTake(e, way, tl) {
 					b.noteWriteBack(line, b.wbWriteBack(ws, e, tl))
 					if b.l2.entry[way] == e {
 						b.l2.entry[way] = -1
