@@ -13,6 +13,7 @@ import (
 
 	"github.com/scopedpm/scopedpm/coro"
 	"github.com/scopedpm/scopedpm/hwmodel"
+	"github.com/scopedpm/scopedpm/pm"
 	"github.com/scopedpm/scopedpm/workloads"
 )
 
@@ -130,7 +131,11 @@ func simulateCPU(job cpuJob, o Options, latency bool) (cpuResult, error) {
 		return cpuResult{}, err
 	}
 	// The GPU model (SBRP) does not time CPU runs.
-	m, be, err := o.machine("cosplay", hwmodel.SBRP, cpuEdit(job))
+	be, err := o.timingBackend("cosplay", hwmodel.SBRP, cpuEdit(job)) // nothing crashes this run
+	if err != nil {
+		return cpuResult{}, err
+	}
+	m, err := pm.NewMachine(be)
 	if err != nil {
 		return cpuResult{}, err
 	}

@@ -170,11 +170,8 @@ type gopeRun struct {
 // machine) with c's overrides, and times it until its
 // persists are durable.
 func runGope(g *gopeTree, c gopeConfig, o Options) (gopeRun, error) {
-	be, err := o.backend("gope", c.model, c.edit)
+	be, err := o.timingBackend("gope", c.model, c.edit) // nothing crashes this run
 	if err != nil {
-		return gopeRun{}, err
-	}
-	if err := be.KeepNoImage(); err != nil { // nothing crashes this run
 		return gopeRun{}, err
 	}
 	m, err := pm.Reopen(g.img.Clone(), be)

@@ -57,6 +57,20 @@ func (o Options) backend(preset string, model hwmodel.Model, e edit) (*hwmodel.B
 	return hwmodel.New(cfg, model)
 }
 
+// timingBackend is o.backend for a run that never crashes (a timing
+// measurement): it keeps no durable image (hwmodel's KeepNoImage), which
+// leaves every cycle as it is.
+func (o Options) timingBackend(preset string, model hwmodel.Model, e edit) (*hwmodel.Backend, error) {
+	be, err := o.backend(preset, model, e)
+	if err != nil {
+		return nil, err
+	}
+	if err := be.KeepNoImage(); err != nil {
+		return nil, err
+	}
+	return be, nil
+}
+
 // machine returns a fresh machine over o.backend(preset, model, e).
 func (o Options) machine(preset string, model hwmodel.Model, e edit) (*pm.Machine, *hwmodel.Backend, error) {
 	be, err := o.backend(preset, model, e)
