@@ -9,6 +9,7 @@ package hwmodel
 type cache struct {
 	sets, assoc int
 	lineShift   uint
+	setMask     uint64   // sets - 1 when sets is a power of two, else 0
 	tag         []uint64 // line number + 1; 0 = empty
 	gen         []uint32
 	stamp       []uint64 // LRU: larger is more recent
@@ -20,6 +21,9 @@ type cache struct {
 func newCache(c CacheConfig) *cache {
 	lines := c.SizeBytes / c.LineBytes
 	k := &cache{sets: lines / c.Assoc, assoc: c.Assoc, curGen: 1}
+	if k.sets&(k.sets-1) == 0 {
+		k.setMask = uint64(k.sets - 1)
+	}
 	k.tag = make([]uint64, lines)
 	k.gen = make([]uint32, lines)
 	k.stamp = make([]uint64, lines)
@@ -33,9 +37,17 @@ func newCache(c CacheConfig) *cache {
 // valid reports whether way w holds a line.
 func (k *cache) valid(w int) bool { return k.tag[w] != 0 && k.gen[w] == k.curGen }
 
+// set returns the first way of line's set.
+func (k *cache) set(line uint64) int {
+	if k.setMask != 0 || k.sets == 1 {
+		return int(line&k.setMask) * k.assoc
+	}
+	return int(line%uint64(k.sets)) * k.assoc
+}
+
 // way returns the way holding line, or -1, marking nothing.
 func (k *cache) way(line uint64) int {
-	base := int(line%uint64(k.sets)) * k.assoc
+	base := k.set(line)
 	for w := base; w < base+k.assoc; w++ {
 		if k.tag[w] == line+1 && k.gen[w] == k.curGen {
 			return w
@@ -67,7 +79,7 @@ func (k *cache) insert(line uint64) (way int, victim uint64, victimEntry int32, 
 // whose entry pinned rejects, if there is one (the L1 keeps lines the
 // persist buffer still holds rather than stall on their eviction).
 func (k *cache) insertAvoiding(line uint64, pinned func(entry int32) bool) (way int, victim uint64, victimEntry int32, evicted bool) {
-	base := int(line%uint64(k.sets)) * k.assoc
+	base := k.set(line)
 	way = -1
 	lru := base
 	for w := base; w < base+k.assoc; w++ {

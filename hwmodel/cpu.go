@@ -294,14 +294,14 @@ type cpuCore struct {
 	sqHead  uint64 // the SQ head is free for its next entry from this cycle
 	sqBlock uint64 // no SQ entry is allocated before this cycle (fences)
 
-	lineAck  map[uint64]uint64 // line -> ack of its latest write-back
-	ctxDrain []uint64          // per hardware context: when its SQ/WBB entries are gone
-	allDrain uint64            // when every entry so far is gone
-	cur      uint64            // context register, as a hardware context
+	lineAck  *lineMap[uint64] // line -> ack of its latest write-back
+	ctxDrain []uint64         // per hardware context: when its SQ/WBB entries are gone
+	allDrain uint64           // when every entry so far is gone
+	cur      uint64           // context register, as a hardware context
 
-	pending    map[uint64][]pendRec // PM line -> its records no write-back carries yet
-	wordBuf    []uint64             // words' scratch
-	dirtyOrder []uint64             // lines in the order they were first made dirty
+	pending    *lineMap[[]pendRec] // PM line -> its records no write-back carries yet
+	wordBuf    []uint64            // words' scratch
+	dirtyOrder []uint64            // lines in the order they were first made dirty
 
 	st, last CPUStats
 }
@@ -314,22 +314,30 @@ type pendRec struct {
 	front uint64
 }
 
-func newCPUCore(c CPUConfig) *cpuCore {
+// newCPUCore returns a core of configuration c: the run's first, with its
+// own LLC, memory controller and pending records, or with home set one
+// that shares home's.
+func newCPUCore(c CPUConfig, home *cpuCore) *cpuCore {
 	k := &cpuCore{cfg: c,
 		w: uint64(c.DispatchWidth), rob: uint64(c.ROBEntries), sqN: uint64(c.SQEntries), wbbN: uint64(c.WBBEntries),
 		ctxN: uint64(c.Contexts), drain: uint64(c.SQDrainCycles),
 		l1Lat: uint64(c.L1D.LatencyCycles), l2Lat: uint64(c.L2.LatencyCycles), llcLat: uint64(c.LLC.LatencyCycles),
 		noc: uint64(c.NoCCycles), rdLat: uint64(c.PM.ReadLatencyCycles), wrLat: uint64(c.PM.WriteLatencyCycles),
 		bmo: uint64(c.BMOCycles), lineBytes: uint64(c.L1D.LineBytes),
-		l1: newCache(c.L1D), l2: newCache(c.L2), llc: newCache(c.LLC), wpqN: c.WPQEntries,
-		lineAck: map[uint64]uint64{}, pending: map[uint64][]pendRec{},
+		l1: newCache(c.L1D), l2: newCache(c.L2), wpqN: c.WPQEntries,
+		lineAck: newLineMap[uint64](),
 	}
-	// The controller: its queue holds a line until the write bus has
-	// taken it (the write latency lies before the queue, not after).
-	mc := c.PM
-	mc.WriteLatencyCycles = 0
-	k.ctl = &newChannels(mc, 1, c.ClockMHz)[0]
-	k.home, k.all = k, []*cpuCore{k}
+	if home != nil {
+		k.llc, k.ctl, k.pending, k.home = home.llc, home.ctl, home.pending, home
+	} else {
+		k.llc, k.pending = newCache(c.LLC), newLineMap[[]pendRec]()
+		// The controller: its queue holds a line until the write bus has
+		// taken it (the write latency lies before the queue, not after).
+		mc := c.PM
+		mc.WriteLatencyCycles = 0
+		k.ctl = &newChannels(mc, 1, c.ClockMHz)[0]
+		k.home, k.all = k, []*cpuCore{k}
+	}
 	k.lineShift = uint(bits.TrailingZeros64(k.lineBytes))
 	k.sq = make([]uint64, k.sqN)
 	k.ctxDrain = make([]uint64, k.ctxN)
@@ -343,22 +351,20 @@ func (b *Backend) cpuBegin(run pm.CPURun) {
 	b.compact()
 	b.cpuRun = true
 	if b.cpu == nil {
-		b.cpu = newCPUCore(b.cfg.CPU)
+		b.cpu = newCPUCore(b.cfg.CPU, nil)
 	}
 	h := b.cpu.home
 	b.cpu = h
 	t := b.drained
 	b.start, b.floor = t, t
 	b.last = Stats{}
-	clear(h.pending)
+	h.pending.reset()
 	h.ctl.reset(t)
 	// The run's cores (pm.CPURun.Cores): core 0 and more sharing its LLC,
 	// memory controller and pending records.
 	n := max(run.Cores, 1)
 	for len(h.all) < n {
-		k := newCPUCore(b.cfg.CPU)
-		k.llc, k.ctl, k.pending, k.home = h.llc, h.ctl, h.pending, h
-		h.all = append(h.all, k)
+		h.all = append(h.all, newCPUCore(b.cfg.CPU, h))
 	}
 	h.all = h.all[:n]
 	for _, c := range h.all {
@@ -374,7 +380,7 @@ func (c *cpuCore) begin(t uint64, run pm.CPURun) {
 	c.dispPos, c.retPos, c.lastRetire = t*c.w, t*c.w, t
 	c.n, c.groups, c.gHead = 0, c.groups[:0], 0
 	c.nSQ, c.sqHead, c.sqBlock = 0, t, t
-	clear(c.lineAck)
+	c.lineAck.reset()
 	clear(c.ctxDrain)
 	c.allDrain, c.cur = t, 0
 	c.dirtyOrder = c.dirtyOrder[:0]
@@ -677,7 +683,8 @@ func (b *Backend) clwb(line uint64) {
 	d := c.dispatch(1, c.sqAlloc())
 	r := c.retire(1, d+1)
 	start := max(c.sqHead, r)
-	pendingAck := c.lineAck[line] // same-line order: write back after it
+	ai, _ := c.lineAck.slot(line)
+	pendingAck := *c.lineAck.at(ai) // same-line order: write back after it
 	if a := pendingAck; a > start && c.pol.sameLineWaits(c) {
 		c.st.SameLine += a - start
 		start = a
@@ -685,27 +692,28 @@ func (b *Backend) clwb(line uint64) {
 	start = c.pol.admit(c, start)
 	leave := start + c.drain
 	ack := max(leave, pendingAck)
-	if recs := c.pending[line]; len(recs) > 0 {
-		from := c.pol.writeFrom(leave, recs)
+	if pi := c.pending.find(line); pi >= 0 && len(*c.pending.at(pi)) > 0 {
+		recs := c.pending.at(pi)
+		from := c.pol.writeFrom(leave, *recs)
 		ack = max(c.writeLine(from), pendingAck)
 		b.carry(line, recs, from, ack)
 	}
 	c.pol.held(leave, ack)
-	c.lineAck[line] = ack
+	*c.lineAck.at(ai) = ack
 	c.sqLeave(leave, ack)
 }
 
-// carry makes the records of line durable at ack with a write-back entry
-// that started at from.
-func (b *Backend) carry(line uint64, recs []pendRec, from, ack uint64) {
+// carry makes the pending records *recs of line durable at ack with a
+// write-back entry that started at from, and empties *recs.
+func (b *Backend) carry(line uint64, recs *[]pendRec, from, ack uint64) {
 	e := b.newEntry(line)
 	b.entries.at(e).start, b.entries.at(e).ack = from, ack
-	for _, r := range recs {
+	for _, r := range *recs {
 		b.records.at(int(r.rec)).entry = e
 	}
 	b.last.Flushes++
 	b.last.NVMWriteBytes += b.cpu.lineBytes
-	b.cpu.pending[line] = recs[:0]
+	*recs = (*recs)[:0]
 }
 
 // cpuRecords logs a PM store's persist records, one per CPU line, as
@@ -718,11 +726,12 @@ func (b *Backend) cpuRecords(op *pm.Op) {
 	for len(data) > 0 {
 		n := min(uint64(len(data)), c.lineBytes-uint64(a)&(c.lineBytes-1))
 		line := c.lineOf(a)
-		recs, ok := c.pending[line]
+		pi, ok := c.pending.slot(line)
 		if !ok {
 			c.dirtyOrder = append(c.dirtyOrder, line)
 		}
-		c.pending[line] = append(recs, pendRec{int32(b.records.len()), c.pol.front()})
+		recs := c.pending.at(pi)
+		*recs = append(*recs, pendRec{int32(b.records.len()), c.pol.front()})
 		b.records.add(a, data[:n], b.durable != nil)
 		a += pm.Addr(n)
 		data = data[n:]
@@ -745,11 +754,12 @@ func (b *Backend) cpuEnd() pm.Stats {
 	end = max(end, t)
 	for _, c := range h.all {
 		for _, line := range c.dirtyOrder {
-			if recs := c.pending[line]; len(recs) > 0 {
-				from := max(t, c.lineAck[line])
+			if recs := c.pending.at(c.pending.find(line)); len(*recs) > 0 {
+				ai, _ := c.lineAck.slot(line)
+				from := max(t, *c.lineAck.at(ai))
 				ack := c.writeLine(from)
 				b.carry(line, recs, from, ack)
-				c.lineAck[line] = ack
+				*c.lineAck.at(ai) = ack
 				end = max(end, ack)
 			}
 		}
