@@ -704,10 +704,9 @@ func (b *Backend) Op(a *pm.Agent, op *pm.Op) {
 	// The op is made in place at the end of pending, with its lane set
 	// at once: writerIdx, below, skips the lane's own ops.
 	lane := a.Lane
-	b.pending = append(b.pending, pendOp{})
+	b.pending = append(b.pending, pendOp{kind: op.Kind, scope: sc, pm: op.PM && !b.pmAsDRAM, shared: op.Shared && !op.PM, wrote: op.Wrote, addr: op.Addr, size: op.Size, value: op.Value, old: op.Old, rec0: -1, rec1: -1,
+		gather: op.Gather && op.Kind == pm.OpLoad && !b.cfg.GPU.SerialLoads, lane: int32(lane), seq: seq})
 	p := &b.pending[len(b.pending)-1]
-	*p = pendOp{kind: op.Kind, scope: sc, pm: op.PM && !b.pmAsDRAM, shared: op.Shared && !op.PM, wrote: op.Wrote, addr: op.Addr, size: op.Size, value: op.Value, old: op.Old, rec0: -1, rec1: -1,
-		gather: op.Gather && op.Kind == pm.OpLoad && !b.cfg.GPU.SerialLoads, lane: int32(lane), seq: seq}
 	if op.WT {
 		p.scope = pm.System // a write-through store is an instruction of its own
 	}
