@@ -754,7 +754,8 @@ func (b *Backend) cpuEnd() pm.Stats {
 	end = max(end, t)
 	for _, c := range h.all {
 		for _, line := range c.dirtyOrder {
-			if recs := c.pending.at(c.pending.find(line)); len(*recs) > 0 {
+			if pi := c.pending.find(line); pi >= 0 && len(*c.pending.at(pi)) > 0 {
+				recs := c.pending.at(pi)
 				ai, _ := c.lineAck.slot(line)
 				from := max(t, *c.lineAck.at(ai))
 				ack := c.writeLine(from)
