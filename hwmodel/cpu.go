@@ -692,8 +692,7 @@ func (b *Backend) clwb(line uint64) {
 	start = c.pol.admit(c, start)
 	leave := start + c.drain
 	ack := max(leave, pendingAck)
-	if pi := c.pending.find(line); pi >= 0 && len(*c.pending.at(pi)) > 0 {
-		recs := c.pending.at(pi)
+	if recs := c.pendingRecs(line); recs != nil {
 		from := c.pol.writeFrom(leave, *recs)
 		ack = max(c.writeLine(from), pendingAck)
 		b.carry(line, recs, from, ack)
@@ -701,6 +700,15 @@ func (b *Backend) clwb(line uint64) {
 	c.pol.held(leave, ack)
 	*c.lineAck.at(ai) = ack
 	c.sqLeave(leave, ack)
+}
+
+// pendingRecs returns line's records that no write-back carries yet, or
+// nil if it has none; they stay valid until a record of a new line.
+func (c *cpuCore) pendingRecs(line uint64) *[]pendRec {
+	if i := c.pending.find(line); i >= 0 && len(*c.pending.at(i)) > 0 {
+		return c.pending.at(i)
+	}
+	return nil
 }
 
 // carry makes the pending records *recs of line durable at ack with a
@@ -754,8 +762,7 @@ func (b *Backend) cpuEnd() pm.Stats {
 	end = max(end, t)
 	for _, c := range h.all {
 		for _, line := range c.dirtyOrder {
-			if pi := c.pending.find(line); pi >= 0 && len(*c.pending.at(pi)) > 0 {
-				recs := c.pending.at(pi)
+			if recs := c.pendingRecs(line); recs != nil {
 				ai, _ := c.lineAck.slot(line)
 				from := max(t, *c.lineAck.at(ai))
 				ack := c.writeLine(from)
