@@ -2276,7 +2276,7 @@ func (b *Backend) apply(img *pm.Image, at uint64) {
 	for i := b.applied; i < b.records.len(); i++ {
 		if ack := b.ackOf(i); ack <= at && (ack != noAck || at == math.MaxUint64) {
 			r := b.records.at(i)
-			_ = img.Write(r.addr, b.records.bytes(r)) // a region removed since: nothing to keep
+			_ = img.Write(r.addr, b.records.bytes(i)) // a region removed since: nothing to keep
 		}
 	}
 }
