@@ -388,3 +388,21 @@ func TestCPUCII(t *testing.T) {
 	}
 	t.Log("\n" + sb.String())
 }
+
+// At paper scale TPC-C's STOCK fits the cosplay machine's LLC and not its
+// L2, and TATP's subscribers (records and index) do too: the tables'
+// sizes the benchmarks' comments claim (tpccItems, specRows).
+func TestCPUTablesFitLLC(t *testing.T) {
+	c := hwmodel.PresetCOSPlay().CPU
+	const paper = 64 // CPUShape.Scale at paper size
+	for _, tc := range []struct {
+		name  string
+		bytes int
+	}{
+		{"tpcc stock", tpccItems(paper) * tpccRow(tpccStock)},
+		{"tatp subscribers", (cline + 8) * specRows(paper)},
+	} {
+		require.Less(t, tc.bytes, c.LLC.SizeBytes, tc.name)
+		require.Greater(t, tc.bytes, c.L2.SizeBytes, tc.name)
+	}
+}
