@@ -50,13 +50,17 @@ func TestCosplayFig10(t *testing.T) {
 }
 
 // cosplay-fig11: at the same window COSPlay is never slower than SBatch
-// (SBatch fences the whole window where COSPlay fences one context);
-// each at its best window, the ratio of windows is reported.
+// (SBatch fences the whole window where COSPlay fences one context),
+// except by a tie at the PM's write bandwidth: where both run at the write
+// floor (TPC-C at ADR: Baseline already runs there, and each is best at
+// window 1) their write-backs leave in another order and the two differ
+// by a few cycles in a million (0.002% at paper size); each at
+// its best window, the ratio of windows is reported.
 func TestCosplayFig11(t *testing.T) {
 	v := rowsBy(quickRows(t, "cosplay-fig11"))
 	for _, app := range cosplayLabels {
 		for _, bmo := range cosplayBMOs {
-			require.GreaterOrEqual(t, v[[3]string{app, bmo, "speedup_iso_window"}], 1.0, "%s %s", app, bmo)
+			require.GreaterOrEqual(t, v[[3]string{app, bmo, "speedup_iso_window"}], 1-1e-4, "%s %s", app, bmo)
 			require.Positive(t, v[[3]string{app, bmo, "speedup_best_windows"}], "%s %s", app, bmo)
 			require.Positive(t, v[[3]string{app, bmo, "sbatch_window"}], "%s %s", app, bmo)
 		}
