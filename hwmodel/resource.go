@@ -213,11 +213,12 @@ const occShift = 3
 // overfills a queue; the limits are at most maxQueueEntries), and the
 // calendars of a paper-size run hold tens of megabytes of them.
 type occupancy struct {
-	base  uint64    // bucket index of leaf 0
-	used  uint64    // buckets from base that a job has touched
-	n     uint64    // leaves (a power of two, or 0)
-	nodes []occNode // the tree, root at 1, leaves from n
-	keep  []uint16  // rebuild's scratch: the counts it keeps
+	base   uint64    // bucket index of leaf 0
+	used   uint64    // buckets from base that a job has touched
+	n      uint64    // leaves (a power of two, or 0)
+	nodes  []occNode // the tree's inner nodes, root at 1 (node n+i is leaf i)
+	leaves []uint16  // each leaf's count: least, greatest and adds at once
+	keep   []uint16  // rebuild's scratch: the counts it keeps
 }
 
 // occNode is a node of an occupancy tree. Its three counts sit together,
@@ -228,9 +229,10 @@ type occNode struct {
 	mx  uint16 // greatest count in its range (its add included)
 }
 
-// occKeepNodes is the capacity (nodes, 6 bytes each) up to which an
-// occupancy tree keeps its array when it shrinks: 256 KiB.
-const occKeepNodes = 256 << 10 / 6
+// occKeepLeaves is the capacity (leaves, 8 bytes each with their inner
+// node) up to which an occupancy tree keeps its arrays when it shrinks:
+// 256 KiB.
+const occKeepLeaves = 256 << 10 / 8
 
 // maxQueueEntries bounds the limits of the queues occupancy calendars
 // count (Config.Validate refuses more): the most a 16-bit count holds.
@@ -240,6 +242,34 @@ func (o *occupancy) reset(at uint64) {
 	o.base = at >> occShift
 	o.used = 0
 	clear(o.nodes)
+	clear(o.leaves)
+}
+
+// node returns node i's counts; a leaf's one count is all three. Leaves
+// keep a bare count: a third less memory than a node each (the calendars
+// of a paper-size run hold tens of megabytes of leaves).
+func (o *occupancy) node(i uint64) occNode {
+	if i >= o.n {
+		c := o.leaves[i-o.n]
+		return occNode{cov: c, mn: c, mx: c}
+	}
+	return o.nodes[i]
+}
+
+// push moves inner node i's adds down to its two children.
+func (o *occupancy) push(i uint64) {
+	a := o.nodes[i].cov
+	if a == 0 {
+		return
+	}
+	o.nodes[i].cov = 0
+	for c := 2 * i; c <= 2*i+1; c++ {
+		if c >= o.n {
+			o.leaves[c-o.n] += a
+		} else {
+			o.nodes[c].cov += a
+		}
+	}
 }
 
 // firstFree returns the first cycle from t in whose bucket fewer than w
@@ -259,7 +289,7 @@ func (o *occupancy) firstFree(t uint64, w int) uint64 {
 // find returns the first leaf at or after k under node (covering lo..hi)
 // whose count, with acc from the node's ancestors, is below w.
 func (o *occupancy) find(node, lo, hi, k uint64, w, acc uint32) (uint64, bool) {
-	nd := &o.nodes[node]
+	nd := o.node(node)
 	if hi < k || uint32(nd.mn)+acc >= w {
 		return 0, false
 	}
@@ -336,7 +366,7 @@ func (o *occupancy) rangeMax(node, lo, hi, l, r uint64, acc uint32) uint32 {
 	if r < lo || hi < l {
 		return 0
 	}
-	nd := &o.nodes[node]
+	nd := o.node(node)
 	if l <= lo && hi <= r {
 		return uint32(nd.mx) + acc
 	}
@@ -348,7 +378,7 @@ func (o *occupancy) rangeMax(node, lo, hi, l, r uint64, acc uint32) uint32 {
 // lastFull returns the last leaf in l..r under node (covering lo..hi)
 // whose count, with acc from the node's ancestors, is at least w.
 func (o *occupancy) lastFull(node, lo, hi, l, r uint64, w, acc uint32) (uint64, bool) {
-	nd := &o.nodes[node]
+	nd := o.node(node)
 	if r < lo || hi < l || uint32(nd.mx)+acc < w {
 		return 0, false
 	}
@@ -412,6 +442,14 @@ func (o *occupancy) rangeAdd(l, r uint64, k uint16) {
 
 // cover adds k slots covering node's whole range.
 func (o *occupancy) cover(node uint64, k uint16) {
+	if node >= o.n {
+		c := &o.leaves[node-o.n]
+		if *c > maxQueueEntries-k {
+			panic("hwmodel: an occupancy calendar holds more jobs than any queue's limit")
+		}
+		*c += k
+		return
+	}
 	nd := &o.nodes[node]
 	if nd.mx > maxQueueEntries-k {
 		panic("hwmodel: an occupancy calendar holds more jobs than any queue's limit")
@@ -424,7 +462,7 @@ func (o *occupancy) cover(node uint64, k uint16) {
 // pull recomputes the least and greatest counts of node from its
 // children's.
 func (o *occupancy) pull(node uint64) {
-	nd, a, b := &o.nodes[node], o.nodes[2*node], o.nodes[2*node+1]
+	nd, a, b := &o.nodes[node], o.node(2*node), o.node(2*node+1)
 	nd.mn = nd.cov + min(a.mn, b.mn)
 	nd.mx = nd.cov + max(a.mx, b.mx)
 }
@@ -443,16 +481,9 @@ func (o *occupancy) rebuild(drop, need uint64) {
 	}
 	// Push every node's adds down to the leaves: they then hold the counts.
 	for node := uint64(1); node < o.n; node++ {
-		if a := o.nodes[node].cov; a != 0 {
-			o.nodes[2*node].cov += a
-			o.nodes[2*node+1].cov += a
-			o.nodes[node].cov = 0
-		}
+		o.push(node)
 	}
-	o.keep = o.keep[:0]
-	for _, nd := range o.nodes[o.n+drop : o.n+drop+keep] {
-		o.keep = append(o.keep, nd.cov)
-	}
+	o.keep = append(o.keep[:0], o.leaves[drop:drop+keep]...)
 	if n != o.n {
 		o.n = n
 		// Reuse the array where it fits, unless it is far larger than
@@ -461,19 +492,16 @@ func (o *occupancy) rebuild(drop, need uint64) {
 		// shrank regrows in place instead of reallocating at every
 		// doubling (a quarter less occupancy allocation in a quick
 		// sbrp-fig6).
-		if c := uint64(cap(o.nodes)); c >= 2*n && (c <= 8*n || c <= occKeepNodes) {
-			o.nodes = o.nodes[:2*n]
+		if c := uint64(cap(o.leaves)); c >= n && (c <= 4*n || c <= occKeepLeaves) {
+			o.nodes, o.leaves = o.nodes[:n], o.leaves[:n]
 		} else {
-			o.nodes = make([]occNode, 2*n)
+			o.nodes, o.leaves = make([]occNode, n), make([]uint16, n)
 		}
 	}
-	leaves := o.nodes[n:]
-	for i, c := range o.keep {
-		leaves[i] = occNode{cov: c, mn: c, mx: c}
-	}
-	clear(leaves[len(o.keep):])
+	copy(o.leaves, o.keep)
+	clear(o.leaves[len(o.keep):])
 	for node := n - 1; node >= 1; node-- {
-		a, b := o.nodes[2*node], o.nodes[2*node+1]
+		a, b := o.node(2*node), o.node(2*node+1)
 		o.nodes[node] = occNode{mn: min(a.mn, b.mn), mx: max(a.mx, b.mx)}
 	}
 	o.used = keep
@@ -506,22 +534,15 @@ func (o *occupancy) shift(drop, keep uint64) {
 	// (the level of first has first nodes of w leaves each).
 	for first, w := uint64(1), n; first < n; first, w = first<<1, w>>1 {
 		for node := first; node < first+(used+w-1)/w; node++ {
-			if a := o.nodes[node].cov; a != 0 {
-				o.nodes[2*node].cov += a
-				o.nodes[2*node+1].cov += a
-				o.nodes[node].cov = 0
-			}
+			o.push(node)
 		}
 	}
-	leaves := o.nodes[n : n+used]
-	for i := range keep { // forward: the source is at or after i
-		c := leaves[drop+i].cov
-		leaves[i] = occNode{cov: c, mn: c, mx: c}
-	}
+	leaves := o.leaves[:used]
+	copy(leaves, leaves[drop:drop+keep])
 	clear(leaves[keep:])
 	for first, w := n>>1, uint64(2); first >= 1; first, w = first>>1, w<<1 {
 		for node := first; node < first+(used+w-1)/w; node++ {
-			a, b := o.nodes[2*node], o.nodes[2*node+1]
+			a, b := o.node(2*node), o.node(2*node+1)
 			o.nodes[node] = occNode{mn: min(a.mn, b.mn), mx: max(a.mx, b.mx)}
 		}
 	}
