@@ -30,6 +30,7 @@ func init() {
 	for _, e := range []Experiment{
 		{Name: "cosplay-fig1", Paper: "COSPlay", Presets: []string{"cosplay"}, Sweeps: []string{"cpu.bmo_cycles"}, Figure: "Fig. 1", Description: "COSPlay Fig. 1: slowdown of Baseline (sfences) over Unordered (no fences) per benchmark as the persist latency added at the memory controller grows from 0 (plain ADR) to 1000 cycles, cosplay preset", Run: runCosplayFig1},
 		{Name: "cosplay-fig8", Paper: "COSPlay", Presets: []string{"cosplay"}, Sweeps: []string{"cpu.bmo_cycles"}, Figure: "Fig. 8", Description: "COSPlay Fig. 8: speedup of COSPlay at its best window over Baseline per benchmark and BMO (ADR, Enc, LD, HD, Comb), with the best window; min and max over the benchmarks, cosplay preset", Run: runCosplayFig8},
+		{Name: "cosplay-fig9", Paper: "COSPlay", Presets: []string{"cosplay"}, Sweeps: []string{"cpu.bmo_cycles"}, Figure: "Fig. 9", Description: "COSPlay Fig. 9: performance of COSPlay at each window size (1-32), and of Baseline, normalised to Unordered per benchmark for the Enc and HD BMOs, cosplay preset", Run: runCosplayFig9},
 		{Name: "cosplay-fig10", Paper: "COSPlay", Presets: []string{"cosplay"}, Sweeps: []string{"cpu.bmo_cycles"}, Figure: "Fig. 10", Description: "COSPlay Fig. 10: TPCC speedup of StrandWeaver(4,4), StrandWeaver(8,8) and COSPlay at its best window over Baseline per BMO, cosplay preset", Run: runCosplayFig10},
 		{Name: "cosplay-fig11", Paper: "COSPlay", Presets: []string{"cosplay"}, Sweeps: []string{"cpu.bmo_cycles"}, Figure: "Fig. 11", Description: "COSPlay Fig. 11: speedup of COSPlay over SBatch, (a) at COSPlay's best window for both, (b) each at its best window, with the windows, per benchmark and BMO, cosplay preset", Run: runCosplayFig11},
 		{Name: "cosplay-fig12", Paper: "COSPlay", Presets: []string{"cosplay"}, Sweeps: []string{"cpu.bmo_cycles"}, Figure: "Fig. 12", Description: "COSPlay Fig. 12: task-latency CDFs (cycles at percentiles 5..100) with the LD BMO of COSPlay at its best window, SBatch at that window and SBatch at its best window, with median ratios, cosplay preset", Run: runCosplayFig12},
@@ -283,6 +284,45 @@ func runCosplayFig8(ctx context.Context, o Options) ([]Row, error) {
 	return rows, nil
 }
 
+// fig9BMOs are the BMOs of COSPlay Figs. 9 and 13: Enc and HD.
+func fig9BMOs() []hwmodel.BMO { return []hwmodel.BMO{hwmodel.BMOs()[1], hwmodel.BMOs()[3]} }
+
+// runCosplayFig9 is COSPlay's window sensitivity (§6.2): COSPlay's
+// performance over Unordered's at every window, beside Baseline's. At
+// window 1 a cfence waits as an sfence does and the coroutine library's
+// switches are pure cost, so COSPlay runs below Baseline; the paper's
+// knee is at windows 2-5 for Enc and 5-10 for HD.
+func runCosplayFig9(ctx context.Context, o Options) ([]Row, error) {
+	labels, apps := o.myApps()
+	cos := windowed(coro.COSPlay, o.windows(cosplayWindows))
+	var jobs []cpuJob
+	for _, app := range apps {
+		for _, bmo := range fig9BMOs() {
+			jobs = append(jobs, cpuJob{app, cpuUnordered, bmo.Cycles}, cpuJob{app, cpuBaseline, bmo.Cycles})
+			for _, c := range cos {
+				jobs = append(jobs, cpuJob{app, c, bmo.Cycles})
+			}
+		}
+	}
+	res, err := cpuSweep(ctx, o, jobs, false)
+	if err != nil {
+		return nil, err
+	}
+	const exp = "cosplay-fig9"
+	var rows []Row
+	for k, app := range apps {
+		for _, bmo := range fig9BMOs() {
+			un := float64(res[cpuJob{app, cpuUnordered, bmo.Cycles}].cycles)
+			perf := func(c coro.Config) float64 { return un / float64(res[cpuJob{app, c, bmo.Cycles}].cycles) }
+			rows = append(rows, Row{exp, labels[k], bmo.Name + " baseline", "perf_over_unordered", perf(cpuBaseline)})
+			for _, c := range cos {
+				rows = append(rows, Row{exp, labels[k], fmt.Sprintf("%s window=%d", bmo.Name, c.Window), "perf_over_unordered", perf(c)})
+			}
+		}
+	}
+	return rows, nil
+}
+
 func runCosplayFig10(ctx context.Context, o Options) ([]Row, error) {
 	const exp, app = "cosplay-fig10", "tpcc"
 	if !o.mine(0) {
@@ -461,7 +501,7 @@ func cosplayLabel(name string) string {
 
 func runCosplayFig13(ctx context.Context, o Options) ([]Row, error) {
 	labels, apps := o.myApps()
-	bmos := []hwmodel.BMO{hwmodel.BMOs()[1], hwmodel.BMOs()[3]} // Enc, HD
+	bmos := fig9BMOs()
 	cos := windowed(coro.COSPlay, o.windows(cosplayWindows))
 	free := windowed(coro.FreeSwitch, o.windows(cosplayWindows))
 	var jobs []cpuJob

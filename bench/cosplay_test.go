@@ -39,6 +39,29 @@ func TestCosplayFig8(t *testing.T) {
 	}
 }
 
+// cosplay-fig9: COSPlay is below Unordered at every window; at window 1,
+// where its cfence waits as an sfence does and its switches are pure cost,
+// below Baseline (§6.2); and a wider window beats window 1.
+func TestCosplayFig9(t *testing.T) {
+	v := rowsBy(quickRows(t, "cosplay-fig9"))
+	for _, app := range cosplayLabels {
+		for _, bmo := range []string{"Enc", "HD"} {
+			base := v[[3]string{app, bmo + " baseline", "perf_over_unordered"}]
+			one := v[[3]string{app, bmo + " window=1", "perf_over_unordered"}]
+			require.Positive(t, one, "%s %s", app, bmo)
+			require.Less(t, one, base, "%s %s: window 1 below Baseline", app, bmo)
+			most := 0.0
+			for _, w := range []int{1, 2, 3, 4, 5, 6, 8, 10, 12, 16, 20, 24, 32} {
+				p := v[[3]string{app, fmt.Sprintf("%s window=%d", bmo, w), "perf_over_unordered"}]
+				require.Positive(t, p, "%s %s window %d", app, bmo, w)
+				require.LessOrEqual(t, p, 1.0, "%s %s window %d: above Unordered", app, bmo, w)
+				most = max(most, p)
+			}
+			require.Greater(t, most, one, "%s %s: no window beats window 1", app, bmo)
+		}
+	}
+}
+
 // cosplay-fig10: StrandWeaver(4,4), (8,8) and COSPlay per BMO on TPCC.
 func TestCosplayFig10(t *testing.T) {
 	v := rowsBy(quickRows(t, "cosplay-fig10"))

@@ -796,6 +796,13 @@ var figureLayouts = map[string][]panelLayout{
 		{key: "sbatch_over_cosplay_window", title: "(b) the best windows: SBatch's over COSPlay's",
 			series: []panelSeries{{"sbatch_over_cosplay_window", "", "", "", ""}}, workload: allWorkloads, xLabel: "benchmark (a bar per BMO)"},
 	},
+	// COSPlay Fig. 9: (a) Enc, (b) HD, COSPlay's performance normalised
+	// to Unordered at windows 1 to 32 (six of them drawn; the CSV has
+	// every window), beside Baseline's.
+	"cosplay-fig9": {
+		fig9Panel("enc_perf_over_unordered", "(a) Enc", "Enc"),
+		fig9Panel("hd_perf_over_unordered", "(b) HD", "HD"),
+	},
 	// COSPlay Fig. 13: (a) Enc, (b) HD, performance normalised to
 	// Unordered; and §6.2's gaps, min and max over the benchmarks and both
 	// BMOs (the paper's values).
@@ -879,6 +886,17 @@ func fig13Panel(key, title, bmo string) panelLayout {
 			{"perf_over_unordered", bmo + " freeswitch", "FreeSwitch", "", ""},
 		},
 		workload: allWorkloads, xLabel: "benchmark", yLabel: "performance over Unordered (×)"}
+}
+
+// fig9Panel is a panel of COSPlay Fig. 9 for one BMO: a group per
+// benchmark, a bar for Baseline and for COSPlay at windows 1 to 32.
+func fig9Panel(key, title, bmo string) panelLayout {
+	series := []panelSeries{{"perf_over_unordered", bmo + " baseline", "Baseline", "", ""}}
+	for _, w := range []int{1, 2, 4, 8, 16, 32} {
+		series = append(series, panelSeries{"perf_over_unordered", fmt.Sprintf("%s window=%d", bmo, w), fmt.Sprintf("COSPlay, window %d", w), "", ""})
+	}
+	return panelLayout{key: key, title: title + ": COSPlay's performance normalised to Unordered by window",
+		series: series, workload: allWorkloads, xLabel: "benchmark", yLabel: "performance over Unordered (×)"}
 }
 
 // gopeFig7Panel is a panel of gope-fig7's metric: a group per NVW-FIFO

@@ -100,6 +100,7 @@ var figureBaselines = map[string]map[string]string{
 	"sbrp-fig11":    {"": "epoch-near"},
 	"cosplay-fig1":  {"": "Unordered (no fences)"},
 	"cosplay-fig8":  {"": "Baseline (sfences)"},
+	"cosplay-fig9":  {"": "Unordered"},
 	"cosplay-fig10": {"": "Baseline (sfences)"},
 	"cosplay-fig11": {"": "SBatch", "sbatch_over_cosplay_window": "COSPlay's window"},
 	"cosplay-fig12": {"": "COSPlay's median"},

@@ -343,6 +343,9 @@ func mergeRules() map[string]func([][]Row) []Row {
 		"cosplay-fig8":  cosplay("speedup"),
 		"cosplay-fig14": cosplay("speedup"),
 		"cosplay-fig12": cosplay("median_over_cosplay"),
+		"cosplay-fig9": func(shards [][]Row) []Row {
+			return byWorkload(slices.Concat(shards...), cosplayOrder)
+		},
 		"cosplay-fig11": func(shards [][]Row) []Row {
 			return fig11Aggregates(byWorkload(slices.Concat(shards...), cosplayOrder))
 		},
