@@ -284,8 +284,8 @@ func runCosplayFig8(ctx context.Context, o Options) ([]Row, error) {
 	return rows, nil
 }
 
-// fig9BMOs are the BMOs of COSPlay Figs. 9 and 13: Enc and HD.
-func fig9BMOs() []hwmodel.BMO { return []hwmodel.BMO{hwmodel.BMOs()[1], hwmodel.BMOs()[3]} }
+// encHD are the BMOs of COSPlay Figs. 9 and 13: Enc and HD.
+func encHD() []hwmodel.BMO { return []hwmodel.BMO{hwmodel.BMOs()[1], hwmodel.BMOs()[3]} }
 
 // runCosplayFig9 is COSPlay's window sensitivity (§6.2): COSPlay's
 // performance over Unordered's at every window, beside Baseline's. At
@@ -297,7 +297,7 @@ func runCosplayFig9(ctx context.Context, o Options) ([]Row, error) {
 	cos := windowed(coro.COSPlay, o.windows(cosplayWindows))
 	var jobs []cpuJob
 	for _, app := range apps {
-		for _, bmo := range fig9BMOs() {
+		for _, bmo := range encHD() {
 			jobs = append(jobs, cpuJob{app, cpuUnordered, bmo.Cycles}, cpuJob{app, cpuBaseline, bmo.Cycles})
 			for _, c := range cos {
 				jobs = append(jobs, cpuJob{app, c, bmo.Cycles})
@@ -311,7 +311,7 @@ func runCosplayFig9(ctx context.Context, o Options) ([]Row, error) {
 	const exp = "cosplay-fig9"
 	var rows []Row
 	for k, app := range apps {
-		for _, bmo := range fig9BMOs() {
+		for _, bmo := range encHD() {
 			un := float64(res[cpuJob{app, cpuUnordered, bmo.Cycles}].cycles)
 			perf := func(c coro.Config) float64 { return un / float64(res[cpuJob{app, c, bmo.Cycles}].cycles) }
 			rows = append(rows, Row{exp, labels[k], bmo.Name + " baseline", "perf_over_unordered", perf(cpuBaseline)})
@@ -501,7 +501,7 @@ func cosplayLabel(name string) string {
 
 func runCosplayFig13(ctx context.Context, o Options) ([]Row, error) {
 	labels, apps := o.myApps()
-	bmos := fig9BMOs()
+	bmos := encHD()
 	cos := windowed(coro.COSPlay, o.windows(cosplayWindows))
 	free := windowed(coro.FreeSwitch, o.windows(cosplayWindows))
 	var jobs []cpuJob
