@@ -76,9 +76,9 @@ func TestCosplayFig10(t *testing.T) {
 // (SBatch fences the whole window where COSPlay fences one context),
 // except by a tie at the PM's write bandwidth: where both run at the write
 // floor (TPC-C at ADR: Baseline already runs there, and each is best at
-// window 1) their write-backs leave in another order and the two differ
-// by a few cycles in a million (0.002% at paper size); each at
-// its best window, the ratio of windows is reported.
+// window 1, where a context's fence and the window's are one) they differ
+// by a few cycles in a million (0.002% at paper size); each at its best
+// window, the ratio of windows is reported.
 func TestCosplayFig11(t *testing.T) {
 	v := rowsBy(quickRows(t, "cosplay-fig11"))
 	for _, app := range cosplayLabels {
