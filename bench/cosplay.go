@@ -254,16 +254,7 @@ func minMax(o Options, rows []Row, exp, config, metric string) []Row {
 func runCosplayFig8(ctx context.Context, o Options) ([]Row, error) {
 	labels, apps := o.myApps()
 	cos := windowed(coro.COSPlay, o.windows(cosplayWindows))
-	var jobs []cpuJob
-	for _, app := range apps {
-		for _, bmo := range hwmodel.BMOs() {
-			jobs = append(jobs, cpuJob{app, cpuBaseline, bmo.Cycles})
-			for _, c := range cos {
-				jobs = append(jobs, cpuJob{app, c, bmo.Cycles})
-			}
-		}
-	}
-	res, err := cpuSweep(ctx, o, jobs, false)
+	res, err := cpuSweep(ctx, o, jobsOf(apps, hwmodel.BMOs(), []coro.Config{cpuBaseline}, cos), false)
 	if err != nil {
 		return nil, err
 	}
@@ -284,6 +275,21 @@ func runCosplayFig8(ctx context.Context, o Options) ([]Row, error) {
 	return rows, nil
 }
 
+// jobsOf returns a job per benchmark, BMO and configuration of configs.
+func jobsOf(apps []string, bmos []hwmodel.BMO, configs ...[]coro.Config) []cpuJob {
+	var jobs []cpuJob
+	for _, app := range apps {
+		for _, bmo := range bmos {
+			for _, cs := range configs {
+				for _, c := range cs {
+					jobs = append(jobs, cpuJob{app, c, bmo.Cycles})
+				}
+			}
+		}
+	}
+	return jobs
+}
+
 // encHD are the BMOs of COSPlay Figs. 9 and 13: Enc and HD.
 func encHD() []hwmodel.BMO { return []hwmodel.BMO{hwmodel.BMOs()[1], hwmodel.BMOs()[3]} }
 
@@ -295,16 +301,7 @@ func encHD() []hwmodel.BMO { return []hwmodel.BMO{hwmodel.BMOs()[1], hwmodel.BMO
 func runCosplayFig9(ctx context.Context, o Options) ([]Row, error) {
 	labels, apps := o.myApps()
 	cos := windowed(coro.COSPlay, o.windows(cosplayWindows))
-	var jobs []cpuJob
-	for _, app := range apps {
-		for _, bmo := range encHD() {
-			jobs = append(jobs, cpuJob{app, cpuUnordered, bmo.Cycles}, cpuJob{app, cpuBaseline, bmo.Cycles})
-			for _, c := range cos {
-				jobs = append(jobs, cpuJob{app, c, bmo.Cycles})
-			}
-		}
-	}
-	res, err := cpuSweep(ctx, o, jobs, false)
+	res, err := cpuSweep(ctx, o, jobsOf(apps, encHD(), []coro.Config{cpuUnordered, cpuBaseline}, cos), false)
 	if err != nil {
 		return nil, err
 	}
@@ -504,16 +501,7 @@ func runCosplayFig13(ctx context.Context, o Options) ([]Row, error) {
 	bmos := encHD()
 	cos := windowed(coro.COSPlay, o.windows(cosplayWindows))
 	free := windowed(coro.FreeSwitch, o.windows(cosplayWindows))
-	var jobs []cpuJob
-	for _, app := range apps {
-		for _, bmo := range bmos {
-			jobs = append(jobs, cpuJob{app, cpuUnordered, bmo.Cycles}, cpuJob{app, cpuBaseline, bmo.Cycles})
-			for _, c := range append(slices.Clone(cos), free...) {
-				jobs = append(jobs, cpuJob{app, c, bmo.Cycles})
-			}
-		}
-	}
-	res, err := cpuSweep(ctx, o, jobs, false)
+	res, err := cpuSweep(ctx, o, jobsOf(apps, bmos, []coro.Config{cpuUnordered, cpuBaseline}, cos, free), false)
 	if err != nil {
 		return nil, err
 	}
